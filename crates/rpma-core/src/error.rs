@@ -1,0 +1,281 @@
+//! Error codes: exactly librpma's `RPMA_E_*` set, with context.
+//!
+//! Every fallible call returns [`Result<T>`]. The error's [`ErrorKind`] is one of librpma's
+//! ten error codes (spec section 2); [`Error::code`] gives the numeric value and
+//! [`ErrorKind::as_str`] the `rpma_err_2str()` string. On top of librpma, an [`Error`] carries the
+//! operation that failed (the name of the librpma function it corresponds to, e.g.
+//! `"rpma_read"`), the provider `errno` for [`ErrorKind::Provider`] errors (librpma only logged
+//! it), and a short human-readable detail.
+
+use std::fmt;
+
+/// The kind of an error: librpma's `RPMA_E_*` codes.
+///
+/// The discriminants are the C values, so `kind as i32 == RPMA_E_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrorKind {
+    /// `RPMA_E_UNKNOWN`: unknown error.
+    Unknown = -100_000,
+    /// `RPMA_E_NOSUPP`: not supported.
+    NoSupp = -100_001,
+    /// `RPMA_E_PROVIDER`: a provider (libibverbs/librdmacm or the mock fabric) call failed.
+    Provider = -100_002,
+    /// `RPMA_E_NOMEM`: out of memory.
+    NoMem = -100_003,
+    /// `RPMA_E_INVAL`: invalid argument.
+    Inval = -100_004,
+    /// `RPMA_E_NO_COMPLETION`: no next completion available.
+    NoCompletion = -100_005,
+    /// `RPMA_E_NO_EVENT`: no next event available.
+    NoEvent = -100_006,
+    /// `RPMA_E_AGAIN`: temporary error, try again.
+    Again = -100_007,
+    /// `RPMA_E_SHARED_CHANNEL`: the completion channel is shared.
+    SharedChannel = -100_008,
+    /// `RPMA_E_NOT_SHARED_CHNL`: the completion channel is not shared.
+    NotSharedChannel = -100_009,
+}
+
+impl ErrorKind {
+    /// All kinds, in code order.
+    pub const ALL: [Self; 10] = [
+        Self::Unknown,
+        Self::NoSupp,
+        Self::Provider,
+        Self::NoMem,
+        Self::Inval,
+        Self::NoCompletion,
+        Self::NoEvent,
+        Self::Again,
+        Self::SharedChannel,
+        Self::NotSharedChannel,
+    ];
+
+    /// The numeric `RPMA_E_*` value.
+    #[must_use]
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The kind of a numeric `RPMA_E_*` value, or `None` for any other integer.
+    #[must_use]
+    pub fn from_code(code: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// The C macro name, e.g. `"RPMA_E_INVAL"`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "RPMA_E_UNKNOWN",
+            Self::NoSupp => "RPMA_E_NOSUPP",
+            Self::Provider => "RPMA_E_PROVIDER",
+            Self::NoMem => "RPMA_E_NOMEM",
+            Self::Inval => "RPMA_E_INVAL",
+            Self::NoCompletion => "RPMA_E_NO_COMPLETION",
+            Self::NoEvent => "RPMA_E_NO_EVENT",
+            Self::Again => "RPMA_E_AGAIN",
+            Self::SharedChannel => "RPMA_E_SHARED_CHANNEL",
+            Self::NotSharedChannel => "RPMA_E_NOT_SHARED_CHNL",
+        }
+    }
+
+    /// The string `rpma_err_2str()` returns for this code (librpma 1.0 - 1.3).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown error",
+            Self::NoSupp => "Not supported",
+            Self::Provider => "Provider error occurred",
+            Self::NoMem => "Out of memory",
+            Self::Inval => "Invalid argument",
+            Self::NoCompletion => "No next completion available",
+            Self::NoEvent => "No next event available",
+            Self::Again => "Temporary error, try again",
+            Self::SharedChannel => "Completion channel is shared",
+            Self::NotSharedChannel => "Completion channel is not shared",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `rpma_err_2str()`: the string of any integer return value of a librpma function.
+///
+/// `0` is `"Success"`; an `RPMA_E_*` value gets its string; anything else is `"Unknown error"`.
+#[must_use]
+pub fn err_2str(code: i32) -> &'static str {
+    if code == 0 {
+        return "Success";
+    }
+    ErrorKind::from_code(code).map_or("Unknown error", ErrorKind::as_str)
+}
+
+/// An error of an rpma operation: its [`ErrorKind`] plus context.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    op: &'static str,
+    errno: Option<i32>,
+    detail: Option<Box<str>>,
+}
+
+impl Error {
+    /// A new error of `kind` raised by operation `op` (a librpma function name).
+    #[must_use]
+    pub fn new(kind: ErrorKind, op: &'static str) -> Self {
+        Self { kind, op, errno: None, detail: None }
+    }
+
+    /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
+    #[must_use]
+    pub fn inval(op: &'static str, detail: &str) -> Self {
+        Self::new(ErrorKind::Inval, op).with_detail(detail)
+    }
+
+    /// An [`ErrorKind::Provider`] error carrying the provider's `errno`.
+    #[must_use]
+    pub fn provider(op: &'static str, errno: i32) -> Self {
+        Self { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None }
+    }
+
+    /// Adds a human-readable detail.
+    #[must_use]
+    pub fn with_detail(mut self, detail: &str) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// Replaces the operation name (used when one public call reports a backend step's error).
+    #[must_use]
+    pub fn in_op(mut self, op: &'static str) -> Self {
+        self.op = op;
+        self
+    }
+
+    /// The kind (`RPMA_E_*`).
+    #[must_use]
+    pub const fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The numeric `RPMA_E_*` value, as librpma would have returned it.
+    #[must_use]
+    pub const fn code(&self) -> i32 {
+        self.kind.code()
+    }
+
+    /// The operation that failed (a librpma function name, e.g. `"rpma_flush"`).
+    #[must_use]
+    pub const fn op(&self) -> &'static str {
+        self.op
+    }
+
+    /// The provider's `errno`, for [`ErrorKind::Provider`] errors.
+    #[must_use]
+    pub const fn errno(&self) -> Option<i32> {
+        self.errno
+    }
+
+    /// The detail message, if any.
+    #[must_use]
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.op, self.kind.as_str(), self.kind.name())?;
+        if let Some(errno) = self.errno {
+            write!(f, ", errno {errno} ({})", std::io::Error::from_raw_os_error(errno))?;
+        }
+        if let Some(d) = &self.detail {
+            write!(f, ": {d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        let kind = match e.kind {
+            ErrorKind::Inval => std::io::ErrorKind::InvalidInput,
+            ErrorKind::NoSupp => std::io::ErrorKind::Unsupported,
+            ErrorKind::NoMem => std::io::ErrorKind::OutOfMemory,
+            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::Again => {
+                std::io::ErrorKind::WouldBlock
+            }
+            _ => std::io::ErrorKind::Other,
+        };
+        Self::new(kind, e)
+    }
+}
+
+/// The result type of every fallible rpma call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_librpma() {
+        let expected = [
+            (ErrorKind::Unknown, -100_000, "Unknown error"),
+            (ErrorKind::NoSupp, -100_001, "Not supported"),
+            (ErrorKind::Provider, -100_002, "Provider error occurred"),
+            (ErrorKind::NoMem, -100_003, "Out of memory"),
+            (ErrorKind::Inval, -100_004, "Invalid argument"),
+            (ErrorKind::NoCompletion, -100_005, "No next completion available"),
+            (ErrorKind::NoEvent, -100_006, "No next event available"),
+            (ErrorKind::Again, -100_007, "Temporary error, try again"),
+            (ErrorKind::SharedChannel, -100_008, "Completion channel is shared"),
+            (ErrorKind::NotSharedChannel, -100_009, "Completion channel is not shared"),
+        ];
+        for (kind, code, s) in expected {
+            assert_eq!(kind.code(), code);
+            assert_eq!(err_2str(code), s);
+            assert_eq!(ErrorKind::from_code(code), Some(kind));
+        }
+        assert_eq!(err_2str(0), "Success");
+        assert_eq!(err_2str(-1), "Unknown error");
+        assert_eq!(err_2str(-100_010), "Unknown error");
+        assert_eq!(ErrorKind::from_code(1), None);
+    }
+
+    #[test]
+    fn display_carries_context() {
+        let e = Error::provider("rpma_read", 12).with_detail("post failed");
+        let s = e.to_string();
+        assert!(s.starts_with("rpma_read: Provider error occurred (RPMA_E_PROVIDER), errno 12"), "{s}");
+        assert!(s.ends_with(": post failed"), "{s}");
+        assert_eq!(e.errno(), Some(12));
+        assert_eq!(Error::inval("x", "y").kind(), ErrorKind::Inval);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn err_2str_total(code in proptest::prelude::any::<i32>()) {
+            let s = err_2str(code);
+            match ErrorKind::from_code(code) {
+                Some(k) => proptest::prop_assert_eq!(s, k.as_str()),
+                None if code == 0 => proptest::prop_assert_eq!(s, "Success"),
+                None => proptest::prop_assert_eq!(s, "Unknown error"),
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! # rpma-core: librpma's API in safe Rust, over any transport
+//!
+//! This crate holds the public API of rpma-rs (peers, memory regions, endpoints, connection
+//! requests, connections, completion queues, shared receive queues, configurations, logging and
+//! error codes), the [`Transport`] trait a backend implements, and **all argument validation**:
+//! every ERRORS rule of librpma 1.3 that does not need a provider is checked here, once, before a
+//! backend is called. It is `#![forbid(unsafe_code)]`.
+//!
+//! Users normally depend on the facade crate `rpma`, which picks a backend by Cargo feature
+//! (`mock`: the in-memory loopback of `rpma-mock`; `verbs`: libibverbs + librdmacm). Every type
+//! here is generic over the transport `T` and calls it through static dispatch.
+//!
+//! ## Memory safety
+//! A registered memory region is written by the device or by a remote peer while Rust code runs.
+//! So:
+//! - a [`MrLocal`] **owns** its bytes (allocated by the backend: heap or page-aligned), and no
+//!   safe function hands out a `&[u8]` or `&mut [u8]` to them: access is by copy
+//!   ([`MrLocal::read`], [`MrLocal::write`], [`MrLocal::to_vec`]);
+//! - dropping a region deregisters it *before* its bytes are freed; after deregistration the
+//!   device can no longer touch them (an operation still in flight fails with an error
+//!   completion instead);
+//! - a post hands the backend an `Arc` of the region, which a real backend keeps until the work
+//!   request is retired, so the registration stays alive while operations use it;
+//! - a [`Peer`] is kept alive by every object made from it; an [`Srq`] by every connection
+//!   using it.
+//!
+//! A zero-copy view of registered bytes is inherently `unsafe` (the rules are those of memory
+//! shared with another process) and lives outside the forbid-unsafe crates, in a backend crate.
+//!
+//! ## Untrusted peers
+//! Descriptors and private data come from the remote peer. Decoding validates sizes; every
+//! operation checks offsets and lengths against the size the remote descriptor claims and the
+//! access it claims to grant ([`ErrorKind::Inval`] before posting); the responder (hardware, or
+//! the mock) checks the real registration and reports violations as error completions.
+//!
+//! ## Thread safety
+//! As librpma's THREAD_SAFETY (spec 8.11): peers, regions, connections and CQs are `Send +
+//! Sync`; data-path operations take `&self`; configurations use atomics. An endpoint and a
+//! connection request are used by one thread at a time (they are `Send`).
+//!
+//! ## Decisions on librpma's man-page/code discrepancies
+//! See `docs/decisions.md` in the repository; each is also noted at the function concerned.
+#![forbid(unsafe_code)]
+
+mod cfg;
+mod conn;
+pub mod descriptor;
+mod error;
+pub mod log;
+mod mr;
+mod peer;
+pub mod transport;
+mod types;
+pub mod validate;
+
+pub use cfg::{ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE};
+pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
+pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
+pub use error::{err_2str, Error, ErrorKind, Result};
+pub use mr::{MrLocal, MrRemote};
+pub use peer::{Device, Peer, PeerCfg};
+pub use transport::{Capabilities, MrBuffer, Transport};
+pub use types::{
+    conn_event_2str, Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, Wc, WcOpcode, WcStatus,
+    ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_TIMEOUT_MS,
+};

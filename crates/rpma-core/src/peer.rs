@@ -1,0 +1,209 @@
+//! Devices, peers and peer configurations.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::descriptor::{decode_peer_cfg, encode_peer_cfg, PEER_CFG_DESCRIPTOR_SIZE};
+use crate::error::Result;
+use crate::transport::{Capabilities, Transport};
+use crate::types::ContextType;
+
+/// An RDMA device context of a transport (librpma's `struct ibv_context *`).
+#[derive(Clone)]
+pub struct Device<T: Transport> {
+    pub(crate) transport: T,
+    pub(crate) dev: T::Device,
+}
+
+impl<T: Transport> fmt::Debug for Device<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device").field("transport", &self.transport.name()).field("dev", &self.dev).finish()
+    }
+}
+
+impl<T: Transport> Device<T> {
+    /// `rpma_utils_get_ibv_context`: the device that owns (`Local`) or routes to (`Remote`) the
+    /// IP address `addr`.
+    ///
+    /// # Errors
+    /// [`Provider`](crate::ErrorKind::Provider) if `addr` cannot be translated, bound or
+    /// resolved (e.g. no RDMA device has the address). A NULL `addr`, NULL out-pointer or an
+    /// invalid type cannot be expressed.
+    pub fn lookup(transport: &T, addr: &str, kind: ContextType) -> Result<Self> {
+        let dev = transport.lookup_device(addr, kind)?;
+        Ok(Self { transport: transport.clone(), dev })
+    }
+
+    /// `rpma_utils_ibv_context_is_odp_capable`: whether the device supports on-demand paging
+    /// for RC reads and writes.
+    ///
+    /// # Errors
+    /// [`Provider`](crate::ErrorKind::Provider) if the device query fails.
+    pub fn is_odp_capable(&self) -> Result<bool> {
+        Ok(self.capabilities()?.odp)
+    }
+
+    /// Everything the device and backend can do.
+    ///
+    /// # Errors
+    /// [`Provider`](crate::ErrorKind::Provider) if the device query fails.
+    pub fn capabilities(&self) -> Result<Capabilities> {
+        self.transport.capabilities(&self.dev).map_err(|e| e.in_op("ibv_query_device_ex"))
+    }
+
+    /// The device's name (e.g. `rxe0`).
+    #[must_use]
+    pub fn name(&self) -> String {
+        self.transport.device_name(&self.dev)
+    }
+
+    /// The transport this device belongs to.
+    #[must_use]
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The backend's device object.
+    #[must_use]
+    pub fn raw(&self) -> &T::Device {
+        &self.dev
+    }
+}
+
+pub(crate) struct PeerInner<T: Transport> {
+    pub(crate) pd: Arc<T::Pd>,
+    pub(crate) caps: Capabilities,
+    pub(crate) device: Device<T>,
+}
+
+/// A peer (`struct rpma_peer`): a protection domain on a device, the root of memory regions,
+/// endpoints, connection requests and shared receive queues.
+///
+/// Cheap to clone (a handle). Every object made from a peer keeps it alive, so the protection
+/// domain is released only after the last of them (librpma left this to the caller: deleting a
+/// peer with live regions made `ibv_dealloc_pd` fail and leak).
+pub struct Peer<T: Transport> {
+    pub(crate) inner: Arc<PeerInner<T>>,
+}
+
+impl<T: Transport> Clone for Peer<T> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<T: Transport> fmt::Debug for Peer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Peer").field("device", &self.inner.device).finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Peer<T> {
+    /// `rpma_peer_new`: queries the device's capabilities and allocates a protection domain.
+    ///
+    /// # Errors
+    /// [`Provider`](crate::ErrorKind::Provider) if the capability query or `ibv_alloc_pd`
+    /// fails; [`NoMem`](crate::ErrorKind::NoMem) if the PD cannot be allocated for lack of
+    /// memory.
+    pub fn new(device: &Device<T>) -> Result<Self> {
+        const OP: &str = "rpma_peer_new";
+        let caps = device.transport.capabilities(&device.dev).map_err(|e| e.in_op(OP))?;
+        if !caps.native_atomic_write {
+            crate::rpma_log!(Info, "Native atomic write is not supported on {}", device.name());
+        }
+        if !caps.native_flush {
+            crate::rpma_log!(Info, "Native flush is not supported on {}", device.name());
+        }
+        let pd = device.transport.alloc_pd(&device.dev, &caps).map_err(|e| e.in_op(OP))?;
+        Ok(Self { inner: Arc::new(PeerInner { pd: Arc::new(pd), caps, device: device.clone() }) })
+    }
+
+    /// The capabilities the peer saw at creation.
+    #[must_use]
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.inner.caps
+    }
+
+    /// The peer's device.
+    #[must_use]
+    pub fn device(&self) -> &Device<T> {
+        &self.inner.device
+    }
+
+    pub(crate) fn transport(&self) -> &T {
+        &self.inner.device.transport
+    }
+
+    /// `rpma_peer_delete`: drops this handle. The protection domain is released when the last
+    /// object made from the peer is gone.
+    ///
+    /// # Errors
+    /// None in practice; kept fallible for librpma parity (`ibv_dealloc_pd` failures are
+    /// logged when the PD is finally released).
+    pub fn delete(self) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
+
+/// A peer configuration (`struct rpma_peer_cfg`): what a peer tells its remote side about
+/// itself (whether RDMA writes land directly in its persistent memory).
+///
+/// Setters take `&self` (atomic), so one configuration may be shared between threads.
+#[derive(Debug, Default)]
+pub struct PeerCfg {
+    direct_write_to_pmem: AtomicBool,
+}
+
+impl Clone for PeerCfg {
+    fn clone(&self) -> Self {
+        Self { direct_write_to_pmem: AtomicBool::new(self.direct_write_to_pmem()) }
+    }
+}
+
+impl PeerCfg {
+    /// `rpma_peer_cfg_new`: `direct_write_to_pmem = false`.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `rpma_peer_cfg_set_direct_write_to_pmem`: declares that an RDMA write to this node lands
+    /// persistently in its PMem (e.g. DDIO off). Gates [`FlushType::Persistent`](crate::FlushType).
+    pub fn set_direct_write_to_pmem(&self, supported: bool) -> &Self {
+        self.direct_write_to_pmem.store(supported, Ordering::Relaxed);
+        self
+    }
+
+    /// `rpma_peer_cfg_get_direct_write_to_pmem`.
+    #[must_use]
+    pub fn direct_write_to_pmem(&self) -> bool {
+        self.direct_write_to_pmem.load(Ordering::Relaxed)
+    }
+
+    /// `rpma_peer_cfg_get_descriptor`: the 1-byte descriptor to send to the remote peer.
+    ///
+    /// SECURITY: descriptors travel unauthenticated (e.g. in connection private data); a
+    /// tampered one can make the remote side believe writes are persistent. Exchange them over an
+    /// authenticated channel where that matters.
+    #[must_use]
+    pub fn descriptor(&self) -> [u8; PEER_CFG_DESCRIPTOR_SIZE] {
+        encode_peer_cfg(self.direct_write_to_pmem())
+    }
+
+    /// `rpma_peer_cfg_get_descriptor_size`: always 1.
+    #[must_use]
+    pub const fn descriptor_size(&self) -> usize {
+        PEER_CFG_DESCRIPTOR_SIZE
+    }
+
+    /// `rpma_peer_cfg_from_descriptor`: the configuration a remote peer described.
+    ///
+    /// # Errors
+    /// [`Inval`](crate::ErrorKind::Inval) if `desc` is empty.
+    pub fn from_descriptor(desc: &[u8]) -> Result<Self> {
+        let v = decode_peer_cfg(desc)?;
+        Ok(Self { direct_write_to_pmem: AtomicBool::new(v) })
+    }
+}

@@ -1,0 +1,434 @@
+//! The backend contract: what a transport (the in-memory mock, libibverbs + librdmacm, ...)
+//! implements so that the public API of rpma-core runs on it.
+//!
+//! The public types ([`Peer`](crate::Peer), [`Conn`](crate::Conn), ...) are generic over a
+//! [`Transport`] and call it through static dispatch: no virtual call, no boxing on the data
+//! path. **All argument validation is done by rpma-core before a backend is called**; a
+//! backend may assume that:
+//! - every local buffer it is handed lies inside its registration (`offset + len <= mr.len()`)
+//!   and has the usage the operation needs;
+//! - a remote address lies inside the remote region *as described by the peer's descriptor*
+//!   (the descriptor itself is untrusted: the backend, like the hardware, must still check rkey,
+//!   bounds and access rights at the responder and report violations as error completions);
+//! - flags, alignment, private-data sizes and queue configurations follow the documented rules.
+//!
+//! Backends report failures of their provider calls as [`ErrorKind::Provider`](crate::ErrorKind::Provider)
+//! (with the errno), [`ErrorKind::NoMem`](crate::ErrorKind::NoMem), or the specific kinds named
+//! in each method's documentation.
+//!
+//! # Resource lifetime
+//! A backend object that must outlive another (a protection domain outlives its memory regions
+//! and queue pairs, an SRQ outlives the QPs attached to it) receives an `Arc` of it and keeps a
+//! clone. A memory region handed to a post call is passed as `&Arc<Mr>`: a backend whose device
+//! may still access the buffer after the call returns (any real one) keeps a clone until the work
+//! request is retired, so the buffer is never freed under the device.
+
+use std::fmt::Debug;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::types::{Advice, ContextType, FlushType, Usage, Wc};
+
+/// What a backend (and the device under it) can do. The conformance suite uses it to gate the
+/// few cases where backends legitimately differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Native RDMA Flush (`ibv_wr_flush`, IBTA 1.5); otherwise flush is emulated (APM read).
+    pub native_flush: bool,
+    /// Native RDMA Atomic Write (`ibv_wr_atomic_write`); otherwise a fenced inline 8-byte write.
+    pub native_atomic_write: bool,
+    /// On-demand paging for RC reads and writes (`rpma_utils_ibv_context_is_odp_capable`).
+    pub odp: bool,
+    /// `ibv_advise_mr` is available.
+    pub advise_mr: bool,
+    /// The device is iWARP (receive destinations then need remote write access).
+    pub iwarp: bool,
+    /// Maximum work requests of a send or receive queue.
+    pub max_qp_wr: u32,
+    /// Maximum entries of a completion queue.
+    pub max_cqe: u32,
+    /// Maximum work requests of a shared receive queue.
+    pub max_srq_wr: u32,
+    /// Maximum inline data of a send work request.
+    pub max_inline_data: u32,
+    /// Maximum message size of one operation.
+    pub max_msg_size: u64,
+    /// Maximum private data sent with a connection request (`rdma_connect`: 56 on IB/RoCE).
+    pub max_private_data_connect: usize,
+    /// Maximum private data sent with an accept (`rdma_accept`: 196 on IB/RoCE).
+    pub max_private_data_accept: usize,
+}
+
+impl Capabilities {
+    /// The limits of an RoCE device without IBTA 1.5 extensions (what Soft-RoCE reports).
+    #[must_use]
+    pub const fn roce_defaults() -> Self {
+        Self {
+            native_flush: false,
+            native_atomic_write: false,
+            odp: false,
+            advise_mr: false,
+            iwarp: false,
+            max_qp_wr: 1 << 14,
+            max_cqe: 1 << 16,
+            max_srq_wr: 1 << 14,
+            max_inline_data: 256,
+            max_msg_size: 1 << 31,
+            max_private_data_connect: 56,
+            max_private_data_accept: 196,
+        }
+    }
+}
+
+/// Where the bytes of a local memory region come from. The region owns them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MrBuffer {
+    /// `len` zeroed bytes on the heap.
+    Heap(usize),
+    /// `len` zeroed bytes starting on a page boundary (what librpma's examples register).
+    PageAligned(usize),
+}
+
+impl MrBuffer {
+    /// The length of the buffer in bytes.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        match self {
+            Self::Heap(l) | Self::PageAligned(l) => *l,
+        }
+    }
+
+    /// Whether the buffer is empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The queue configuration a connection request is built with (from a
+/// [`ConnCfg`](crate::ConnCfg), already validated).
+#[derive(Debug)]
+pub struct QueueConfig<'a, T: Transport> {
+    /// Connection-establishment timeout (active side).
+    pub timeout_ms: i32,
+    /// Main CQ entries.
+    pub cq_size: u32,
+    /// Receive CQ entries; 0 = none (also none when `srq` has its own receive CQ).
+    pub rcq_size: u32,
+    /// Send queue entries.
+    pub sq_size: u32,
+    /// Receive queue entries (unused with an SRQ).
+    pub rq_size: u32,
+    /// One completion channel for the main CQ and the receive CQ.
+    pub shared_channel: bool,
+    /// The shared receive queue to attach, if any.
+    pub srq: Option<&'a Arc<T::Srq>>,
+}
+
+/// Which of a connection's CQs a shared-channel wait reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqSlot {
+    /// The main CQ.
+    Main,
+    /// The connection's receive CQ.
+    Receive,
+}
+
+/// A raw connection-management event, as the provider reports it. rpma-core maps it to a
+/// [`ConnEvent`](crate::ConnEvent) (spec 8.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmEvent {
+    /// `RDMA_CM_EVENT_ESTABLISHED`.
+    Established,
+    /// `RDMA_CM_EVENT_CONNECT_ERROR`.
+    ConnectError,
+    /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
+    DeviceRemoval,
+    /// `RDMA_CM_EVENT_DISCONNECTED`.
+    Disconnected,
+    /// `RDMA_CM_EVENT_TIMEWAIT_EXIT`.
+    TimewaitExit,
+    /// `RDMA_CM_EVENT_REJECTED`.
+    Rejected,
+    /// `RDMA_CM_EVENT_UNREACHABLE`.
+    Unreachable,
+    /// Any other event (raw `enum rdma_cm_event_type` value).
+    Other(u32),
+}
+
+/// A local buffer of a work request: `len` bytes at `offset` of a registered region.
+#[derive(Debug)]
+pub struct LocalBuf<'a, M> {
+    /// The region.
+    pub mr: &'a Arc<M>,
+    /// Offset inside the region.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// A remote target of a work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteBuf {
+    /// Absolute remote virtual address (`raddr + offset`).
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Bytes the remote region is described to hold from `addr` on (from the descriptor).
+    pub described_len: u64,
+}
+
+/// The operation of a send-queue work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// RDMA Read from `remote` into `local`.
+    Read,
+    /// RDMA Write from `local` to `remote`.
+    Write,
+    /// RDMA Write with immediate data (host order; consumes a receive at the peer).
+    WriteImm(u32),
+    /// Atomic write of these 8 bytes at `remote` (native, or fenced inline write).
+    AtomicWrite([u8; 8]),
+    /// Flush `len` bytes at `remote` (native flush, or an APM read).
+    Flush(FlushType),
+    /// Send `local`.
+    Send,
+    /// Send `local` with immediate data (host order).
+    SendImm(u32),
+}
+
+/// A send-queue work request, validated by rpma-core.
+#[derive(Debug)]
+pub struct SendWr<'a, M> {
+    /// What to do.
+    pub op: SendOp,
+    /// The local buffer (`None` for the zero-byte forms and for atomic write and flush).
+    pub local: Option<LocalBuf<'a, M>>,
+    /// The remote target (`None` for sends and the zero-byte read/write forms).
+    pub remote: Option<RemoteBuf>,
+    /// Bytes to transfer (for flush: bytes to flush).
+    pub len: usize,
+    /// Post signaled (a completion always appears) or unsignaled (only on error).
+    pub signaled: bool,
+    /// The operation context, returned as [`Wc::wr_id`].
+    pub wr_id: u64,
+}
+
+/// A transport: the root of a backend.
+///
+/// A transport value is cheap to clone (a handle). Its associated types are the backend's
+/// objects; each is documented by its own trait.
+pub trait Transport: Clone + Send + Sync + Sized + 'static {
+    /// A device context (librpma's `struct ibv_context *`).
+    type Device: Clone + Send + Sync + Debug;
+    /// A protection domain plus whatever per-peer state the backend needs.
+    type Pd: Send + Sync + 'static;
+    /// A registered local memory region that owns its bytes.
+    type Mr: MrBackend;
+    /// A completion queue with its completion channel.
+    type Cq: CqBackend;
+    /// A shared receive queue (with its optional receive CQ).
+    type Srq: SrqBackend<Self>;
+    /// A listening endpoint.
+    type Listener: ListenerBackend<Self>;
+    /// A connection's queue pair, CM identifier and event channel, from request to teardown.
+    type Qp: QpBackend<Self>;
+
+    /// A short name of the backend ("mock", "verbs").
+    fn name(&self) -> &'static str;
+
+    /// `rpma_utils_get_ibv_context`: the device owning (`Local`) or routing to (`Remote`) `addr`.
+    ///
+    /// # Errors
+    /// `Provider` if the address cannot be translated, bound or resolved.
+    fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<Self::Device>;
+
+    /// The device's capabilities (queried at peer creation; `rpma_peer_new` queries the same).
+    ///
+    /// # Errors
+    /// `Provider` if the device query fails.
+    fn capabilities(&self, dev: &Self::Device) -> Result<Capabilities>;
+
+    /// A short name of the device (e.g. `rxe0`, `mock0`).
+    fn device_name(&self, dev: &Self::Device) -> String;
+
+    /// `ibv_alloc_pd`.
+    ///
+    /// # Errors
+    /// `NoMem` or `Provider`.
+    fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
+
+    /// Allocates `buf` and registers it with the access rights `usage` maps to (spec 3.2).
+    ///
+    /// # Errors
+    /// `NoMem` if the buffer cannot be allocated; `Provider` if registration fails.
+    fn reg_mr(&self, pd: &Arc<Self::Pd>, buf: MrBuffer, usage: Usage) -> Result<Self::Mr>;
+
+    /// Creates a shared receive queue of `rq_size` entries and, if `rcq_size > 0`, its own
+    /// receive CQ with a private completion channel.
+    ///
+    /// # Errors
+    /// `NoMem` or `Provider`.
+    fn create_srq(&self, pd: &Arc<Self::Pd>, rq_size: u32, rcq_size: u32) -> Result<Self::Srq>;
+
+    /// `rpma_ep_listen`: listens for connection requests on `addr:port`.
+    ///
+    /// # Errors
+    /// `Provider` if the address cannot be bound or listened on.
+    fn listen(&self, pd: &Arc<Self::Pd>, addr: &str, port: &str) -> Result<Self::Listener>;
+
+    /// `rpma_conn_req_new`: resolves `addr:port` and builds an outgoing request's queues.
+    ///
+    /// # Errors
+    /// `Provider` if resolution or queue creation fails; `NoMem`.
+    fn connect_request(
+        &self,
+        pd: &Arc<Self::Pd>,
+        addr: &str,
+        port: &str,
+        cfg: &QueueConfig<'_, Self>,
+    ) -> Result<Self::Qp>;
+}
+
+/// A registered local memory region that owns its bytes.
+///
+/// Access to the bytes is by copy only: the device and remote peers may write them at any time,
+/// so no reference to them is ever handed out. Offsets and lengths are validated by rpma-core.
+/// Dropping the region deregisters it before its bytes are freed.
+pub trait MrBackend: Send + Sync + 'static {
+    /// The registered address (`ibv_mr->addr`, the `raddr` of the descriptor).
+    fn addr(&self) -> u64;
+    /// The registered length.
+    fn len(&self) -> usize;
+    /// The remote key.
+    fn rkey(&self) -> u32;
+    /// Copies `dst.len()` bytes at `offset` out of the region.
+    fn read(&self, offset: usize, dst: &mut [u8]);
+    /// Copies `src` into the region at `offset`.
+    fn write(&self, offset: usize, src: &[u8]);
+    /// `ibv_advise_mr` on `[offset, offset + len)`.
+    ///
+    /// # Errors
+    /// `NoSupp` if not supported, `Inval` for `EFAULT`/`EINVAL`, else `Provider`.
+    fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()>;
+    /// Deregisters the region now, reporting a failure.
+    ///
+    /// # Errors
+    /// `Provider` if deregistration fails (the region is gone all the same).
+    fn dereg(self) -> Result<()>;
+}
+
+/// A completion queue and its completion channel.
+pub trait CqBackend: Send + Sync + 'static {
+    /// `ibv_poll_cq` into `wc` (non-empty); returns how many entries were filled (0 = none).
+    ///
+    /// # Errors
+    /// `Provider` if polling fails.
+    fn poll(&self, wc: &mut [Wc]) -> Result<usize>;
+    /// The completion channel's fd (the shared one if the channel is shared).
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Waits for one completion event on this CQ's own channel, acks it and re-arms the CQ.
+    ///
+    /// # Errors
+    /// `NoCompletion` if no event can be had (non-blocking fd); `Provider` if re-arming fails.
+    fn wait(&self) -> Result<()>;
+}
+
+/// A shared receive queue.
+pub trait SrqBackend<T: Transport>: Send + Sync + 'static {
+    /// `ibv_post_srq_recv` of one buffer (`None` = zero-length).
+    ///
+    /// # Errors
+    /// `Provider` if posting fails (e.g. the queue is full).
+    fn post_recv(&self, buf: Option<LocalBuf<'_, T::Mr>>, wr_id: u64) -> Result<()>;
+    /// The SRQ's own receive CQ, if created with one.
+    fn rcq(&self) -> Option<&T::Cq>;
+    /// Destroys the SRQ now, reporting the first failure.
+    ///
+    /// # Errors
+    /// `Provider`.
+    fn destroy(self) -> Result<()>;
+}
+
+/// A listening endpoint.
+pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
+    /// The fd of the endpoint's CM event channel.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Takes the next CM event; if it is a connection request, builds its queues per `cfg`.
+    ///
+    /// # Errors
+    /// `NoEvent` if nothing is pending on a non-blocking fd; `Inval` if the event is not a
+    /// connection request (it is acknowledged); `Provider`/`NoMem` on failures.
+    fn next_request(&self, cfg: &QueueConfig<'_, T>) -> Result<T::Qp>;
+    /// Stops listening, reporting a failure.
+    ///
+    /// # Errors
+    /// `Provider`.
+    fn shutdown(self) -> Result<()>;
+}
+
+/// A connection's queue pair with its CM identifier and event channel.
+///
+/// It starts as a request (outgoing from [`Transport::connect_request`], incoming from
+/// [`ListenerBackend::next_request`]), becomes a connection with [`QpBackend::connect`], and ends
+/// with [`QpBackend::destroy`] (or [`QpBackend::reject`] for an incoming request never
+/// accepted). Dropping it releases everything as `destroy` would.
+pub trait QpBackend<T: Transport>: Send + Sync + 'static {
+    /// The QP number.
+    fn qp_num(&self) -> u32;
+    /// The main CQ.
+    fn cq(&self) -> &T::Cq;
+    /// The connection's own receive CQ, if any.
+    fn rcq(&self) -> Option<&T::Cq>;
+    /// The shared completion channel's fd, if the channel is shared.
+    fn compl_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// Waits on the shared completion channel; acks the event, re-arms that CQ and says which.
+    ///
+    /// # Errors
+    /// `NoCompletion` if no event can be had; `Unknown` for an event of an unknown CQ;
+    /// `Provider` if re-arming fails.
+    fn wait_shared(&self) -> Result<CqSlot>;
+    /// Private data received with an incoming request (empty for outgoing ones).
+    fn request_private_data(&self) -> &[u8];
+    /// `ibv_post_recv` of one buffer (`None` = zero-length).
+    ///
+    /// # Errors
+    /// `Provider` if posting fails (queue full, QP attached to an SRQ, QP in error).
+    fn post_recv(&self, buf: Option<LocalBuf<'_, T::Mr>>, wr_id: u64) -> Result<()>;
+    /// `ibv_post_send` of one work request.
+    ///
+    /// # Errors
+    /// `Provider` if posting fails (queue full, QP not connected).
+    fn post_send(&self, wr: &SendWr<'_, T::Mr>) -> Result<()>;
+    /// Active request: `rdma_connect`; incoming request: `rdma_accept`, with `pdata`.
+    ///
+    /// # Errors
+    /// `Provider` or `NoMem`.
+    fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()>;
+    /// Rejects an incoming request (`rdma_reject`) or abandons an outgoing one, and releases
+    /// everything.
+    ///
+    /// # Errors
+    /// `Provider` (the first failure; every release step is still attempted).
+    fn reject(self) -> Result<()>;
+    /// The fd of the connection's CM event channel.
+    fn event_fd(&self) -> BorrowedFd<'_>;
+    /// Takes and acks the connection's next CM event, with its private data.
+    ///
+    /// # Errors
+    /// `NoEvent` if nothing is pending on a non-blocking fd; `Provider`.
+    fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)>;
+    /// `rdma_disconnect`.
+    ///
+    /// # Errors
+    /// `Provider`.
+    fn disconnect(&self) -> Result<()>;
+    /// Releases everything now, reporting the first failure (every step is still attempted).
+    ///
+    /// # Errors
+    /// `Provider`.
+    fn destroy(self) -> Result<()>;
+}

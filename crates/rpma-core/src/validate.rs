@@ -1,0 +1,240 @@
+//! Argument validation: every `RPMA_E_INVAL` / `RPMA_E_NOSUPP` rule that does not need a
+//! provider, as pure functions run before any backend call (so no backend can disagree).
+
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::mr::MrRemote;
+use crate::transport::{Capabilities, LocalBuf, RemoteBuf};
+use crate::types::{CompletionFlags, FlushType, Usage, ATOMIC_WRITE_ALIGNMENT};
+
+/// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (spec 9 #4).
+///
+/// # Errors
+/// `Inval`.
+pub fn usage(op: &'static str, usage: Usage) -> Result<()> {
+    if usage.is_empty() {
+        return Err(Error::inval(op, "usage is 0"));
+    }
+    if !Usage::all().contains(usage) {
+        return Err(Error::inval(op, "usage has unknown bits"));
+    }
+    Ok(())
+}
+
+/// Flags rule of every operation that takes flags: `0` is invalid. Returns whether the work
+/// request is signaled.
+///
+/// # Errors
+/// `Inval`.
+pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
+    if flags.is_empty() {
+        return Err(Error::inval(op, "flags are 0"));
+    }
+    Ok(flags.signaled())
+}
+
+/// A range `[offset, offset + len)` must lie inside `size` bytes.
+///
+/// # Errors
+/// `Inval`.
+pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::inval(op, "range outside the local memory region")),
+    }
+}
+
+/// A length must fit one work request of the device.
+///
+/// # Errors
+/// `Inval`.
+pub fn msg_len(op: &'static str, caps: &Capabilities, len: usize) -> Result<()> {
+    if len as u64 > caps.max_msg_size || len > u32::MAX as usize {
+        return Err(Error::inval(op, "len exceeds the device's maximum message size"));
+    }
+    Ok(())
+}
+
+/// A local buffer of an operation: in bounds, and writable by the device if it is a
+/// destination (the access rights librpma's usage → access mapping grants, spec 3.2).
+///
+/// # Errors
+/// `Inval`.
+pub fn local_buf<'a, M: crate::transport::MrBackend>(
+    op: &'static str,
+    mr: &'a Arc<M>,
+    usage: Usage,
+    offset: usize,
+    len: usize,
+    destination: bool,
+) -> Result<LocalBuf<'a, M>> {
+    local_range(op, mr.len(), offset, len)?;
+    if destination && !usage.local_writable() {
+        return Err(Error::inval(op, "local region is not registered for the device to write it"));
+    }
+    Ok(LocalBuf { mr, offset, len })
+}
+
+/// What an operation needs of a remote region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteAccess {
+    /// RDMA Read (read).
+    Read,
+    /// RDMA Write (write, write with imm, atomic write).
+    Write,
+    /// Flush of a type.
+    Flush(FlushType),
+}
+
+/// A remote target: in bounds of the size the descriptor claims and with the access the
+/// descriptor claims to grant.
+///
+/// # Errors
+/// `Inval` for a range outside the region or a missing read/write usage; `NoSupp` for a missing
+/// flush usage (librpma's rule).
+pub fn remote_buf(
+    op: &'static str,
+    mr: &MrRemote,
+    offset: usize,
+    len: usize,
+    access: RemoteAccess,
+) -> Result<RemoteBuf> {
+    let usage = mr.usage();
+    match access {
+        RemoteAccess::Read if !usage.remote_readable() => {
+            return Err(Error::inval(op, "remote region is not registered for remote reads"));
+        }
+        RemoteAccess::Write if !usage.remote_writable() => {
+            return Err(Error::inval(op, "remote region is not registered for remote writes"));
+        }
+        RemoteAccess::Flush(t) if !usage.contains(t.required_usage()) => {
+            return Err(Error::new(ErrorKind::NoSupp, op).with_detail(match t {
+                FlushType::Persistent => "remote region is not registered for persistent flush",
+                FlushType::Visibility => "remote region is not registered for visibility flush",
+            }));
+        }
+        _ => {}
+    }
+    let end = (offset as u64).checked_add(len as u64);
+    match end {
+        Some(end) if end <= mr.len() => {}
+        _ => return Err(Error::inval(op, "range outside the remote memory region")),
+    }
+    let addr = mr
+        .addr()
+        .checked_add(offset as u64)
+        .ok_or_else(|| Error::inval(op, "remote address overflows"))?;
+    Ok(RemoteBuf { addr, rkey: mr.rkey(), described_len: mr.len() - offset as u64 })
+}
+
+/// The atomic-write offset must be a multiple of 8.
+///
+/// # Errors
+/// `Inval`.
+pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
+    if offset % ATOMIC_WRITE_ALIGNMENT != 0 {
+        return Err(Error::inval(op, "dst_offset is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT"));
+    }
+    Ok(())
+}
+
+/// The zero-byte form rule of receives: without a buffer, offset and len must be 0.
+///
+/// # Errors
+/// `Inval`.
+pub fn zero_form(op: &'static str, has_buf: bool, offsets_and_len: &[usize]) -> Result<()> {
+    if !has_buf && offsets_and_len.iter().any(|v| *v != 0) {
+        return Err(Error::inval(op, "no memory region given but an offset or length is not 0"));
+    }
+    Ok(())
+}
+
+/// Private data sent with connect or accept: if given, non-empty and within the transport's
+/// limit (librpma left the limit to librdmacm, which failed with `EINVAL`; spec 8.3).
+///
+/// # Errors
+/// `Inval`.
+pub fn private_data(op: &'static str, pdata: Option<&[u8]>, limit: usize) -> Result<()> {
+    if let Some(p) = pdata {
+        if p.is_empty() {
+            return Err(Error::inval(op, "private data is empty"));
+        }
+        if p.len() > usize::from(u8::MAX) || p.len() > limit {
+            return Err(Error::inval(op, "private data is longer than the transport allows"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::MrDescriptor;
+    use proptest::prelude::*;
+
+    fn remote(len: u64, usage: Usage) -> MrRemote {
+        MrRemote::from_descriptor(&MrDescriptor { addr: 0x1000, len, rkey: 7, usage: usage.bits() as u8 }.encode())
+            .unwrap()
+    }
+
+    #[test]
+    fn usage_rules() {
+        assert_eq!(usage("t", Usage::empty()).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(usage("t", Usage::from_bits_retain(0x100)).unwrap_err().kind(), ErrorKind::Inval);
+        assert!(usage("t", Usage::all()).is_ok());
+    }
+
+    #[test]
+    fn flush_usage_is_nosupp() {
+        let r = remote(64, Usage::FLUSH_TYPE_VISIBILITY);
+        let e = remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Persistent)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoSupp);
+        assert!(remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Visibility)).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn local_range_matches_arithmetic(size in 0usize..4096, offset: usize, len: usize) {
+            let ok = local_range("t", size, offset, len).is_ok();
+            prop_assert_eq!(ok, (offset as u128 + len as u128) <= size as u128);
+        }
+
+        #[test]
+        fn remote_range_matches_arithmetic(size in 0u64..1<<40, offset in 0usize..1<<41, len in 0usize..1<<41) {
+            let r = remote(size, Usage::all());
+            let res = remote_buf("t", &r, offset, len, RemoteAccess::Write);
+            prop_assert_eq!(res.is_ok(), offset as u128 + len as u128 <= size as u128);
+            if let Ok(b) = res {
+                prop_assert_eq!(b.addr, 0x1000 + offset as u64);
+                prop_assert_eq!(b.rkey, 7);
+            }
+        }
+
+        #[test]
+        fn flags_rule(bits: u32) {
+            let f = CompletionFlags::from_bits_retain(bits);
+            match flags("t", f) {
+                Ok(s) => { prop_assert!(bits != 0); prop_assert_eq!(s, bits & 2 != 0); }
+                Err(e) => { prop_assert_eq!(bits, 0); prop_assert_eq!(e.kind(), ErrorKind::Inval); }
+            }
+        }
+
+        #[test]
+        fn atomic_offset_rule(offset: usize) {
+            prop_assert_eq!(atomic_offset("t", offset).is_ok(), offset % 8 == 0);
+        }
+
+        #[test]
+        fn usage_rule(bits: u32) {
+            prop_assert_eq!(usage("t", Usage::from_bits_retain(bits)).is_ok(), bits != 0 && bits & !0xFF == 0);
+        }
+
+        #[test]
+        fn private_data_rule(len in 0usize..300, limit in 0usize..300, given: bool) {
+            let p = vec![1u8; len];
+            let r = private_data("t", given.then_some(&p[..]), limit);
+            prop_assert_eq!(r.is_ok(), !given || (len > 0 && len <= 255 && len <= limit));
+        }
+    }
+}
