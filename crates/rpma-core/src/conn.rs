@@ -188,7 +188,10 @@ fn queue_config<'a, T: Transport>(
     let c = cfg.unwrap_or(&d);
     let shared = c.compl_channel();
     if shared && srq.as_ref().is_some_and(|s| s.srq.rcq().is_some()) {
-        return Err(Error::inval(op, "a shared completion channel cannot be used with an SRQ that has its own receive CQ"));
+        return Err(Error::inval(
+            op,
+            "a shared completion channel cannot be used with an SRQ that has its own receive CQ",
+        ));
     }
     Ok(QueueConfig {
         timeout_ms: c.timeout_ms(),
@@ -706,7 +709,14 @@ impl<T: Transport> Conn<T> {
         let remote = validate::remote_buf(OP, dst, dst_offset, 8, RemoteAccess::Write)?;
         self.post(
             OP,
-            &SendWr { op: SendOp::AtomicWrite(src), local: None, remote: Some(remote), len: 8, signaled, wr_id: op_context },
+            &SendWr {
+                op: SendOp::AtomicWrite(src),
+                local: None,
+                remote: Some(remote),
+                len: 8,
+                signaled,
+                wr_id: op_context,
+            },
         )
     }
 
@@ -730,13 +740,21 @@ impl<T: Transport> Conn<T> {
         const OP: &str = "rpma_flush";
         let signaled = validate::flags(OP, flags)?;
         if flush_type == FlushType::Persistent && !self.direct_write_to_pmem.load(Ordering::Relaxed) {
-            return Err(Error::new(ErrorKind::NoSupp, OP)
-                .with_detail("the remote peer does not support direct write to PMem"));
+            return Err(
+                Error::new(ErrorKind::NoSupp, OP).with_detail("the remote peer does not support direct write to PMem")
+            );
         }
         let remote = validate::remote_buf(OP, dst, dst_offset, len, RemoteAccess::Flush(flush_type))?;
         self.post(
             OP,
-            &SendWr { op: SendOp::Flush(flush_type), local: None, remote: Some(remote), len, signaled, wr_id: op_context },
+            &SendWr {
+                op: SendOp::Flush(flush_type),
+                local: None,
+                remote: Some(remote),
+                len,
+                signaled,
+                wr_id: op_context,
+            },
         )
     }
 

@@ -81,9 +81,7 @@ pub const fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRI
 /// # Errors
 /// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is empty (spec 9 #11).
 pub fn decode_peer_cfg(desc: &[u8]) -> Result<bool> {
-    desc.first()
-        .map(|b| *b != 0)
-        .ok_or_else(|| Error::inval("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
+    desc.first().map(|b| *b != 0).ok_or_else(|| Error::inval("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
 }
 
 #[cfg(test)]
@@ -95,7 +93,8 @@ mod tests {
 
     #[test]
     fn golden_vector_from_upstream() {
-        let d = MrDescriptor { addr: 0x0001_0203_0405_0607, len: 0x0809_0a0b_0c0d_0e0f, rkey: 0x1011_1213, usage: 0x21 };
+        let d =
+            MrDescriptor { addr: 0x0001_0203_0405_0607, len: 0x0809_0a0b_0c0d_0e0f, rkey: 0x1011_1213, usage: 0x21 };
         let bytes = d.encode();
         assert_eq!(
             bytes,

@@ -216,9 +216,7 @@ impl From<Error> for std::io::Error {
             ErrorKind::Inval => std::io::ErrorKind::InvalidInput,
             ErrorKind::NoSupp => std::io::ErrorKind::Unsupported,
             ErrorKind::NoMem => std::io::ErrorKind::OutOfMemory,
-            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::Again => {
-                std::io::ErrorKind::WouldBlock
-            }
+            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::Again => std::io::ErrorKind::WouldBlock,
             _ => std::io::ErrorKind::Other,
         };
         Self::new(kind, e)

@@ -37,9 +37,7 @@ impl Usage {
     /// Whether a remote peer may access the region with RDMA Read (read or APM flush).
     #[must_use]
     pub const fn remote_readable(self) -> bool {
-        self.intersects(
-            Self::READ_SRC.union(Self::FLUSH_TYPE_VISIBILITY).union(Self::FLUSH_TYPE_PERSISTENT),
-        )
+        self.intersects(Self::READ_SRC.union(Self::FLUSH_TYPE_VISIBILITY).union(Self::FLUSH_TYPE_PERSISTENT))
     }
 
     /// Whether a remote peer may access the region with RDMA Write (write, atomic write).

@@ -121,10 +121,7 @@ pub fn remote_buf(
         Some(end) if end <= mr.len() => {}
         _ => return Err(Error::inval(op, "range outside the remote memory region")),
     }
-    let addr = mr
-        .addr()
-        .checked_add(offset as u64)
-        .ok_or_else(|| Error::inval(op, "remote address overflows"))?;
+    let addr = mr.addr().checked_add(offset as u64).ok_or_else(|| Error::inval(op, "remote address overflows"))?;
     Ok(RemoteBuf { addr, rkey: mr.rkey(), described_len: mr.len() - offset as u64 })
 }
 

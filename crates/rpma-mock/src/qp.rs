@@ -1,0 +1,859 @@
+//! Queue pairs, connection management, message matching and shared receive queues.
+
+use std::collections::VecDeque;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use rpma_core::transport::{
+    CmEvent, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
+};
+use rpma_core::{Capabilities, Error, ErrorKind, FlushType, Result, Wc, WcOpcode, WcStatus};
+
+use crate::counters::{Kind, Live};
+use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
+use crate::mem::{copy, MockMr, MrShared};
+use crate::notify::{new_notifier, Notifier};
+use crate::{FabricInner, MockFabric, MockPd};
+
+const EINVAL: i32 = 22;
+const ENOMEM: i32 = 12;
+const ECONNREFUSED: i32 = 111;
+
+const INIT: u8 = 0;
+const CONNECTING: u8 = 1;
+const CONNECTED: u8 = 2;
+const ERROR: u8 = 3;
+
+type CmItem = (CmEvent, Option<Box<[u8]>>);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A posted receive buffer (it keeps its registration alive while posted).
+struct RecvBuf {
+    mr: Option<Arc<MockMr>>,
+    offset: usize,
+    len: usize,
+    wr_id: u64,
+}
+
+/// A message on its way to a receive buffer: a send, or the receive-consuming part of a write
+/// with immediate data.
+struct Msg {
+    src: Option<(Arc<MockMr>, usize)>,
+    len: usize,
+    imm: Option<u32>,
+    write_imm: bool,
+    sender: Weak<QpShared>,
+    sender_signaled: bool,
+    sender_wr_id: u64,
+    sender_seq: u64,
+    receiver: Weak<QpShared>,
+}
+
+/// A set of posted receive buffers plus the messages waiting for one.
+struct RecvSide {
+    bufs: Vec<RecvBuf>,
+    pending: VecDeque<Msg>,
+    cap: usize,
+    rng: fastrand::Rng,
+    ordered: bool,
+}
+
+impl RecvSide {
+    fn new(cap: u32, seed: u64, ordered: bool) -> Self {
+        Self {
+            bufs: Vec::with_capacity(cap as usize),
+            pending: VecDeque::new(),
+            cap: cap as usize,
+            rng: fastrand::Rng::with_seed(seed),
+            ordered,
+        }
+    }
+
+    fn take_buf(&mut self) -> Option<RecvBuf> {
+        if self.bufs.is_empty() {
+            return None;
+        }
+        if self.ordered {
+            Some(self.bufs.remove(0))
+        } else {
+            let i = self.rng.usize(..self.bufs.len());
+            Some(self.bufs.swap_remove(i))
+        }
+    }
+
+    /// Posts a buffer; returns a message that was waiting for it, if any.
+    fn post(&mut self, buf: RecvBuf, op: &'static str) -> Result<Option<(Msg, RecvBuf)>> {
+        if let Some(m) = self.pending.pop_front() {
+            return Ok(Some((m, buf)));
+        }
+        if self.bufs.len() >= self.cap {
+            return Err(Error::provider(op, ENOMEM).with_detail("receive queue is full"));
+        }
+        self.bufs.push(buf);
+        Ok(None)
+    }
+}
+
+pub(crate) struct QpShared {
+    fabric: Arc<FabricInner>,
+    pd: Arc<MockPd>,
+    qp_num: u32,
+    state: AtomicU8,
+    send_cq: Arc<CqShared>,
+    recv_cq: Arc<CqShared>,
+    rq: Option<Mutex<RecvSide>>,
+    srq: Option<Arc<SrqShared>>,
+    sq_size: u64,
+    posted: AtomicU64,
+    retired: Arc<AtomicU64>,
+    remote: OnceLock<Weak<QpShared>>,
+    events: Notifier<CmItem>,
+    _live: Live,
+}
+
+impl QpShared {
+    fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    fn remote(&self) -> Option<Arc<Self>> {
+        self.remote.get().and_then(Weak::upgrade)
+    }
+
+    fn side(&self) -> &Mutex<RecvSide> {
+        match (&self.rq, &self.srq) {
+            (Some(rq), _) => rq,
+            (None, Some(srq)) => &srq.side,
+            (None, None) => unreachable!("a QP has a receive queue or an SRQ"),
+        }
+    }
+
+    fn complete(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, signaled: bool, seq: u64) {
+        if status != WcStatus::Success {
+            self.to_error();
+        }
+        if status == WcStatus::Success && !signaled {
+            return;
+        }
+        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num: self.qp_num };
+        self.send_cq.push(Entry { wc, retire: Some((Arc::clone(&self.retired), seq)) });
+    }
+
+    fn recv_complete(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32, imm: Option<u32>) {
+        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len, imm_data: imm, qp_num: self.qp_num };
+        self.recv_cq.push(Entry { wc, retire: None });
+    }
+
+    /// Moves the QP to the error state (as RC hardware does after an error completion or a
+    /// disconnect) and flushes its posted receives and waiting messages.
+    fn to_error(&self) {
+        if self.state.swap(ERROR, Ordering::AcqRel) == ERROR {
+            return;
+        }
+        let (bufs, pending): (Vec<RecvBuf>, Vec<Msg>) = match (&self.rq, &self.srq) {
+            (Some(rq), _) => {
+                let mut g = lock(rq);
+                (g.bufs.drain(..).collect(), g.pending.drain(..).collect())
+            }
+            (None, Some(srq)) => {
+                let mut g = lock(&srq.side);
+                let me = self as *const Self;
+                let (mine, rest): (VecDeque<Msg>, VecDeque<Msg>) =
+                    g.pending.drain(..).partition(|m| std::ptr::eq(m.receiver.as_ptr(), me));
+                g.pending = rest;
+                (Vec::new(), mine.into_iter().collect())
+            }
+            (None, None) => (Vec::new(), Vec::new()),
+        };
+        for b in bufs {
+            self.recv_complete(b.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+        }
+        for m in pending {
+            fail_sender(&m, WcStatus::WrFlushErr);
+        }
+    }
+
+    fn push_event(&self, ev: CmEvent, pdata: Option<Box<[u8]>>) {
+        self.events.push((ev, pdata));
+    }
+
+    /// Ends a connection on this side: error state and a DISCONNECTED event, once.
+    fn hang_up(&self, ev: CmEvent) {
+        if self.state() == CONNECTED {
+            self.to_error();
+            self.push_event(ev, None);
+        }
+    }
+}
+
+fn fail_sender(m: &Msg, status: WcStatus) {
+    if let Some(s) = m.sender.upgrade() {
+        let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+        s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
+    }
+}
+
+/// Puts a message into a receive buffer and completes both sides.
+fn deliver(m: &Msg, b: &RecvBuf) {
+    let Some(receiver) = m.receiver.upgrade() else {
+        fail_sender(m, WcStatus::RetryExcErr);
+        return;
+    };
+    let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+    let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+    if !m.write_imm && m.len > b.len {
+        receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
+        receiver.to_error();
+        fail_sender(m, WcStatus::RemInvReqErr);
+        return;
+    }
+    if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
+        copy(&src.shared, *soff, &dst.shared, b.offset, m.len);
+    }
+    receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
+    if let Some(s) = m.sender.upgrade() {
+        s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
+    }
+}
+
+/// A message arrives at `receiver`: it takes a posted buffer (at random unless ordered) or
+/// waits for one (RC receiver-not-ready retry, infinite as librpma configures it).
+fn arrive(receiver: &Arc<QpShared>, m: Msg) {
+    if receiver.state() != CONNECTED {
+        fail_sender(&m, WcStatus::RetryExcErr);
+        return;
+    }
+    let buf = {
+        let mut g = lock(receiver.side());
+        match g.take_buf() {
+            Some(b) => b,
+            None => {
+                g.pending.push_back(m);
+                return;
+            }
+        }
+    };
+    deliver(&m, &buf);
+}
+
+fn lookup(pd: &MockPd, rkey: u32) -> Option<Arc<MrShared>> {
+    let g = pd.mrs.read().unwrap_or_else(PoisonError::into_inner);
+    g.get(&rkey).and_then(Weak::upgrade).filter(|m| m.valid.load(Ordering::Acquire))
+}
+
+/// A queue pair of the mock, with its CM identifier and event channel.
+pub struct MockQp {
+    shared: Arc<QpShared>,
+    cq: MockCq,
+    rcq: Option<MockCq>,
+    shared_channel: Option<Arc<Channel>>,
+    req_pdata: Box<[u8]>,
+    target: Option<(String, u16)>,
+    incoming: Option<Weak<QpShared>>,
+    torn: AtomicBool,
+}
+
+impl std::fmt::Debug for MockQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockQp").field("qp_num", &self.shared.qp_num).finish_non_exhaustive()
+    }
+}
+
+fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
+    let f = &pd.fabric;
+    let caps = &pd.caps;
+    let shared_channel = if cfg.shared_channel { Some(new_channel(f)?) } else { None };
+    let cq = new_cq(f, cfg.cq_size, shared_channel.as_ref(), CqSlot::Main, caps.max_cqe)?;
+    let srq = cfg.srq.map(|s| Arc::clone(&s.shared));
+    let srq_rcq = srq.as_ref().and_then(|s| s.rcq.clone());
+    let rcq = if cfg.rcq_size > 0 && srq_rcq.is_none() {
+        Some(new_cq(f, cfg.rcq_size, shared_channel.as_ref(), CqSlot::Receive, caps.max_cqe)?)
+    } else {
+        None
+    };
+    f.faults.check("rdma_create_qp")?;
+    if cfg.sq_size > caps.max_qp_wr || (srq.is_none() && cfg.rq_size > caps.max_qp_wr) {
+        return Err(Error::provider("rdma_create_qp", EINVAL).with_detail("queue size exceeds the device maximum"));
+    }
+    let recv_cq =
+        srq_rcq.or_else(|| rcq.as_ref().map(|c| Arc::clone(&c.shared))).unwrap_or_else(|| Arc::clone(&cq.shared));
+    let qp_num = f.next_num() & 0x00FF_FFFF;
+    let rq = srq.is_none().then(|| Mutex::new(RecvSide::new(cfg.rq_size, f.seed ^ u64::from(qp_num), f.ordered)));
+    let events = new_notifier(f.live(Kind::Channel), "rdma_create_event_channel")?;
+    let shared = Arc::new(QpShared {
+        fabric: Arc::clone(f),
+        pd: Arc::clone(pd),
+        qp_num,
+        state: AtomicU8::new(INIT),
+        send_cq: Arc::clone(&cq.shared),
+        recv_cq,
+        rq,
+        srq,
+        sq_size: u64::from(cfg.sq_size),
+        posted: AtomicU64::new(0),
+        retired: Arc::new(AtomicU64::new(0)),
+        remote: OnceLock::new(),
+        events,
+        _live: f.live(Kind::Qp),
+    });
+    Ok(MockQp {
+        shared,
+        cq,
+        rcq,
+        shared_channel,
+        req_pdata: Box::new([]),
+        target: None,
+        incoming: None,
+        torn: AtomicBool::new(false),
+    })
+}
+
+pub(crate) fn connect_request(
+    pd: &Arc<MockPd>,
+    addr: &str,
+    port: &str,
+    cfg: &QueueConfig<'_, MockFabric>,
+) -> Result<MockQp> {
+    let f = &pd.fabric;
+    f.faults.check("rdma_getaddrinfo")?;
+    f.faults.check("rdma_create_id")?;
+    let (_dev, port) = f.resolve(addr, port)?;
+    f.faults.check("rdma_resolve_addr")?;
+    f.faults.check("rdma_resolve_route")?;
+    let mut qp = create_qp(pd, cfg)?;
+    qp.target = Some((addr.to_owned(), port));
+    Ok(qp)
+}
+
+fn pad(p: Option<&[u8]>, to: usize) -> Option<Box<[u8]>> {
+    p.map(|p| {
+        let mut v = p.to_vec();
+        if v.len() < to {
+            v.resize(to, 0);
+        }
+        v.into_boxed_slice()
+    })
+}
+
+impl MockQp {
+    /// Injects a link failure: both ends of the connection enter the error state (posted work is
+    /// flushed) and receive [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost).
+    pub fn cut_link(&self) {
+        let r = self.shared.remote();
+        self.shared.hang_up(CmEvent::ConnectError);
+        if let Some(r) = r {
+            r.hang_up(CmEvent::ConnectError);
+        }
+    }
+
+    /// Delivers an arbitrary raw CM event to this connection (to test the handling of
+    /// unexpected events).
+    pub fn inject_event(&self, ev: CmEvent) {
+        self.shared.push_event(ev, None);
+    }
+
+    /// Send-queue slots in use (posted and not yet retired by a polled completion).
+    #[must_use]
+    pub fn sq_in_use(&self) -> u64 {
+        self.shared.posted.load(Ordering::Acquire) - self.shared.retired.load(Ordering::Acquire)
+    }
+
+    fn teardown(&self) -> Result<()> {
+        if self.torn.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let s = &self.shared;
+        let f = &s.fabric.faults;
+        let mut first: Result<()> = Ok(());
+        let mut note = |r: Result<()>| {
+            if first.is_ok() {
+                first = r;
+            }
+        };
+        // The peer sees the connection close, as when a process destroys a connected id.
+        if let Some(r) = s.remote() {
+            if s.state() == CONNECTED {
+                r.hang_up(CmEvent::Disconnected);
+            }
+        }
+        if let Some(c) = self.incoming.as_ref().and_then(Weak::upgrade) {
+            if s.state() == INIT && c.state() == CONNECTING {
+                c.state.store(ERROR, Ordering::Release);
+                c.push_event(CmEvent::Rejected, None);
+            }
+        }
+        s.to_error();
+        note(f.check("rdma_destroy_qp"));
+        if self.rcq.is_some() {
+            note(f.check("ibv_destroy_cq"));
+        }
+        note(f.check("ibv_destroy_cq"));
+        note(f.check("rdma_destroy_id"));
+        if self.shared_channel.is_some() {
+            note(f.check("ibv_destroy_comp_channel"));
+        }
+        note(f.check("rdma_destroy_event_channel"));
+        // Release whatever the queues still hold (buffers keep regions alive).
+        let _ = s.events.drain();
+        first
+    }
+}
+
+impl Drop for MockQp {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+impl QpBackend<MockFabric> for MockQp {
+    fn qp_num(&self) -> u32 {
+        self.shared.qp_num
+    }
+
+    fn cq(&self) -> &MockCq {
+        &self.cq
+    }
+
+    fn rcq(&self) -> Option<&MockCq> {
+        self.rcq.as_ref()
+    }
+
+    fn compl_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared_channel.as_ref().map(|c| c.fd())
+    }
+
+    fn wait_shared(&self) -> Result<CqSlot> {
+        let Some(ch) = &self.shared_channel else {
+            return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
+        };
+        self.shared.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
+        let slot = match ch.pop() {
+            Ok(Some(s)) => s,
+            Ok(None) | Err(_) => return Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event")),
+        };
+        match slot {
+            CqSlot::Main => self.cq.shared.rearm()?,
+            CqSlot::Receive => match &self.rcq {
+                Some(r) => r.shared.rearm()?,
+                None => return Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event")),
+            },
+        }
+        Ok(slot)
+    }
+
+    fn request_private_data(&self) -> &[u8] {
+        &self.req_pdata
+    }
+
+    fn post_recv(&self, buf: Option<LocalBuf<'_, MockMr>>, wr_id: u64) -> Result<()> {
+        const OP: &str = "ibv_post_recv";
+        let s = &self.shared;
+        s.fabric.faults.check(OP)?;
+        let Some(rq) = &s.rq else {
+            return Err(Error::provider(OP, EINVAL).with_detail("the QP receives through a shared RQ"));
+        };
+        let b = RecvBuf {
+            mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
+            offset: buf.as_ref().map_or(0, |b| b.offset),
+            len: buf.as_ref().map_or(0, |b| b.len),
+            wr_id,
+        };
+        if s.state() == ERROR {
+            s.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            return Ok(());
+        }
+        let matched = lock(rq).post(b, OP)?;
+        if let Some((m, b)) = matched {
+            deliver(&m, &b);
+        }
+        Ok(())
+    }
+
+    fn post_send(&self, wr: &SendWr<'_, MockMr>) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        let s = &self.shared;
+        s.fabric.faults.check(OP)?;
+        let state = s.state();
+        if state == INIT || state == CONNECTING {
+            return Err(Error::provider(OP, EINVAL).with_detail("the connection is not established"));
+        }
+        let retired = s.retired.load(Ordering::Acquire);
+        let seq = s
+            .posted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| (p - retired < s.sq_size).then_some(p + 1))
+            .map_err(|_| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?
+            + 1;
+        let (sop, rop) = opcodes(wr.op, &s.pd.caps);
+        let remote = s.remote();
+        let remote = match (state, remote) {
+            (CONNECTED, Some(r)) => r,
+            _ => {
+                s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
+                return Ok(());
+            }
+        };
+        let status = execute(wr, &remote, &s.pd.caps);
+        match (status, rop) {
+            (WcStatus::Success, true) => {
+                let src = match (wr.op, &wr.local) {
+                    (SendOp::Send | SendOp::SendImm(_), Some(l)) => Some((Arc::clone(l.mr), l.offset)),
+                    _ => None,
+                };
+                let imm = match wr.op {
+                    SendOp::SendImm(i) | SendOp::WriteImm(i) => Some(i),
+                    _ => None,
+                };
+                let m = Msg {
+                    src,
+                    len: wr.len,
+                    imm,
+                    write_imm: matches!(wr.op, SendOp::WriteImm(_)),
+                    sender: Arc::downgrade(s),
+                    sender_signaled: wr.signaled,
+                    sender_wr_id: wr.wr_id,
+                    sender_seq: seq,
+                    receiver: Arc::downgrade(&remote),
+                };
+                arrive(&remote, m);
+            }
+            (status, _) => s.complete(wr.wr_id, status, sop, wr.signaled, seq),
+        }
+        Ok(())
+    }
+
+    fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
+        let s = &self.shared;
+        let caps = &s.pd.caps;
+        if let Some(client) = &self.incoming {
+            s.fabric.faults.check("rdma_accept")?;
+            let c = client.upgrade().filter(|c| c.state() == CONNECTING).ok_or_else(|| {
+                Error::provider("rdma_accept", ECONNREFUSED).with_detail("the requesting side is gone")
+            })?;
+            let _ = s.remote.set(Arc::downgrade(&c));
+            let _ = c.remote.set(Arc::downgrade(s));
+            s.state.store(CONNECTED, Ordering::Release);
+            c.state.store(CONNECTED, Ordering::Release);
+            c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
+            s.push_event(CmEvent::Established, None);
+            return Ok(());
+        }
+        s.fabric.faults.check("rdma_create_event_channel")?;
+        s.fabric.faults.check("rdma_migrate_id")?;
+        s.fabric.faults.check("rdma_connect")?;
+        if s.state() != INIT {
+            return Err(Error::provider("rdma_connect", EINVAL));
+        }
+        s.state.store(CONNECTING, Ordering::Release);
+        let (addr, port) = self.target.as_ref().expect("an outgoing request has a target");
+        match s.fabric.listener(addr, *port) {
+            Some(l) => l.requests.push(Incoming {
+                client: Arc::downgrade(s),
+                pdata: pad(pdata, caps.max_private_data_connect).unwrap_or_default(),
+            }),
+            None => {
+                s.state.store(ERROR, Ordering::Release);
+                s.push_event(CmEvent::Unreachable, None);
+            }
+        }
+        Ok(())
+    }
+
+    fn reject(self) -> Result<()> {
+        let r = if self.incoming.is_some() { self.shared.fabric.faults.check("rdma_reject") } else { Ok(()) };
+        let t = self.teardown();
+        r.and(t)
+    }
+
+    fn event_fd(&self) -> BorrowedFd<'_> {
+        self.shared.events.fd()
+    }
+
+    fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)> {
+        self.shared.fabric.faults.check("rdma_get_cm_event")?;
+        match self.shared.events.pop() {
+            Ok(Some(e)) => Ok(e),
+            Ok(None) => Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
+            Err(e) => Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
+        }
+    }
+
+    fn disconnect(&self) -> Result<()> {
+        let s = &self.shared;
+        s.fabric.faults.check("rdma_disconnect")?;
+        match s.state() {
+            CONNECTED => {
+                let r = s.remote();
+                s.hang_up(CmEvent::Disconnected);
+                if let Some(r) = r {
+                    r.hang_up(CmEvent::Disconnected);
+                }
+                Ok(())
+            }
+            CONNECTING => {
+                s.state.store(ERROR, Ordering::Release);
+                Ok(())
+            }
+            ERROR => Ok(()),
+            _ => Err(Error::provider("rdma_disconnect", EINVAL).with_detail("not connected")),
+        }
+    }
+
+    fn destroy(self) -> Result<()> {
+        self.teardown()
+    }
+}
+
+/// The completion opcode of an operation on the sender, and whether it consumes a receive.
+fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
+    match op {
+        SendOp::Read => (WcOpcode::RdmaRead, false),
+        SendOp::Write => (WcOpcode::RdmaWrite, false),
+        SendOp::WriteImm(_) => (WcOpcode::RdmaWrite, true),
+        SendOp::AtomicWrite(_) if caps.native_atomic_write => (WcOpcode::AtomicWrite, false),
+        SendOp::AtomicWrite(_) => (WcOpcode::RdmaWrite, false),
+        SendOp::Flush(_) if caps.native_flush => (WcOpcode::Flush, false),
+        SendOp::Flush(_) => (WcOpcode::RdmaRead, false),
+        SendOp::Send | SendOp::SendImm(_) => (WcOpcode::Send, true),
+    }
+}
+
+/// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
+/// and access rights as hardware does.
+fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> WcStatus {
+    let Some(rb) = wr.remote else {
+        return WcStatus::Success;
+    };
+    let Some(mr) = lookup(&remote.pd, rb.rkey) else {
+        return WcStatus::RemAccessErr;
+    };
+    let a = mr.access;
+    match wr.op {
+        SendOp::Read => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_read) else {
+                return WcStatus::RemAccessErr;
+            };
+            if let Some(l) = &wr.local {
+                copy(&mr, off, &l.mr.shared, l.offset, wr.len);
+            }
+        }
+        SendOp::Write | SendOp::WriteImm(_) => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_write) else {
+                return WcStatus::RemAccessErr;
+            };
+            if let Some(l) = &wr.local {
+                copy(&l.mr.shared, l.offset, &mr, off, wr.len);
+            }
+        }
+        SendOp::AtomicWrite(bytes) => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
+                return WcStatus::RemAccessErr;
+            };
+            if caps.native_atomic_write && rb.addr % 8 != 0 {
+                return WcStatus::RemInvReqErr;
+            }
+            mr.write_at(off, &bytes);
+        }
+        SendOp::Flush(t) if caps.native_flush => {
+            let allowed = match t {
+                FlushType::Visibility => a.flush_global,
+                FlushType::Persistent => a.flush_persistent,
+            };
+            if !allowed || mr.offset_of(rb.addr, wr.len).is_none() {
+                return WcStatus::RemAccessErr;
+            }
+        }
+        SendOp::Flush(_) => {
+            // APM: an 8-byte RDMA Read at the flushed address, kept inside the region.
+            let n = mr.len.min(8);
+            let Some(off) = mr.offset_of(rb.addr, 0) else {
+                return WcStatus::RemAccessErr;
+            };
+            if !a.remote_read {
+                return WcStatus::RemAccessErr;
+            }
+            let mut sink = [0u8; 8];
+            mr.read_at(off.min(mr.len - n), &mut sink[..n]);
+        }
+        SendOp::Send | SendOp::SendImm(_) => {}
+    }
+    WcStatus::Success
+}
+
+/// A connection request waiting at a listener.
+pub(crate) struct Incoming {
+    client: Weak<QpShared>,
+    pdata: Box<[u8]>,
+}
+
+pub(crate) struct ListenerShared {
+    requests: Notifier<Incoming>,
+}
+
+/// A listening endpoint of the mock.
+pub struct MockListener {
+    shared: Arc<ListenerShared>,
+    pd: Arc<MockPd>,
+    addr: String,
+    port: u16,
+    torn: AtomicBool,
+    _live: Live,
+}
+
+impl std::fmt::Debug for MockListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockListener").field("addr", &self.addr).field("port", &self.port).finish()
+    }
+}
+
+pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockListener> {
+    let f = &pd.fabric;
+    f.faults.check("rdma_create_event_channel")?;
+    f.faults.check("rdma_create_id")?;
+    f.faults.check("rdma_getaddrinfo")?;
+    let (dev, port) = f.resolve(addr, port)?;
+    if dev.name() != pd.dev.name() {
+        return Err(Error::provider("rdma_bind_addr", 99).with_detail("the address belongs to another device"));
+    }
+    f.faults.check("rdma_bind_addr")?;
+    f.faults.check("rdma_listen")?;
+    let shared =
+        Arc::new(ListenerShared { requests: new_notifier(f.live(Kind::Channel), "rdma_create_event_channel")? });
+    f.add_listener(addr, port, &shared)?;
+    Ok(MockListener {
+        shared,
+        pd: Arc::clone(pd),
+        addr: addr.to_owned(),
+        port,
+        torn: AtomicBool::new(false),
+        _live: f.live(Kind::Listener),
+    })
+}
+
+impl MockListener {
+    fn teardown(&self) -> Result<()> {
+        if self.torn.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.pd.fabric.remove_listener(&self.addr, self.port);
+        for inc in self.shared.requests.drain() {
+            if let Some(c) = inc.client.upgrade() {
+                c.state.store(ERROR, Ordering::Release);
+                c.push_event(CmEvent::Rejected, None);
+            }
+        }
+        self.pd.fabric.faults.check("rdma_destroy_id")
+    }
+}
+
+impl Drop for MockListener {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+impl ListenerBackend<MockFabric> for MockListener {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.shared.requests.fd()
+    }
+
+    fn next_request(&self, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
+        self.pd.fabric.faults.check("rdma_get_cm_event")?;
+        let inc = match self.shared.requests.pop() {
+            Ok(Some(i)) => i,
+            Ok(None) => return Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
+            Err(e) => return Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
+        };
+        let reject = |inc: &Incoming| {
+            if let Some(c) = inc.client.upgrade() {
+                c.state.store(ERROR, Ordering::Release);
+                c.push_event(CmEvent::Rejected, None);
+            }
+        };
+        match create_qp(&self.pd, cfg).and_then(|q| self.pd.fabric.faults.check("rdma_ack_cm_event").map(|()| q)) {
+            Ok(mut qp) => {
+                qp.req_pdata = inc.pdata;
+                qp.incoming = Some(inc.client);
+                Ok(qp)
+            }
+            Err(e) => {
+                reject(&inc);
+                Err(e)
+            }
+        }
+    }
+
+    fn shutdown(self) -> Result<()> {
+        self.teardown()
+    }
+}
+
+pub(crate) struct SrqShared {
+    side: Mutex<RecvSide>,
+    rcq: Option<Arc<CqShared>>,
+    fabric: Arc<FabricInner>,
+    _live: Live,
+}
+
+/// A shared receive queue of the mock.
+pub struct MockSrq {
+    shared: Arc<SrqShared>,
+    rcq: Option<MockCq>,
+}
+
+impl std::fmt::Debug for MockSrq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockSrq").field("rcq", &self.rcq.is_some()).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn create_srq(pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {
+    let f = &pd.fabric;
+    f.faults.check("ibv_create_srq")?;
+    if rq_size > pd.caps.max_srq_wr {
+        return Err(Error::provider("ibv_create_srq", EINVAL).with_detail("rq size exceeds the device maximum"));
+    }
+    let rcq = if rcq_size > 0 { Some(new_cq(f, rcq_size, None, CqSlot::Receive, pd.caps.max_cqe)?) } else { None };
+    let seed = f.seed ^ f.next_id().rotate_left(32);
+    let shared = Arc::new(SrqShared {
+        side: Mutex::new(RecvSide::new(rq_size, seed, f.ordered)),
+        rcq: rcq.as_ref().map(|c| Arc::clone(&c.shared)),
+        fabric: Arc::clone(f),
+        _live: f.live(Kind::Srq),
+    });
+    Ok(MockSrq { shared, rcq })
+}
+
+impl SrqBackend<MockFabric> for MockSrq {
+    fn post_recv(&self, buf: Option<LocalBuf<'_, MockMr>>, wr_id: u64) -> Result<()> {
+        const OP: &str = "ibv_post_srq_recv";
+        self.shared.fabric.faults.check(OP)?;
+        let b = RecvBuf {
+            mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
+            offset: buf.as_ref().map_or(0, |b| b.offset),
+            len: buf.as_ref().map_or(0, |b| b.len),
+            wr_id,
+        };
+        let matched = lock(&self.shared.side).post(b, OP)?;
+        if let Some((m, b)) = matched {
+            deliver(&m, &b);
+        }
+        Ok(())
+    }
+
+    fn rcq(&self) -> Option<&MockCq> {
+        self.rcq.as_ref()
+    }
+
+    fn destroy(self) -> Result<()> {
+        let f = &self.shared.fabric.faults;
+        let mut r = Ok(());
+        if self.rcq.is_some() {
+            r = r.and(f.check("ibv_destroy_cq")).and(f.check("ibv_destroy_comp_channel"));
+        }
+        r.and(f.check("ibv_destroy_srq"))
+    }
+}
