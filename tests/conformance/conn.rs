@@ -1,0 +1,8 @@
+//! Conformance cases: conn.
+
+use super::harness::{Backend, Case};
+use crate::cases;
+
+pub fn cases<B: Backend>() -> Vec<Case<B>> {
+    cases![]
+}
