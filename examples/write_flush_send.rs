@@ -52,7 +52,7 @@ fn main() -> Result<(), rpma::Error> {
         conn.send(Some(&msg), 0, 3, CompletionFlags::ALWAYS, 2)?;
         assert_eq!(conn.next_event()?, ConnEvent::Closed);
         conn.delete()?;
-        Ok(pmem.to_vec(0, 13)?)
+        pmem.to_vec(0, 13)
     });
 
     let peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Remote)?)?;

@@ -758,6 +758,7 @@ impl<T: Transport> Conn<T> {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send_common(
         &self,
         op: &'static str,

@@ -303,6 +303,10 @@ pub trait MrBackend: Send + Sync + 'static {
     fn addr(&self) -> u64;
     /// The registered length.
     fn len(&self) -> usize;
+    /// Whether the registered length is 0 (never, for a successful registration).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// The remote key.
     fn rkey(&self) -> u32;
     /// Copies `dst.len()` bytes at `offset` out of the region.

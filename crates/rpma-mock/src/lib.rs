@@ -100,7 +100,7 @@ pub struct MockFabricBuilder {
 
 impl Default for MockFabricBuilder {
     fn default() -> Self {
-        Self { devices: Vec::new(), caps: default_caps(), seed: 0x5EED_0F_4D4D41, ordered: false }
+        Self { devices: Vec::new(), caps: default_caps(), seed: 0x5EED_0F4D_4D41, ordered: false }
     }
 }
 

@@ -431,9 +431,8 @@ impl QpBackend<MockFabric> for MockQp {
             return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
         };
         self.shared.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
-        let slot = match ch.pop() {
-            Ok(Some(s)) => s,
-            Ok(None) | Err(_) => return Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event")),
+        let Ok(Some(slot)) = ch.pop() else {
+            return Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event"));
         };
         match slot {
             CqSlot::Main => self.cq.shared.rearm()?,
@@ -489,12 +488,9 @@ impl QpBackend<MockFabric> for MockQp {
             + 1;
         let (sop, rop) = opcodes(wr.op, &s.pd.caps);
         let remote = s.remote();
-        let remote = match (state, remote) {
-            (CONNECTED, Some(r)) => r,
-            _ => {
-                s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
-                return Ok(());
-            }
+        let (CONNECTED, Some(remote)) = (state, remote) else {
+            s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
+            return Ok(());
         };
         let status = execute(wr, &remote, &s.pd.caps);
         match (status, rop) {
