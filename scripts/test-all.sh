@@ -23,7 +23,13 @@ step "the facade builds without any backend"
 cargo check -q -p rpma --no-default-features
 
 step "tests (conformance suite on the mock, unit, property, doc tests)"
-cargo test --workspace --all-features
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --all-features 2>&1 | tee "$log"
 
 step "examples run"
 cargo run -q --example write_flush_send
+
+# One closing line for the whole run: the sum over every test binary above.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"

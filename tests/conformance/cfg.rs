@@ -1,8 +1,375 @@
-//! Conformance cases: cfg.
+//! Conformance cases: connection, shared-RQ and peer configurations (spec 4, 5.2, 6.2, 6.5, 6.6).
+//!
+//! Type-enforced (no case): every `*_NULL` rule of `rpma_conn_cfg_*`, `rpma_srq_cfg_*` and
+//! `rpma_peer_cfg_*` (a configuration, out-pointer or descriptor pointer cannot be NULL), the
+//! `malloc_ERRNO` rules (allocation failure aborts in Rust), `rpma_conn_cfg_set_srq(cfg, NULL)`
+//! (an `&Srq` cannot be NULL; `clear_srq` unsets instead).
 
-use super::harness::{Backend, Case};
+use rpma::generic::{ConnCfg, Srq};
+use rpma::{
+    ErrorKind, PeerCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE,
+    DEFAULT_TIMEOUT_MS, PEER_CFG_DESCRIPTOR_SIZE,
+};
+
+use super::harness::{assert_kind, peer, Backend, Case};
 use crate::cases;
 
 pub fn cases<B: Backend>() -> Vec<Case<B>> {
-    cases![]
+    cases![
+        conn_cfg_new__success,
+        conn_cfg_set_timeout__timeout_negative,
+        conn_cfg_timeout__lifecycle,
+        conn_cfg_cq_size__lifecycle,
+        conn_cfg_cqe__lifecycle,
+        conn_cfg_rcq_size__lifecycle,
+        conn_cfg_rcqe__lifecycle,
+        conn_cfg_sq_size__lifecycle,
+        conn_cfg_rq_size__lifecycle,
+        conn_cfg_get_compl_channel__get_default_success,
+        conn_cfg_compl_channel__lifecycle,
+        conn_cfg_setters__chain,
+        conn_cfg_srq__lifecycle,
+        conn_cfg_srq__clear,
+        conn_cfg_clone__copies_every_field,
+        conn_cfg_clone__independent,
+        srq_cfg_new__success,
+        srq_cfg_rq_size__lifecycle,
+        srq_cfg_rcq_size__lifecycle,
+        srq_cfg_rcqe__lifecycle,
+        srq_cfg_clone__independent,
+        srq_new__cfg_rcq_size_0_no_rcq,
+        srq_new__cfg_NULL_defaults,
+        peer_cfg_new__success,
+        peer_cfg_direct_write_to_pmem__lifecycle,
+        peer_cfg_get_desc_size__success,
+        peer_cfg_get_desc__lifecycle,
+        peer_cfg_from_desc__incorrect_desc_size,
+        peer_cfg_from_desc__success,
+        peer_cfg_from_desc__any_nonzero_byte_true,
+        peer_cfg_from_desc__longer_desc,
+        peer_cfg_clone__independent,
+    ]
+}
+
+/// Interesting `u32` values for size lifecycles (0, defaults, large, > INT_MAX, max).
+const SIZES: [u32; 7] = [0, 1, 10, 20, 4096, (i32::MAX as u32) + 1, u32::MAX];
+
+fn conn_cfg_new__success<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    assert_eq!(cfg.timeout_ms(), 1000);
+    assert_eq!(cfg.timeout_ms(), DEFAULT_TIMEOUT_MS);
+    assert_eq!(cfg.cq_size(), 10);
+    assert_eq!(cfg.cq_size(), DEFAULT_CQ_SIZE);
+    assert_eq!(cfg.rcq_size(), 0);
+    assert_eq!(cfg.rcq_size(), DEFAULT_RCQ_SIZE);
+    assert_eq!(cfg.sq_size(), 10);
+    assert_eq!(cfg.sq_size(), DEFAULT_SQ_SIZE);
+    assert_eq!(cfg.rq_size(), 10);
+    assert_eq!(cfg.rq_size(), DEFAULT_RQ_SIZE);
+    assert!(!cfg.compl_channel());
+    assert!(cfg.srq().is_none());
+    // Default is the same as new.
+    let d = ConnCfg::<B::T>::default();
+    assert_eq!(
+        (d.timeout_ms(), d.cq_size(), d.rcq_size(), d.sq_size(), d.rq_size(), d.compl_channel(), d.srq().is_none()),
+        (1000, 10, 0, 10, 10, false, true)
+    );
+}
+
+fn conn_cfg_set_timeout__timeout_negative<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    cfg.set_timeout(1234).unwrap();
+    for t in [-1, -1000, i32::MIN] {
+        assert_kind(cfg.set_timeout(t).map(|_| ()), ErrorKind::Inval);
+        // A rejected value leaves the previous one in place.
+        assert_eq!(cfg.timeout_ms(), 1234);
+    }
+}
+
+fn conn_cfg_timeout__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for t in [0, 1, 500, 1000, 5000, i32::MAX] {
+        let r = cfg.set_timeout(t).unwrap();
+        assert!(std::ptr::eq(r, &cfg), "set_timeout returns the configuration");
+        assert_eq!(cfg.timeout_ms(), t);
+    }
+}
+
+fn conn_cfg_cq_size__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in [5, 123, 1 << 16] {
+        cfg.set_cq_size(s);
+        assert_eq!(cfg.cq_size(), s);
+    }
+    // Only the CQ size changes.
+    assert_eq!((cfg.rcq_size(), cfg.sq_size(), cfg.rq_size()), (0, 10, 10));
+}
+
+/// Sizes above INT_MAX are stored as given (librpma clips only when creating the CQ).
+fn conn_cfg_cqe__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in SIZES {
+        cfg.set_cq_size(s);
+        assert_eq!(cfg.cq_size(), s);
+    }
+}
+
+fn conn_cfg_rcq_size__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in [7, 0, 99] {
+        cfg.set_rcq_size(s);
+        assert_eq!(cfg.rcq_size(), s);
+    }
+    assert_eq!((cfg.cq_size(), cfg.sq_size(), cfg.rq_size()), (10, 10, 10));
+}
+
+fn conn_cfg_rcqe__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in SIZES {
+        cfg.set_rcq_size(s);
+        assert_eq!(cfg.rcq_size(), s);
+    }
+}
+
+fn conn_cfg_sq_size__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in SIZES {
+        cfg.set_sq_size(s);
+        assert_eq!(cfg.sq_size(), s);
+    }
+    assert_eq!((cfg.cq_size(), cfg.rcq_size(), cfg.rq_size()), (10, 0, 10));
+}
+
+fn conn_cfg_rq_size__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for s in SIZES {
+        cfg.set_rq_size(s);
+        assert_eq!(cfg.rq_size(), s);
+    }
+    assert_eq!((cfg.cq_size(), cfg.rcq_size(), cfg.sq_size()), (10, 0, 10));
+}
+
+fn conn_cfg_get_compl_channel__get_default_success<B: Backend>(_b: &B) {
+    assert!(!ConnCfg::<B::T>::new().compl_channel());
+}
+
+fn conn_cfg_compl_channel__lifecycle<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    for v in [true, false, true, true, false] {
+        cfg.set_compl_channel(v);
+        assert_eq!(cfg.compl_channel(), v);
+    }
+}
+
+fn conn_cfg_setters__chain<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    cfg.set_timeout(42)
+        .unwrap()
+        .set_cq_size(11)
+        .set_rcq_size(12)
+        .set_sq_size(13)
+        .set_rq_size(14)
+        .set_compl_channel(true);
+    assert_eq!(
+        (cfg.timeout_ms(), cfg.cq_size(), cfg.rcq_size(), cfg.sq_size(), cfg.rq_size(), cfg.compl_channel()),
+        (42, 11, 12, 13, 14, true)
+    );
+}
+
+fn conn_cfg_srq__lifecycle<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let cfg = ConnCfg::<B::T>::new();
+    assert!(cfg.srq().is_none());
+    cfg.set_srq(&srq);
+    let got = cfg.srq().expect("srq set");
+    // The same SRQ: it has the receive CQ the default SRQ configuration creates.
+    assert!(got.rcq().is_some());
+    // Replacing it with an SRQ without a receive CQ is visible through get.
+    let scfg = SrqCfg::new();
+    scfg.set_rcq_size(0);
+    let srq2 = Srq::new(&p, Some(&scfg)).unwrap();
+    cfg.set_srq(&srq2);
+    assert!(cfg.srq().expect("srq set").rcq().is_none());
+    // The configuration keeps the SRQ alive after the caller's handle is gone.
+    drop(srq2);
+    assert!(cfg.srq().is_some());
+    drop(got);
+    srq.delete().unwrap();
+}
+
+fn conn_cfg_srq__clear<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let cfg = ConnCfg::<B::T>::new();
+    cfg.set_srq(&srq).clear_srq();
+    assert!(cfg.srq().is_none());
+    // Clearing an unset SRQ is harmless.
+    cfg.clear_srq();
+    assert!(cfg.srq().is_none());
+}
+
+fn conn_cfg_clone__copies_every_field<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let cfg = ConnCfg::<B::T>::new();
+    cfg.set_timeout(7).unwrap().set_cq_size(1).set_rcq_size(2).set_sq_size(3).set_rq_size(4).set_compl_channel(true);
+    cfg.set_srq(&srq);
+    let c = cfg.clone();
+    assert_eq!(
+        (c.timeout_ms(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.compl_channel()),
+        (7, 1, 2, 3, 4, true)
+    );
+    assert!(c.srq().is_some());
+    // The original is unchanged by cloning.
+    assert_eq!((cfg.timeout_ms(), cfg.srq().is_some()), (7, true));
+}
+
+fn conn_cfg_clone__independent<B: Backend>(_b: &B) {
+    let cfg = ConnCfg::<B::T>::new();
+    let c = cfg.clone();
+    cfg.set_timeout(1).unwrap().set_cq_size(2).set_rcq_size(3).set_sq_size(4).set_rq_size(5).set_compl_channel(true);
+    assert_eq!(
+        (c.timeout_ms(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.compl_channel()),
+        (1000, 10, 0, 10, 10, false)
+    );
+    c.set_sq_size(99);
+    assert_eq!(cfg.sq_size(), 4);
+}
+
+/// spec 9 #1: librpma's code (20 / 20) wins over its man page (100 / 100).
+fn srq_cfg_new__success<B: Backend>(_b: &B) {
+    let c = SrqCfg::new();
+    assert_eq!(c.rq_size(), 20);
+    assert_eq!(c.rcq_size(), 20);
+    assert_eq!(DEFAULT_SRQ_SIZE, 20);
+    let d = SrqCfg::default();
+    assert_eq!((d.rq_size(), d.rcq_size()), (20, 20));
+}
+
+fn srq_cfg_rq_size__lifecycle<B: Backend>(_b: &B) {
+    let c = SrqCfg::new();
+    for s in [1, 100, 0, 4096] {
+        c.set_rq_size(s);
+        assert_eq!(c.rq_size(), s);
+    }
+    assert_eq!(c.rcq_size(), 20);
+}
+
+fn srq_cfg_rcq_size__lifecycle<B: Backend>(_b: &B) {
+    let c = SrqCfg::new();
+    for s in [1, 100, 0, 4096] {
+        c.set_rcq_size(s);
+        assert_eq!(c.rcq_size(), s);
+    }
+    assert_eq!(c.rq_size(), 20);
+}
+
+fn srq_cfg_rcqe__lifecycle<B: Backend>(_b: &B) {
+    let c = SrqCfg::new();
+    for s in SIZES {
+        c.set_rcq_size(s).set_rq_size(s);
+        assert_eq!((c.rq_size(), c.rcq_size()), (s, s));
+    }
+}
+
+fn srq_cfg_clone__independent<B: Backend>(_b: &B) {
+    let c = SrqCfg::new();
+    c.set_rq_size(5).set_rcq_size(6);
+    let k = c.clone();
+    assert_eq!((k.rq_size(), k.rcq_size()), (5, 6));
+    c.set_rq_size(50).set_rcq_size(60);
+    assert_eq!((k.rq_size(), k.rcq_size()), (5, 6));
+}
+
+fn srq_new__cfg_rcq_size_0_no_rcq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let c = SrqCfg::new();
+    c.set_rcq_size(0);
+    let srq = Srq::new(&p, Some(&c)).unwrap();
+    assert!(srq.rcq().is_none());
+    srq.delete().unwrap();
+    c.set_rcq_size(5);
+    let srq = Srq::new(&p, Some(&c)).unwrap();
+    assert!(srq.rcq().is_some());
+    srq.delete().unwrap();
+}
+
+fn srq_new__cfg_NULL_defaults<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    // The default rcq_size (20) is > 0: the SRQ has its own receive CQ.
+    assert!(srq.rcq().is_some());
+    srq.delete().unwrap();
+}
+
+fn peer_cfg_new__success<B: Backend>(_b: &B) {
+    assert!(!PeerCfg::new().direct_write_to_pmem());
+    assert!(!PeerCfg::default().direct_write_to_pmem());
+    assert_eq!(PeerCfg::new().descriptor(), [0]);
+}
+
+fn peer_cfg_direct_write_to_pmem__lifecycle<B: Backend>(_b: &B) {
+    let c = PeerCfg::new();
+    for v in [true, false, true, true, false] {
+        let r = c.set_direct_write_to_pmem(v);
+        assert!(std::ptr::eq(r, &c));
+        assert_eq!(c.direct_write_to_pmem(), v);
+    }
+}
+
+fn peer_cfg_get_desc_size__success<B: Backend>(_b: &B) {
+    let c = PeerCfg::new();
+    assert_eq!(c.descriptor_size(), 1);
+    assert_eq!(PEER_CFG_DESCRIPTOR_SIZE, 1);
+    assert_eq!(c.descriptor().len(), c.descriptor_size());
+}
+
+fn peer_cfg_get_desc__lifecycle<B: Backend>(_b: &B) {
+    for v in [false, true] {
+        let c = PeerCfg::new();
+        c.set_direct_write_to_pmem(v);
+        let d = c.descriptor();
+        assert_eq!(d, [u8::from(v)]);
+        let back = PeerCfg::from_descriptor(&d).unwrap();
+        assert_eq!(back.direct_write_to_pmem(), v);
+    }
+}
+
+fn peer_cfg_from_desc__incorrect_desc_size<B: Backend>(_b: &B) {
+    assert_kind(PeerCfg::from_descriptor(&[]), ErrorKind::Inval);
+}
+
+fn peer_cfg_from_desc__success<B: Backend>(_b: &B) {
+    assert!(PeerCfg::from_descriptor(&[1]).unwrap().direct_write_to_pmem());
+    assert!(!PeerCfg::from_descriptor(&[0]).unwrap().direct_write_to_pmem());
+}
+
+fn peer_cfg_from_desc__any_nonzero_byte_true<B: Backend>(_b: &B) {
+    for v in 0..=u8::MAX {
+        let c = PeerCfg::from_descriptor(&[v]).unwrap();
+        assert_eq!(c.direct_write_to_pmem(), v != 0, "byte {v:#x}");
+        // Re-encoding normalizes to 0 / 1.
+        assert_eq!(c.descriptor(), [u8::from(v != 0)]);
+    }
+}
+
+fn peer_cfg_from_desc__longer_desc<B: Backend>(_b: &B) {
+    // Only the first byte counts.
+    assert!(!PeerCfg::from_descriptor(&[0, 1, 1]).unwrap().direct_write_to_pmem());
+    assert!(PeerCfg::from_descriptor(&[2, 0]).unwrap().direct_write_to_pmem());
+}
+
+fn peer_cfg_clone__independent<B: Backend>(_b: &B) {
+    let c = PeerCfg::new();
+    c.set_direct_write_to_pmem(true);
+    let k = c.clone();
+    assert!(k.direct_write_to_pmem());
+    c.set_direct_write_to_pmem(false);
+    assert!(k.direct_write_to_pmem());
 }

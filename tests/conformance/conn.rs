@@ -1,8 +1,1278 @@
-//! Conformance cases: conn.
+//! Conformance cases: endpoints, connection requests, connections, completion queues and shared
+//! receive queues (spec 6.6-6.9, 6.11, 8.2-8.6).
+//!
+//! Every blocking call that waits for something the peer does (`next_event`, `next_conn_req`,
+//! `Cq::wait`, `Conn::wait`) goes through [`within`]: the fd is made non-blocking and polled with
+//! a 10 s deadline, so a missing event fails the case instead of hanging it.
+//!
+//! Type-enforced (no case): every `*__*_NULL` rule of ep-listen/get_fd/next_conn_req/shutdown,
+//! conn_req-new/connect/delete/recv/private_data, conn-get_*/next_event/wait/disconnect/delete/
+//! apply_remote_peer_cfg, cq-get_fd/wait/get_wc and srq-new/delete/recv/get_rcq (references,
+//! return values and owned handles cannot be NULL; `num_entries_got` is the return value);
+//! `connect__pdata_NULL_pdata_ptr_NULL` (a slice has no NULL pointer); `*__malloc_ERRNO`
+//! (allocation failure aborts). Provider-failure rules (`*_ERRNO`) need fault injection and live
+//! in the mock-only tests. `ep_next_conn_req__event_REJECTED` (an event other than a connection
+//! request on the endpoint's channel) and `conn_next_event` of an unexpected CM event cannot be
+//! produced through the public API.
 
-use super::harness::{Backend, Case};
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rpma::generic::{Conn, ConnCfg, ConnReq, Ep, MrLocal, Peer, Srq};
+use rpma::{
+    CompletionFlags, ConnEvent, ErrorKind, FlushType, PeerCfg, SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
+};
+
+use super::harness::{assert_kind, assert_no_wc, mr, next_wc, pair, pair_with, peer, remote, Backend, Case};
 use crate::cases;
 
 pub fn cases<B: Backend>() -> Vec<Case<B>> {
-    cases![]
+    cases![
+        // endpoint
+        ep__lifecycle,
+        ep_listen__success,
+        ep_listen__addr_port_in_use_E_PROVIDER,
+        ep_listen__addr_unknown_E_PROVIDER,
+        ep_get_fd__success,
+        ep_get_fd__readable_on_conn_req,
+        ep_next_conn_req__success,
+        ep_next_conn_req__get_cm_event_ENODATA,
+        ep_next_conn_req__shared_true_srq_rcq_not_NULL,
+        ep_shutdown__success,
+        ep_shutdown__connections_survive,
+        // connection requests
+        conn_req_new__success,
+        conn_req_new__addr_unknown_E_PROVIDER,
+        conn_req_new__shared_true_srq_rcq_not_NULL,
+        conn_req_new__shared_true_srq_without_rcq,
+        conn_req_connect__pdata_NULL_pdata_len_0,
+        conn_req_connect_via_accept__pdata_len_0_rejects,
+        conn_req_connect__pdata_too_long,
+        conn_req_connect_via_accept__pdata_too_long_rejects,
+        conn_req_connect__pdata_longer_than_255,
+        conn_req_connect__pdata_max_len,
+        conn_req_connect_via_connect__success_outgoing,
+        conn_req_connect_via_accept__success_incoming,
+        conn_req_connect__no_listener,
+        conn_req_get_private_data__success,
+        conn_req_get_private_data__outgoing_empty,
+        transfer_private_data__success,
+        transfer_private_data__no_data,
+        conn_req_recv__success,
+        conn_req_recv__success_outgoing,
+        conn_req_recv__range_outside_dst,
+        conn_req_delete__incoming_rejects,
+        conn_req_drop__incoming_rejects,
+        conn_req_delete__outgoing,
+        // connections
+        conn_next_event__success_ESTABLISHED,
+        conn_next_event__get_cm_event_ENODATA,
+        conn_get_event_fd__success,
+        conn_get_event_fd__readable_on_event,
+        conn_disconnect__success,
+        conn_disconnect__success_passive_side,
+        conn_delete__success_after_closed,
+        conn_delete__peer_gets_CLOSED,
+        conn_drop__peer_gets_CLOSED,
+        conn_get_qp_num__success,
+        conn_get_qp_num__success_after_disconnect,
+        conn_get_cq__success,
+        conn_get_rcq__success,
+        conn_get_rcq__recv_completions_go_to_rcq,
+        conn_get_rcq__own_channel,
+        conn_get_compl_fd__E_NOT_SHARED_CHNL,
+        conn_get_compl_fd__success,
+        conn_wait__channel_not_shared,
+        conn_wait__success,
+        conn_wait__success_shared_without_rcq,
+        conn_wait__no_completion,
+        conn_apply_remote_peer_cfg__success,
+        // completion queues
+        cq_get_fd__success,
+        cq_wait__success,
+        cq_wait__E_SHARED_CHANNEL,
+        cq_wait__no_completion,
+        cq_get_wc__num_entries_non_positive,
+        cq_get_wc__poll_cq_no_data,
+        cq_get_wc__poll_cq_more_data,
+        // shared receive queues
+        srq_new__success_defaults,
+        srq_new__success_cfg,
+        srq_get_rcq__success,
+        srq_recv__success,
+        srq_recv__dst_NULL_offset_not_NULL,
+        srq_recv__dst_NULL_len_not_NULL,
+        srq_recv__dst_NULL_offset_len_not_NULL,
+        srq_recv__two_connections_share_srq,
+        srq_recv__srq_without_rcq_completions_on_conn_cq,
+        srq_get_rcq__conn_rcq_none_with_srq_rcq,
+        conn_recv__srq_E_PROVIDER,
+        srq_delete__success,
+    ]
+}
+
+// ----------------------------------------------------------------------------------------------
+// helpers
+
+/// How long any case waits for something the peer (or the fabric) does.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// An address no device owns (TEST-NET-1): binding a listener to it fails.
+const UNOWNED_ADDR: &str = "192.0.2.77";
+
+/// A name that never resolves (the `.invalid` TLD is reserved, RFC 2606): the active side's
+/// address translation fails. (An unowned IP literal may still be routable through a gateway on
+/// a real RoCE network, so the active-side case uses a name.)
+const UNRESOLVABLE_ADDR: &str = "rpma-conformance.invalid";
+
+fn set_nonblocking(fd: BorrowedFd<'_>) {
+    let raw = fd.as_raw_fd();
+    let fl = OFlag::from_bits_retain(fcntl(raw, FcntlArg::F_GETFL).expect("F_GETFL"));
+    fcntl(raw, FcntlArg::F_SETFL(fl | OFlag::O_NONBLOCK)).expect("F_SETFL");
+}
+
+/// Whether `fd` is (or becomes within `timeout`) readable.
+fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::try_from(left).expect("timeout")) {
+            Ok(0) => return false,
+            Ok(_) => return fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => panic!("poll: {e}"),
+        }
+    }
+}
+
+/// Calls `f` until it stops failing with `again`, waiting (at most 10 s in all) for `fd`, which is
+/// made non-blocking, to become readable in between.
+#[track_caller]
+fn within<R>(fd: BorrowedFd<'_>, again: ErrorKind, mut f: impl FnMut() -> rpma::Result<R>) -> R {
+    set_nonblocking(fd);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match f() {
+            Ok(r) => return r,
+            Err(e) if e.kind() == again => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                assert!(!left.is_zero(), "nothing within {DEADLINE:?} ({again:?})");
+                readable(fd, left.min(Duration::from_millis(200)));
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}
+
+/// The next connection event (bounded).
+#[track_caller]
+fn event<T: Transport>(c: &Conn<T>) -> ConnEvent {
+    within(c.event_fd(), ErrorKind::NoEvent, || c.next_event())
+}
+
+/// The next incoming connection request (bounded).
+#[track_caller]
+fn incoming<T: Transport>(ep: &Ep<T>, cfg: Option<&ConnCfg<T>>) -> ConnReq<T> {
+    within(ep.fd(), ErrorKind::NoEvent, || ep.next_conn_req(cfg))
+}
+
+/// Asserts no connection event is pending (the event fd is made non-blocking).
+#[track_caller]
+fn assert_no_event<T: Transport>(c: &Conn<T>) {
+    set_nonblocking(c.event_fd());
+    assert_kind(c.next_event(), ErrorKind::NoEvent);
+}
+
+/// A server peer listening on a fresh port, and a client peer.
+struct Listening<T: Transport> {
+    speer: Peer<T>,
+    cpeer: Peer<T>,
+    ep: Ep<T>,
+    port: String,
+}
+
+fn listening<B: Backend>(b: &B, t: &B::T) -> Listening<B::T> {
+    let speer = peer(b, t);
+    let cpeer = peer(b, t);
+    let port = b.port();
+    let ep = Ep::listen(&speer, &b.addr(), &port).expect("listen");
+    Listening { speer, cpeer, ep, port }
+}
+
+/// A client connection (connect sent, no event taken) and the server's incoming request.
+fn dial<B: Backend>(
+    b: &B,
+    l: &Listening<B::T>,
+    ccfg: Option<&ConnCfg<B::T>>,
+    scfg: Option<&ConnCfg<B::T>>,
+    pdata: Option<&[u8]>,
+) -> (Conn<B::T>, ConnReq<B::T>) {
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, ccfg).expect("conn_req_new");
+    let client = req.connect(pdata).expect("connect");
+    let sreq = incoming(&l.ep, scfg);
+    (client, sreq)
+}
+
+/// A connected (client, server) pair on `l`, ESTABLISHED taken on both sides.
+fn establish<B: Backend>(
+    b: &B,
+    l: &Listening<B::T>,
+    ccfg: Option<&ConnCfg<B::T>>,
+    scfg: Option<&ConnCfg<B::T>>,
+) -> (Conn<B::T>, Conn<B::T>) {
+    let (client, sreq) = dial(b, l, ccfg, scfg, None);
+    let server = sreq.connect(None).expect("accept");
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    (client, server)
+}
+
+/// The usage of a receive buffer on this backend (iWARP also needs remote write access).
+fn recv_usage<B: Backend>(b: &B) -> Usage {
+    if b.caps().iwarp {
+        Usage::RECV | Usage::WRITE_DST
+    } else {
+        Usage::RECV
+    }
+}
+
+/// Sends `data` (copied into `src` at `off`), signaled, with `wr_id`.
+fn send_bytes<T: Transport>(c: &Conn<T>, src: &MrLocal<T>, off: usize, data: &[u8], wr_id: u64) {
+    src.write(off, data).expect("local write");
+    c.send(Some(src), off, data.len(), CompletionFlags::ALWAYS, wr_id).expect("send");
+}
+
+/// Asserts `wc` is a successful completion of `opcode` with `wr_id`.
+#[track_caller]
+fn assert_wc(wc: &Wc, wr_id: u64, opcode: WcOpcode) {
+    assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, opcode), "{wc:?}");
+}
+
+/// A pattern of `len` non-zero bytes starting at `seed`.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_add(seed) | 1).collect()
+}
+
+/// Asserts private data `got` carries `sent` (transports may zero-pad: `>=`, never `==`).
+#[track_caller]
+fn assert_pdata(got: &[u8], sent: &[u8]) {
+    assert!(got.len() >= sent.len(), "private data too short: {} < {}", got.len(), sent.len());
+    assert_eq!(&got[..sent.len()], sent);
+}
+
+/// Asserts no private data arrived: empty (or, on transports that always deliver the full field,
+/// zero padding only).
+#[track_caller]
+fn assert_no_pdata(got: &[u8]) {
+    assert!(got.iter().all(|&b| b == 0), "unexpected private data {got:?}");
+}
+
+// ----------------------------------------------------------------------------------------------
+// endpoint (6.7)
+
+fn ep__lifecycle<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let port = b.port();
+    let ep = Ep::listen(&p, &b.addr(), &port).unwrap();
+    ep.shutdown().unwrap();
+    // The port is free again after shutdown.
+    let ep = Ep::listen(&p, &b.addr(), &port).unwrap();
+    ep.shutdown().unwrap();
+}
+
+fn ep_listen__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    // A client can reach it.
+    let (client, sreq) = dial(b, &l, None, None, None);
+    assert!(sreq.is_incoming());
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
+fn ep_listen__addr_port_in_use_E_PROVIDER<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let port = b.port();
+    let _ep = Ep::listen(&p, &b.addr(), &port).unwrap();
+    assert_kind(Ep::listen(&p, &b.addr(), &port), ErrorKind::Provider);
+    let p2 = peer(b, &t);
+    assert_kind(Ep::listen(&p2, &b.addr(), &port), ErrorKind::Provider);
+}
+
+fn ep_listen__addr_unknown_E_PROVIDER<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    assert_kind(Ep::listen(&p, UNOWNED_ADDR, &b.port()), ErrorKind::Provider);
+}
+
+fn ep_get_fd__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let fd = l.ep.fd();
+    assert!(fd.as_raw_fd() >= 0);
+    fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).expect("a valid, open fd");
+    // Stable across calls.
+    assert_eq!(l.ep.fd().as_raw_fd(), fd.as_raw_fd());
+}
+
+fn ep_get_fd__readable_on_conn_req<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    assert!(!readable(l.ep.fd(), Duration::ZERO), "readable with no request pending");
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let client = req.connect(None).unwrap();
+    assert!(readable(l.ep.fd(), DEADLINE), "not readable with a request pending");
+    set_nonblocking(l.ep.fd());
+    let sreq = l.ep.next_conn_req(None).expect("the request the fd announced");
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
+fn ep_next_conn_req__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let cfg = ConnCfg::new();
+    cfg.set_rcq_size(4);
+    let (client, sreq) = dial(b, &l, None, Some(&cfg), None);
+    assert!(sreq.is_incoming());
+    let server = sreq.connect(None).unwrap();
+    assert!(server.rcq().is_some(), "the incoming request was built per cfg");
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
+fn ep_next_conn_req__get_cm_event_ENODATA<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    set_nonblocking(l.ep.fd());
+    assert_kind(l.ep.next_conn_req(None), ErrorKind::NoEvent);
+    assert_kind(l.ep.next_conn_req(None), ErrorKind::NoEvent);
+}
+
+fn ep_next_conn_req__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let srq = Srq::new(&l.speer, None).unwrap();
+    assert!(srq.rcq().is_some());
+    let cfg = ConnCfg::new();
+    cfg.set_compl_channel(true).set_srq(&srq);
+    // A request is pending (so a backend checking after taking the event cannot block).
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let _client = req.connect(None).unwrap();
+    assert!(readable(l.ep.fd(), DEADLINE));
+    set_nonblocking(l.ep.fd());
+    assert_kind(l.ep.next_conn_req(Some(&cfg)), ErrorKind::Inval);
+}
+
+fn ep_shutdown__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    l.ep.shutdown().unwrap();
+}
+
+fn ep_shutdown__connections_survive<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.ep.shutdown().unwrap();
+    assert_no_event(&p.client);
+    assert_no_event(&p.server);
+    let dst = mr(&p.speer, 64, recv_usage(b));
+    let src = mr(&p.cpeer, 64, Usage::SEND);
+    p.server.recv(Some(&dst), 0, 64, 5).unwrap();
+    send_bytes(&p.client, &src, 0, b"still here", 6);
+    assert_wc(&next_wc(p.client.cq()), 6, WcOpcode::Send);
+    let wc = next_wc(p.server.cq());
+    assert_wc(&wc, 5, WcOpcode::Recv);
+    assert_eq!(dst.to_vec(0, 10).unwrap(), b"still here");
+}
+
+// ----------------------------------------------------------------------------------------------
+// connection requests (6.8, 8.2, 8.3)
+
+fn conn_req_new__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    assert!(!req.is_incoming());
+    req.delete().unwrap();
+    let cfg = ConnCfg::new();
+    cfg.set_rcq_size(3).set_compl_channel(true);
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).unwrap();
+    assert!(!req.is_incoming());
+    drop(req);
+}
+
+fn conn_req_new__addr_unknown_E_PROVIDER<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    assert_kind(ConnReq::new(&p, UNRESOLVABLE_ADDR, &b.port(), None), ErrorKind::Provider);
+}
+
+fn conn_req_new__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let cfg = ConnCfg::new();
+    cfg.set_compl_channel(true).set_srq(&srq);
+    assert_kind(ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)), ErrorKind::Inval);
+}
+
+/// A shared channel with an SRQ that has no receive CQ of its own is allowed.
+fn conn_req_new__shared_true_srq_without_rcq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let scfg = SrqCfg::new();
+    scfg.set_rcq_size(0);
+    let srq = Srq::new(&p, Some(&scfg)).unwrap();
+    let cfg = ConnCfg::new();
+    cfg.set_compl_channel(true).set_srq(&srq);
+    ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).unwrap().delete().unwrap();
+}
+
+fn conn_req_connect__pdata_NULL_pdata_len_0<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    assert_kind(req.connect(Some(&[])), ErrorKind::Inval);
+}
+
+/// An invalid accept deletes (rejects) the incoming request (spec 9 #16).
+fn conn_req_connect_via_accept__pdata_len_0_rejects<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    assert_kind(sreq.connect(Some(&[])), ErrorKind::Inval);
+    assert_eq!(event(&client), ConnEvent::Rejected);
+}
+
+fn conn_req_connect__pdata_too_long<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let limit = b.caps().max_private_data_connect;
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    assert_kind(req.connect(Some(&pattern(limit + 1, 1))), ErrorKind::Inval);
+}
+
+fn conn_req_connect_via_accept__pdata_too_long_rejects<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let limit = b.caps().max_private_data_accept;
+    let (client, sreq) = dial(b, &l, None, None, None);
+    assert_kind(sreq.connect(Some(&pattern(limit + 1, 1))), ErrorKind::Inval);
+    assert_eq!(event(&client), ConnEvent::Rejected);
+}
+
+/// Private data has a `u8` length in librpma: 256 bytes is invalid on both sides whatever the
+/// transport allows.
+fn conn_req_connect__pdata_longer_than_255<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    assert_kind(req.connect(Some(&pattern(256, 3))), ErrorKind::Inval);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    assert_kind(sreq.connect(Some(&pattern(256, 4))), ErrorKind::Inval);
+    assert_eq!(event(&client), ConnEvent::Rejected);
+}
+
+/// Private data of exactly the transport's limits goes through both ways.
+fn conn_req_connect__pdata_max_len<B: Backend>(b: &B) {
+    let t = b.transport();
+    let caps = b.caps();
+    let cdata = pattern(caps.max_private_data_connect.min(255), 7);
+    let sdata = pattern(caps.max_private_data_accept.min(255), 9);
+    let p = pair_with(b, &t, None, None, Some(&cdata), Some(&sdata));
+    assert_pdata(p.server.private_data(), &cdata);
+    assert_pdata(p.client.private_data(), &sdata);
+}
+
+fn conn_req_connect_via_connect__success_outgoing<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let client = req.connect(Some(b"hello")).unwrap();
+    let sreq = incoming(&l.ep, None);
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    assert_pdata(server.private_data(), b"hello");
+}
+
+fn conn_req_connect_via_accept__success_incoming<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    let server = sreq.connect(Some(b"welcome")).unwrap();
+    assert_eq!(event(&server), ConnEvent::Established);
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_pdata(client.private_data(), b"welcome");
+}
+
+/// Nobody listens on the port: the connection fails with an event, never ESTABLISHED. The mock
+/// reports UNREACHABLE; on IB/RoCE the remote CM answers a request for an unknown service ID with
+/// a REJ (reason 8), which rdma_cm reports as REJECTED.
+fn conn_req_connect__no_listener<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    let client = req.connect(None).unwrap();
+    let ev = event(&client);
+    assert!(matches!(ev, ConnEvent::Unreachable | ConnEvent::Rejected), "got {ev:?}");
+    client.delete().unwrap();
+}
+
+fn conn_req_get_private_data__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, Some(b"request data"));
+    assert_pdata(sreq.private_data(), b"request data");
+    let server = sreq.connect(None).unwrap();
+    // Moved into the connection on accept.
+    assert_pdata(server.private_data(), b"request data");
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    assert_pdata(server.private_data(), b"request data");
+}
+
+fn conn_req_get_private_data__outgoing_empty<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    assert!(req.private_data().is_empty());
+}
+
+/// Client data: visible in the incoming request and the server connection. Server data: visible
+/// on the client after ESTABLISHED was taken, empty before.
+fn transfer_private_data__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, Some(b"client-hello"));
+    assert_pdata(sreq.private_data(), b"client-hello");
+    let server = sreq.connect(Some(b"server-hello")).unwrap();
+    assert!(client.private_data().is_empty(), "accept data before ESTABLISHED was taken");
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    assert_pdata(client.private_data(), b"server-hello");
+    assert_pdata(server.private_data(), b"client-hello");
+}
+
+fn transfer_private_data__no_data<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    assert_no_pdata(sreq.private_data());
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    assert_no_pdata(client.private_data());
+    assert_no_pdata(server.private_data());
+}
+
+/// A receive posted on the incoming request catches the client's first send.
+fn conn_req_recv__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let dst = mr(&l.speer, 64, recv_usage(b));
+    let src = mr(&l.cpeer, 64, Usage::SEND);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    sreq.recv(&dst, 8, 32, 42).unwrap();
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    send_bytes(&client, &src, 0, b"first!", 1);
+    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    let wc = next_wc(server.cq());
+    assert_wc(&wc, 42, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 6);
+    assert_eq!(wc.qp_num, server.qp_num());
+    assert_eq!(dst.to_vec(8, 6).unwrap(), b"first!");
+}
+
+/// A receive posted on the outgoing request catches the server's first send.
+fn conn_req_recv__success_outgoing<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let dst = mr(&l.cpeer, 64, recv_usage(b));
+    let src = mr(&l.speer, 64, Usage::SEND);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    req.recv(&dst, 0, 64, 77).unwrap();
+    let client = req.connect(None).unwrap();
+    let server = incoming(&l.ep, None).connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    send_bytes(&server, &src, 0, b"greetings", 2);
+    assert_wc(&next_wc(server.cq()), 2, WcOpcode::Send);
+    let wc = next_wc(client.cq());
+    assert_wc(&wc, 77, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 9);
+    assert_eq!(dst.to_vec(0, 9).unwrap(), b"greetings");
+}
+
+fn conn_req_recv__range_outside_dst<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let dst = mr(&p, 64, recv_usage(b));
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    assert_kind(req.recv(&dst, 60, 8, 0), ErrorKind::Inval);
+    assert_kind(req.recv(&dst, 65, 0, 0), ErrorKind::Inval);
+}
+
+fn conn_req_delete__incoming_rejects<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    sreq.delete().unwrap();
+    assert_eq!(event(&client), ConnEvent::Rejected);
+    client.delete().unwrap();
+}
+
+fn conn_req_drop__incoming_rejects<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    drop(sreq);
+    assert_eq!(event(&client), ConnEvent::Rejected);
+}
+
+fn conn_req_delete__outgoing<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    req.delete().unwrap();
+    // Nothing reached the listener.
+    set_nonblocking(l.ep.fd());
+    assert_kind(l.ep.next_conn_req(None), ErrorKind::NoEvent);
+}
+
+// ----------------------------------------------------------------------------------------------
+// connections (6.9, 8.4)
+
+fn conn_next_event__success_ESTABLISHED<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (client, sreq) = dial(b, &l, None, None, None);
+    let server = sreq.connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+    // One ESTABLISHED each.
+    assert_no_event(&client);
+    assert_no_event(&server);
+}
+
+fn conn_next_event__get_cm_event_ENODATA<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    set_nonblocking(p.client.event_fd());
+    assert_kind(p.client.next_event(), ErrorKind::NoEvent);
+    set_nonblocking(p.server.event_fd());
+    assert_kind(p.server.next_event(), ErrorKind::NoEvent);
+}
+
+fn conn_get_event_fd__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let (c, s, e) = (p.client.event_fd().as_raw_fd(), p.server.event_fd().as_raw_fd(), p.ep.fd().as_raw_fd());
+    for fd in [c, s] {
+        fcntl(fd, FcntlArg::F_GETFL).expect("a valid, open fd");
+    }
+    // Every connection has its own channel, separate from the endpoint's.
+    assert_ne!(c, s);
+    assert_ne!(c, e);
+    assert_ne!(s, e);
+    assert_eq!(p.client.event_fd().as_raw_fd(), c);
+}
+
+fn conn_get_event_fd__readable_on_event<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    assert!(!readable(p.server.event_fd(), Duration::ZERO), "readable with no event pending");
+    p.client.disconnect().unwrap();
+    assert!(readable(p.server.event_fd(), DEADLINE), "not readable with an event pending");
+    set_nonblocking(p.server.event_fd());
+    assert_eq!(p.server.next_event().unwrap(), ConnEvent::Closed);
+}
+
+/// The active side disconnects: both sides get CLOSED; disconnecting after CLOSED completes.
+fn conn_disconnect__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.client.disconnect().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    p.client.delete().unwrap();
+    p.server.delete().unwrap();
+}
+
+fn conn_disconnect__success_passive_side<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.server.disconnect().unwrap();
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+    p.client.disconnect().unwrap();
+    p.server.delete().unwrap();
+    p.client.delete().unwrap();
+}
+
+fn conn_delete__success_after_closed<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.client.disconnect().unwrap();
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    p.server.delete().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+    p.client.delete().unwrap();
+}
+
+/// Deleting a connected connection without disconnecting: the peer sees CLOSED.
+fn conn_delete__peer_gets_CLOSED<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.client.delete().unwrap();
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    p.server.delete().unwrap();
+}
+
+fn conn_drop__peer_gets_CLOSED<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    drop(p.server);
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+}
+
+fn conn_get_qp_num__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let (c1, s1) = establish(b, &l, None, None);
+    let (c2, s2) = establish(b, &l, None, None);
+    for q in [c1.qp_num(), s1.qp_num(), c2.qp_num(), s2.qp_num()] {
+        assert_ne!(q, 0);
+        assert!(q <= 0x00FF_FFFF, "QP numbers are 24-bit: {q:#x}");
+    }
+    assert_ne!(c1.qp_num(), s1.qp_num());
+    assert_ne!(c1.qp_num(), c2.qp_num());
+    assert_ne!(s1.qp_num(), s2.qp_num());
+    assert_eq!(c1.qp_num(), c1.qp_num());
+}
+
+fn conn_get_qp_num__success_after_disconnect<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let (c, s) = (p.client.qp_num(), p.server.qp_num());
+    p.client.disconnect().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    assert_eq!(p.client.qp_num(), c);
+    assert_eq!(p.server.qp_num(), s);
+}
+
+/// The main CQ gets the completions of the connection's own work (and, without a receive CQ,
+/// its receive completions too), with the connection's QP number.
+fn conn_get_cq__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    assert!(!p.client.cq().is_channel_shared());
+    let dst = mr(&p.speer, 64, recv_usage(b));
+    let src = mr(&p.cpeer, 64, Usage::SEND);
+    p.server.recv(Some(&dst), 0, 64, 10).unwrap();
+    send_bytes(&p.client, &src, 0, b"x", 11);
+    let wc = next_wc(p.client.cq());
+    assert_wc(&wc, 11, WcOpcode::Send);
+    assert_eq!(wc.qp_num, p.client.qp_num());
+    let wc = next_wc(p.server.cq());
+    assert_wc(&wc, 10, WcOpcode::Recv);
+    assert_eq!(wc.qp_num, p.server.qp_num());
+}
+
+fn conn_get_rcq__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    assert!(p.client.rcq().is_none(), "no receive CQ by default");
+    let rcq = p.server.rcq().expect("a receive CQ with rcq_size > 0");
+    assert!(!rcq.is_channel_shared());
+}
+
+/// With a receive CQ, receive completions go there and never to the main CQ; the connection's
+/// other completions still go to the main CQ.
+fn conn_get_rcq__recv_completions_go_to_rcq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    let sdst = mr(&p.speer, 64, recv_usage(b));
+    let ssrc = mr(&p.speer, 64, Usage::SEND);
+    let cdst = mr(&p.cpeer, 64, recv_usage(b));
+    let csrc = mr(&p.cpeer, 64, Usage::SEND);
+    p.server.recv(Some(&sdst), 0, 64, 1).unwrap();
+    p.server.recv(None, 0, 0, 2).unwrap();
+    p.client.recv(Some(&cdst), 0, 64, 3).unwrap();
+    send_bytes(&p.client, &csrc, 0, b"ping", 4);
+    assert_wc(&next_wc(p.client.cq()), 4, WcOpcode::Send);
+    p.client.send(None, 0, 0, CompletionFlags::ALWAYS, 5).unwrap();
+    assert_wc(&next_wc(p.client.cq()), 5, WcOpcode::Send);
+    let rcq = p.server.rcq().unwrap();
+    let ids: BTreeSet<u64> = (0..2)
+        .map(|_| {
+            let wc = next_wc(rcq);
+            assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
+            assert_eq!(wc.qp_num, p.server.qp_num());
+            wc.wr_id
+        })
+        .collect();
+    assert_eq!(ids, BTreeSet::from([1, 2]));
+    assert_no_wc(p.server.cq());
+    send_bytes(&p.server, &ssrc, 0, b"pong", 6);
+    assert_wc(&next_wc(p.server.cq()), 6, WcOpcode::Send);
+    assert_no_wc(rcq);
+    // The client has no receive CQ: its receive completion is on its main CQ.
+    assert_wc(&next_wc(p.client.cq()), 3, WcOpcode::Recv);
+    assert_eq!(cdst.to_vec(0, 4).unwrap(), b"pong");
+}
+
+/// Not shared: the main CQ and the receive CQ have a channel (fd) each.
+fn conn_get_rcq__own_channel<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    let rcq = p.server.rcq().unwrap();
+    assert_ne!(p.server.cq().fd().as_raw_fd(), rcq.fd().as_raw_fd());
+    assert_ne!(p.server.cq().fd().as_raw_fd(), p.client.cq().fd().as_raw_fd());
+}
+
+fn conn_get_compl_fd__E_NOT_SHARED_CHNL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    assert_kind(p.client.compl_fd(), ErrorKind::NotSharedChannel);
+    assert_kind(p.server.compl_fd(), ErrorKind::NotSharedChannel);
+}
+
+fn conn_get_compl_fd__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let cfg = ConnCfg::new();
+    cfg.set_compl_channel(true).set_rcq_size(5);
+    let p = pair_with(b, &t, Some(&cfg), Some(&cfg), None, None);
+    for c in [&p.client, &p.server] {
+        let fd = c.compl_fd().unwrap().as_raw_fd();
+        fcntl(fd, FcntlArg::F_GETFL).expect("a valid, open fd");
+        assert!(c.cq().is_channel_shared());
+        let rcq = c.rcq().unwrap();
+        assert!(rcq.is_channel_shared());
+        assert_eq!(c.cq().fd().as_raw_fd(), fd);
+        assert_eq!(rcq.fd().as_raw_fd(), fd);
+    }
+    assert_ne!(p.client.compl_fd().unwrap().as_raw_fd(), p.server.compl_fd().unwrap().as_raw_fd());
+}
+
+fn conn_wait__channel_not_shared<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    assert_kind(p.client.wait(), ErrorKind::NotSharedChannel);
+    assert_kind(p.server.wait(), ErrorKind::NotSharedChannel);
+}
+
+/// Shared channel with a receive CQ: `Conn::wait` names the CQ that has the completion.
+fn conn_wait__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_compl_channel(true).set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    let sdst = mr(&p.speer, 64, recv_usage(b));
+    let ssrc = mr(&p.speer, 64, Usage::SEND);
+    let cdst = mr(&p.cpeer, 64, recv_usage(b));
+    let csrc = mr(&p.cpeer, 64, Usage::SEND);
+    let fd = p.server.compl_fd().unwrap();
+
+    // A receive completion: the receive CQ.
+    p.server.recv(Some(&sdst), 0, 64, 1).unwrap();
+    send_bytes(&p.client, &csrc, 0, b"to server", 2);
+    assert_wc(&next_wc(p.client.cq()), 2, WcOpcode::Send);
+    let (cq, is_rcq) = within(fd, ErrorKind::NoCompletion, || p.server.wait());
+    assert!(is_rcq, "a receive completion is on the receive CQ");
+    assert!(cq.is_channel_shared());
+    assert_wc(&next_wc(cq), 1, WcOpcode::Recv);
+    assert_eq!(sdst.to_vec(0, 9).unwrap(), b"to server");
+
+    // A send completion: the main CQ.
+    p.client.recv(Some(&cdst), 0, 64, 3).unwrap();
+    send_bytes(&p.server, &ssrc, 0, b"to client", 4);
+    let (cq, is_rcq) = within(fd, ErrorKind::NoCompletion, || p.server.wait());
+    assert!(!is_rcq, "a send completion is on the main CQ");
+    assert_wc(&next_wc(cq), 4, WcOpcode::Send);
+    assert_wc(&next_wc(p.client.cq()), 3, WcOpcode::Recv);
+    assert_no_wc(p.server.cq());
+    assert_no_wc(p.server.rcq().unwrap());
+}
+
+/// A shared channel is allowed without a receive CQ: everything is on the main CQ.
+fn conn_wait__success_shared_without_rcq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_compl_channel(true);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    assert!(p.server.rcq().is_none());
+    let sdst = mr(&p.speer, 64, recv_usage(b));
+    let csrc = mr(&p.cpeer, 64, Usage::SEND);
+    let fd = p.server.compl_fd().unwrap();
+    assert_eq!(fd.as_raw_fd(), p.server.cq().fd().as_raw_fd());
+    p.server.recv(Some(&sdst), 0, 64, 1).unwrap();
+    send_bytes(&p.client, &csrc, 0, b"hi", 2);
+    let (cq, is_rcq) = within(fd, ErrorKind::NoCompletion, || p.server.wait());
+    assert!(!is_rcq);
+    assert_wc(&next_wc(cq), 1, WcOpcode::Recv);
+}
+
+fn conn_wait__no_completion<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_compl_channel(true).set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    set_nonblocking(p.server.compl_fd().unwrap());
+    assert_kind(p.server.wait(), ErrorKind::NoCompletion);
+}
+
+/// The remote peer's configuration alone gates persistent flushes.
+fn conn_apply_remote_peer_cfg__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let target = mr(&p.speer, 64, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY);
+    let r = remote(&target);
+    assert_kind(p.client.flush(&r, 0, 8, FlushType::Persistent, CompletionFlags::ALWAYS, 1), ErrorKind::NoSupp);
+
+    // The server describes itself; the client applies what it decoded.
+    let spcfg = PeerCfg::new();
+    spcfg.set_direct_write_to_pmem(true);
+    let pcfg = PeerCfg::from_descriptor(&spcfg.descriptor()).unwrap();
+    p.client.apply_remote_peer_cfg(&pcfg);
+    p.client.flush(&r, 0, 8, FlushType::Persistent, CompletionFlags::ALWAYS, 2).unwrap();
+    let wc = next_wc(p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+
+    // Applying "not supported" takes it back; later changes of the cfg itself do not matter.
+    pcfg.set_direct_write_to_pmem(false);
+    p.client.flush(&r, 0, 8, FlushType::Persistent, CompletionFlags::ALWAYS, 3).unwrap();
+    assert_eq!(next_wc(p.client.cq()).wr_id, 3);
+    p.client.apply_remote_peer_cfg(&pcfg);
+    assert_kind(p.client.flush(&r, 0, 8, FlushType::Persistent, CompletionFlags::ALWAYS, 4), ErrorKind::NoSupp);
+    // The server side was never told anything.
+    let ctarget = mr(&p.cpeer, 64, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+    let cr = remote(&ctarget);
+    assert_kind(p.server.flush(&cr, 0, 8, FlushType::Persistent, CompletionFlags::ALWAYS, 5), ErrorKind::NoSupp);
+}
+
+// ----------------------------------------------------------------------------------------------
+// completion queues (6.11, 8.6)
+
+fn cq_get_fd__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let cq = p.client.cq();
+    fcntl(cq.fd().as_raw_fd(), FcntlArg::F_GETFL).expect("a valid, open fd");
+    assert!(!readable(cq.fd(), Duration::ZERO), "readable with no completion");
+    let target = mr(&p.speer, 64, Usage::WRITE_DST);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    p.client.write(Some(&remote(&target)), 0, Some(&src), 0, 8, CompletionFlags::ALWAYS, 9).unwrap();
+    assert!(readable(cq.fd(), DEADLINE), "not readable after a completion");
+    assert_wc(&next_wc(cq), 9, WcOpcode::RdmaWrite);
+}
+
+/// Private channel: wait, then drain with get_wc; the CQ is re-armed for the next completion.
+fn cq_wait__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let cq = p.client.cq();
+    let target = mr(&p.speer, 64, Usage::WRITE_DST);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    let r = remote(&target);
+    for id in [1, 2] {
+        p.client.write(Some(&r), 0, Some(&src), 0, 8, CompletionFlags::ALWAYS, id).unwrap();
+        within(cq.fd(), ErrorKind::NoCompletion, || cq.wait());
+        assert_wc(&next_wc(cq), id, WcOpcode::RdmaWrite);
+    }
+}
+
+fn cq_wait__E_SHARED_CHANNEL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let cfg = ConnCfg::new();
+    cfg.set_compl_channel(true).set_rcq_size(5);
+    let p = pair_with(b, &t, Some(&cfg), None, None, None);
+    assert_kind(p.client.cq().wait(), ErrorKind::SharedChannel);
+    assert_kind(p.client.rcq().unwrap().wait(), ErrorKind::SharedChannel);
+    // The other side is not shared.
+    set_nonblocking(p.server.cq().fd());
+    assert_kind(p.server.cq().wait(), ErrorKind::NoCompletion);
+}
+
+fn cq_wait__no_completion<B: Backend>(b: &B) {
+    let t = b.transport();
+    let scfg = ConnCfg::new();
+    scfg.set_rcq_size(5);
+    let p = pair_with(b, &t, None, Some(&scfg), None, None);
+    set_nonblocking(p.server.cq().fd());
+    assert_kind(p.server.cq().wait(), ErrorKind::NoCompletion);
+    let rcq = p.server.rcq().unwrap();
+    set_nonblocking(rcq.fd());
+    assert_kind(rcq.wait(), ErrorKind::NoCompletion);
+}
+
+fn cq_get_wc__num_entries_non_positive<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    assert_kind(p.client.cq().get_wc(&mut []), ErrorKind::Inval);
+}
+
+fn cq_get_wc__poll_cq_no_data<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let mut wc = [Wc::EMPTY; 8];
+    assert_kind(p.client.cq().get_wc(&mut wc), ErrorKind::NoCompletion);
+    assert_kind(p.client.cq().get_wc1(), ErrorKind::NoCompletion);
+}
+
+/// Several completions come back from one call. The client's three send completions mean the
+/// server acknowledged the three messages, whose receive completions the responder generates
+/// before acknowledging; so all three are on the server's CQ before it is polled.
+fn cq_get_wc__poll_cq_more_data<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let dst = mr(&p.speer, 3 * 16, recv_usage(b));
+    let src = mr(&p.cpeer, 3 * 16, Usage::SEND);
+    for i in 0..3u8 {
+        p.server.recv(Some(&dst), usize::from(i) * 16, 16, u64::from(i)).unwrap();
+    }
+    for i in 0..3u8 {
+        send_bytes(&p.client, &src, usize::from(i) * 16, &[i + 1; 5], 100 + u64::from(i));
+    }
+    for i in 0..3 {
+        assert_wc(&next_wc(p.client.cq()), 100 + i, WcOpcode::Send);
+    }
+    let deadline = Instant::now() + DEADLINE;
+    let mut got = Vec::new();
+    let mut first = None;
+    while got.len() < 3 {
+        let mut wc = [Wc::EMPTY; 8];
+        match p.server.cq().get_wc(&mut wc) {
+            Ok(n) => {
+                assert!((1..=8).contains(&n));
+                first.get_or_insert(n);
+                got.extend_from_slice(&wc[..n]);
+            }
+            Err(e) if e.kind() == ErrorKind::NoCompletion => {
+                assert!(Instant::now() < deadline, "only {} completions within 10 s", got.len());
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("get_wc: {e}"),
+        }
+    }
+    assert_eq!(got.len(), 3);
+    assert!(first.unwrap() >= 2, "one call returned {} of 3 available completions", first.unwrap());
+    let mut ids: Vec<u64> = got
+        .iter()
+        .map(|wc| {
+            assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 5));
+            wc.wr_id
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [0, 1, 2]);
+    // Receive buffers are an unordered set: each buffer got one of the three messages.
+    let mut msgs: Vec<Vec<u8>> = (0..3).map(|i| dst.to_vec(i * 16, 5).unwrap()).collect();
+    msgs.sort();
+    assert_eq!(msgs, [vec![1; 5], vec![2; 5], vec![3; 5]]);
+    assert_kind(p.server.cq().get_wc(&mut [Wc::EMPTY; 8]), ErrorKind::NoCompletion);
+}
+
+// ----------------------------------------------------------------------------------------------
+// shared receive queues (6.6)
+
+fn srq_new__success_defaults<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    // Defaults: rcq_size 20 > 0, so the SRQ has its own receive CQ with its own channel.
+    let rcq = srq.rcq().expect("default rcq_size > 0");
+    assert!(!rcq.is_channel_shared());
+    fcntl(rcq.fd().as_raw_fd(), FcntlArg::F_GETFL).expect("a valid, open fd");
+    srq.delete().unwrap();
+}
+
+fn srq_new__success_cfg<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let cfg = SrqCfg::new();
+    cfg.set_rq_size(8).set_rcq_size(0);
+    let srq = Srq::new(&p, Some(&cfg)).unwrap();
+    assert!(srq.rcq().is_none());
+    srq.delete().unwrap();
+    cfg.set_rcq_size(7);
+    let srq = Srq::new(&p, Some(&cfg)).unwrap();
+    assert!(srq.rcq().is_some());
+    srq.delete().unwrap();
+}
+
+fn srq_get_rcq__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let a = srq.rcq().unwrap().fd().as_raw_fd();
+    assert_eq!(srq.rcq().unwrap().fd().as_raw_fd(), a);
+    // A configuration holds a handle of the same SRQ.
+    let cfg = ConnCfg::new();
+    cfg.set_srq(&srq);
+    assert_eq!(cfg.srq().unwrap().rcq().unwrap().fd().as_raw_fd(), a, "handles of one SRQ");
+    let rcq = srq.rcq().unwrap();
+    assert_kind(rcq.get_wc1(), ErrorKind::NoCompletion);
+    set_nonblocking(rcq.fd());
+    assert_kind(rcq.wait(), ErrorKind::NoCompletion);
+}
+
+fn srq_recv__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let dst = mr(&p, 64, recv_usage(b));
+    srq.recv(Some(&dst), 0, 64, 1).unwrap();
+    srq.recv(Some(&dst), 32, 32, 2).unwrap();
+    srq.recv(None, 0, 0, 3).unwrap();
+}
+
+fn srq_recv__dst_NULL_offset_not_NULL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    assert_kind(srq.recv(None, 1, 0, 0), ErrorKind::Inval);
+}
+
+fn srq_recv__dst_NULL_len_not_NULL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    assert_kind(srq.recv(None, 0, 1, 0), ErrorKind::Inval);
+}
+
+fn srq_recv__dst_NULL_offset_len_not_NULL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    assert_kind(srq.recv(None, 1, 1, 0), ErrorKind::Inval);
+}
+
+/// Two connections receive through one SRQ: both messages land in SRQ buffers and their
+/// completions are on the SRQ's receive CQ, each with the QP number of its connection.
+fn srq_recv__two_connections_share_srq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let srq = Srq::new(&l.speer, None).unwrap();
+    let scfg = ConnCfg::new();
+    scfg.set_srq(&srq);
+    let dst = mr(&l.speer, 2 * 64, recv_usage(b));
+    srq.recv(Some(&dst), 0, 64, 0).unwrap();
+    srq.recv(Some(&dst), 64, 64, 1).unwrap();
+    let (c1, s1) = establish(b, &l, None, Some(&scfg));
+    let (c2, s2) = establish(b, &l, None, Some(&scfg));
+    assert!(s1.rcq().is_none() && s2.rcq().is_none(), "the SRQ's receive CQ is used");
+    let src1 = mr(&l.cpeer, 64, Usage::SEND);
+    let src2 = mr(&l.cpeer, 64, Usage::SEND);
+    send_bytes(&c1, &src1, 0, b"from connection one", 11);
+    send_bytes(&c2, &src2, 0, b"from connection two", 12);
+    assert_wc(&next_wc(c1.cq()), 11, WcOpcode::Send);
+    assert_wc(&next_wc(c2.cq()), 12, WcOpcode::Send);
+    let rcq = srq.rcq().unwrap();
+    let mut qps = BTreeSet::new();
+    let mut slots = BTreeSet::new();
+    for _ in 0..2 {
+        let wc = next_wc(rcq);
+        assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 19), "{wc:?}");
+        let expected: &[u8] = if wc.qp_num == s1.qp_num() {
+            b"from connection one"
+        } else {
+            assert_eq!(wc.qp_num, s2.qp_num(), "completion of an unknown QP");
+            b"from connection two"
+        };
+        assert_eq!(dst.to_vec(wc.wr_id as usize * 64, 19).unwrap(), expected);
+        qps.insert(wc.qp_num);
+        slots.insert(wc.wr_id);
+    }
+    assert_eq!(qps.len(), 2);
+    assert_eq!(slots, BTreeSet::from([0, 1]));
+    assert_no_wc(s1.cq());
+    assert_no_wc(s2.cq());
+}
+
+/// An SRQ without its own receive CQ: receive completions go to the connection's CQ.
+fn srq_recv__srq_without_rcq_completions_on_conn_cq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let cfg = SrqCfg::new();
+    cfg.set_rcq_size(0);
+    let srq = Srq::new(&l.speer, Some(&cfg)).unwrap();
+    let scfg = ConnCfg::new();
+    scfg.set_srq(&srq);
+    let dst = mr(&l.speer, 64, recv_usage(b));
+    srq.recv(Some(&dst), 0, 64, 8).unwrap();
+    let (client, server) = establish(b, &l, None, Some(&scfg));
+    let src = mr(&l.cpeer, 64, Usage::SEND);
+    send_bytes(&client, &src, 0, b"via srq", 1);
+    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    let wc = next_wc(server.cq());
+    assert_wc(&wc, 8, WcOpcode::Recv);
+    assert_eq!(wc.qp_num, server.qp_num());
+    assert_eq!(dst.to_vec(0, 7).unwrap(), b"via srq");
+}
+
+/// An SRQ with its own receive CQ wins over the connection's `rcq_size`.
+fn srq_get_rcq__conn_rcq_none_with_srq_rcq<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let srq = Srq::new(&l.speer, None).unwrap();
+    let scfg = ConnCfg::new();
+    scfg.set_srq(&srq).set_rcq_size(5);
+    let (_client, server) = establish(b, &l, None, Some(&scfg));
+    assert!(server.rcq().is_none());
+}
+
+/// A connection using an SRQ has no receive queue of its own (spec 9 #18).
+fn conn_recv__srq_E_PROVIDER<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let srq = Srq::new(&l.speer, None).unwrap();
+    let scfg = ConnCfg::new();
+    scfg.set_srq(&srq);
+    let (_client, server) = establish(b, &l, None, Some(&scfg));
+    let dst = mr(&l.speer, 64, recv_usage(b));
+    assert_kind(server.recv(Some(&dst), 0, 64, 0), ErrorKind::Provider);
+}
+
+fn srq_delete__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    Srq::new(&l.speer, None).unwrap().delete().unwrap();
+    // After the connections using it are gone.
+    let srq = Srq::new(&l.speer, None).unwrap();
+    let scfg = ConnCfg::new();
+    scfg.set_srq(&srq);
+    let (client, server) = establish(b, &l, None, Some(&scfg));
+    client.disconnect().unwrap();
+    assert_eq!(event(&server), ConnEvent::Closed);
+    server.delete().unwrap();
+    assert_eq!(event(&client), ConnEvent::Closed);
+    client.delete().unwrap();
+    scfg.clear_srq();
+    srq.delete().unwrap();
 }

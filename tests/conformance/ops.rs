@@ -1,13 +1,478 @@
-//! Conformance cases: read, write, atomic write, flush, send, recv and the imm variants.
+//! Conformance cases: read, write, atomic write, flush, send, recv and the imm variants
+//! (spec 3.4, 6.10, 8.7, 8.9, 8.10).
+//!
+//! Type-enforced rules (no case): every `conn`, `dst`, `src` (atomic write), `op_context` NULL
+//! rule of librpma; an unknown flush type (a closed enum here).
 
-use rpma::{CompletionFlags, ErrorKind, Usage, WcOpcode, WcStatus};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 
-use super::harness::{assert_kind, mr, next_wc, pair, remote, Backend, Case};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rpma::descriptor::MrDescriptor;
+use rpma::generic::{Conn, ConnCfg, MrLocal};
+use rpma::{CompletionFlags, ErrorKind, FlushType, MrRemote, PeerCfg, Transport, Usage, Wc, WcOpcode, WcStatus};
+
+use super::harness::{assert_kind, assert_no_wc, mr, next_wc, pair, pair_with, remote, Backend, Case, Pair};
 use crate::cases;
 
 pub fn cases<B: Backend>() -> Vec<Case<B>> {
-    cases![write__success_then_read_back, read__flags_0]
+    cases![
+        write__success_then_read_back,
+        // read
+        read__flags_0,
+        read__dst_NULL,
+        read__src_NULL_dst_not_NULL,
+        read__src_NULL_dst_offset_not_NULL,
+        read__src_NULL_src_offset_not_NULL,
+        read__src_NULL_len_not_NULL,
+        read__src_NULL_dst_offsets_len_not_NULL,
+        read__zero_byte_success,
+        read__local_range_out_of_bounds,
+        read__remote_range_beyond_descriptor_size,
+        read__remote_usage_missing,
+        read__dst_not_locally_writable,
+        read__success,
+        read__COMPLETION_ON_ERROR_success,
+        read__flags_4_means_on_error,
+        read__untrusted_descriptor_wrong_rkey,
+        read__proptest_bounds,
+        // write
+        write__flags_0,
+        write__dst_NULL,
+        write__src_NULL_dst_not_NULL,
+        write__src_NULL_dst_offset_not_NULL,
+        write__src_NULL_src_offset_not_NULL,
+        write__src_NULL_len_not_NULL,
+        write__src_NULL_dst_offsets_len_not_NULL,
+        write__zero_byte_success,
+        write__local_range_out_of_bounds,
+        write__remote_range_beyond_descriptor_size,
+        write__remote_usage_missing,
+        write__success,
+        write__COMPLETION_ON_ERROR_success,
+        write__flags_4_means_on_error,
+        write__untrusted_descriptor_wrong_rkey,
+        write__untrusted_descriptor_size_larger_than_registered,
+        write__untrusted_descriptor_claims_WRITE_DST,
+        write__COMPLETION_ON_ERROR_failure_completes,
+        write__error_moves_qp_to_error_state,
+        write__sq_size_exceeded,
+        write__sq_slots_freed_by_signaled_completion,
+        write__proptest_bounds,
+        // write with imm
+        write_with_imm__flags_0,
+        write_with_imm__dst_NULL,
+        write_with_imm__src_NULL_dst_not_NULL,
+        write_with_imm__src_NULL_dst_offset_not_NULL,
+        write_with_imm__src_NULL_src_offset_not_NULL,
+        write_with_imm__src_NULL_len_not_NULL,
+        write_with_imm__src_NULL_dst_offsets_len_not_NULL,
+        write_with_imm__zero_byte_success,
+        write_with_imm__local_range_out_of_bounds,
+        write_with_imm__remote_range_beyond_descriptor_size,
+        write_with_imm__remote_usage_missing,
+        write_with_imm__success,
+        write_with_imm__COMPLETION_ON_ERROR_success,
+        write_with_imm__flags_4_means_on_error,
+        // atomic write
+        atomic_write__flags_0,
+        atomic_write__dst_offset_unaligned,
+        atomic_write__beyond_region,
+        atomic_write__dst_usage_missing,
+        atomic_write__success,
+        atomic_write__COMPLETION_ON_ERROR_success,
+        atomic_write__proptest_bounds,
+        // flush
+        flush__flags_0,
+        flush__FLUSH_PERSISTENT_NO_DIRECT_WRITE,
+        flush__FLUSH_PERSISTENT_USAGE_EMPTY,
+        flush__FLUSH_PERSISTENT_USAGE_VISIBILITY,
+        flush__FLUSH_VISIBILITY_USAGE_EMPTY,
+        flush__FLUSH_VISIBILITY_USAGE_PERSISTENT,
+        flush__range_beyond_region,
+        flush__success_FLUSH_TYPE_VISIBILITY,
+        flush__success_FLUSH_TYPE_PERSISTENT,
+        flush__COMPLETION_ON_ERROR_success,
+        flush__log_pattern_write_flush_atomic_write_flush,
+        // send / send with imm / recv
+        send__flags_0,
+        send__src_NULL_offset_not_NULL,
+        send__src_NULL_len_not_NULL,
+        send__src_NULL_offset_len_not_NULL,
+        send__src_range_out_of_bounds,
+        send__zero_byte_success,
+        send__success,
+        send__COMPLETION_ON_ERROR_success,
+        send__message_larger_than_recv_buffer,
+        send__before_recv_posted_waits,
+        send_with_imm__flags_0,
+        send_with_imm__src_NULL_offset_not_NULL,
+        send_with_imm__src_NULL_len_not_NULL,
+        send_with_imm__src_NULL_offset_len_not_NULL,
+        send_with_imm__src_range_out_of_bounds,
+        send_with_imm__zero_byte_success,
+        send_with_imm__success,
+        recv__dst_NULL_offset_not_NULL,
+        recv__dst_NULL_len_not_NULL,
+        recv__dst_NULL_offset_len_not_NULL,
+        recv__dst_range_out_of_bounds,
+        recv__dst_not_locally_writable,
+        recv__zero_length_success,
+        recv__success,
+        recv__unordered_set,
+        recv__rq_size_exceeded,
+    ]
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared fixtures and helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Size of the regions most cases use.
+const SZ: usize = 4096;
+/// Immediate data the imm variants carry.
+const IMM: u32 = 0xA1B2_C3D4;
+/// Filler of regions whose untouched bytes a case checks.
+const FILL: u8 = 0xEE;
+
+/// A connected pair with a server region the client reads and writes, and a client region.
+struct Rig<T: Transport> {
+    p: Pair<T>,
+    /// Server region (`READ_SRC | WRITE_DST`, [`SZ`] bytes).
+    target: MrLocal<T>,
+    /// Client region (`READ_DST | WRITE_SRC`, [`SZ`] bytes).
+    local: MrLocal<T>,
+    /// The client's view of `target`.
+    r: MrRemote,
+}
+
+fn rig_from<T: Transport>(p: Pair<T>) -> Rig<T> {
+    let target = mr(&p.speer, SZ, Usage::READ_SRC | Usage::WRITE_DST);
+    let local = mr(&p.cpeer, SZ, Usage::READ_DST | Usage::WRITE_SRC);
+    let r = remote(&target);
+    Rig { p, target, local, r }
+}
+
+fn rig<B: Backend>(b: &B, t: &B::T) -> Rig<B::T> {
+    rig_from(pair(b, t))
+}
+
+/// `n` bytes of a pattern that differs per `seed`.
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The whole content of a region.
+fn all<T: Transport>(m: &MrLocal<T>) -> Vec<u8> {
+    m.to_vec(0, m.len()).unwrap()
+}
+
+/// A remote view of `m` with some descriptor fields replaced (an untrusted/lying peer).
+fn lying<T: Transport>(m: &MrLocal<T>, f: impl FnOnce(MrDescriptor) -> MrDescriptor) -> MrRemote {
+    let d = MrDescriptor::decode(&m.descriptor()).unwrap();
+    MrRemote::from_descriptor(&f(d).encode()).unwrap()
+}
+
+/// Asserts `wc` is a successful completion of `wr_id` with `opcode`.
+#[track_caller]
+fn assert_ok_wc(wc: Wc, wr_id: u64, opcode: WcOpcode) {
+    assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, opcode), "{wc:?}");
+}
+
+/// A connection configuration with the given queue sizes (`0`: keep the default).
+fn conn_cfg<T: Transport>(sq: u32, rq: u32, cq: u32) -> ConnCfg<T> {
+    let c = ConnCfg::new();
+    if sq > 0 {
+        c.set_sq_size(sq);
+    }
+    if rq > 0 {
+        c.set_rq_size(rq);
+    }
+    if cq > 0 {
+        c.set_cq_size(cq);
+    }
+    c
+}
+
+fn peer_cfg(direct_write: bool) -> PeerCfg {
+    let c = PeerCfg::new();
+    c.set_direct_write_to_pmem(direct_write);
+    c
+}
+
+// ---------------------------------------------------------------------------------------------
+// read / write / write_with_imm, shared by a generic helper per behaviour
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rw {
+    Read,
+    Write,
+    WriteImm,
+}
+
+impl Rw {
+    /// The completion opcode on the posting side.
+    const fn opcode(self) -> WcOpcode {
+        match self {
+            Self::Read => WcOpcode::RdmaRead,
+            Self::Write | Self::WriteImm => WcOpcode::RdmaWrite,
+        }
+    }
+}
+
+/// Posts `op` with the local region at `loff` and the remote region at `roff`.
+#[allow(clippy::too_many_arguments)]
+fn rw_post<T: Transport>(
+    c: &Conn<T>,
+    op: Rw,
+    local: Option<&MrLocal<T>>,
+    loff: usize,
+    remote: Option<&MrRemote>,
+    roff: usize,
+    len: usize,
+    flags: CompletionFlags,
+    id: u64,
+) -> rpma::Result<()> {
+    match op {
+        Rw::Read => c.read(local, loff, remote, roff, len, flags, id),
+        Rw::Write => c.write(remote, roff, local, loff, len, flags, id),
+        Rw::WriteImm => c.write_with_imm(remote, roff, local, loff, len, flags, IMM, id),
+    }
+}
+
+/// Posts `op` in the argument terms of librpma's tests: `dst`/`src` (for read the local region
+/// is the destination, for write the remote one).
+#[allow(clippy::too_many_arguments)]
+fn rw_post_ds<T: Transport>(
+    x: &Rig<T>,
+    op: Rw,
+    dst: bool,
+    dst_offset: usize,
+    src: bool,
+    src_offset: usize,
+    len: usize,
+    flags: CompletionFlags,
+) -> rpma::Result<()> {
+    let (l, loff, r, roff) = match op {
+        Rw::Read => (dst, dst_offset, src, src_offset),
+        Rw::Write | Rw::WriteImm => (src, src_offset, dst, dst_offset),
+    };
+    rw_post(&x.p.client, op, l.then_some(&x.local), loff, r.then_some(&x.r), roff, len, flags, 1)
+}
+
+fn rw_inval_ds<B: Backend>(b: &B, op: Rw, dst: bool, dst_off: usize, src: bool, src_off: usize, len: usize) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    assert_kind(rw_post_ds(&x, op, dst, dst_off, src, src_off, len, CompletionFlags::ALWAYS), ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+fn rw_flags_0<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    assert_kind(rw_post_ds(&x, op, true, 0, true, 0, 8, CompletionFlags::empty()), ErrorKind::Inval);
+    // The zero-byte form is no exception.
+    assert_kind(rw_post_ds(&x, op, false, 0, false, 0, 0, CompletionFlags::empty()), ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+fn rw_dst_null<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, false, 0, true, 0, 8);
+}
+
+fn rw_src_null_dst_not_null<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, true, 0, false, 0, 8);
+}
+
+fn rw_src_null_dst_offset<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, false, 1, false, 0, 0);
+}
+
+fn rw_src_null_src_offset<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, false, 0, false, 1, 0);
+}
+
+fn rw_src_null_len<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, false, 0, false, 0, 1);
+}
+
+fn rw_src_null_all<B: Backend>(b: &B, op: Rw) {
+    rw_inval_ds(b, op, false, 1, false, 1, 1);
+}
+
+/// The zero-byte form (no regions, offsets and len 0) posts a work request that completes.
+fn rw_zero_byte<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    if op == Rw::WriteImm {
+        x.p.server.recv(None, 0, 0, 77).unwrap();
+    }
+    rw_post(&x.p.client, op, None, 0, None, 0, 0, CompletionFlags::ALWAYS, 5).unwrap();
+    assert_ok_wc(next_wc(x.p.client.cq()), 5, op.opcode());
+    if op == Rw::WriteImm {
+        let wc = next_wc(x.p.server.cq());
+        assert_ok_wc(wc, 77, WcOpcode::RecvRdmaWithImm);
+        assert_eq!((wc.imm_data, wc.byte_len), (Some(IMM), 0));
+    }
+    assert_eq!(all(&x.target), vec![0; SZ]);
+    assert_eq!(all(&x.local), vec![0; SZ]);
+}
+
+fn rw_local_range<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let a = CompletionFlags::ALWAYS;
+    assert_kind(rw_post(c, op, Some(&x.local), SZ - 4, Some(&x.r), 0, 8, a, 1), ErrorKind::Inval);
+    assert_kind(rw_post(c, op, Some(&x.local), SZ + 1, Some(&x.r), 0, 0, a, 1), ErrorKind::Inval);
+    assert_kind(rw_post(c, op, Some(&x.local), usize::MAX, Some(&x.r), 0, 2, a, 1), ErrorKind::Inval);
+    assert_kind(rw_post(c, op, Some(&x.local), 0, Some(&x.r), 0, SZ + 1, a, 1), ErrorKind::Inval);
+    // The exact end is in bounds.
+    if op == Rw::WriteImm {
+        x.p.server.recv(None, 0, 0, 77).unwrap();
+    }
+    rw_post(c, op, Some(&x.local), SZ - 8, Some(&x.r), 0, 8, a, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, op.opcode());
+    assert_no_wc(c.cq());
+}
+
+fn rw_remote_range<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let a = CompletionFlags::ALWAYS;
+    assert_kind(rw_post(c, op, Some(&x.local), 0, Some(&x.r), SZ - 4, 8, a, 1), ErrorKind::Inval);
+    assert_kind(rw_post(c, op, Some(&x.local), 0, Some(&x.r), SZ + 1, 0, a, 1), ErrorKind::Inval);
+    assert_kind(rw_post(c, op, Some(&x.local), 0, Some(&x.r), usize::MAX, 2, a, 1), ErrorKind::Inval);
+    // Checked against the size the descriptor claims: a smaller claim is enforced.
+    let small = lying(&x.target, |d| MrDescriptor { len: 64, ..d });
+    assert_kind(rw_post(c, op, Some(&x.local), 0, Some(&small), 60, 8, a, 1), ErrorKind::Inval);
+    if op == Rw::WriteImm {
+        x.p.server.recv(None, 0, 0, 77).unwrap();
+    }
+    rw_post(c, op, Some(&x.local), 0, Some(&x.r), SZ - 8, 8, a, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, op.opcode());
+    assert_no_wc(c.cq());
+}
+
+/// Read needs a remote region registered `READ_SRC`, write one registered `WRITE_DST`.
+fn rw_remote_usage<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let wrong = match op {
+        Rw::Read => Usage::WRITE_DST,
+        Rw::Write | Rw::WriteImm => Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY,
+    };
+    let other = mr(&x.p.speer, SZ, wrong);
+    let r = remote(&other);
+    let e = rw_post(&x.p.client, op, Some(&x.local), 0, Some(&r), 0, 8, CompletionFlags::ALWAYS, 1);
+    assert_kind(e, ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+const LOFF: usize = 1000;
+const ROFF: usize = 100;
+const RW_LEN: usize = 200;
+
+/// Posts `op` twice (`first`, then `ALWAYS` 1 KiB further on) and checks the completions and
+/// that both moved exactly their bytes.
+fn rw_success<B: Backend>(b: &B, op: Rw, first: CompletionFlags) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let (src_mr, src_off, dst_mr, dst_off) = match op {
+        Rw::Read => (&x.target, ROFF, &x.local, LOFF),
+        Rw::Write | Rw::WriteImm => (&x.local, LOFF, &x.target, ROFF),
+    };
+    let d1 = pattern(1, RW_LEN);
+    let d2 = pattern(2, RW_LEN);
+    src_mr.write(src_off, &d1).unwrap();
+    src_mr.write(src_off + 1024, &d2).unwrap();
+    dst_mr.write(0, &[FILL; SZ]).unwrap();
+    if op == Rw::WriteImm {
+        x.p.server.recv(None, 0, 0, 501).unwrap();
+        x.p.server.recv(None, 0, 0, 502).unwrap();
+    }
+    rw_post(c, op, Some(&x.local), LOFF, Some(&x.r), ROFF, RW_LEN, first, 1).unwrap();
+    if first.signaled() {
+        assert_ok_wc(next_wc(c.cq()), 1, op.opcode());
+    } else {
+        assert_no_wc(c.cq());
+    }
+    rw_post(c, op, Some(&x.local), LOFF + 1024, Some(&x.r), ROFF + 1024, RW_LEN, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, op.opcode());
+    assert_no_wc(c.cq());
+    let mut want = vec![FILL; SZ];
+    want[dst_off..dst_off + RW_LEN].copy_from_slice(&d1);
+    want[dst_off + 1024..dst_off + 1024 + RW_LEN].copy_from_slice(&d2);
+    assert!(all(dst_mr) == want, "destination bytes differ from the expected ones");
+    if op == Rw::WriteImm {
+        let mut ids = BTreeSet::new();
+        for _ in 0..2 {
+            let wc = next_wc(x.p.server.cq());
+            assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::RecvRdmaWithImm), "{wc:?}");
+            assert_eq!((wc.imm_data, wc.byte_len), (Some(IMM), RW_LEN as u32));
+            ids.insert(wc.wr_id);
+        }
+        assert_eq!(ids, BTreeSet::from([501, 502]));
+    }
+    assert_no_wc(x.p.server.cq());
+}
+
+/// Generates `read__X`, `write__X` and `write_with_imm__X` from one helper.
+macro_rules! per_rw_op {
+    ($helper:ident $(, $arg:expr)* => $read:ident, $write:ident, $wimm:ident) => {
+        fn $read<B: Backend>(b: &B) {
+            $helper(b, Rw::Read $(, $arg)*);
+        }
+        fn $write<B: Backend>(b: &B) {
+            $helper(b, Rw::Write $(, $arg)*);
+        }
+        fn $wimm<B: Backend>(b: &B) {
+            $helper(b, Rw::WriteImm $(, $arg)*);
+        }
+    };
+}
+
+per_rw_op!(rw_flags_0 => read__flags_0, write__flags_0, write_with_imm__flags_0);
+per_rw_op!(rw_dst_null => read__dst_NULL, write__dst_NULL, write_with_imm__dst_NULL);
+per_rw_op!(rw_src_null_dst_not_null =>
+    read__src_NULL_dst_not_NULL, write__src_NULL_dst_not_NULL, write_with_imm__src_NULL_dst_not_NULL);
+per_rw_op!(rw_src_null_dst_offset =>
+    read__src_NULL_dst_offset_not_NULL, write__src_NULL_dst_offset_not_NULL,
+    write_with_imm__src_NULL_dst_offset_not_NULL);
+per_rw_op!(rw_src_null_src_offset =>
+    read__src_NULL_src_offset_not_NULL, write__src_NULL_src_offset_not_NULL,
+    write_with_imm__src_NULL_src_offset_not_NULL);
+per_rw_op!(rw_src_null_len =>
+    read__src_NULL_len_not_NULL, write__src_NULL_len_not_NULL, write_with_imm__src_NULL_len_not_NULL);
+per_rw_op!(rw_src_null_all =>
+    read__src_NULL_dst_offsets_len_not_NULL, write__src_NULL_dst_offsets_len_not_NULL,
+    write_with_imm__src_NULL_dst_offsets_len_not_NULL);
+per_rw_op!(rw_zero_byte => read__zero_byte_success, write__zero_byte_success, write_with_imm__zero_byte_success);
+per_rw_op!(rw_local_range =>
+    read__local_range_out_of_bounds, write__local_range_out_of_bounds, write_with_imm__local_range_out_of_bounds);
+per_rw_op!(rw_remote_range =>
+    read__remote_range_beyond_descriptor_size, write__remote_range_beyond_descriptor_size,
+    write_with_imm__remote_range_beyond_descriptor_size);
+per_rw_op!(rw_remote_usage =>
+    read__remote_usage_missing, write__remote_usage_missing, write_with_imm__remote_usage_missing);
+per_rw_op!(rw_success, CompletionFlags::ALWAYS => read__success, write__success, write_with_imm__success);
+per_rw_op!(rw_success, CompletionFlags::ON_ERROR =>
+    read__COMPLETION_ON_ERROR_success, write__COMPLETION_ON_ERROR_success,
+    write_with_imm__COMPLETION_ON_ERROR_success);
+per_rw_op!(rw_success, CompletionFlags::from_bits_retain(4) =>
+    read__flags_4_means_on_error, write__flags_4_means_on_error, write_with_imm__flags_4_means_on_error);
 
 fn write__success_then_read_back<B: Backend>(b: &B) {
     let t = b.transport();
@@ -26,11 +491,755 @@ fn write__success_then_read_back<B: Backend>(b: &B) {
     assert_eq!(local.to_vec(1000, 10).unwrap(), b"0123456789");
 }
 
-fn read__flags_0<B: Backend>(b: &B) {
+/// A read destination the device may not write (only `SEND` usage) is rejected.
+fn read__dst_not_locally_writable<B: Backend>(b: &B) {
     let t = b.transport();
-    let p = pair(b, &t);
-    let target = mr(&p.speer, 64, Usage::READ_SRC);
-    let local = mr(&p.cpeer, 64, Usage::READ_DST);
-    let r = remote(&target);
-    assert_kind(p.client.read(Some(&local), 0, Some(&r), 0, 8, CompletionFlags::empty(), 0), ErrorKind::Inval);
+    let x = rig(b, &t);
+    let send_only = mr(&x.p.cpeer, SZ, Usage::SEND);
+    let e = x.p.client.read(Some(&send_only), 0, Some(&x.r), 0, 8, CompletionFlags::ALWAYS, 1);
+    assert_kind(e, ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responder checks with untrusted descriptors
+// ---------------------------------------------------------------------------------------------
+
+fn wrong_rkey(d: MrDescriptor) -> MrDescriptor {
+    MrDescriptor { rkey: d.rkey ^ 0x8000_0000, ..d }
+}
+
+fn read__untrusted_descriptor_wrong_rkey<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    x.target.write(0, &pattern(3, SZ)).unwrap();
+    x.local.write(0, &[FILL; SZ]).unwrap();
+    let bad = lying(&x.target, wrong_rkey);
+    x.p.client.read(Some(&x.local), 0, Some(&bad), 0, 64, CompletionFlags::ALWAYS, 9).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!(all(&x.local), vec![FILL; SZ]);
+}
+
+fn write__untrusted_descriptor_wrong_rkey<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    x.target.write(0, &[FILL; SZ]).unwrap();
+    x.local.write(0, &pattern(4, SZ)).unwrap();
+    let bad = lying(&x.target, wrong_rkey);
+    x.p.client.write(Some(&bad), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 9).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!(all(&x.target), vec![FILL; SZ]);
+}
+
+/// A descriptor claiming more bytes than were registered passes the local check; the responder
+/// refuses the part past the real end and touches nothing.
+fn write__untrusted_descriptor_size_larger_than_registered<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let neighbour = mr(&x.p.speer, SZ, Usage::READ_SRC | Usage::WRITE_DST);
+    x.target.write(0, &[FILL; SZ]).unwrap();
+    neighbour.write(0, &[FILL; SZ]).unwrap();
+    x.local.write(0, &pattern(5, SZ)).unwrap();
+    let big = lying(&x.target, |d| MrDescriptor { len: 2 * SZ as u64, ..d });
+    x.p.client.write(Some(&big), SZ - 8, Some(&x.local), 0, 16, CompletionFlags::ALWAYS, 9).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!(wc.wr_id, 9);
+    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(all(&x.target), vec![FILL; SZ]);
+    assert_eq!(all(&neighbour), vec![FILL; SZ]);
+}
+
+/// A descriptor claiming `WRITE_DST` for a region registered `READ_SRC` only: the responder
+/// enforces the real registration.
+fn write__untrusted_descriptor_claims_WRITE_DST<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let ro = mr(&x.p.speer, SZ, Usage::READ_SRC);
+    ro.write(0, &[FILL; SZ]).unwrap();
+    x.local.write(0, &pattern(6, SZ)).unwrap();
+    let liar = lying(&ro, |d| MrDescriptor { usage: (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8, ..d });
+    x.p.client.write(Some(&liar), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 9).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!(all(&ro), vec![FILL; SZ]);
+}
+
+/// `ON_ERROR` means a failed operation still produces a completion.
+fn write__COMPLETION_ON_ERROR_failure_completes<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let bad = lying(&x.target, wrong_rkey);
+    x.p.client.write(Some(&bad), 0, Some(&x.local), 0, 64, CompletionFlags::ON_ERROR, 11).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!(wc.wr_id, 11);
+    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+}
+
+/// After an error completion the QP is in the error state: later work is flushed.
+fn write__error_moves_qp_to_error_state<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    x.target.write(0, &[FILL; SZ]).unwrap();
+    x.local.write(0, &pattern(7, SZ)).unwrap();
+    let bad = lying(&x.target, wrong_rkey);
+    x.p.client.write(Some(&bad), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 1).unwrap();
+    assert_eq!(next_wc(x.p.client.cq()).status, WcStatus::RemAccessErr);
+    x.p.client.write(Some(&x.r), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 2).unwrap();
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushErr), "{wc:?}");
+    assert_eq!(all(&x.target), vec![FILL; SZ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue depth
+// ---------------------------------------------------------------------------------------------
+
+/// Unsignaled work requests keep their send-queue slots until a later signaled completion is
+/// polled: with `sq_size` 4, a 5th post fails.
+fn write__sq_size_exceeded<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig_from(pair_with(b, &t, Some(&conn_cfg(4, 0, 0)), None, None, None));
+    let c = &x.p.client;
+    for i in 0..4 {
+        c.write(Some(&x.r), 8 * i, Some(&x.local), 0, 8, CompletionFlags::ON_ERROR, i as u64).unwrap();
+    }
+    assert_kind(c.write(Some(&x.r), 64, Some(&x.local), 0, 8, CompletionFlags::ON_ERROR, 4), ErrorKind::Provider);
+    assert_kind(c.write(Some(&x.r), 64, Some(&x.local), 0, 8, CompletionFlags::ALWAYS, 5), ErrorKind::Provider);
+    assert_no_wc(c.cq());
+}
+
+fn write__sq_slots_freed_by_signaled_completion<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig_from(pair_with(b, &t, Some(&conn_cfg(4, 0, 0)), None, None, None));
+    let c = &x.p.client;
+    for round in 0..3u64 {
+        for i in 0..3 {
+            c.write(Some(&x.r), 8 * i, Some(&x.local), 0, 8, CompletionFlags::ON_ERROR, 10 * round + i as u64).unwrap();
+        }
+        c.write(Some(&x.r), 24, Some(&x.local), 0, 8, CompletionFlags::ALWAYS, 10 * round + 3).unwrap();
+        let e = c.write(Some(&x.r), 32, Some(&x.local), 0, 8, CompletionFlags::ALWAYS, 99);
+        assert_kind(e, ErrorKind::Provider);
+        assert_ok_wc(next_wc(c.cq()), 10 * round + 3, WcOpcode::RdmaWrite);
+        assert_no_wc(c.cq());
+    }
+}
+
+fn recv__rq_size_exceeded<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair_with(b, &t, None, Some(&conn_cfg(0, 4, 0)), None, None);
+    let buf = mr(&p.speer, SZ, Usage::RECV);
+    for i in 0..4 {
+        p.server.recv(Some(&buf), 64 * i, 64, i as u64).unwrap();
+    }
+    assert_kind(p.server.recv(Some(&buf), 256, 64, 4), ErrorKind::Provider);
+    assert_kind(p.server.recv(None, 0, 0, 5), ErrorKind::Provider);
+    // A message consumes one buffer; the freed entry can be posted again.
+    p.client.send(None, 0, 0, CompletionFlags::ALWAYS, 6).unwrap();
+    assert_ok_wc(next_wc(p.client.cq()), 6, WcOpcode::Send);
+    let wc = next_wc(p.server.cq());
+    assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 0));
+    assert!(wc.wr_id < 4, "{wc:?}");
+    p.server.recv(Some(&buf), 256, 64, 7).unwrap();
+    assert_kind(p.server.recv(Some(&buf), 320, 64, 8), ErrorKind::Provider);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property tests
+// ---------------------------------------------------------------------------------------------
+
+fn runner() -> TestRunner {
+    TestRunner::new(Config { cases: 64, failure_persistence: None, max_shrink_iters: 32, ..Config::default() })
+}
+
+/// Offsets and lengths around a 4 KiB region, plus arbitrary (overflowing) values.
+fn offset_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => 0usize..=SZ, 2 => (SZ - 16)..=(SZ + 16), 1 => any::<usize>()]
+}
+
+fn len_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => 0usize..=64, 2 => 0usize..=SZ, 1 => (SZ - 8)..=(SZ + 8), 1 => any::<usize>()]
+}
+
+fn in_bounds(offset: usize, len: usize) -> bool {
+    offset.checked_add(len).is_some_and(|end| end <= SZ)
+}
+
+/// `op` with arbitrary `(dst_offset, src_offset, len)` against 4 KiB regions is accepted iff
+/// both ranges are in bounds; every accepted call completes with the bytes moved exactly
+/// (the whole destination is compared with a model).
+fn rw_proptest<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let (src_mr, dst_mr) = match op {
+        Rw::Read => (&x.target, &x.local),
+        Rw::Write | Rw::WriteImm => (&x.local, &x.target),
+    };
+    let model = RefCell::new(all(dst_mr));
+    let n = Cell::new(0u64);
+    let accepted = Cell::new(0u32);
+    let r = runner().run(&(offset_strategy(), offset_strategy(), len_strategy()), |(dst_off, src_off, len)| {
+        let id = n.get() + 1;
+        n.set(id);
+        let ok = in_bounds(dst_off, len) && in_bounds(src_off, len);
+        if ok {
+            src_mr.write(src_off, &pattern(id, len)).unwrap();
+        }
+        let (loff, roff) = if op == Rw::Read { (dst_off, src_off) } else { (src_off, dst_off) };
+        let res = rw_post(c, op, Some(&x.local), loff, Some(&x.r), roff, len, CompletionFlags::ALWAYS, id);
+        if !ok {
+            let e = res.err().ok_or_else(|| TestCaseError::fail("out-of-bounds call accepted"))?;
+            prop_assert_eq!(e.kind(), ErrorKind::Inval);
+            return Ok(());
+        }
+        prop_assert!(res.is_ok(), "in-bounds call rejected: {:?}", res);
+        let wc = next_wc(c.cq());
+        prop_assert_eq!((wc.wr_id, wc.status, wc.opcode), (id, WcStatus::Success, op.opcode()));
+        accepted.set(accepted.get() + 1);
+        let mut m = model.borrow_mut();
+        m[dst_off..dst_off + len].copy_from_slice(&pattern(id, len));
+        prop_assert!(all(dst_mr) == *m, "destination differs from the model");
+        Ok(())
+    });
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+    assert!(accepted.get() > 0, "no accepted case was generated");
+    assert_no_wc(c.cq());
+}
+
+fn read__proptest_bounds<B: Backend>(b: &B) {
+    rw_proptest(b, Rw::Read);
+}
+
+fn write__proptest_bounds<B: Backend>(b: &B) {
+    rw_proptest(b, Rw::Write);
+}
+
+/// Atomic write with an arbitrary offset is accepted iff aligned and in bounds; every accepted
+/// call writes exactly its 8 bytes.
+fn atomic_write__proptest_bounds<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let model = RefCell::new(all(&x.target));
+    let n = Cell::new(0u64);
+    let accepted = Cell::new(0u32);
+    let strategy =
+        prop_oneof![4 => (0usize..=SZ / 8).prop_map(|i| i * 8), 2 => 0usize..=(SZ + 16), 1 => any::<usize>()];
+    let r = runner().run(&strategy, |off| {
+        let id = n.get() + 1;
+        n.set(id);
+        let bytes: [u8; 8] = pattern(id, 8).try_into().unwrap();
+        let ok = off % 8 == 0 && in_bounds(off, 8);
+        let res = c.atomic_write(&x.r, off, bytes, CompletionFlags::ALWAYS, id);
+        if !ok {
+            let e = res.err().ok_or_else(|| TestCaseError::fail("invalid atomic write accepted"))?;
+            prop_assert_eq!(e.kind(), ErrorKind::Inval);
+            return Ok(());
+        }
+        prop_assert!(res.is_ok(), "valid atomic write rejected: {:?}", res);
+        let wc = next_wc(c.cq());
+        prop_assert_eq!((wc.wr_id, wc.status, wc.opcode), (id, WcStatus::Success, atomic_opcode(b)));
+        accepted.set(accepted.get() + 1);
+        let mut m = model.borrow_mut();
+        m[off..off + 8].copy_from_slice(&bytes);
+        prop_assert!(all(&x.target) == *m, "target differs from the model");
+        Ok(())
+    });
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+    assert!(accepted.get() > 0, "no accepted case was generated");
+    assert_no_wc(c.cq());
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomic_write
+// ---------------------------------------------------------------------------------------------
+
+fn atomic_opcode<B: Backend>(b: &B) -> WcOpcode {
+    if b.caps().native_atomic_write {
+        WcOpcode::AtomicWrite
+    } else {
+        WcOpcode::RdmaWrite
+    }
+}
+
+const WORD: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+fn atomic_write__flags_0<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    assert_kind(x.p.client.atomic_write(&x.r, 0, WORD, CompletionFlags::empty(), 1), ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+fn atomic_write__dst_offset_unaligned<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    for off in [1, 4, 7, 9, 4092] {
+        assert_kind(x.p.client.atomic_write(&x.r, off, WORD, CompletionFlags::ALWAYS, 1), ErrorKind::Inval);
+    }
+    assert_no_wc(x.p.client.cq());
+}
+
+fn atomic_write__beyond_region<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    for off in [SZ, SZ + 8, usize::MAX - 7] {
+        assert_kind(c.atomic_write(&x.r, off, WORD, CompletionFlags::ALWAYS, 1), ErrorKind::Inval);
+    }
+    let small = lying(&x.target, |d| MrDescriptor { len: 12, ..d });
+    assert_kind(c.atomic_write(&small, 8, WORD, CompletionFlags::ALWAYS, 1), ErrorKind::Inval);
+    assert_no_wc(c.cq());
+    // The last word is in bounds.
+    c.atomic_write(&x.r, SZ - 8, WORD, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, atomic_opcode(b));
+    assert_eq!(x.target.to_vec(SZ - 8, 8).unwrap(), WORD);
+}
+
+fn atomic_write__dst_usage_missing<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let ro = mr(&x.p.speer, SZ, Usage::READ_SRC);
+    let r = remote(&ro);
+    assert_kind(x.p.client.atomic_write(&r, 0, WORD, CompletionFlags::ALWAYS, 1), ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+}
+
+fn atomic_write__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    x.target.write(0, &[FILL; SZ]).unwrap();
+    x.p.client.atomic_write(&x.r, 64, WORD, CompletionFlags::ALWAYS, 3).unwrap();
+    assert_ok_wc(next_wc(x.p.client.cq()), 3, atomic_opcode(b));
+    let mut want = vec![FILL; SZ];
+    want[64..72].copy_from_slice(&WORD);
+    assert!(all(&x.target) == want, "atomic write did not write exactly its 8 bytes");
+    assert_no_wc(x.p.client.cq());
+}
+
+fn atomic_write__COMPLETION_ON_ERROR_success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    c.atomic_write(&x.r, 0, WORD, CompletionFlags::ON_ERROR, 1).unwrap();
+    assert_no_wc(c.cq());
+    let w2 = 0x1122_3344_5566_7788u64.to_le_bytes();
+    c.atomic_write(&x.r, 8, w2, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, atomic_opcode(b));
+    assert_no_wc(c.cq());
+    assert_eq!(x.target.to_vec(0, 8).unwrap(), WORD);
+    assert_eq!(x.target.to_vec(8, 8).unwrap(), w2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// flush
+// ---------------------------------------------------------------------------------------------
+
+fn flush_opcode<B: Backend>(b: &B) -> WcOpcode {
+    if b.caps().native_flush {
+        WcOpcode::Flush
+    } else {
+        WcOpcode::RdmaRead
+    }
+}
+
+/// A pair plus a server region registered `WRITE_DST | usage`; `direct_write` is applied to the
+/// client as the remote peer's configuration.
+fn flush_rig<B: Backend>(b: &B, t: &B::T, usage: Usage, direct_write: bool) -> (Rig<B::T>, MrLocal<B::T>) {
+    let x = rig(b, t);
+    x.p.client.apply_remote_peer_cfg(&peer_cfg(direct_write));
+    let m = mr(&x.p.speer, SZ, Usage::WRITE_DST | usage);
+    (x, m)
+}
+
+fn flush_nosupp<B: Backend>(b: &B, usage: Usage, direct_write: bool, ty: FlushType) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, usage, direct_write);
+    let r = remote(&m);
+    assert_kind(x.p.client.flush(&r, 0, 64, ty, CompletionFlags::ALWAYS, 1), ErrorKind::NoSupp);
+    assert_no_wc(x.p.client.cq());
+}
+
+fn flush__flags_0<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPES, true);
+    let r = remote(&m);
+    for ty in [FlushType::Visibility, FlushType::Persistent] {
+        assert_kind(x.p.client.flush(&r, 0, 64, ty, CompletionFlags::empty(), 1), ErrorKind::Inval);
+    }
+    assert_no_wc(x.p.client.cq());
+}
+
+fn flush__FLUSH_PERSISTENT_NO_DIRECT_WRITE<B: Backend>(b: &B) {
+    flush_nosupp(b, Usage::FLUSH_TYPES, false, FlushType::Persistent);
+    // Also when the peer configuration was never applied at all.
+    let t = b.transport();
+    let x = rig(b, &t);
+    let m = mr(&x.p.speer, SZ, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+    let r = remote(&m);
+    let e = x.p.client.flush(&r, 0, 64, FlushType::Persistent, CompletionFlags::ALWAYS, 1);
+    assert_kind(e, ErrorKind::NoSupp);
+}
+
+fn flush__FLUSH_PERSISTENT_USAGE_EMPTY<B: Backend>(b: &B) {
+    flush_nosupp(b, Usage::READ_SRC, true, FlushType::Persistent);
+}
+
+fn flush__FLUSH_PERSISTENT_USAGE_VISIBILITY<B: Backend>(b: &B) {
+    flush_nosupp(b, Usage::FLUSH_TYPE_VISIBILITY, true, FlushType::Persistent);
+}
+
+fn flush__FLUSH_VISIBILITY_USAGE_EMPTY<B: Backend>(b: &B) {
+    flush_nosupp(b, Usage::READ_SRC, true, FlushType::Visibility);
+}
+
+fn flush__FLUSH_VISIBILITY_USAGE_PERSISTENT<B: Backend>(b: &B) {
+    flush_nosupp(b, Usage::FLUSH_TYPE_PERSISTENT, true, FlushType::Visibility);
+}
+
+fn flush__range_beyond_region<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPES, true);
+    let r = remote(&m);
+    let c = &x.p.client;
+    for ty in [FlushType::Visibility, FlushType::Persistent] {
+        for (off, len) in [(SZ - 100, 200), (SZ + 1, 0), (0, SZ + 1), (usize::MAX, 2)] {
+            assert_kind(c.flush(&r, off, len, ty, CompletionFlags::ALWAYS, 1), ErrorKind::Inval);
+        }
+    }
+    assert_no_wc(c.cq());
+}
+
+fn flush_success<B: Backend>(b: &B, ty: FlushType) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, ty.required_usage(), ty == FlushType::Persistent);
+    let r = remote(&m);
+    let c = &x.p.client;
+    let data = pattern(8, 256);
+    x.local.write(0, &data).unwrap();
+    c.write(Some(&r), 512, Some(&x.local), 0, 256, CompletionFlags::ON_ERROR, 1).unwrap();
+    c.flush(&r, 512, 256, ty, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, flush_opcode(b));
+    assert_no_wc(c.cq());
+    assert_eq!(m.to_vec(512, 256).unwrap(), data);
+}
+
+fn flush__success_FLUSH_TYPE_VISIBILITY<B: Backend>(b: &B) {
+    flush_success(b, FlushType::Visibility);
+}
+
+fn flush__success_FLUSH_TYPE_PERSISTENT<B: Backend>(b: &B) {
+    flush_success(b, FlushType::Persistent);
+}
+
+fn flush__COMPLETION_ON_ERROR_success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPE_VISIBILITY, false);
+    let r = remote(&m);
+    let c = &x.p.client;
+    c.flush(&r, 0, 64, FlushType::Visibility, CompletionFlags::ON_ERROR, 1).unwrap();
+    assert_no_wc(c.cq());
+    c.flush(&r, 64, 64, FlushType::Visibility, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, flush_opcode(b));
+    assert_no_wc(c.cq());
+}
+
+/// Example 07's log pattern: "write data; flush; atomic-write the commit pointer; flush", only
+/// the last signaled; the bytes are in place when its completion arrives.
+fn flush__log_pattern_write_flush_atomic_write_flush<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPE_VISIBILITY, false);
+    m.write(0, &[FILL; SZ]).unwrap();
+    let r = remote(&m);
+    let c = &x.p.client;
+    let e = CompletionFlags::ON_ERROR;
+    let data = pattern(9, 1024);
+    x.local.write(0, &data).unwrap();
+    let commit = 1024u64.to_le_bytes();
+    c.write(Some(&r), 8, Some(&x.local), 0, 1024, e, 1).unwrap();
+    c.flush(&r, 8, 1024, FlushType::Visibility, e, 2).unwrap();
+    c.atomic_write(&r, 0, commit, e, 3).unwrap();
+    c.flush(&r, 0, 8, FlushType::Visibility, CompletionFlags::ALWAYS, 4).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 4, flush_opcode(b));
+    assert_no_wc(c.cq());
+    let mut want = vec![FILL; SZ];
+    want[..8].copy_from_slice(&commit);
+    want[8..1032].copy_from_slice(&data);
+    assert!(all(&m) == want, "log region differs from the expected bytes");
+}
+
+// ---------------------------------------------------------------------------------------------
+// send / send_with_imm / recv
+// ---------------------------------------------------------------------------------------------
+
+fn send_post<T: Transport>(
+    c: &Conn<T>,
+    imm: Option<u32>,
+    src: Option<&MrLocal<T>>,
+    offset: usize,
+    len: usize,
+    flags: CompletionFlags,
+    id: u64,
+) -> rpma::Result<()> {
+    match imm {
+        Some(i) => c.send_with_imm(src, offset, len, flags, i, id),
+        None => c.send(src, offset, len, flags, id),
+    }
+}
+
+/// A pair with a client send region (`SEND`) and a server receive region (`RECV`).
+struct Msgs<T: Transport> {
+    p: Pair<T>,
+    src: MrLocal<T>,
+    dst: MrLocal<T>,
+}
+
+fn msgs<B: Backend>(b: &B, t: &B::T) -> Msgs<B::T> {
+    let p = pair(b, t);
+    let src = mr(&p.cpeer, SZ, Usage::SEND);
+    let dst = mr(&p.speer, SZ, Usage::RECV);
+    Msgs { p, src, dst }
+}
+
+fn send_inval<B: Backend>(b: &B, imm: Option<u32>, with_src: bool, offset: usize, len: usize, flags: CompletionFlags) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.p.server.recv(Some(&x.dst), 0, SZ, 50).unwrap();
+    let src = with_src.then_some(&x.src);
+    assert_kind(send_post(&x.p.client, imm, src, offset, len, flags, 1), ErrorKind::Inval);
+    assert_no_wc(x.p.client.cq());
+    assert_no_wc(x.p.server.cq());
+}
+
+/// Sends `len` bytes (`None`: the zero-byte form) and checks both completions and the bytes.
+fn send_success<B: Backend>(b: &B, imm: Option<u32>, len: Option<usize>, first: CompletionFlags) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.dst.write(0, &[FILL; SZ]).unwrap();
+    let data = pattern(10, len.unwrap_or(0));
+    x.src.write(32, &data).unwrap();
+    x.p.server.recv(Some(&x.dst), 0, SZ, 50).unwrap();
+    let src = len.map(|_| &x.src);
+    let (off, n) = if len.is_some() { (32, data.len()) } else { (0, 0) };
+    send_post(&x.p.client, imm, src, off, n, first, 1).unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_ok_wc(wc, 50, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm_data), (n as u32, imm), "{wc:?}");
+    if first.signaled() {
+        assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
+    }
+    assert_no_wc(x.p.client.cq());
+    let mut want = vec![FILL; SZ];
+    want[..n].copy_from_slice(&data);
+    assert!(all(&x.dst) == want, "received bytes differ from the sent ones");
+}
+
+fn send__flags_0<B: Backend>(b: &B) {
+    send_inval(b, None, true, 0, 8, CompletionFlags::empty());
+}
+
+fn send__src_NULL_offset_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, None, false, 1, 0, CompletionFlags::ALWAYS);
+}
+
+fn send__src_NULL_len_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, None, false, 0, 1, CompletionFlags::ALWAYS);
+}
+
+fn send__src_NULL_offset_len_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, None, false, 1, 1, CompletionFlags::ALWAYS);
+}
+
+fn send__src_range_out_of_bounds<B: Backend>(b: &B) {
+    send_inval(b, None, true, SZ - 4, 8, CompletionFlags::ALWAYS);
+}
+
+fn send__zero_byte_success<B: Backend>(b: &B) {
+    send_success(b, None, None, CompletionFlags::ALWAYS);
+}
+
+fn send__success<B: Backend>(b: &B) {
+    send_success(b, None, Some(300), CompletionFlags::ALWAYS);
+}
+
+fn send__COMPLETION_ON_ERROR_success<B: Backend>(b: &B) {
+    send_success(b, None, Some(300), CompletionFlags::ON_ERROR);
+}
+
+fn send_with_imm__flags_0<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), true, 0, 8, CompletionFlags::empty());
+}
+
+fn send_with_imm__src_NULL_offset_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), false, 1, 0, CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__src_NULL_len_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), false, 0, 1, CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__src_NULL_offset_len_not_NULL<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), false, 1, 1, CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__src_range_out_of_bounds<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), true, SZ - 4, 8, CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__zero_byte_success<B: Backend>(b: &B) {
+    send_success(b, Some(IMM), None, CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__success<B: Backend>(b: &B) {
+    send_success(b, Some(IMM), Some(300), CompletionFlags::ALWAYS);
+}
+
+/// A message longer than the receive buffer: the receiver gets `LocLenErr`, the sender an error.
+fn send__message_larger_than_recv_buffer<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.dst.write(0, &[FILL; SZ]).unwrap();
+    x.p.server.recv(Some(&x.dst), 0, 8, 50).unwrap();
+    x.p.client.send(Some(&x.src), 0, 16, CompletionFlags::ALWAYS, 1).unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_eq!((wc.wr_id, wc.status), (50, WcStatus::LocLenErr), "{wc:?}");
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!(wc.wr_id, 1);
+    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(x.dst.to_vec(8, SZ - 8).unwrap(), vec![FILL; SZ - 8]);
+}
+
+/// A send posted before the peer posts a receive waits (receiver-not-ready retry) and completes
+/// once the receive is posted.
+fn send__before_recv_posted_waits<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    let data = pattern(11, 100);
+    x.src.write(0, &data).unwrap();
+    x.p.client.send(Some(&x.src), 0, 100, CompletionFlags::ALWAYS, 1).unwrap();
+    assert_no_wc(x.p.client.cq());
+    assert_no_wc(x.p.server.cq());
+    x.p.server.recv(Some(&x.dst), 200, 100, 50).unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_ok_wc(wc, 50, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 100);
+    assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
+    assert_eq!(x.dst.to_vec(200, 100).unwrap(), data);
+}
+
+fn recv_inval<B: Backend>(b: &B, with_dst: bool, offset: usize, len: usize) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    let dst = with_dst.then_some(&x.dst);
+    assert_kind(x.p.server.recv(dst, offset, len, 1), ErrorKind::Inval);
+    // Nothing was posted: a message now waits instead of landing.
+    x.p.client.send(None, 0, 0, CompletionFlags::ALWAYS, 2).unwrap();
+    assert_no_wc(x.p.server.cq());
+    assert_no_wc(x.p.client.cq());
+}
+
+fn recv__dst_NULL_offset_not_NULL<B: Backend>(b: &B) {
+    recv_inval(b, false, 1, 0);
+}
+
+fn recv__dst_NULL_len_not_NULL<B: Backend>(b: &B) {
+    recv_inval(b, false, 0, 1);
+}
+
+fn recv__dst_NULL_offset_len_not_NULL<B: Backend>(b: &B) {
+    recv_inval(b, false, 1, 1);
+}
+
+fn recv__dst_range_out_of_bounds<B: Backend>(b: &B) {
+    recv_inval(b, true, SZ - 4, 8);
+}
+
+/// A receive buffer the device may not write (only `SEND` usage) is rejected.
+fn recv__dst_not_locally_writable<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    let send_only = mr(&x.p.speer, SZ, Usage::SEND);
+    assert_kind(x.p.server.recv(Some(&send_only), 0, 64, 1), ErrorKind::Inval);
+}
+
+/// A zero-length receive (`None`, 0, 0) takes an empty message.
+fn recv__zero_length_success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.p.server.recv(None, 0, 0, 50).unwrap();
+    x.p.client.send(None, 0, 0, CompletionFlags::ALWAYS, 1).unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_ok_wc(wc, 50, WcOpcode::Recv);
+    assert_eq!((wc.byte_len, wc.imm_data), (0, None));
+    assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
+}
+
+/// A receive at an offset: the message lands there and nowhere else.
+fn recv__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.dst.write(0, &[FILL; SZ]).unwrap();
+    let data = pattern(12, 64);
+    x.src.write(0, &data).unwrap();
+    x.p.server.recv(Some(&x.dst), 1000, 128, 50).unwrap();
+    x.p.client.send(Some(&x.src), 0, 64, CompletionFlags::ALWAYS, 1).unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_ok_wc(wc, 50, WcOpcode::Recv);
+    assert_eq!(wc.byte_len, 64);
+    assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
+    let mut want = vec![FILL; SZ];
+    want[1000..1064].copy_from_slice(&data);
+    assert!(all(&x.dst) == want, "received bytes misplaced");
+}
+
+/// Receives are an unordered set: every message lands exactly once, in some buffer, and the
+/// completion's `wr_id` names that buffer (no order is asserted).
+fn recv__unordered_set<B: Backend>(b: &B) {
+    const N: usize = 16;
+    const SLOT: usize = 64;
+    let t = b.transport();
+    let ccfg = conn_cfg(N as u32, 0, 2 * N as u32);
+    let scfg = conn_cfg(0, N as u32, 2 * N as u32);
+    let p = pair_with(b, &t, Some(&ccfg), Some(&scfg), None, None);
+    let src = mr(&p.cpeer, N * SLOT, Usage::SEND);
+    let dst = mr(&p.speer, N * SLOT, Usage::RECV);
+    dst.write(0, &vec![FILL; N * SLOT]).unwrap();
+    let messages: Vec<Vec<u8>> = (0..N).map(|i| pattern(100 + i as u64, 8 + i)).collect();
+    for i in 0..N {
+        p.server.recv(Some(&dst), i * SLOT, SLOT, 100 + i as u64).unwrap();
+    }
+    for (i, m) in messages.iter().enumerate() {
+        src.write(i * SLOT, m).unwrap();
+        p.client.send(Some(&src), i * SLOT, m.len(), CompletionFlags::ALWAYS, i as u64).unwrap();
+    }
+    let mut sent = BTreeSet::new();
+    for _ in 0..N {
+        let wc = next_wc(p.client.cq());
+        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Send), "{wc:?}");
+        sent.insert(wc.wr_id);
+    }
+    assert_eq!(sent, (0..N as u64).collect());
+    let mut seen_msgs = BTreeSet::new();
+    let mut seen_bufs = BTreeSet::new();
+    for _ in 0..N {
+        let wc = next_wc(p.server.cq());
+        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
+        assert!((100..100 + N as u64).contains(&wc.wr_id), "{wc:?}");
+        let slot = (wc.wr_id - 100) as usize;
+        assert!(seen_bufs.insert(slot), "buffer {slot} completed twice");
+        let got = dst.to_vec(slot * SLOT, wc.byte_len as usize).unwrap();
+        let which = messages.iter().position(|m| *m == got).expect("a buffer holds no sent message");
+        assert!(seen_msgs.insert(which), "message {which} arrived twice");
+        let rest = dst.to_vec(slot * SLOT + got.len(), SLOT - got.len()).unwrap();
+        assert!(rest.iter().all(|&v| v == FILL), "bytes past the message in buffer {slot} changed");
+    }
+    assert_eq!(seen_msgs.len(), N);
+    assert_no_wc(p.server.cq());
+    assert_no_wc(p.client.cq());
 }

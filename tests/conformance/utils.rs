@@ -1,7 +1,13 @@
-//! Utilities: device lookup, ODP capability, event and error strings.
+//! Utilities: device lookup, ODP capability, event and error strings; peers.
+//!
+//! Type-enforced (no case): `get_ibvc__addr_NULL`, `get_ibvc__ibv_ctx_NULL`,
+//! `get_ibvc__type_unknown` / `sanity__type_unknown` (a `ContextType` is LOCAL or REMOTE),
+//! `ibvc_odp__*_NULL`, `peer_new__ibv_ctx_eq_NULL` / `__peer_ptr_eq_NULL`,
+//! `peer_delete__invalid_peer_ptr` / `__null_peer`; `*__malloc_ERRNO` (allocation failure
+//! aborts).
 
 use rpma::generic::{Device, Peer};
-use rpma::{ContextType, ErrorKind};
+use rpma::{conn_event_2str, err_2str, ConnEvent, ContextType, ErrorKind, Usage};
 
 use super::harness::{assert_kind, Backend, Case};
 use crate::cases;
@@ -11,7 +17,36 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         get_ibv_context__success_local,
         get_ibv_context__success_remote,
         get_ibv_context__unknown_addr_E_PROVIDER,
-        peer_new__success
+        peer_new__success,
+        get_ibvc__success_local_and_remote_same_device,
+        ibvc_odp__matches_caps,
+        peer_new__capabilities,
+        peer_new__two_peers_one_device,
+        peer_delete__success,
+        peer_delete__objects_keep_peer_alive,
+        conn_event_2str__CONN_UNDEFINED,
+        conn_event_2str__CONN_ESTABLISHED,
+        conn_event_2str__CONN_CLOSED,
+        conn_event_2str__CONN_LOST,
+        conn_event_2str__CONN_REJECTED,
+        conn_event_2str__CONN_UNREACHABLE,
+        conn_event_2str__CONN_UNSUPPORTED,
+        conn_event__as_str_and_display,
+        err_2str__SUCCESS,
+        err_2str__E_UNKNOWN,
+        err_2str__E_NOSUPP,
+        err_2str__E_PROVIDER,
+        err_2str__E_NOMEM,
+        err_2str__E_INVAL,
+        err_2str__E_NO_COMPLETION,
+        err_2str__E_NO_NEXT,
+        err_2str__E_AGAIN,
+        err_2str__E_SHARED_CHANNEL,
+        err_2str__E_NOT_SHARED_CHNL,
+        err_2str__unknown_code,
+        error_kind__codes,
+        error_kind__names,
+        error__context,
     ]
 }
 
@@ -38,4 +73,236 @@ fn peer_new__success<B: Backend>(b: &B) {
     let p = Peer::new(&d).unwrap();
     assert_eq!(p.capabilities(), &b.caps());
     assert_eq!(d.is_odp_capable().unwrap(), b.caps().odp);
+}
+
+fn get_ibvc__success_local_and_remote_same_device<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    let r = Device::lookup(&t, &b.addr(), ContextType::Remote).unwrap();
+    // The address is local: resolving it as a remote address routes through the same device.
+    assert_eq!(l.name(), r.name());
+    assert_eq!(l.capabilities().unwrap(), r.capabilities().unwrap());
+}
+
+fn ibvc_odp__matches_caps<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    assert_eq!(d.is_odp_capable().unwrap(), b.caps().odp);
+    assert_eq!(d.is_odp_capable().unwrap(), d.capabilities().unwrap().odp);
+}
+
+fn peer_new__capabilities<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    let p = Peer::new(&d).unwrap();
+    let caps = p.capabilities();
+    assert_eq!(caps, &d.capabilities().unwrap());
+    assert_eq!(p.device().name(), d.name());
+    // Limits a working RC device always has.
+    assert!(caps.max_qp_wr > 0);
+    assert!(caps.max_cqe > 0);
+    assert!(caps.max_msg_size > 0);
+    assert!(caps.max_private_data_connect > 0);
+    assert!(caps.max_private_data_accept >= caps.max_private_data_connect);
+}
+
+fn peer_new__two_peers_one_device<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    let p1 = Peer::new(&d).unwrap();
+    let p2 = Peer::new(&d).unwrap();
+    let m1 = p1.alloc_mr(64, Usage::READ_SRC).unwrap();
+    let m2 = p2.alloc_mr(64, Usage::READ_SRC).unwrap();
+    m1.dereg().unwrap();
+    m2.dereg().unwrap();
+    p1.delete().unwrap();
+    p2.delete().unwrap();
+}
+
+fn peer_delete__success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    Peer::new(&d).unwrap().delete().unwrap();
+    // A clone is a handle: deleting one leaves the other usable.
+    let p = Peer::new(&d).unwrap();
+    let c = p.clone();
+    p.delete().unwrap();
+    c.alloc_mr(64, Usage::READ_SRC).unwrap().dereg().unwrap();
+    c.delete().unwrap();
+}
+
+/// librpma's `ibv_dealloc_pd` failed (EBUSY) with live regions; here the region keeps the peer
+/// alive and deleting the handle succeeds.
+fn peer_delete__objects_keep_peer_alive<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    let p = Peer::new(&d).unwrap();
+    let m = p.alloc_mr(64, Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+    p.delete().unwrap();
+    m.write(0, &[9]).unwrap();
+    assert_eq!(m.to_vec(0, 1).unwrap(), [9]);
+    m.dereg().unwrap();
+}
+
+fn conn_event_2str__CONN_UNDEFINED<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(-1), "Undefined connection event");
+    assert_eq!(conn_event_2str(ConnEvent::Undefined as i32), "Undefined connection event");
+}
+
+fn conn_event_2str__CONN_ESTABLISHED<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(0), "Connection established");
+    assert_eq!(conn_event_2str(ConnEvent::Established as i32), "Connection established");
+}
+
+fn conn_event_2str__CONN_CLOSED<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(1), "Connection closed");
+    assert_eq!(conn_event_2str(ConnEvent::Closed as i32), "Connection closed");
+}
+
+fn conn_event_2str__CONN_LOST<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(2), "Connection lost");
+    assert_eq!(conn_event_2str(ConnEvent::Lost as i32), "Connection lost");
+}
+
+fn conn_event_2str__CONN_REJECTED<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(3), "Connection rejected");
+    assert_eq!(conn_event_2str(ConnEvent::Rejected as i32), "Connection rejected");
+}
+
+fn conn_event_2str__CONN_UNREACHABLE<B: Backend>(_b: &B) {
+    assert_eq!(conn_event_2str(4), "Connection unreachable");
+    assert_eq!(conn_event_2str(ConnEvent::Unreachable as i32), "Connection unreachable");
+}
+
+fn conn_event_2str__CONN_UNSUPPORTED<B: Backend>(_b: &B) {
+    for v in [5, 6, 100, -2, i32::MIN, i32::MAX] {
+        assert_eq!(conn_event_2str(v), "Unsupported connection event", "{v}");
+    }
+}
+
+fn conn_event__as_str_and_display<B: Backend>(_b: &B) {
+    for e in [
+        ConnEvent::Undefined,
+        ConnEvent::Established,
+        ConnEvent::Closed,
+        ConnEvent::Lost,
+        ConnEvent::Rejected,
+        ConnEvent::Unreachable,
+    ] {
+        assert_eq!(e.as_str(), conn_event_2str(e as i32));
+        assert_eq!(e.to_string(), e.as_str());
+    }
+}
+
+fn err_2str__SUCCESS<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(0), "Success");
+}
+
+fn err_2str__E_UNKNOWN<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_000), "Unknown error");
+    assert_eq!(err_2str(ErrorKind::Unknown.code()), "Unknown error");
+}
+
+fn err_2str__E_NOSUPP<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_001), "Not supported");
+}
+
+fn err_2str__E_PROVIDER<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_002), "Provider error occurred");
+}
+
+fn err_2str__E_NOMEM<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_003), "Out of memory");
+}
+
+fn err_2str__E_INVAL<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_004), "Invalid argument");
+}
+
+fn err_2str__E_NO_COMPLETION<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_005), "No next completion available");
+}
+
+fn err_2str__E_NO_NEXT<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_006), "No next event available");
+}
+
+fn err_2str__E_AGAIN<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_007), "Temporary error, try again");
+}
+
+fn err_2str__E_SHARED_CHANNEL<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_008), "Completion channel is shared");
+}
+
+fn err_2str__E_NOT_SHARED_CHNL<B: Backend>(_b: &B) {
+    assert_eq!(err_2str(-100_009), "Completion channel is not shared");
+}
+
+fn err_2str__unknown_code<B: Backend>(_b: &B) {
+    for c in [1, -1, 22, -22, -99_999, -100_010, i32::MIN, i32::MAX] {
+        assert_eq!(err_2str(c), "Unknown error", "{c}");
+    }
+}
+
+fn error_kind__codes<B: Backend>(_b: &B) {
+    let expected = [
+        (ErrorKind::Unknown, -100_000),
+        (ErrorKind::NoSupp, -100_001),
+        (ErrorKind::Provider, -100_002),
+        (ErrorKind::NoMem, -100_003),
+        (ErrorKind::Inval, -100_004),
+        (ErrorKind::NoCompletion, -100_005),
+        (ErrorKind::NoEvent, -100_006),
+        (ErrorKind::Again, -100_007),
+        (ErrorKind::SharedChannel, -100_008),
+        (ErrorKind::NotSharedChannel, -100_009),
+    ];
+    assert_eq!(ErrorKind::ALL.len(), expected.len());
+    for (i, (k, code)) in expected.into_iter().enumerate() {
+        assert_eq!(ErrorKind::ALL[i], k);
+        assert_eq!(k.code(), code);
+        assert_eq!(k as i32, code);
+        assert_eq!(ErrorKind::from_code(code), Some(k));
+        assert_eq!(err_2str(code), k.as_str());
+        assert_eq!(k.to_string(), k.as_str());
+    }
+    for c in [0, 1, -1, -100_010, -99_999] {
+        assert_eq!(ErrorKind::from_code(c), None);
+    }
+}
+
+fn error_kind__names<B: Backend>(_b: &B) {
+    let names = [
+        "RPMA_E_UNKNOWN",
+        "RPMA_E_NOSUPP",
+        "RPMA_E_PROVIDER",
+        "RPMA_E_NOMEM",
+        "RPMA_E_INVAL",
+        "RPMA_E_NO_COMPLETION",
+        "RPMA_E_NO_EVENT",
+        "RPMA_E_AGAIN",
+        "RPMA_E_SHARED_CHANNEL",
+        "RPMA_E_NOT_SHARED_CHNL",
+    ];
+    for (k, n) in ErrorKind::ALL.into_iter().zip(names) {
+        assert_eq!(k.name(), n);
+    }
+}
+
+/// An error of a real call carries its kind, code, operation and a readable message.
+fn error__context<B: Backend>(b: &B) {
+    let t = b.transport();
+    let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
+    let p = Peer::new(&d).unwrap();
+    let e = p.alloc_mr(0, Usage::READ_SRC).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.code(), -100_004);
+    assert_eq!(e.op(), "rpma_mr_reg");
+    assert_eq!(e.errno(), None);
+    let msg = e.to_string();
+    assert!(msg.contains("rpma_mr_reg") && msg.contains("Invalid argument"), "{msg}");
+    let e = Device::lookup(&t, "192.0.2.77", ContextType::Local).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Provider);
+    assert_eq!(e.code(), -100_002);
 }

@@ -31,7 +31,7 @@ impl<T: Transport> Device<T> {
     /// resolved (e.g. no RDMA device has the address). A NULL `addr`, NULL out-pointer or an
     /// invalid type cannot be expressed.
     pub fn lookup(transport: &T, addr: &str, kind: ContextType) -> Result<Self> {
-        let dev = transport.lookup_device(addr, kind)?;
+        let dev = transport.lookup_device(addr, kind).map_err(|e| e.in_op("rpma_utils_get_ibv_context"))?;
         Ok(Self { transport: transport.clone(), dev })
     }
 
@@ -41,7 +41,9 @@ impl<T: Transport> Device<T> {
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if the device query fails.
     pub fn is_odp_capable(&self) -> Result<bool> {
-        Ok(self.capabilities()?.odp)
+        let caps =
+            self.transport.capabilities(&self.dev).map_err(|e| e.in_op("rpma_utils_ibv_context_is_odp_capable"))?;
+        Ok(caps.odp)
     }
 
     /// Everything the device and backend can do.

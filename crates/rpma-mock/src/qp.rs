@@ -103,6 +103,10 @@ pub(crate) struct QpShared {
     pd: Arc<MockPd>,
     qp_num: u32,
     state: AtomicU8,
+    /// The connection was established (CM level, independent of the QP's error state).
+    established: AtomicBool,
+    /// The connection was closed or lost on this side (its event was queued).
+    closed: AtomicBool,
     send_cq: Arc<CqShared>,
     recv_cq: Arc<CqShared>,
     rq: Option<Mutex<RecvSide>>,
@@ -181,9 +185,10 @@ impl QpShared {
         self.events.push((ev, pdata));
     }
 
-    /// Ends a connection on this side: error state and a DISCONNECTED event, once.
+    /// Ends an established connection on this side: error state and one connection event
+    /// (whatever the QP's state: a QP in error after a failed operation still closes).
     fn hang_up(&self, ev: CmEvent) {
-        if self.state() == CONNECTED {
+        if self.established.load(Ordering::Acquire) && !self.closed.swap(true, Ordering::AcqRel) {
             self.to_error();
             self.push_event(ev, None);
         }
@@ -289,6 +294,8 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         pd: Arc::clone(pd),
         qp_num,
         state: AtomicU8::new(INIT),
+        established: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
         send_cq: Arc::clone(&cq.shared),
         recv_cq,
         rq,
@@ -376,7 +383,7 @@ impl MockQp {
         };
         // The peer sees the connection close, as when a process destroys a connected id.
         if let Some(r) = s.remote() {
-            if s.state() == CONNECTED {
+            if !s.closed.swap(true, Ordering::AcqRel) {
                 r.hang_up(CmEvent::Disconnected);
             }
         }
@@ -533,6 +540,8 @@ impl QpBackend<MockFabric> for MockQp {
             let _ = c.remote.set(Arc::downgrade(s));
             s.state.store(CONNECTED, Ordering::Release);
             c.state.store(CONNECTED, Ordering::Release);
+            s.established.store(true, Ordering::Release);
+            c.established.store(true, Ordering::Release);
             c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
             s.push_event(CmEvent::Established, None);
             return Ok(());
@@ -580,15 +589,16 @@ impl QpBackend<MockFabric> for MockQp {
     fn disconnect(&self) -> Result<()> {
         let s = &self.shared;
         s.fabric.faults.check("rdma_disconnect")?;
-        match s.state() {
-            CONNECTED => {
-                let r = s.remote();
-                s.hang_up(CmEvent::Disconnected);
-                if let Some(r) = r {
-                    r.hang_up(CmEvent::Disconnected);
-                }
-                Ok(())
+        if s.established.load(Ordering::Acquire) {
+            // Initiates the disconnect, or completes one the peer initiated (then a no-op).
+            let r = s.remote();
+            s.hang_up(CmEvent::Disconnected);
+            if let Some(r) = r {
+                r.hang_up(CmEvent::Disconnected);
             }
+            return Ok(());
+        }
+        match s.state() {
             CONNECTING => {
                 s.state.store(ERROR, Ordering::Release);
                 Ok(())
