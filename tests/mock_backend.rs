@@ -3,6 +3,11 @@
 //! flush / atomic write, and thread safety of the data path.
 #![allow(non_snake_case, missing_docs)]
 
+#[allow(dead_code, unused_macros)]
+#[path = "conformance/harness.rs"]
+mod harness;
+use harness::next_wc;
+
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Mutex;
@@ -67,21 +72,6 @@ fn assert_kind<T: std::fmt::Debug>(r: rpma::Result<T>, kind: ErrorKind, op: &str
         Err(e) => {
             assert_eq!(e.kind(), kind, "{e}");
             assert_eq!(e.op(), op, "{e}");
-        }
-    }
-}
-
-/// Polls one completion (10 s deadline).
-fn next_wc(cq: rpma::Cq<'_>) -> Wc {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        match cq.get_wc1() {
-            Ok(wc) => return wc,
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {
-                assert!(Instant::now() < deadline, "no completion within 10 s");
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("get_wc failed: {e}"),
         }
     }
 }
