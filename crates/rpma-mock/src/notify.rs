@@ -9,6 +9,8 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::counters::Live;
 
+const ENOMEM: i32 = 12;
+
 /// A queue of events whose fd carries one byte per pending event.
 ///
 /// The consumer side of the socket pair is the fd users see: if they set `O_NONBLOCK` on it,
@@ -66,9 +68,5 @@ impl<E> std::fmt::Debug for Notifier<E> {
 }
 
 pub(crate) fn new_notifier<E>(live: Live, op: &'static str) -> rpma_core::Result<Notifier<E>> {
-    Notifier::new(live).map_err(|e| rpma_core::Error::provider(op, e.raw_os_error().unwrap_or(libc_enomem())))
-}
-
-const fn libc_enomem() -> i32 {
-    12
+    Notifier::new(live).map_err(|e| rpma_core::Error::provider(op, e.raw_os_error().unwrap_or(ENOMEM)))
 }
