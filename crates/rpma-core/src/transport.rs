@@ -90,6 +90,19 @@ pub enum MrBuffer {
     Heap(usize),
     /// `len` zeroed bytes starting on a page boundary (what librpma's examples register).
     PageAligned(usize),
+    /// The first `len` bytes of the file at `path`, shared with the file: the file is created if
+    /// missing and extended with zeros to `len` if shorter; the region starts with the file's
+    /// contents. What the region holds reaches the file no later than deregistration (the
+    /// mapping is synced then); a backend may make it durable earlier (the mock writes a range
+    /// back when a persistent flush covers it). As with librpma, real persistence of a remote
+    /// write needs persistent memory (a DAX-mapped file); on a page-cache file the bytes are as
+    /// durable as the kernel's writeback makes them.
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Bytes to register (from offset 0 of the file).
+        len: usize,
+    },
 }
 
 impl MrBuffer {
@@ -97,7 +110,7 @@ impl MrBuffer {
     #[must_use]
     pub const fn len(&self) -> usize {
         match self {
-            Self::Heap(l) | Self::PageAligned(l) => *l,
+            Self::Heap(l) | Self::PageAligned(l) | Self::File { len: l, .. } => *l,
         }
     }
 

@@ -1,0 +1,2 @@
+//! The `rpma` command.
+fn main() {}

@@ -1,0 +1,1 @@
+//! The RDMA transport of rpma-rs over libibverbs and librdmacm.
