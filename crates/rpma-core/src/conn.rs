@@ -69,12 +69,7 @@ impl<'a, T: Transport> Cq<'a, T> {
         if wc.is_empty() {
             return Err(Error::inval(OP, "num_entries < 1"));
         }
-        match self.cq.poll(wc) {
-            Ok(0) => Err(Error::new(ErrorKind::NoCompletion, OP)),
-            Ok(n) if n <= wc.len() => Ok(n),
-            Ok(_) => Err(Error::new(ErrorKind::Unknown, OP).with_detail("provider returned too many entries")),
-            Err(e) => Err(e.in_op(OP)),
-        }
+        polled(self.cq.poll(wc), wc.len())
     }
 
     /// Polls exactly one completion (`rpma_cq_get_wc` with `num_entries == 1`).
@@ -91,6 +86,18 @@ impl<'a, T: Transport> Cq<'a, T> {
     #[must_use]
     pub const fn is_channel_shared(&self) -> bool {
         self.shared
+    }
+}
+
+/// `rpma_cq_get_wc`'s mapping of a poll result for `asked` entries (spec 6.11): none →
+/// `NoCompletion`; more than asked (a misbehaving provider) → `Unknown`; a failure → its kind.
+fn polled(r: Result<usize>, asked: usize) -> Result<usize> {
+    const OP: &str = "rpma_cq_get_wc";
+    match r {
+        Ok(0) => Err(Error::new(ErrorKind::NoCompletion, OP)),
+        Ok(n) if n <= asked => Ok(n),
+        Ok(_) => Err(Error::new(ErrorKind::Unknown, OP).with_detail("provider returned too many entries")),
+        Err(e) => Err(e.in_op(OP)),
     }
 }
 
@@ -835,5 +842,27 @@ impl<T: Transport> Conn<T> {
     #[must_use]
     pub fn raw(&self) -> &T::Qp {
         self.qp()
+    }
+}
+
+#[cfg(test)]
+#[allow(non_snake_case)]
+mod tests {
+    use super::polled;
+    use crate::error::{Error, ErrorKind};
+
+    /// librpma's `get_wc__poll_cq_more_data` with the provider returning more entries than
+    /// asked: no backend can be made to do that, so the guard is tested on its own.
+    #[test]
+    fn cq_get_wc__poll_cq_more_than_asked_E_UNKNOWN() {
+        for (asked, got) in [(1, 2), (4, 5), (4, usize::MAX)] {
+            let e = polled(Ok(got), asked).expect_err("more entries than asked must fail");
+            assert_eq!((e.kind(), e.op()), (ErrorKind::Unknown, "rpma_cq_get_wc"));
+        }
+        assert_eq!(polled(Ok(4), 4), Ok(4));
+        assert_eq!(polled(Ok(1), 4), Ok(1));
+        assert_eq!(polled(Ok(0), 4).map_err(|e| e.kind()), Err(ErrorKind::NoCompletion));
+        let e = polled(Err(Error::provider("ibv_poll_cq", 5)), 4).expect_err("a failed poll");
+        assert_eq!((e.kind(), e.op(), e.errno()), (ErrorKind::Provider, "rpma_cq_get_wc", Some(5)));
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::descriptor::{decode_peer_cfg, encode_peer_cfg, PEER_CFG_DESCRIPTOR_SIZE};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{Capabilities, Transport};
 use crate::types::ContextType;
 
@@ -101,13 +101,27 @@ impl<T: Transport> fmt::Debug for Peer<T> {
     }
 }
 
+/// `rpma_peer_new`'s mapping of an `ibv_alloc_pd` failure (spec 6.3): `ENOMEM` → `NoMem`, no
+/// errno (0) → `Unknown`, any other errno → `Provider`. Other kinds pass through.
+fn alloc_pd_error(e: Error) -> Error {
+    const ENOMEM: i32 = 12;
+    match (e.kind(), e.errno()) {
+        (ErrorKind::Provider, Some(ENOMEM)) => Error::new(ErrorKind::NoMem, e.op()),
+        (ErrorKind::Provider, Some(0)) => {
+            Error::new(ErrorKind::Unknown, e.op()).with_detail("ibv_alloc_pd failed without an errno")
+        }
+        _ => e,
+    }
+}
+
 impl<T: Transport> Peer<T> {
     /// `rpma_peer_new`: queries the device's capabilities and allocates a protection domain.
     ///
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if the capability query or `ibv_alloc_pd`
     /// fails; [`NoMem`](crate::ErrorKind::NoMem) if the PD cannot be allocated for lack of
-    /// memory.
+    /// memory (`ENOMEM`); [`Unknown`](crate::ErrorKind::Unknown) if `ibv_alloc_pd` fails
+    /// without an errno.
     pub fn new(device: &Device<T>) -> Result<Self> {
         const OP: &str = "rpma_peer_new";
         let caps = device.transport.capabilities(&device.dev).map_err(|e| e.in_op(OP))?;
@@ -117,7 +131,7 @@ impl<T: Transport> Peer<T> {
         if !caps.native_flush {
             crate::rpma_log!(Info, "Native flush is not supported on {}", device.name());
         }
-        let pd = device.transport.alloc_pd(&device.dev, &caps).map_err(|e| e.in_op(OP))?;
+        let pd = device.transport.alloc_pd(&device.dev, &caps).map_err(|e| alloc_pd_error(e).in_op(OP))?;
         Ok(Self { inner: Arc::new(PeerInner { pd: Arc::new(pd), caps, device: device.clone() }) })
     }
 

@@ -271,10 +271,13 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// `ibv_alloc_pd`.
     ///
     /// # Errors
-    /// `NoMem` or `Provider`.
+    /// `NoMem` or `Provider` with the errno as reported (rpma-core maps `Provider` with `ENOMEM`
+    /// to `NoMem` and with errno 0 to `Unknown`, as `rpma_peer_new`).
     fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
 
-    /// Allocates `buf` and registers it with the access rights `usage` maps to (spec 3.2).
+    /// Allocates `buf` and registers it with the access rights `usage` maps to (spec 3.2). If
+    /// the registration fails with `EOPNOTSUPP` and the device is ODP-capable, it is retried
+    /// once with on-demand paging (`IBV_ACCESS_ON_DEMAND`, spec 8.8).
     ///
     /// # Errors
     /// `NoMem` if the buffer cannot be allocated; `Provider` if registration fails.

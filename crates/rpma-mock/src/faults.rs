@@ -20,6 +20,16 @@ pub struct Faults {
     only: Mutex<Option<&'static str>>,
     log: Mutex<Vec<&'static str>>,
     record: AtomicBool,
+    also: Mutex<Option<Also>>,
+}
+
+/// A second fault, counted on the calls of one name only (see [`Faults::also_fail`]).
+#[derive(Debug)]
+struct Also {
+    name: &'static str,
+    nth: u64,
+    errno: i32,
+    calls: u64,
 }
 
 impl Faults {
@@ -35,7 +45,16 @@ impl Faults {
         self.arm(nth, errno, only);
     }
 
+    /// Adds a second fault to the plan armed by [`Faults::fail_nth`] or [`Faults::count_calls`]
+    /// (arming again drops it): the `nth` call (1-based, counted from now) **of `name`** fails
+    /// with `errno`, whatever the first plan counts. With two faults in one operation (a step
+    /// fails, then a cleanup step fails too) the caller must see the first error.
+    pub fn also_fail(&self, nth: u64, errno: i32, name: &'static str) {
+        *self.also.lock().unwrap_or_else(PoisonError::into_inner) = Some(Also { name, nth, errno, calls: 0 });
+    }
+
     fn arm(&self, nth: u64, errno: i32, only: Option<&'static str>) {
+        *self.also.lock().unwrap_or_else(PoisonError::into_inner) = None;
         *self.only.lock().unwrap_or_else(PoisonError::into_inner) = only;
         self.log.lock().unwrap_or_else(PoisonError::into_inner).clear();
         self.calls.store(0, Ordering::SeqCst);
@@ -80,6 +99,26 @@ impl Faults {
 
     #[cold]
     fn check_slow(&self, name: &'static str) -> Result<()> {
+        let first = self.check_first(name);
+        let second = self.check_also(name);
+        first.and(second)
+    }
+
+    fn check_also(&self, name: &'static str) -> Result<()> {
+        let mut g = self.also.lock().unwrap_or_else(PoisonError::into_inner);
+        match g.as_mut() {
+            Some(a) if a.name == name => {
+                a.calls += 1;
+                if a.calls == a.nth {
+                    return Err(Error::provider(name, a.errno).with_detail("injected second fault"));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_first(&self, name: &'static str) -> Result<()> {
         if let Some(only) = *self.only.lock().unwrap_or_else(PoisonError::into_inner) {
             if only != name {
                 return Ok(());
