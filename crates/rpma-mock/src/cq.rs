@@ -17,10 +17,11 @@ const EIO: i32 = 5;
 /// A completion channel: one fd, events naming the CQ that fired.
 pub(crate) type Channel = Notifier<CqSlot>;
 
-/// A completion plus what polling it retires: the send-queue slots of its QP up to `seq`.
+/// A completion plus what polling it retires: the send-queue slots of the CQ's QP up to
+/// `retire` (a send-queue sequence number, from 1; 0 retires nothing).
 pub(crate) struct Entry {
     pub(crate) wc: Wc,
-    pub(crate) retire: Option<(Arc<AtomicU64>, u64)>,
+    pub(crate) retire: u64,
 }
 
 pub(crate) struct CqShared {
@@ -29,6 +30,9 @@ pub(crate) struct CqShared {
     overrun: AtomicBool,
     armed: AtomicBool,
     slot: CqSlot,
+    /// The highest send-queue sequence number retired by polling (a CQ is the send CQ of at
+    /// most one QP; only `poll` writes it, under the entries lock).
+    pub(crate) retired: AtomicU64,
     pub(crate) channel: Arc<Channel>,
     fabric: Arc<FabricInner>,
     _live: Live,
@@ -46,7 +50,8 @@ impl CqShared {
             }
             g.push_back(e);
         }
-        if self.armed.swap(false, Ordering::AcqRel) {
+        // Disarmed is the common case on a busy CQ: a load, not a read-modify-write.
+        if self.armed.load(Ordering::Acquire) && self.armed.swap(false, Ordering::AcqRel) {
             self.channel.push(self.slot);
         }
     }
@@ -98,6 +103,7 @@ pub(crate) fn new_cq(
         overrun: AtomicBool::new(false),
         armed: AtomicBool::new(false),
         slot,
+        retired: AtomicU64::new(0),
         channel,
         fabric: Arc::clone(fabric),
         _live: fabric.live(Kind::Cq),
@@ -117,8 +123,8 @@ impl CqBackend for MockCq {
         let n = wc.len().min(g.len());
         for slot in wc.iter_mut().take(n) {
             let Some(e) = g.pop_front() else { break };
-            if let Some((retired, seq)) = e.retire {
-                retired.fetch_max(seq, Ordering::AcqRel);
+            if e.retire > s.retired.load(Ordering::Relaxed) {
+                s.retired.store(e.retire, Ordering::Release);
             }
             *slot = e.wc;
         }

@@ -295,6 +295,13 @@ impl MockFabric {
         &self.inner.faults
     }
 
+    /// Delivers a raw CM event other than a connection request to the endpoint listening on
+    /// `addr:port` (to test [`Ep::next_conn_req`](rpma_core::Ep::next_conn_req) on such an
+    /// event). Returns `false` if nothing listens there.
+    pub fn inject_listener_event(&self, addr: &str, port: u16, ev: rpma_core::transport::CmEvent) -> bool {
+        self.inner.listener(addr, port).map(|l| l.requests.push(qp::ListenEvent::Other(ev))).is_some()
+    }
+
     /// Live resources (PDs, MRs, CQs, channels, QPs, SRQs, listeners).
     #[must_use]
     pub fn live(&self) -> LiveCounts {
@@ -302,12 +309,16 @@ impl MockFabric {
     }
 }
 
+/// The registrations of a protection domain by rkey; a connected QP holds its peer's table.
+pub(crate) type MrTable = std::sync::RwLock<std::collections::BTreeMap<u32, Arc<mem::MrShared>>>;
+
 /// The mock's protection domain.
 pub struct MockPd {
     pub(crate) fabric: Arc<FabricInner>,
     pub(crate) dev: MockDevice,
     pub(crate) caps: Capabilities,
-    pub(crate) mrs: std::sync::RwLock<HashMap<u32, Weak<mem::MrShared>>>,
+    /// The registrations by rkey (an entry is removed when its region is deregistered).
+    pub(crate) mrs: Arc<MrTable>,
     _live: Live,
 }
 
@@ -331,15 +342,21 @@ impl Transport for MockFabric {
     }
 
     fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
-        self.inner.faults.check("rdma_getaddrinfo")?;
-        match (self.inner.owner(addr), kind) {
-            (Some(d), ContextType::Local) => Ok(d.clone()),
+        let faults = &self.inner.faults;
+        faults.check("rdma_getaddrinfo")?;
+        faults.check("rdma_create_id")?;
+        let found = match (self.inner.owner(addr), kind) {
+            (Some(d), ContextType::Local) => faults.check("rdma_bind_addr").map(|()| d.clone()),
             // The mock fabric is one loopback network: any fabric address is routed through the
             // first device.
-            (Some(_), ContextType::Remote) => Ok(self.inner.devices[0].clone()),
+            (Some(_), ContextType::Remote) => faults.check("rdma_resolve_addr").map(|()| self.inner.devices[0].clone()),
             (None, ContextType::Local) => Err(Error::provider("rdma_bind_addr", ENODEV)),
             (None, ContextType::Remote) => Err(Error::provider("rdma_resolve_addr", ENODEV)),
-        }
+        };
+        // The temporary CM id is destroyed whatever happened; as librpma, a failure of that is
+        // ignored (spec 6.1).
+        let _ = faults.check("rdma_destroy_id");
+        found
     }
 
     fn capabilities(&self, dev: &MockDevice) -> Result<Capabilities> {
@@ -352,18 +369,13 @@ impl Transport for MockFabric {
     }
 
     fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
-        self.inner.faults.check("ibv_alloc_pd").map_err(|e| {
-            if e.errno() == Some(12) {
-                Error::new(rpma_core::ErrorKind::NoMem, "ibv_alloc_pd")
-            } else {
-                e
-            }
-        })?;
+        // rpma-core maps the errno (ENOMEM → NoMem, 0 → Unknown).
+        self.inner.faults.check("ibv_alloc_pd")?;
         Ok(MockPd {
             fabric: Arc::clone(&self.inner),
             dev: dev.clone(),
             caps: caps.clone(),
-            mrs: std::sync::RwLock::new(HashMap::new()),
+            mrs: Arc::new(std::sync::RwLock::new(std::collections::BTreeMap::new())),
             _live: self.inner.live(Kind::Pd),
         })
     }

@@ -1,6 +1,14 @@
 //! Registered memory: buffers owned by the region, access rights as librpma maps usages, and
 //! copies between regions that take their locks in a global order.
+//!
+//! A [`MrBuffer::File`] region starts with the file's first `len` bytes (the file is created and
+//! extended with zeros as needed); a persistent flush covering a range writes that range back
+//! to the file at once (at the responder, before the flush completes), and deregistration
+//! writes the whole region back. A write that was never persistently flushed reaches the file
+//! only at deregistration.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -41,6 +49,8 @@ pub(crate) struct MrShared {
     pub(crate) access: Access,
     pub(crate) valid: AtomicBool,
     data: RwLock<Box<[u8]>>,
+    /// The file behind a [`MrBuffer::File`] region.
+    file: Option<File>,
     _live: Live,
 }
 
@@ -61,6 +71,41 @@ impl MrShared {
         let mut g = self.data.write().unwrap_or_else(PoisonError::into_inner);
         g[offset..offset + src.len()].copy_from_slice(src);
     }
+
+    /// Writes `[offset, offset + len)` (clamped to the region) back to the region's file, if it
+    /// has one (a persistent flush at the responder). A no-op for memory-only regions.
+    pub(crate) fn persist(&self, offset: usize, len: usize) -> std::io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let end = offset.saturating_add(len).min(self.len);
+        if offset >= end {
+            return Ok(());
+        }
+        let g = self.data.read().unwrap_or_else(PoisonError::into_inner);
+        file.write_all_at(&g[offset..end], offset as u64)
+    }
+}
+
+/// Opens (creating and extending as needed) the file of a [`MrBuffer::File`] region and reads its
+/// first `len` bytes into `v`.
+fn load_file(path: &std::path::Path, v: &mut [u8]) -> Result<File> {
+    let errno = |op: &'static str, e: &std::io::Error| {
+        Error::provider(op, e.raw_os_error().unwrap_or(5)).with_detail(&format!("{}: {e}", path.display()))
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| errno("open", &e))?;
+    let size = file.metadata().map_err(|e| errno("fstat", &e))?.len();
+    if size < v.len() as u64 {
+        file.set_len(v.len() as u64).map_err(|e| errno("ftruncate", &e))?;
+    }
+    file.read_exact_at(v, 0).map_err(|e| errno("pread", &e))?;
+    Ok(file)
 }
 
 /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`, locking the two regions in
@@ -99,16 +144,31 @@ impl std::fmt::Debug for MockMr {
     }
 }
 
+/// The `ibv_reg_mr` call(s) of a registration: as librpma (spec 8.8), a registration failing with
+/// `EOPNOTSUPP` on an ODP-capable device is retried once with `IBV_ACCESS_ON_DEMAND` (the mock's
+/// regions behave the same either way).
+fn register(f: &crate::FabricInner, odp_capable: bool) -> Result<()> {
+    const EOPNOTSUPP: i32 = 95;
+    match f.faults.check("ibv_reg_mr") {
+        Err(e) if odp_capable && e.errno() == Some(EOPNOTSUPP) => f.faults.check("ibv_reg_mr"),
+        r => r,
+    }
+}
+
 pub(crate) fn reg_mr(pd: &Arc<MockPd>, buf: &MrBuffer, usage: Usage) -> Result<MockMr> {
     let f = &pd.fabric;
-    f.faults.check("ibv_reg_mr")?;
+    register(f, pd.caps.odp)?;
     let len = buf.len();
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| Error::new(ErrorKind::NoMem, "rpma_mr_reg"))?;
     v.resize(len, 0u8);
+    let file = match buf {
+        MrBuffer::File { path, .. } => Some(load_file(path, &mut v)?),
+        _ => None,
+    };
     let base = f.next_addr(len);
     let addr = match buf {
-        MrBuffer::PageAligned(_) => base,
+        MrBuffer::PageAligned(_) | MrBuffer::File { .. } => base,
         // A heap buffer is not page-aligned: model malloc's 16-byte alignment.
         _ => base + 16,
     };
@@ -120,22 +180,32 @@ pub(crate) fn reg_mr(pd: &Arc<MockPd>, buf: &MrBuffer, usage: Usage) -> Result<M
         access: Access::of(usage, pd.caps.native_flush, pd.caps.iwarp),
         valid: AtomicBool::new(true),
         data: RwLock::new(v.into_boxed_slice()),
+        file,
         _live: f.live(Kind::Mr),
     });
-    pd.mrs.write().unwrap_or_else(PoisonError::into_inner).insert(shared.rkey, Arc::downgrade(&shared));
+    pd.mrs.write().unwrap_or_else(PoisonError::into_inner).insert(shared.rkey, Arc::clone(&shared));
     Ok(MockMr { shared, pd: Arc::clone(pd) })
 }
 
 impl MockMr {
-    fn deregister(&self) {
-        self.shared.valid.store(false, Ordering::SeqCst);
+    /// Deregisters the region (once) and writes a file-backed region back to its file.
+    fn deregister(&self) -> Result<()> {
+        if !self.shared.valid.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
         self.pd.mrs.write().unwrap_or_else(PoisonError::into_inner).remove(&self.shared.rkey);
+        self.shared.persist(0, self.shared.len).map_err(|e| {
+            Error::provider("ibv_dereg_mr", e.raw_os_error().unwrap_or(5))
+                .with_detail(&format!("writing the region back to its file: {e}"))
+        })
     }
 }
 
 impl Drop for MockMr {
     fn drop(&mut self) {
-        self.deregister();
+        if let Err(e) = self.deregister() {
+            rpma_core::rpma_log!(Error, "{e}");
+        }
     }
 }
 
@@ -180,7 +250,8 @@ impl MrBackend for MockMr {
 
     fn dereg(self) -> Result<()> {
         let r = self.pd.fabric.faults.check("ibv_dereg_mr");
+        let w = self.deregister();
         drop(self);
-        r
+        r.and(w)
     }
 }

@@ -12,9 +12,9 @@ use rpma_core::{Capabilities, Error, ErrorKind, FlushType, Result, Wc, WcOpcode,
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
-use crate::mem::{copy, MockMr, MrShared};
+use crate::mem::{copy, MockMr};
 use crate::notify::{new_notifier, Notifier};
-use crate::{FabricInner, MockFabric, MockPd};
+use crate::{FabricInner, MockFabric, MockPd, MrTable};
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
@@ -113,8 +113,10 @@ pub(crate) struct QpShared {
     srq: Option<Arc<SrqShared>>,
     sq_size: u64,
     posted: AtomicU64,
-    retired: Arc<AtomicU64>,
     remote: OnceLock<Weak<QpShared>>,
+    /// The remote PD's registration table (set with `remote`): one-sided operations reach it
+    /// without upgrading `remote` (no reference-count traffic per operation).
+    remote_mrs: OnceLock<Arc<MrTable>>,
     events: Notifier<CmItem>,
     _live: Live,
 }
@@ -144,12 +146,12 @@ impl QpShared {
             return;
         }
         let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num: self.qp_num };
-        self.send_cq.push(Entry { wc, retire: Some((Arc::clone(&self.retired), seq)) });
+        self.send_cq.push(Entry { wc, retire: seq });
     }
 
     fn recv_complete(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32, imm: Option<u32>) {
         let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len, imm_data: imm, qp_num: self.qp_num };
-        self.recv_cq.push(Entry { wc, retire: None });
+        self.recv_cq.push(Entry { wc, retire: 0 });
     }
 
     /// Moves the QP to the error state (as RC hardware does after an error completion or a
@@ -245,11 +247,6 @@ fn arrive(receiver: &Arc<QpShared>, m: Msg) {
     deliver(&m, &buf);
 }
 
-fn lookup(pd: &MockPd, rkey: u32) -> Option<Arc<MrShared>> {
-    let g = pd.mrs.read().unwrap_or_else(PoisonError::into_inner);
-    g.get(&rkey).and_then(Weak::upgrade).filter(|m| m.valid.load(Ordering::Acquire))
-}
-
 /// A queue pair of the mock, with its CM identifier and event channel.
 pub struct MockQp {
     shared: Arc<QpShared>,
@@ -259,6 +256,8 @@ pub struct MockQp {
     req_pdata: Box<[u8]>,
     target: Option<(String, u16)>,
     incoming: Option<Weak<QpShared>>,
+    /// The APM flush buffer of a connection without native flush (created by `connect`).
+    flush_buf: bool,
     torn: AtomicBool,
 }
 
@@ -302,8 +301,8 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         srq,
         sq_size: u64::from(cfg.sq_size),
         posted: AtomicU64::new(0),
-        retired: Arc::new(AtomicU64::new(0)),
         remote: OnceLock::new(),
+        remote_mrs: OnceLock::new(),
         events,
         _live: f.live(Kind::Qp),
     });
@@ -315,8 +314,30 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         req_pdata: Box::new([]),
         target: None,
         incoming: None,
+        flush_buf: false,
         torn: AtomicBool::new(false),
     })
+}
+
+/// The provider calls of librpma's `rpma_conn_new` (spec 6.8): the connection's own CM event
+/// channel, moving the CM id to it, and, without native flush, the APM flush buffer (an
+/// `mmap`ed page with an 8-byte region registered in it). The mock's APM flush needs no buffer,
+/// so only the calls are modelled (each a fault point). Returns whether a flush buffer exists.
+fn conn_new(f: &FabricInner, native_flush: bool) -> Result<bool> {
+    f.faults.check("rdma_create_event_channel")?;
+    f.faults.check("rdma_migrate_id")?;
+    if native_flush {
+        return Ok(false);
+    }
+    f.faults
+        .check("mmap")
+        .map_err(|e| Error::new(ErrorKind::NoMem, e.op()).with_detail("cannot map the APM flush buffer"))?;
+    if let Err(e) = f.faults.check("ibv_reg_mr") {
+        // As librpma: the page is unmapped, a failure of that is ignored.
+        let _ = f.faults.check("munmap");
+        return Err(e);
+    }
+    Ok(true)
 }
 
 pub(crate) fn connect_request(
@@ -363,10 +384,18 @@ impl MockQp {
         self.shared.push_event(ev, None);
     }
 
+    /// Signals a completion event on the shared completion channel as if the CQ in `slot` had
+    /// fired, without any completion (to test the handling of events of an unknown CQ: a
+    /// [`CqSlot::Receive`] event on a connection without a receive CQ). Returns `false` if the
+    /// channel is not shared.
+    pub fn inject_cq_event(&self, slot: CqSlot) -> bool {
+        self.shared_channel.as_ref().map(|c| c.push(slot)).is_some()
+    }
+
     /// Send-queue slots in use (posted and not yet retired by a polled completion).
     #[must_use]
     pub fn sq_in_use(&self) -> u64 {
-        self.shared.posted.load(Ordering::Acquire) - self.shared.retired.load(Ordering::Acquire)
+        self.shared.posted.load(Ordering::Acquire) - self.shared.send_cq.retired.load(Ordering::Acquire)
     }
 
     fn teardown(&self) -> Result<()> {
@@ -394,6 +423,14 @@ impl MockQp {
             }
         }
         s.to_error();
+        // librpma's order (spec 6.9 rpma_conn_delete): the APM flush buffer first.
+        if self.flush_buf {
+            note(f.check("ibv_dereg_mr"));
+            note(
+                f.check("munmap")
+                    .map_err(|e| Error::new(ErrorKind::Inval, e.op()).with_detail("cannot unmap the APM flush buffer")),
+            );
+        }
         note(f.check("rdma_destroy_qp"));
         if self.rcq.is_some() {
             note(f.check("ibv_destroy_cq"));
@@ -487,19 +524,33 @@ impl QpBackend<MockFabric> for MockQp {
         if state == INIT || state == CONNECTING {
             return Err(Error::provider(OP, EINVAL).with_detail("the connection is not established"));
         }
-        let retired = s.retired.load(Ordering::Acquire);
+        // `retired` is re-read on every attempt: a value read once before the loop goes stale
+        // while other threads post and poll, and made a free queue look full.
         let seq = s
             .posted
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| (p - retired < s.sq_size).then_some(p + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                (p.saturating_sub(s.send_cq.retired.load(Ordering::Acquire)) < s.sq_size).then_some(p + 1)
+            })
             .map_err(|_| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?
             + 1;
         let (sop, rop) = opcodes(wr.op, &s.pd.caps);
+        if !rop {
+            // One-sided: only the target's registrations are involved. Once the remote QP is
+            // gone this QP is in the error state (its teardown hangs up this side), so the
+            // state decides as the remote QP's liveness would.
+            let status = match (state, s.remote_mrs.get()) {
+                (CONNECTED, Some(table)) => execute(wr, table, &s.pd.caps),
+                _ => WcStatus::WrFlushErr,
+            };
+            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
+            return Ok(());
+        }
         let remote = s.remote();
         let (CONNECTED, Some(remote)) = (state, remote) else {
             s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
             return Ok(());
         };
-        let status = execute(wr, &remote, &s.pd.caps);
+        let status = execute(wr, &remote.pd.mrs, &s.pd.caps);
         match (status, rop) {
             (WcStatus::Success, true) => {
                 let src = match (wr.op, &wr.local) {
@@ -531,23 +582,39 @@ impl QpBackend<MockFabric> for MockQp {
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
         let s = &self.shared;
         let caps = &s.pd.caps;
+        // RDMA CM carries at most 56 (connect) / 196 (accept over RoCE) bytes: longer private
+        // data is refused (EINVAL), as by the kernel, and never reaches the peer.
+        let (op, limit) = if self.incoming.is_some() {
+            ("rdma_accept", caps.max_private_data_accept)
+        } else {
+            ("rdma_connect", caps.max_private_data_connect)
+        };
+        if pdata.is_some_and(|p| p.len() > limit) {
+            return Err(Error::provider(op, EINVAL).with_detail("private data longer than RDMA CM carries"));
+        }
         if let Some(client) = &self.incoming {
             s.fabric.faults.check("rdma_accept")?;
             let c = client.upgrade().filter(|c| c.state() == CONNECTING).ok_or_else(|| {
                 Error::provider("rdma_accept", ECONNREFUSED).with_detail("the requesting side is gone")
             })?;
+            // librpma creates the connection object after the accept; if that fails, the
+            // request is released (the client is rejected).
+            self.flush_buf = conn_new(&s.fabric, caps.native_flush)?;
             let _ = s.remote.set(Arc::downgrade(&c));
             let _ = c.remote.set(Arc::downgrade(s));
+            let _ = s.remote_mrs.set(Arc::clone(&c.pd.mrs));
+            let _ = c.remote_mrs.set(Arc::clone(&s.pd.mrs));
             s.state.store(CONNECTED, Ordering::Release);
             c.state.store(CONNECTED, Ordering::Release);
             s.established.store(true, Ordering::Release);
             c.established.store(true, Ordering::Release);
-            c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
+            // The accepting side's event first: once the client sees ESTABLISHED it may
+            // disconnect at once, and the server must still see ESTABLISHED before CLOSED.
             s.push_event(CmEvent::Established, None);
+            c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
             return Ok(());
         }
-        s.fabric.faults.check("rdma_create_event_channel")?;
-        s.fabric.faults.check("rdma_migrate_id")?;
+        self.flush_buf = conn_new(&s.fabric, caps.native_flush)?;
         s.fabric.faults.check("rdma_connect")?;
         if s.state() != INIT {
             return Err(Error::provider("rdma_connect", EINVAL));
@@ -555,10 +622,10 @@ impl QpBackend<MockFabric> for MockQp {
         s.state.store(CONNECTING, Ordering::Release);
         let (addr, port) = self.target.as_ref().expect("an outgoing request has a target");
         match s.fabric.listener(addr, *port) {
-            Some(l) => l.requests.push(Incoming {
+            Some(l) => l.requests.push(ListenEvent::Request(Incoming {
                 client: Arc::downgrade(s),
                 pdata: pad(pdata, caps.max_private_data_connect).unwrap_or_default(),
-            }),
+            })),
             None => {
                 s.state.store(ERROR, Ordering::Release);
                 s.push_event(CmEvent::Unreachable, None);
@@ -580,7 +647,8 @@ impl QpBackend<MockFabric> for MockQp {
     fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)> {
         self.shared.fabric.faults.check("rdma_get_cm_event")?;
         match self.shared.events.pop() {
-            Ok(Some(e)) => Ok(e),
+            // A failed ack loses the event (as librpma: the private-data copy is discarded).
+            Ok(Some(e)) => self.shared.fabric.faults.check("rdma_ack_cm_event").map(|()| e),
             Ok(None) => Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
             Err(e) => Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
         }
@@ -629,11 +697,14 @@ fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 
 /// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
 /// and access rights as hardware does.
-fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> WcStatus {
+fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
     let Some(rb) = wr.remote else {
         return WcStatus::Success;
     };
-    let Some(mr) = lookup(&remote.pd, rb.rkey) else {
+    // The target's registration table stays read-locked during the access (registering or
+    // deregistering there waits): no reference-count traffic on the data path.
+    let table = mrs.read().unwrap_or_else(PoisonError::into_inner);
+    let Some(mr) = table.get(&rb.rkey).filter(|m| m.valid.load(Ordering::Acquire)) else {
         return WcStatus::RemAccessErr;
     };
     let a = mr.access;
@@ -643,7 +714,7 @@ fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> W
                 return WcStatus::RemAccessErr;
             };
             if let Some(l) = &wr.local {
-                copy(&mr, off, &l.mr.shared, l.offset, wr.len);
+                copy(mr, off, &l.mr.shared, l.offset, wr.len);
             }
         }
         SendOp::Write | SendOp::WriteImm(_) => {
@@ -651,7 +722,7 @@ fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> W
                 return WcStatus::RemAccessErr;
             };
             if let Some(l) = &wr.local {
-                copy(&l.mr.shared, l.offset, &mr, off, wr.len);
+                copy(&l.mr.shared, l.offset, mr, off, wr.len);
             }
         }
         SendOp::AtomicWrite(bytes) => {
@@ -668,11 +739,15 @@ fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> W
                 FlushType::Visibility => a.flush_global,
                 FlushType::Persistent => a.flush_persistent,
             };
-            if !allowed || mr.offset_of(rb.addr, wr.len).is_none() {
+            let Some(off) = mr.offset_of(rb.addr, wr.len).filter(|_| allowed) else {
                 return WcStatus::RemAccessErr;
+            };
+            // A file-backed region: a persistent flush writes the range back to the file.
+            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+                return WcStatus::RemOpErr;
             }
         }
-        SendOp::Flush(_) => {
+        SendOp::Flush(t) => {
             // APM: an 8-byte RDMA Read at the flushed address, kept inside the region.
             let n = mr.len.min(8);
             let Some(off) = mr.offset_of(rb.addr, 0) else {
@@ -683,6 +758,9 @@ fn execute(wr: &SendWr<'_, MockMr>, remote: &QpShared, caps: &Capabilities) -> W
             }
             let mut sink = [0u8; 8];
             mr.read_at(off.min(mr.len - n), &mut sink[..n]);
+            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+                return WcStatus::RemOpErr;
+            }
         }
         SendOp::Send | SendOp::SendImm(_) => {}
     }
@@ -695,8 +773,16 @@ pub(crate) struct Incoming {
     pdata: Box<[u8]>,
 }
 
+/// A CM event on a listening endpoint's channel.
+pub(crate) enum ListenEvent {
+    /// `RDMA_CM_EVENT_CONNECT_REQUEST`.
+    Request(Incoming),
+    /// Any other event (injected: [`MockFabric::inject_listener_event`](crate::MockFabric::inject_listener_event)).
+    Other(CmEvent),
+}
+
 pub(crate) struct ListenerShared {
-    requests: Notifier<Incoming>,
+    pub(crate) requests: Notifier<ListenEvent>,
 }
 
 /// A listening endpoint of the mock.
@@ -745,7 +831,8 @@ impl MockListener {
             return Ok(());
         }
         self.pd.fabric.remove_listener(&self.addr, self.port);
-        for inc in self.shared.requests.drain() {
+        for ev in self.shared.requests.drain() {
+            let ListenEvent::Request(inc) = ev else { continue };
             if let Some(c) = inc.client.upgrade() {
                 c.state.store(ERROR, Ordering::Release);
                 c.push_event(CmEvent::Rejected, None);
@@ -769,7 +856,12 @@ impl ListenerBackend<MockFabric> for MockListener {
     fn next_request(&self, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
         self.pd.fabric.faults.check("rdma_get_cm_event")?;
         let inc = match self.shared.requests.pop() {
-            Ok(Some(i)) => i,
+            Ok(Some(ListenEvent::Request(i))) => i,
+            Ok(Some(ListenEvent::Other(ev))) => {
+                // As librpma: the event is acked, then rejected as not a connection request.
+                self.pd.fabric.faults.check("rdma_ack_cm_event")?;
+                return Err(Error::inval("rdma_get_cm_event", &format!("not a connection request: {ev:?}")));
+            }
             Ok(None) => return Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
             Err(e) => return Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
         };

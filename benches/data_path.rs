@@ -1,0 +1,157 @@
+//! Micro-benchmarks of the data path on the mock fabric: argument validation + post + poll of
+//! each operation, and a 64 KiB write against a plain `memcpy` of 64 KiB as the baseline.
+//!
+//! Run with `cargo bench --bench data_path` (add `-- --quick` for a short run). `cargo test
+//! --benches` runs every benchmark once as a smoke test.
+
+#![allow(missing_docs)] // criterion_group! generates an undocumented function.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rpma::mock::MockFabric;
+use rpma::{CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Usage, Wc, WcStatus};
+
+// The mock's API types: the top-level aliases (`rpma::Peer`, ...) follow the default transport,
+// which is the verbs backend when feature `verbs` is on.
+type Conn = rpma::generic::Conn<MockFabric>;
+type ConnCfg = rpma::generic::ConnCfg<MockFabric>;
+type ConnReq = rpma::generic::ConnReq<MockFabric>;
+type Device = rpma::generic::Device<MockFabric>;
+type Ep = rpma::generic::Ep<MockFabric>;
+type MrLocal = rpma::generic::MrLocal<MockFabric>;
+type Peer = rpma::generic::Peer<MockFabric>;
+
+const ADDR: &str = "127.0.0.1";
+const PORT: &str = "7300";
+const BIG: usize = 64 * 1024;
+
+/// A connected pair on one mock fabric, with a local source/destination region on the client
+/// and a remote target region on the server.
+struct Pair {
+    client: Conn,
+    server: Conn,
+    local: MrLocal,
+    server_msg: MrLocal,
+    remote: MrRemote,
+    _target: MrLocal,
+    _ep: Ep,
+}
+
+fn pair() -> Pair {
+    let fabric = MockFabric::builder().ordered_receives(true).build();
+    let server_peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Local).expect("device")).expect("peer");
+    let client_peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Remote).expect("device")).expect("peer");
+    let ep = Ep::listen(&server_peer, ADDR, PORT).expect("listen");
+    let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
+    let target = server_peer.alloc_mr(BIG, usage).expect("server mr");
+    let server_msg = server_peer.alloc_mr(4096, Usage::RECV | Usage::SEND).expect("server msg mr");
+    let local =
+        client_peer.alloc_mr(BIG, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV).expect("client mr");
+    let cfg = ConnCfg::new();
+    cfg.set_sq_size(64).set_rq_size(64).set_cq_size(64);
+    let req = ConnReq::new(&client_peer, ADDR, PORT, Some(&cfg)).expect("conn req");
+    let client = req.connect(None).expect("connect");
+    let incoming = ep.next_conn_req(Some(&cfg)).expect("incoming request");
+    let server = incoming.connect(Some(&target.descriptor())).expect("accept");
+    assert_eq!(client.next_event().expect("client event"), ConnEvent::Established);
+    assert_eq!(server.next_event().expect("server event"), ConnEvent::Established);
+    let remote = MrRemote::from_descriptor(client.private_data()).expect("descriptor");
+    Pair { client, server, local, server_msg, remote, _target: target, _ep: ep }
+}
+
+/// Polls `conn`'s CQ until one completion arrives; panics on an error completion.
+#[inline]
+fn poll(conn: &Conn) -> Wc {
+    let cq = conn.cq();
+    loop {
+        match cq.get_wc1() {
+            Ok(wc) => {
+                assert_eq!(wc.status, WcStatus::Success, "operation {} failed", wc.wr_id);
+                return wc;
+            }
+            Err(e) if e.kind() == ErrorKind::NoCompletion => std::hint::spin_loop(),
+            Err(e) => panic!("poll failed: {e}"),
+        }
+    }
+}
+
+fn ops(c: &mut Criterion) {
+    let p = pair();
+    let all = CompletionFlags::ALWAYS;
+    let mut g = c.benchmark_group("mock_8B");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("validate_write", |b| {
+        b.iter(|| {
+            let r = rpma::validate::remote_buf(
+                "rpma_write",
+                black_box(&p.remote),
+                0,
+                8,
+                rpma::validate::RemoteAccess::Write,
+            );
+            let l = rpma::validate::local_buf("rpma_write", p.local.raw(), p.local.usage(), 0, 8, false);
+            black_box((r.is_ok(), l.is_ok()))
+        });
+    });
+    g.bench_function("write", |b| {
+        b.iter(|| {
+            p.client.write(Some(&p.remote), 0, Some(&p.local), 0, black_box(8), all, 1).expect("write");
+            black_box(poll(&p.client))
+        });
+    });
+    g.bench_function("read", |b| {
+        b.iter(|| {
+            p.client.read(Some(&p.local), 0, Some(&p.remote), 0, black_box(8), all, 2).expect("read");
+            black_box(poll(&p.client))
+        });
+    });
+    g.bench_function("atomic_write", |b| {
+        b.iter(|| {
+            p.client.atomic_write(&p.remote, 8, black_box([7u8; 8]), all, 3).expect("atomic write");
+            black_box(poll(&p.client))
+        });
+    });
+    g.bench_function("flush", |b| {
+        b.iter(|| {
+            p.client.flush(&p.remote, 0, black_box(8), FlushType::Visibility, all, 4).expect("flush");
+            black_box(poll(&p.client))
+        });
+    });
+    g.bench_function("send_recv", |b| {
+        b.iter(|| {
+            p.server.recv(Some(&p.server_msg), 0, 8, 5).expect("recv");
+            p.client.send(Some(&p.local), 0, black_box(8), all, 6).expect("send");
+            black_box(poll(&p.client));
+            black_box(poll(&p.server))
+        });
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("mock_64KiB");
+    g.throughput(Throughput::Bytes(BIG as u64));
+    g.bench_function("write", |b| {
+        b.iter(|| {
+            p.client.write(Some(&p.remote), 0, Some(&p.local), 0, black_box(BIG), all, 7).expect("write");
+            black_box(poll(&p.client))
+        });
+    });
+    let src = vec![1u8; BIG];
+    let mut dst = vec![0u8; BIG];
+    g.bench_function("memcpy_baseline", |b| {
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+        });
+    });
+    g.finish();
+
+    // Connection setup and teardown, not on the data path but a useful reference.
+    let mut g = c.benchmark_group("mock_setup");
+    g.sample_size(10);
+    g.bench_function("connect_pair", |b| b.iter_batched(|| (), |()| drop(black_box(pair())), BatchSize::PerIteration));
+    g.finish();
+}
+
+criterion_group!(benches, ops);
+criterion_main!(benches);
