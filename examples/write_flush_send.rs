@@ -6,10 +6,16 @@
 use std::thread;
 
 use rpma::mock::MockFabric;
-use rpma::{
-    CompletionFlags, ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, PeerCfg, Usage,
-    WcOpcode, WcStatus,
-};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage, WcOpcode, WcStatus};
+
+// The mock's API types: the top-level aliases (`rpma::Peer`, ...) follow the default transport,
+// which is the verbs backend when feature `verbs` is on.
+type Conn = rpma::generic::Conn<MockFabric>;
+type ConnCfg = rpma::generic::ConnCfg<MockFabric>;
+type ConnReq = rpma::generic::ConnReq<MockFabric>;
+type Device = rpma::generic::Device<MockFabric>;
+type Ep = rpma::generic::Ep<MockFabric>;
+type Peer = rpma::generic::Peer<MockFabric>;
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7204";
@@ -94,7 +100,7 @@ fn main() -> Result<(), rpma::Error> {
     Ok(())
 }
 
-fn wait(conn: &rpma::Conn) -> Result<rpma::Wc, rpma::Error> {
+fn wait(conn: &Conn) -> Result<rpma::Wc, rpma::Error> {
     // Poll first; wait for a completion event only when the CQ is empty (the CQ is armed, so
     // a completion arriving in between still raises an event).
     loop {

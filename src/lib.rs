@@ -9,12 +9,16 @@
 //! | feature | transport | needs |
 //! |---|---|---|
 //! | `mock` (default) | [`mock::MockFabric`]: an in-memory loopback fabric with the full semantics of a reliable connection | nothing |
+//! | `verbs` | `verbs::Verbs`: real RDMA devices (InfiniBand, RoCE, iWARP, Soft-RoCE) over libibverbs + librdmacm | libibverbs-dev, librdmacm-dev, libclang-dev |
 //!
-//! Features are additive. The top-level aliases ([`Peer`], [`Conn`], ...) use
-//! [`DefaultTransport`]; the generic types are in [`generic`] for code that names its transport.
+//! Features are additive. The top-level aliases (`Peer`, `Conn`, ...) use `DefaultTransport`:
+//! the verbs transport when feature `verbs` is on, else the mock. The generic types are in
+//! [`generic`] for code that names its transport (e.g. tests on the mock in an
+//! `--all-features` build).
 //!
 //! ```
-//! use rpma::{mock::MockFabric, ContextType, Device, Peer, Usage};
+//! use rpma::generic::{Device, Peer};
+//! use rpma::{mock::MockFabric, ContextType, Usage};
 //! let fabric = MockFabric::new();
 //! let dev = Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?;
 //! let peer = Peer::new(&dev)?;
@@ -41,14 +45,21 @@ pub mod generic {
 #[cfg(feature = "mock")]
 pub use rpma_mock as mock;
 
+/// The RDMA transport over libibverbs + librdmacm.
+#[cfg(feature = "verbs")]
+pub use rpma_verbs as verbs;
+
 cfg_if::cfg_if! {
-    if #[cfg(feature = "mock")] {
+    if #[cfg(feature = "verbs")] {
+        /// The transport the top-level aliases use: the highest-priority enabled backend.
+        pub type DefaultTransport = rpma_verbs::Verbs;
+    } else if #[cfg(feature = "mock")] {
         /// The transport the top-level aliases use: the highest-priority enabled backend.
         pub type DefaultTransport = rpma_mock::MockFabric;
     }
 }
 
-#[cfg(feature = "mock")]
+#[cfg(any(feature = "mock", feature = "verbs"))]
 mod aliases {
     use super::DefaultTransport;
     /// A device of the default transport.
@@ -70,5 +81,5 @@ mod aliases {
     /// A completion queue of the default transport.
     pub type Cq<'a> = rpma_core::Cq<'a, DefaultTransport>;
 }
-#[cfg(feature = "mock")]
+#[cfg(any(feature = "mock", feature = "verbs"))]
 pub use aliases::*;

@@ -3,7 +3,8 @@
 
 #[test]
 fn readme_snippet() -> Result<(), rpma::Error> {
-    use rpma::{mock::MockFabric, CompletionFlags, ConnEvent, ConnReq, ContextType, Device, Ep, MrRemote, Peer, Usage};
+    use rpma::generic::{ConnReq, Device, Ep, Peer};
+    use rpma::{mock::MockFabric, CompletionFlags, ConnEvent, ContextType, MrRemote, Usage};
 
     let fabric = MockFabric::new();
     let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;

@@ -510,8 +510,10 @@ fn conn_req_connect_via_accept__success_incoming<B: Backend>(b: &B) {
     let l = listening(b, &t);
     let (client, sreq) = dial(b, &l, None, None, None);
     let server = sreq.connect(Some(b"welcome")).unwrap();
-    assert_eq!(event(&server), ConnEvent::Established);
+    // The active side first: with RDMA CM its librdmacm moves its QP to RTS and answers the
+    // accept (RTU) while taking the event, and only then is the passive side ESTABLISHED.
     assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
     assert_pdata(client.private_data(), b"welcome");
 }
 
@@ -700,13 +702,17 @@ fn conn_get_event_fd__readable_on_event<B: Backend>(b: &B) {
 }
 
 /// The active side disconnects: both sides get CLOSED; disconnecting after CLOSED completes.
+/// The disconnect handshake in librpma's order (spec 8.2): one side disconnects, the other
+/// gets CLOSED and completes the disconnect, then the initiator gets CLOSED. (On RDMA CM the
+/// initiator's DISCONNECTED waits for the peer's reply, DREP, which the peer sends from
+/// `rdma_disconnect`; so the initiator's CLOSED is taken after the peer's disconnect.)
 fn conn_disconnect__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     p.client.disconnect().unwrap();
-    assert_eq!(event(&p.client), ConnEvent::Closed);
     assert_eq!(event(&p.server), ConnEvent::Closed);
     p.server.disconnect().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
     p.client.delete().unwrap();
     p.server.delete().unwrap();
 }
@@ -715,9 +721,9 @@ fn conn_disconnect__success_passive_side<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     p.server.disconnect().unwrap();
-    assert_eq!(event(&p.server), ConnEvent::Closed);
     assert_eq!(event(&p.client), ConnEvent::Closed);
     p.client.disconnect().unwrap();
+    assert_eq!(event(&p.server), ConnEvent::Closed);
     p.server.delete().unwrap();
     p.client.delete().unwrap();
 }
@@ -769,9 +775,11 @@ fn conn_get_qp_num__success_after_disconnect<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     let (c, s) = (p.client.qp_num(), p.server.qp_num());
+    // The handshake order of conn_disconnect__success.
     p.client.disconnect().unwrap();
-    assert_eq!(event(&p.client), ConnEvent::Closed);
     assert_eq!(event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
     assert_eq!(p.client.qp_num(), c);
     assert_eq!(p.server.qp_num(), s);
 }

@@ -1,0 +1,963 @@
+//! Connection management (librdmacm), queue pairs, listeners and shared receive queues.
+
+use std::ffi::CString;
+use std::os::fd::BorrowedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rdma_sys as ffi;
+use rpma_core::transport::{
+    CmEvent, CqSlot, ListenerBackend, LocalBuf, MrBuffer, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
+};
+#[cfg(rpma_native_flush)]
+use rpma_core::FlushType;
+use rpma_core::{ContextType, Error, ErrorKind, Result, Usage};
+
+use crate::cq::{Channel, VerbsCq};
+use crate::mr::{reg_mr, VerbsMr};
+use crate::ring::{RecvRing, SendRing};
+use crate::sys::{call, errno, release, ret_errno, track};
+use crate::{Verbs, VerbsDevice, VerbsPd, MAX_INLINE_DATA};
+
+/// `RAI_PASSIVE` of `<rdma/rdma_cma.h>` (a macro, not in the generated bindings).
+const RAI_PASSIVE: i32 = 1;
+/// Address and route resolution timeout of a device lookup (librpma's `RPMA_DEFAULT_TIMEOUT_MS`).
+const LOOKUP_TIMEOUT_MS: i32 = 1000;
+/// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: let librdmacm use the device's limits.
+const RDMA_MAX_RESP_RES: u8 = 0xFF;
+const RDMA_MAX_INIT_DEPTH: u8 = 0xFF;
+
+fn cstring(op: &'static str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::provider(op, libc::EINVAL).with_detail("string contains a NUL byte"))
+}
+
+/// The result of `rdma_getaddrinfo`, freed on drop.
+struct AddrInfo(NonNull<ffi::rdma_addrinfo>);
+
+impl AddrInfo {
+    fn new(addr: &str, port: Option<&str>, passive: bool) -> Result<Self> {
+        const OP: &str = "rdma_getaddrinfo";
+        let node = cstring(OP, addr)?;
+        let service = port.map(|p| cstring(OP, p)).transpose()?;
+        let mut hints = std::mem::MaybeUninit::<ffi::rdma_addrinfo>::zeroed();
+        // SAFETY: zeroed is a valid `rdma_addrinfo` (null pointers, zero lengths); we set two
+        // plain integer fields.
+        let hints = unsafe {
+            let h = hints.as_mut_ptr();
+            (*h).ai_port_space = ffi::rdma_port_space::RDMA_PS_TCP as i32;
+            if passive {
+                (*h).ai_flags = RAI_PASSIVE;
+            }
+            hints.assume_init()
+        };
+        let mut res: *mut ffi::rdma_addrinfo = std::ptr::null_mut();
+        // SAFETY: valid NUL-terminated strings (or null service), valid hints and out-pointer.
+        let r = call!("rdma_getaddrinfo", -1, unsafe {
+            ffi::rdma_getaddrinfo(
+                node.as_ptr(),
+                service.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+                &hints,
+                &mut res,
+            )
+        });
+        if r != 0 {
+            let e = if r == -1 { errno() } else { libc::EINVAL };
+            return Err(Error::provider(OP, e).with_detail(&format!("cannot translate {addr}")));
+        }
+        let ai = NonNull::new(res).map(Self).ok_or_else(|| Error::provider(OP, libc::ENOENT))?;
+        track!(AddrInfo, 1);
+        Ok(ai)
+    }
+
+    fn src(&self) -> *mut libc::sockaddr {
+        // SAFETY: a list returned by `rdma_getaddrinfo`, alive until drop.
+        unsafe { (*self.0.as_ptr()).ai_src_addr }
+    }
+
+    fn dst(&self) -> *mut libc::sockaddr {
+        // SAFETY: as in `src`.
+        unsafe { (*self.0.as_ptr()).ai_dst_addr }
+    }
+}
+
+impl Drop for AddrInfo {
+    fn drop(&mut self) {
+        // SAFETY: returned by `rdma_getaddrinfo`, freed once.
+        unsafe { ffi::rdma_freeaddrinfo(self.0.as_ptr()) };
+        track!(AddrInfo, -1);
+    }
+}
+
+/// An owned CM event channel (destroyed on drop unless taken).
+struct EventChannel(NonNull<ffi::rdma_event_channel>);
+
+impl EventChannel {
+    fn new() -> Result<Self> {
+        // SAFETY: no preconditions.
+        let ch = call!("rdma_create_event_channel", std::ptr::null_mut(), unsafe { ffi::rdma_create_event_channel() });
+        let ch = NonNull::new(ch).map(Self).ok_or_else(|| Error::provider("rdma_create_event_channel", errno()))?;
+        track!(EventChannel, 1);
+        Ok(ch)
+    }
+
+    fn into_raw(self) -> NonNull<ffi::rdma_event_channel> {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for EventChannel {
+    fn drop(&mut self) {
+        // SAFETY: created by us, no id uses it any more (ids are destroyed first), once.
+        unsafe { ffi::rdma_destroy_event_channel(self.0.as_ptr()) };
+        track!(EventChannel, -1);
+    }
+}
+
+/// An owned CM id (destroyed on drop unless taken).
+struct CmId(NonNull<ffi::rdma_cm_id>);
+
+impl CmId {
+    /// `rdma_create_id` on `channel` (synchronous mode if null).
+    fn new(channel: *mut ffi::rdma_event_channel) -> Result<Self> {
+        let mut id: *mut ffi::rdma_cm_id = std::ptr::null_mut();
+        // SAFETY: `channel` is a live channel or null; valid out-pointer.
+        let r = call!("rdma_create_id", -1, unsafe {
+            ffi::rdma_create_id(channel, &mut id, std::ptr::null_mut(), ffi::rdma_port_space::RDMA_PS_TCP)
+        });
+        if r != 0 {
+            return Err(Error::provider("rdma_create_id", errno()));
+        }
+        let id = NonNull::new(id).map(Self).ok_or_else(|| Error::provider("rdma_create_id", libc::EIO))?;
+        track!(CmId, 1);
+        Ok(id)
+    }
+
+    fn into_raw(self) -> NonNull<ffi::rdma_cm_id> {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+
+    fn verbs(&self) -> *mut ffi::ibv_context {
+        // SAFETY: a live id.
+        unsafe { (*self.0.as_ptr()).verbs }
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        // SAFETY: a live id whose events were all acked, destroyed once.
+        let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.0.as_ptr()) });
+        if r != 0 {
+            log::error!("rdma_destroy_id failed: errno {}", errno());
+        }
+    }
+}
+
+/// `rpma_utils_get_ibv_context`.
+pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice> {
+    let ai = AddrInfo::new(addr, None, kind == ContextType::Local)?;
+    let id = CmId::new(std::ptr::null_mut())?;
+    match kind {
+        ContextType::Local => {
+            // SAFETY: a live id and the address `rdma_getaddrinfo` returned.
+            if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
+                return Err(Error::provider("rdma_bind_addr", errno()));
+            }
+        }
+        ContextType::Remote => {
+            // SAFETY: as above; a synchronous id, so this waits for the resolution.
+            if call!("rdma_resolve_addr", -1, unsafe {
+                ffi::rdma_resolve_addr(id.0.as_ptr(), ai.src(), ai.dst(), LOOKUP_TIMEOUT_MS)
+            }) != 0
+            {
+                return Err(Error::provider("rdma_resolve_addr", errno()));
+            }
+        }
+    }
+    let ctx = NonNull::new(id.verbs()).ok_or_else(|| {
+        Error::provider(if kind == ContextType::Local { "rdma_bind_addr" } else { "rdma_resolve_addr" }, libc::ENODEV)
+            .with_detail("no RDMA device for this address")
+    })?;
+    // SAFETY: a live id.
+    let port = unsafe { (*id.0.as_ptr()).port_num };
+    Ok(VerbsDevice { ctx, port })
+}
+
+fn check_device(pd: &VerbsPd, ctx: *mut ffi::ibv_context, op: &'static str) -> Result<()> {
+    if ctx.is_null() || ctx == pd.device().ctx() {
+        Ok(())
+    } else {
+        Err(Error::provider(op, libc::EADDRNOTAVAIL).with_detail("the address belongs to another device"))
+    }
+}
+
+/// `rpma_conn_req_new`: resolves `addr:port` and builds the queues.
+pub(crate) fn connect_request(
+    pd: &Arc<VerbsPd>,
+    addr: &str,
+    port: &str,
+    cfg: &QueueConfig<'_, Verbs>,
+) -> Result<VerbsQp> {
+    let ai = AddrInfo::new(addr, Some(port), false)?;
+    let id = CmId::new(std::ptr::null_mut())?;
+    let timeout = cfg.timeout_ms;
+    // SAFETY: a live synchronous id and the addresses `rdma_getaddrinfo` returned.
+    if call!("rdma_resolve_addr", -1, unsafe { ffi::rdma_resolve_addr(id.0.as_ptr(), ai.src(), ai.dst(), timeout) })
+        != 0
+    {
+        return Err(Error::provider("rdma_resolve_addr", errno()));
+    }
+    // SAFETY: as above.
+    if call!("rdma_resolve_route", -1, unsafe { ffi::rdma_resolve_route(id.0.as_ptr(), timeout) }) != 0 {
+        return Err(Error::provider("rdma_resolve_route", errno()));
+    }
+    check_device(pd, id.verbs(), "rdma_resolve_addr")?;
+    let evch = EventChannel::new()?;
+    let qp = build_qp(pd, id.0, evch, cfg, false, Box::new([]))?;
+    // The QP owns the id now.
+    let _ = id.into_raw();
+    Ok(qp)
+}
+
+/// Creates the CQs and the QP of a request on `id`. On failure the id is left to the caller
+/// (it may have an event to ack first); everything else created here is released.
+fn build_qp(
+    pd: &Arc<VerbsPd>,
+    id: NonNull<ffi::rdma_cm_id>,
+    evch: EventChannel,
+    cfg: &QueueConfig<'_, Verbs>,
+    incoming: bool,
+    req_pdata: Box<[u8]>,
+) -> Result<VerbsQp> {
+    let ctx = pd.device().ctx();
+    let caps = pd.caps();
+    let shared = if cfg.shared_channel { Some(Channel::new(ctx)?) } else { None };
+    let sq = Arc::new(SendRing::new(cfg.sq_size));
+    let srq = cfg.srq.map(Arc::clone);
+    let rq = srq.is_none().then(|| Arc::new(RecvRing::new(cfg.rq_size)));
+    let srq_rcq = srq.as_ref().and_then(|s| s.rcq.as_ref()).map(VerbsCq::as_ptr);
+    let want_rcq = cfg.rcq_size > 0 && srq_rcq.is_none();
+    let recv_ring = rq.clone().or_else(|| srq.as_ref().map(|s| Arc::clone(&s.ring)));
+    let main_recv = if want_rcq || srq_rcq.is_some() { None } else { recv_ring.clone() };
+    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(Arc::clone(&sq)), main_recv)?;
+    let rcq = if want_rcq { Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, recv_ring)?) } else { None };
+    let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
+    let flush_mr = if caps.native_flush { None } else { Some(reg_mr(pd, &MrBuffer::PageAligned(8), Usage::READ_DST)?) };
+    let native_ops = caps.native_atomic_write || caps.native_flush;
+    let mut attr = std::mem::MaybeUninit::<ffi::ibv_qp_init_attr_ex>::zeroed();
+    // SAFETY: zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.
+    let r = unsafe {
+        let a = attr.as_mut_ptr();
+        (*a).send_cq = cq.as_ptr();
+        (*a).recv_cq = recv_cq;
+        (*a).srq = srq.as_ref().map_or(std::ptr::null_mut(), |s| s.srq.as_ptr());
+        (*a).cap = ffi::ibv_qp_cap {
+            max_send_wr: cfg.sq_size,
+            max_recv_wr: if srq.is_some() { 0 } else { cfg.rq_size },
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: MAX_INLINE_DATA,
+        };
+        (*a).qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+        (*a).sq_sig_all = 0;
+        (*a).comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
+        (*a).pd = pd.as_ptr();
+        if native_ops {
+            (*a).comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+            (*a).send_ops_flags = send_ops_flags(caps);
+        }
+        call!("rdma_create_qp", -1, ffi::rdma_create_qp_ex(id.as_ptr(), a))
+    };
+    if r != 0 {
+        return Err(Error::provider("rdma_create_qp", errno()));
+    }
+    track!(Qp, 1);
+    // SAFETY: `rdma_create_qp_ex` succeeded, so the id holds the QP.
+    let qp = unsafe { (*id.as_ptr()).qp };
+    let Some(qp) = NonNull::new(qp) else {
+        return Err(Error::provider("rdma_create_qp", libc::EIO));
+    };
+    let qpx = if native_ops {
+        // SAFETY: the QP was created with send-ops flags, so it is an extended QP.
+        NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) })
+    } else {
+        None
+    };
+    // SAFETY: a live QP.
+    let qp_num = unsafe { (*qp.as_ptr()).qp_num };
+    Ok(VerbsQp {
+        id,
+        qp_num,
+        qpx,
+        evch: evch.into_raw(),
+        incoming,
+        connected: AtomicBool::new(false),
+        req_pdata,
+        torn: AtomicBool::new(false),
+        cq,
+        rcq,
+        shared,
+        sq,
+        rq,
+        _srq: srq,
+        flush_mr,
+        pd: Arc::clone(pd),
+    })
+}
+
+fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
+    use ffi::ibv_qp_create_send_ops_flags as F;
+    let mut f = F::IBV_QP_EX_WITH_RDMA_WRITE.0
+        | F::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0
+        | F::IBV_QP_EX_WITH_SEND.0
+        | F::IBV_QP_EX_WITH_SEND_WITH_IMM.0
+        | F::IBV_QP_EX_WITH_RDMA_READ.0;
+    if caps.native_atomic_write {
+        f |= F::IBV_QP_EX_WITH_ATOMIC_WRITE.0;
+    }
+    #[cfg(rpma_native_flush)]
+    if caps.native_flush {
+        f |= F::IBV_QP_EX_WITH_FLUSH.0;
+    }
+    u64::from(f)
+}
+
+/// Takes the next event of a CM event channel: (type, status, private data, id, listen id).
+/// The event is acked before returning unless `keep` says otherwise for its type.
+struct RawEvent {
+    ev: NonNull<ffi::rdma_cm_event>,
+}
+
+impl RawEvent {
+    fn get(ch: NonNull<ffi::rdma_event_channel>) -> Result<Self> {
+        const OP: &str = "rdma_get_cm_event";
+        let mut ev: *mut ffi::rdma_cm_event = std::ptr::null_mut();
+        // SAFETY: a live channel and a valid out-pointer.
+        if call!("rdma_get_cm_event", -1, unsafe { ffi::rdma_get_cm_event(ch.as_ptr(), &mut ev) }) != 0 {
+            return Err(match errno() {
+                libc::ENODATA | libc::EAGAIN => Error::new(ErrorKind::NoEvent, OP),
+                e => Error::provider(OP, e),
+            });
+        }
+        NonNull::new(ev).map(|ev| Self { ev }).ok_or_else(|| Error::provider(OP, libc::EIO))
+    }
+
+    fn kind(&self) -> u32 {
+        // SAFETY: an event not yet acked.
+        unsafe { (*self.ev.as_ptr()).event }
+    }
+
+    fn id(&self) -> *mut ffi::rdma_cm_id {
+        // SAFETY: as above.
+        unsafe { (*self.ev.as_ptr()).id }
+    }
+
+    fn private_data(&self) -> Box<[u8]> {
+        // SAFETY: for connection events the union holds `conn`; its private data pointer and
+        // length come from librdmacm and are valid until the event is acked.
+        unsafe {
+            let c = &(*self.ev.as_ptr()).param.conn;
+            if c.private_data.is_null() || c.private_data_len == 0 {
+                Box::new([])
+            } else {
+                std::slice::from_raw_parts(c.private_data.cast::<u8>(), usize::from(c.private_data_len)).into()
+            }
+        }
+    }
+
+    fn ack(self) -> Result<()> {
+        // SAFETY: acked once (consumes self).
+        let r = release!("rdma_ack_cm_event", -1, unsafe { ffi::rdma_ack_cm_event(self.ev.as_ptr()) });
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("rdma_ack_cm_event", errno()))
+        }
+    }
+}
+
+fn conn_param(pdata: Option<&[u8]>) -> ffi::rdma_conn_param {
+    let (ptr, len) =
+        pdata.map_or((std::ptr::null(), 0), |p| (p.as_ptr().cast(), u8::try_from(p.len()).unwrap_or(u8::MAX)));
+    ffi::rdma_conn_param {
+        private_data: ptr,
+        private_data_len: len,
+        responder_resources: RDMA_MAX_RESP_RES,
+        initiator_depth: RDMA_MAX_INIT_DEPTH,
+        flow_control: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        srq: 0,
+        qp_num: 0,
+    }
+}
+
+/// A connection's queue pair with its CM id and event channel.
+pub struct VerbsQp {
+    id: NonNull<ffi::rdma_cm_id>,
+    qp_num: u32,
+    qpx: Option<NonNull<ffi::ibv_qp_ex>>,
+    evch: NonNull<ffi::rdma_event_channel>,
+    incoming: bool,
+    connected: AtomicBool,
+    req_pdata: Box<[u8]>,
+    torn: AtomicBool,
+    // Dropped in this order after `teardown` (the QP is gone by then).
+    cq: VerbsCq,
+    rcq: Option<VerbsCq>,
+    shared: Option<Arc<Channel>>,
+    sq: Arc<SendRing>,
+    rq: Option<Arc<RecvRing>>,
+    _srq: Option<Arc<VerbsSrq>>,
+    flush_mr: Option<VerbsMr>,
+    pd: Arc<VerbsPd>,
+}
+
+// SAFETY: the id, QP and channel are used only through thread-safe librdmacm/libibverbs calls;
+// the extended-QP builder calls (`ibv_wr_*`) are made under the send ring's lock.
+unsafe impl Send for VerbsQp {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsQp {}
+
+impl std::fmt::Debug for VerbsQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsQp")
+            .field("qp_num", &self.qp_num)
+            .field("incoming", &self.incoming)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VerbsQp {
+    fn qp(&self) -> *mut ffi::ibv_qp {
+        // SAFETY: the id is alive until teardown, which only happens through `self` by value
+        // or on drop.
+        unsafe { (*self.id.as_ptr()).qp }
+    }
+
+    fn teardown(&self) -> Result<()> {
+        if self.torn.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut first: Result<()> = Ok(());
+        let mut note = |r: Result<()>| {
+            if first.is_ok() {
+                first = r;
+            }
+        };
+        // SAFETY: the id is alive; destroying its QP first (nothing posts any more: teardown
+        // runs with the QP owned by value or being dropped).
+        unsafe { ffi::rdma_destroy_qp(self.id.as_ptr()) };
+        track!(Qp, -1);
+        if let Some(r) = &self.rcq {
+            note(r.release());
+        }
+        note(self.cq.release());
+        // SAFETY: every event of this id was acked when taken; destroyed once.
+        let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.id.as_ptr()) });
+        if r != 0 {
+            note(Err(Error::provider("rdma_destroy_id", errno())));
+        }
+        if let Some(r) = &self.rcq {
+            note(r.channel().release());
+        }
+        note(self.cq.channel().release());
+        // The private flush buffer (its QP is gone): reported like librpma's `rpma_conn_delete`.
+        if let Some(m) = &self.flush_mr {
+            note(m.deregister());
+        }
+        // SAFETY: its only id was destroyed above; destroyed once.
+        unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
+        track!(EventChannel, -1);
+        first
+    }
+
+    fn post(&self, wr: &mut ffi::ibv_send_wr) -> Result<()> {
+        let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the QP is alive; `wr` is a single, fully initialised work request whose
+        // scatter/gather list (if any) lives across the call.
+        let r = call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(self.qp(), wr, &mut bad) });
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("ibv_post_send", ret_errno(r)))
+        }
+    }
+
+    /// Native atomic write through the extended-QP builder.
+    fn post_atomic_write(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, bytes: &[u8; 8]) -> Result<()> {
+        let Some(qpx) = self.qpx else {
+            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
+        };
+        let q = qpx.as_ptr();
+        // SAFETY: an extended QP created with IBV_QP_EX_WITH_ATOMIC_WRITE; the builder calls are
+        // serialised by the send ring's lock; `bytes` lives across the calls.
+        let r = unsafe {
+            let Some(aw) = (*q).wr_atomic_write else {
+                return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
+            };
+            ffi::ibv_wr_start(q);
+            (*q).wr_id = verbs_id;
+            (*q).wr_flags = flags;
+            aw(q, rkey, addr, bytes.as_ptr().cast());
+            ffi::ibv_wr_complete(q)
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("ibv_wr_complete", ret_errno(r)))
+        }
+    }
+
+    /// Native flush through the extended-QP builder.
+    #[cfg(rpma_native_flush)]
+    fn post_flush(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, len: usize, t: FlushType) -> Result<()> {
+        let Some(qpx) = self.qpx else {
+            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
+        };
+        let q = qpx.as_ptr();
+        let ptype = match t {
+            FlushType::Visibility => 1, // IBV_FLUSH_GLOBAL
+            FlushType::Persistent => 2, // IBV_FLUSH_PERSISTENT
+        };
+        // SAFETY: an extended QP created with IBV_QP_EX_WITH_FLUSH; builder calls serialised by
+        // the send ring's lock.
+        let r = unsafe {
+            let Some(fl) = (*q).wr_flush else {
+                return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
+            };
+            ffi::ibv_wr_start(q);
+            (*q).wr_id = verbs_id;
+            (*q).wr_flags = flags;
+            fl(q, rkey, addr, len, ptype, 0 /* IBV_FLUSH_RANGE */);
+            ffi::ibv_wr_complete(q)
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("ibv_wr_complete", ret_errno(r)))
+        }
+    }
+}
+
+impl Drop for VerbsQp {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            log::error!("dropping a connection: {e}");
+        }
+    }
+}
+
+impl QpBackend<Verbs> for VerbsQp {
+    fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    fn cq(&self) -> &VerbsCq {
+        &self.cq
+    }
+
+    fn rcq(&self) -> Option<&VerbsCq> {
+        self.rcq.as_ref()
+    }
+
+    fn compl_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared.as_ref().map(|c| c.fd())
+    }
+
+    fn wait_shared(&self) -> Result<CqSlot> {
+        let Some(ch) = &self.shared else {
+            return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
+        };
+        let cq = ch.wait()?;
+        if cq == self.cq.as_ptr() {
+            Ok(CqSlot::Main)
+        } else if self.rcq.as_ref().is_some_and(|r| r.as_ptr() == cq) {
+            Ok(CqSlot::Receive)
+        } else {
+            Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event").with_detail("event from an unknown CQ"))
+        }
+    }
+
+    fn request_private_data(&self) -> &[u8] {
+        &self.req_pdata
+    }
+
+    fn post_recv(&self, buf: Option<LocalBuf<'_, VerbsMr>>, wr_id: u64) -> Result<()> {
+        const OP: &str = "ibv_post_recv";
+        let Some(rq) = &self.rq else {
+            return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
+        };
+        let mut sge = buf.as_ref().map(|b| b.mr.sge(b.offset, b.len));
+        rq.post(OP, wr_id, buf.as_ref().map(|b| b.mr), |id| {
+            let mut wr = ffi::ibv_recv_wr {
+                wr_id: id,
+                next: std::ptr::null_mut(),
+                sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
+                num_sge: i32::from(sge.is_some()),
+            };
+            let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+            // SAFETY: the QP is alive; one initialised work request whose SGE lives across the
+            // call and describes a range inside a registration kept alive by the slot.
+            let r = call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(self.qp(), &mut wr, &mut bad) });
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(Error::provider(OP, ret_errno(r)))
+            }
+        })
+    }
+
+    fn post_send(&self, wr: &SendWr<'_, VerbsMr>) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        use ffi::ibv_wr_opcode as O;
+        let signaled = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        let caps = self.pd.caps();
+        let (rkey, raddr) = wr.remote.map_or((0, 0), |r| (r.rkey, r.addr));
+        let mr = wr.local.as_ref().map(|l| l.mr);
+        let mut sge = wr.local.as_ref().map(|l| l.mr.sge(l.offset, l.len));
+        let mut flags = signaled;
+        let mut imm: Option<u32> = None;
+        let inline_bytes: [u8; 8] = match wr.op {
+            SendOp::AtomicWrite(b) => b,
+            _ => [0; 8],
+        };
+        let opcode = match wr.op {
+            SendOp::Read => O::IBV_WR_RDMA_READ,
+            SendOp::Write => O::IBV_WR_RDMA_WRITE,
+            SendOp::WriteImm(i) => {
+                imm = Some(i);
+                O::IBV_WR_RDMA_WRITE_WITH_IMM
+            }
+            SendOp::Send => O::IBV_WR_SEND,
+            SendOp::SendImm(i) => {
+                imm = Some(i);
+                O::IBV_WR_SEND_WITH_IMM
+            }
+            SendOp::AtomicWrite(bytes) if caps.native_atomic_write => {
+                return self
+                    .sq
+                    .post(OP, wr.wr_id, None, |id| self.post_atomic_write(id, signaled, rkey, raddr, &bytes));
+            }
+            SendOp::AtomicWrite(_) => {
+                // A fenced inline 8-byte write (spec 8.10): not executed before preceding reads
+                // (flushes) complete; inline data is copied at post time.
+                flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0 | ffi::ibv_send_flags::IBV_SEND_FENCE.0;
+                sge = Some(ffi::ibv_sge { addr: inline_bytes.as_ptr() as u64, length: 8, lkey: 0 });
+                O::IBV_WR_RDMA_WRITE
+            }
+            #[cfg(rpma_native_flush)]
+            SendOp::Flush(t) if caps.native_flush => {
+                return self.sq.post(OP, wr.wr_id, None, |id| self.post_flush(id, signaled, rkey, raddr, wr.len, t));
+            }
+            SendOp::Flush(_) => {
+                // APM (spec 8.9): an 8-byte RDMA Read at the flushed address into the
+                // connection's private buffer (no more than the region is described to hold).
+                let Some(fm) = &self.flush_mr else {
+                    return Err(Error::new(ErrorKind::NoSupp, OP).with_detail("no flush buffer"));
+                };
+                let n = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
+                sge = Some(fm.sge(0, n));
+                O::IBV_WR_RDMA_READ
+            }
+        };
+        self.sq.post(OP, wr.wr_id, mr, |id| {
+            // SAFETY: zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
+            let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+            w.wr_id = id;
+            w.opcode = opcode;
+            w.send_flags = flags;
+            if let Some(s) = sge.as_mut() {
+                w.sg_list = s;
+                w.num_sge = 1;
+            }
+            if let Some(i) = imm {
+                w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
+            }
+            w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
+            self.post(&mut w)
+        })
+    }
+
+    fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
+        let mut param = conn_param(pdata);
+        if self.incoming {
+            // SAFETY: a live id of an incoming request with its QP; `param` and the private
+            // data live across the call.
+            if call!("rdma_accept", -1, unsafe { ffi::rdma_accept(self.id.as_ptr(), &mut param) }) != 0 {
+                return Err(Error::provider("rdma_accept", errno()));
+            }
+        } else {
+            // SAFETY: a live id (synchronous until now) and our live channel.
+            if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(self.id.as_ptr(), self.evch.as_ptr()) }) != 0 {
+                return Err(Error::provider("rdma_migrate_id", errno()));
+            }
+            // SAFETY: a live, resolved id with its QP; `param` lives across the call.
+            if call!("rdma_connect", -1, unsafe { ffi::rdma_connect(self.id.as_ptr(), &mut param) }) != 0 {
+                return Err(Error::provider("rdma_connect", errno()));
+            }
+        }
+        self.connected.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn reject(self) -> Result<()> {
+        let mut r = Ok(());
+        if self.incoming && !self.connected.load(Ordering::Acquire) {
+            // SAFETY: a live id of an incoming request never accepted.
+            if call!("rdma_reject", -1, unsafe { ffi::rdma_reject(self.id.as_ptr(), std::ptr::null(), 0) }) != 0 {
+                r = Err(Error::provider("rdma_reject", errno()));
+            }
+        }
+        let t = self.teardown();
+        r.and(t)
+    }
+
+    fn event_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the channel's fd is open until teardown, which needs `self` by value or drop.
+        unsafe { BorrowedFd::borrow_raw((*self.evch.as_ptr()).fd) }
+    }
+
+    fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)> {
+        use ffi::rdma_cm_event_type as E;
+        let ev = RawEvent::get(self.evch)?;
+        let kind = ev.kind();
+        let (cm, pdata) = match kind {
+            E::RDMA_CM_EVENT_ESTABLISHED => (CmEvent::Established, Some(ev.private_data())),
+            E::RDMA_CM_EVENT_CONNECT_ERROR => (CmEvent::ConnectError, None),
+            E::RDMA_CM_EVENT_DEVICE_REMOVAL => (CmEvent::DeviceRemoval, None),
+            E::RDMA_CM_EVENT_DISCONNECTED => (CmEvent::Disconnected, None),
+            E::RDMA_CM_EVENT_TIMEWAIT_EXIT => (CmEvent::TimewaitExit, None),
+            E::RDMA_CM_EVENT_REJECTED => (CmEvent::Rejected, None),
+            E::RDMA_CM_EVENT_UNREACHABLE => (CmEvent::Unreachable, None),
+            other => (CmEvent::Other(other), None),
+        };
+        ev.ack()?;
+        Ok((cm, pdata))
+    }
+
+    fn disconnect(&self) -> Result<()> {
+        // SAFETY: a live id.
+        if call!("rdma_disconnect", -1, unsafe { ffi::rdma_disconnect(self.id.as_ptr()) }) != 0 {
+            return Err(Error::provider("rdma_disconnect", errno()));
+        }
+        Ok(())
+    }
+
+    fn destroy(self) -> Result<()> {
+        self.teardown()
+    }
+}
+
+/// A listening endpoint: a CM id bound to an address, listening, on its own event channel.
+pub struct VerbsListener {
+    id: NonNull<ffi::rdma_cm_id>,
+    evch: NonNull<ffi::rdma_event_channel>,
+    pd: Arc<VerbsPd>,
+    torn: AtomicBool,
+}
+
+// SAFETY: the id and channel are used only through thread-safe librdmacm calls.
+unsafe impl Send for VerbsListener {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsListener {}
+
+impl std::fmt::Debug for VerbsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsListener").finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn listen(pd: &Arc<VerbsPd>, addr: &str, port: &str) -> Result<VerbsListener> {
+    let evch = EventChannel::new()?;
+    let id = CmId::new(evch.0.as_ptr())?;
+    let ai = AddrInfo::new(addr, Some(port), true)?;
+    // SAFETY: a live id and the address `rdma_getaddrinfo` returned.
+    if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
+        return Err(Error::provider("rdma_bind_addr", errno()));
+    }
+    check_device(pd, id.verbs(), "rdma_bind_addr")?;
+    // SAFETY: a live, bound id.
+    if call!("rdma_listen", -1, unsafe { ffi::rdma_listen(id.0.as_ptr(), 0) }) != 0 {
+        return Err(Error::provider("rdma_listen", errno()));
+    }
+    Ok(VerbsListener { id: id.into_raw(), evch: evch.into_raw(), pd: Arc::clone(pd), torn: AtomicBool::new(false) })
+}
+
+impl VerbsListener {
+    fn teardown(&self) -> Result<()> {
+        if self.torn.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: a live id whose events were all acked; destroyed once.
+        let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.id.as_ptr()) });
+        let r = if r == 0 { Ok(()) } else { Err(Error::provider("rdma_destroy_id", errno())) };
+        // SAFETY: its only id is gone; destroyed once.
+        unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
+        track!(EventChannel, -1);
+        r
+    }
+}
+
+impl Drop for VerbsListener {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            log::error!("dropping an endpoint: {e}");
+        }
+    }
+}
+
+impl ListenerBackend<Verbs> for VerbsListener {
+    fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: open until teardown, which needs `self` by value or drop.
+        unsafe { BorrowedFd::borrow_raw((*self.evch.as_ptr()).fd) }
+    }
+
+    fn next_request(&self, cfg: &QueueConfig<'_, Verbs>) -> Result<VerbsQp> {
+        let ev = RawEvent::get(self.evch)?;
+        if ev.kind() != ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
+            let k = ev.kind();
+            ev.ack()?;
+            return Err(Error::inval("rdma_get_cm_event", &format!("unexpected CM event {k}")));
+        }
+        let Some(id) = NonNull::new(ev.id()) else {
+            ev.ack()?;
+            return Err(Error::provider("rdma_get_cm_event", libc::EIO));
+        };
+        // librdmacm created this id for the request.
+        track!(CmId, 1);
+        let pdata = ev.private_data();
+        // SAFETY: the id of an event not yet acked.
+        let ctx = unsafe { (*id.as_ptr()).verbs };
+        let built = check_device(&self.pd, ctx, "rdma_create_qp")
+            .and_then(|()| EventChannel::new())
+            .and_then(|ch| build_qp(&self.pd, id, ch, cfg, true, pdata));
+        match built {
+            Ok(qp) => {
+                ev.ack()?;
+                // SAFETY: a live id (its event acked) and the QP's live channel.
+                if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(id.as_ptr(), qp.evch.as_ptr()) }) != 0 {
+                    let e = Error::provider("rdma_migrate_id", errno());
+                    let _ = qp.reject();
+                    return Err(e);
+                }
+                Ok(qp)
+            }
+            Err(e) => {
+                // SAFETY: the request's id, rejected, then destroyed after its event is acked.
+                let _ = call!("rdma_reject", -1, unsafe { ffi::rdma_reject(id.as_ptr(), std::ptr::null(), 0) });
+                let a = ev.ack();
+                // SAFETY: as above; every event of this id is acked now.
+                let d = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(id.as_ptr()) });
+                if d != 0 {
+                    log::error!("rdma_destroy_id of a failed request: errno {}", errno());
+                }
+                a?;
+                Err(e)
+            }
+        }
+    }
+
+    fn shutdown(self) -> Result<()> {
+        self.teardown()
+    }
+}
+
+/// A shared receive queue with its optional receive CQ.
+pub struct VerbsSrq {
+    srq: NonNull<ffi::ibv_srq>,
+    ring: Arc<RecvRing>,
+    rcq: Option<VerbsCq>,
+    torn: AtomicBool,
+    _pd: Arc<VerbsPd>,
+}
+
+// SAFETY: the SRQ is used only through thread-safe libibverbs calls; the ring locks itself.
+unsafe impl Send for VerbsSrq {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsSrq {}
+
+impl std::fmt::Debug for VerbsSrq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsSrq").field("rcq", &self.rcq.is_some()).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
+    let ring = Arc::new(RecvRing::new(rq_size));
+    let rcq = if rcq_size > 0 {
+        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, Some(Arc::clone(&ring)))?)
+    } else {
+        None
+    };
+    let mut attr = ffi::ibv_srq_init_attr {
+        srq_context: std::ptr::null_mut(),
+        attr: ffi::ibv_srq_attr { max_wr: rq_size, max_sge: 1, srq_limit: 0 },
+    };
+    // SAFETY: a live PD and a valid attribute struct.
+    let srq = call!("ibv_create_srq", std::ptr::null_mut(), unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) });
+    let srq = NonNull::new(srq).ok_or_else(|| Error::provider("ibv_create_srq", errno()))?;
+    track!(Srq, 1);
+    Ok(VerbsSrq { srq, ring, rcq, torn: AtomicBool::new(false), _pd: Arc::clone(pd) })
+}
+
+impl VerbsSrq {
+    fn teardown(&self) -> Result<()> {
+        if self.torn.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut r = Ok(());
+        if let Some(c) = &self.rcq {
+            r = r.and(c.release()).and(c.channel().release());
+        }
+        // SAFETY: no QP uses the SRQ any more (each holds an `Arc` of it); destroyed once.
+        let d = release!(Srq: "ibv_destroy_srq", errno(), unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) });
+        if d != 0 && r.is_ok() {
+            r = Err(Error::provider("ibv_destroy_srq", ret_errno(d)));
+        }
+        r
+    }
+}
+
+impl Drop for VerbsSrq {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            log::error!("dropping a shared receive queue: {e}");
+        }
+    }
+}
+
+impl SrqBackend<Verbs> for VerbsSrq {
+    fn post_recv(&self, buf: Option<LocalBuf<'_, VerbsMr>>, wr_id: u64) -> Result<()> {
+        const OP: &str = "ibv_post_srq_recv";
+        let mut sge = buf.as_ref().map(|b| b.mr.sge(b.offset, b.len));
+        self.ring.post(OP, wr_id, buf.as_ref().map(|b| b.mr), |id| {
+            let mut wr = ffi::ibv_recv_wr {
+                wr_id: id,
+                next: std::ptr::null_mut(),
+                sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
+                num_sge: i32::from(sge.is_some()),
+            };
+            let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+            // SAFETY: a live SRQ; one initialised work request whose SGE lives across the call.
+            let r = call!("ibv_post_srq_recv", errno(), unsafe { ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad) });
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(Error::provider(OP, ret_errno(r)))
+            }
+        })
+    }
+
+    fn rcq(&self) -> Option<&VerbsCq> {
+        self.rcq.as_ref()
+    }
+
+    fn destroy(self) -> Result<()> {
+        self.teardown()
+    }
+}

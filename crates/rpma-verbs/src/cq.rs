@@ -1,0 +1,244 @@
+//! Completion queues and completion channels.
+
+use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rdma_sys as ffi;
+use rpma_core::transport::CqBackend;
+use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
+
+use crate::ring::{RecvRing, SendRing, RECV_BIT};
+use crate::sys::{call, errno, release, ret_errno, track};
+
+/// Completions polled per `ibv_poll_cq` call (a stack buffer: polling allocates nothing).
+const POLL_BATCH: usize = 16;
+
+/// A completion channel (`ibv_comp_channel`).
+pub(crate) struct Channel {
+    ch: NonNull<ffi::ibv_comp_channel>,
+    destroyed: AtomicBool,
+}
+
+// SAFETY: a completion channel is used only through thread-safe libibverbs calls.
+unsafe impl Send for Channel {}
+// SAFETY: as above.
+unsafe impl Sync for Channel {}
+
+impl Channel {
+    pub(crate) fn new(ctx: *mut ffi::ibv_context) -> Result<Arc<Self>> {
+        // SAFETY: `ctx` is an open device context.
+        let ch = call!("ibv_create_comp_channel", std::ptr::null_mut(), unsafe { ffi::ibv_create_comp_channel(ctx) });
+        let ch = NonNull::new(ch).ok_or_else(|| Error::provider("ibv_create_comp_channel", errno()))?;
+        track!(CompChannel, 1);
+        Ok(Arc::new(Self { ch, destroyed: AtomicBool::new(false) }))
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the channel's fd stays open until the channel is destroyed, which happens
+        // only when the last holder releases it (not while `&self` is borrowed) or at teardown
+        // of the owner of that borrow.
+        unsafe { BorrowedFd::borrow_raw((*self.ch.as_ptr()).fd) }
+    }
+
+    /// `ibv_get_cq_event` + ack + re-arm; returns the CQ that fired.
+    pub(crate) fn wait(&self) -> Result<*mut ffi::ibv_cq> {
+        let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
+        let mut ctx: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: the channel is alive; the out-pointers are valid.
+        let r = call!("ibv_get_cq_event", -1, unsafe { ffi::ibv_get_cq_event(self.ch.as_ptr(), &mut cq, &mut ctx) });
+        if r != 0 || cq.is_null() {
+            let e = errno();
+            let err = Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event");
+            return Err(if e == libc::EAGAIN {
+                err
+            } else {
+                err.with_detail(&std::io::Error::from_raw_os_error(e).to_string())
+            });
+        }
+        // SAFETY: `cq` is a CQ of this channel that reported an event; every CQ of a channel is
+        // destroyed only after its events are acked, which we do right here.
+        unsafe { ffi::ibv_ack_cq_events(cq, 1) };
+        // SAFETY: as above.
+        let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq, 0) });
+        if r != 0 {
+            return Err(Error::provider("ibv_req_notify_cq", ret_errno(r)));
+        }
+        Ok(cq)
+    }
+
+    pub(crate) fn release(&self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: destroyed once; every CQ on it was destroyed before (their owners release
+        // them first).
+        let r = release!(CompChannel: "ibv_destroy_comp_channel", errno(), unsafe {
+            ffi::ibv_destroy_comp_channel(self.ch.as_ptr())
+        });
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("ibv_destroy_comp_channel", ret_errno(r)))
+        }
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!("{e}");
+        }
+    }
+}
+
+/// A completion queue with its completion channel.
+pub struct VerbsCq {
+    cq: NonNull<ffi::ibv_cq>,
+    destroyed: AtomicBool,
+    send: Option<Arc<SendRing>>,
+    recv: Option<Arc<RecvRing>>,
+    channel: Arc<Channel>,
+    shared: bool,
+    /// Serialises polling of this CQ: completions of one send queue must be translated in the
+    /// order the CQ returns them (a completion retires every earlier unsignaled request).
+    poll_lock: Mutex<()>,
+}
+
+// SAFETY: a CQ is used only through thread-safe libibverbs calls; the rings lock themselves.
+unsafe impl Send for VerbsCq {}
+// SAFETY: as above.
+unsafe impl Sync for VerbsCq {}
+
+impl std::fmt::Debug for VerbsCq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsCq").field("shared_channel", &self.shared).finish_non_exhaustive()
+    }
+}
+
+impl VerbsCq {
+    /// Creates a CQ of `size` entries on `channel` (a new private one if `None`) and arms it.
+    /// Completions of send work requests are translated through `send`, of receives through
+    /// `recv`.
+    pub(crate) fn new(
+        ctx: *mut ffi::ibv_context,
+        size: u32,
+        channel: Option<&Arc<Channel>>,
+        send: Option<Arc<SendRing>>,
+        recv: Option<Arc<RecvRing>>,
+    ) -> Result<Self> {
+        let shared = channel.is_some();
+        let channel = match channel {
+            Some(c) => Arc::clone(c),
+            None => Channel::new(ctx)?,
+        };
+        let cqe = i32::try_from(size).unwrap_or(i32::MAX);
+        // SAFETY: `ctx` is open and `channel` belongs to it.
+        let cq = call!("ibv_create_cq", std::ptr::null_mut(), unsafe {
+            ffi::ibv_create_cq(ctx, cqe, std::ptr::null_mut(), channel.ch.as_ptr(), 0)
+        });
+        let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
+        track!(Cq, 1);
+        let me = Self { cq, destroyed: AtomicBool::new(false), send, recv, channel, shared, poll_lock: Mutex::new(()) };
+        // SAFETY: the CQ was just created.
+        let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
+        if r != 0 {
+            return Err(Error::provider("ibv_req_notify_cq", ret_errno(r)));
+        }
+        Ok(me)
+    }
+
+    pub(crate) const fn as_ptr(&self) -> *mut ffi::ibv_cq {
+        self.cq.as_ptr()
+    }
+
+    pub(crate) const fn channel(&self) -> &Arc<Channel> {
+        &self.channel
+    }
+
+    /// Destroys the CQ now (once); its channel goes with the last holder.
+    pub(crate) fn release(&self) -> Result<()> {
+        if self.destroyed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: destroyed once; the QPs using it were destroyed before (owners release QPs
+        // first) and every event it produced was acked in `Channel::wait`.
+        let r = release!(Cq: "ibv_destroy_cq", errno(), unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) });
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(Error::provider("ibv_destroy_cq", ret_errno(r)))
+        }
+    }
+
+    fn translate(&self, w: &ffi::ibv_wc) -> Wc {
+        let verbs_id = w.wr_id;
+        let user = if verbs_id & RECV_BIT != 0 {
+            self.recv.as_ref().and_then(|r| r.complete(verbs_id))
+        } else {
+            self.send.as_ref().and_then(|r| r.complete(verbs_id))
+        };
+        let wr_id = user.unwrap_or_else(|| {
+            log::error!("completion of an unknown work request (verbs wr_id {verbs_id:#x})");
+            u64::MAX
+        });
+        let with_imm = w.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+        // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate data (network order).
+        let imm = with_imm.then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
+        Wc {
+            wr_id,
+            status: WcStatus::from_raw(w.status),
+            opcode: WcOpcode::from_raw(w.opcode),
+            vendor_err: w.vendor_err,
+            byte_len: w.byte_len,
+            imm_data: imm,
+            qp_num: w.qp_num,
+        }
+    }
+}
+
+impl Drop for VerbsCq {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!("{e}");
+        }
+    }
+}
+
+impl CqBackend for VerbsCq {
+    fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
+        let mut raw: [MaybeUninit<ffi::ibv_wc>; POLL_BATCH] = [const { MaybeUninit::uninit() }; POLL_BATCH];
+        let mut filled = 0;
+        let _g = self.poll_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while filled < wc.len() {
+            let want = (wc.len() - filled).min(POLL_BATCH);
+            // SAFETY: the CQ is alive; `raw` has room for `want` entries.
+            let n = call!("ibv_poll_cq", -errno(), unsafe {
+                ffi::ibv_poll_cq(self.cq.as_ptr(), want as i32, raw.as_mut_ptr().cast())
+            });
+            if n < 0 {
+                return Err(Error::provider("ibv_poll_cq", n.abs()));
+            }
+            let n = n as usize;
+            for (dst, src) in wc[filled..filled + n].iter_mut().zip(&raw[..n]) {
+                // SAFETY: `ibv_poll_cq` filled the first `n` entries.
+                *dst = self.translate(unsafe { src.assume_init_ref() });
+            }
+            filled += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(filled)
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.channel.fd()
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.channel.wait().map(|_| ())
+    }
+}

@@ -1,0 +1,205 @@
+//! The conformance suite, plus verbs-only cases, on a real RDMA device.
+//!
+//! The device and address come from `RPMA_TEST_DEVICE` and `RPMA_TEST_ADDR` (the Soft-RoCE VM
+//! of `scripts/softroce/run.sh` exports `rxe0` and `10.77.0.1`). Without `RPMA_TEST_DEVICE` the
+//! binary prints one line saying the tests were skipped and succeeds (so `cargo test
+//! --all-features` passes on hosts without RDMA); with it set, a missing address or a device that
+//! is not there fails the run.
+#![allow(non_snake_case, missing_docs)]
+
+mod conformance;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use conformance::Backend;
+use rpma::generic::Device;
+use rpma::verbs::Verbs;
+use rpma::{Capabilities, ContextType};
+
+struct VerbsBackend {
+    addr: String,
+    caps: Capabilities,
+    next_port: AtomicU32,
+}
+
+impl Backend for VerbsBackend {
+    type T = Verbs;
+    fn transport(&self) -> Verbs {
+        Verbs::new()
+    }
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+    fn port(&self) -> String {
+        self.next_port.fetch_add(1, Ordering::Relaxed).to_string()
+    }
+    fn caps(&self) -> Capabilities {
+        self.caps.clone()
+    }
+}
+
+/// Checks the environment and the device: `Ok(None)` = skip, `Err` = fail loudly.
+fn backend(listing: bool) -> Result<Option<VerbsBackend>, String> {
+    let dev = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty());
+    let addr = std::env::var("RPMA_TEST_ADDR").ok().filter(|a| !a.is_empty());
+    let Some(dev) = dev else {
+        return Ok(None);
+    };
+    let Some(addr) = addr else {
+        if listing {
+            return Ok(None);
+        }
+        return Err(format!("RPMA_TEST_DEVICE={dev} is set but RPMA_TEST_ADDR is not"));
+    };
+    if listing {
+        return Ok(None);
+    }
+    let d = Device::lookup(&Verbs::new(), &addr, ContextType::Local)
+        .map_err(|e| format!("no RDMA device owns {addr} (RPMA_TEST_ADDR): {e}"))?;
+    if d.name() != dev {
+        return Err(format!("{addr} belongs to device {}, not RPMA_TEST_DEVICE={dev}", d.name()));
+    }
+    let caps = d.capabilities().map_err(|e| format!("querying {dev}: {e}"))?;
+    eprintln!("verbs tests on {dev} ({addr}): {caps:?}");
+    // Distinct ports per run so that consecutive runs do not meet each other's leftovers.
+    let base = 20_000 + (std::process::id() % 400) * 100;
+    Ok(Some(VerbsBackend { addr, caps, next_port: AtomicU32::new(base) }))
+}
+
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let backend = match backend(args.list) {
+        Ok(Some(b)) => Some(Arc::new(b)),
+        Ok(None) if args.list => None,
+        Ok(None) => {
+            println!("verbs tests skipped: RPMA_TEST_DEVICE unset (run them with scripts/test-verbs.sh)");
+            return;
+        }
+        Err(e) => {
+            eprintln!("verbs tests cannot run: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut trials = Vec::new();
+    let cases = conformance::all::<VerbsBackend>().into_iter().chain(verbs_only::cases());
+    for (name, f) in cases {
+        let b = backend.clone();
+        trials.push(libtest_mimic::Trial::test(name, move || {
+            let b = b.ok_or_else(|| libtest_mimic::Failed::from("no device (listing only)"))?;
+            f(&b);
+            Ok(())
+        }));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// Cases only a real device can show.
+mod verbs_only {
+    use std::time::{Duration, Instant};
+
+    use rpma::{CompletionFlags, ConnEvent, ErrorKind, Usage, WcStatus};
+
+    use super::conformance::harness::{mr, next_wc, pair, remote, Backend, Case};
+    use super::VerbsBackend;
+
+    pub fn cases() -> Vec<Case<VerbsBackend>> {
+        vec![
+            ("verbs_only__write_bad_rkey_remote_access_error", write_bad_rkey as fn(&VerbsBackend)),
+            ("verbs_only__disconnect_closed_both_sides", disconnect_closed),
+            ("verbs_only__peer_deleted_closed", peer_deleted_closed),
+            ("verbs_only__no_listener_event", no_listener_event),
+        ]
+    }
+
+    /// Nobody listens on the port: record which event the device's CM reports (the conformance
+    /// case accepts REJECTED or UNREACHABLE; the mock says UNREACHABLE).
+    fn no_listener_event(b: &VerbsBackend) {
+        let t = b.transport();
+        let p = super::conformance::harness::peer(b, &t);
+        let req = rpma::generic::ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+        let client = req.connect(None).unwrap();
+        let ev = next_event(&client);
+        eprintln!("no listener: {ev:?}");
+        assert!(matches!(ev, ConnEvent::Rejected | ConnEvent::Unreachable), "got {ev:?}");
+        client.delete().unwrap();
+    }
+
+    fn set_nonblocking<T: rpma::Transport>(c: &rpma::generic::Conn<T>) {
+        let fd = c.event_fd();
+        nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .expect("O_NONBLOCK");
+    }
+
+    /// The next connection event (fails after 20 s).
+    fn next_event<T: rpma::Transport>(c: &rpma::generic::Conn<T>) -> ConnEvent {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        set_nonblocking(c);
+        loop {
+            match c.next_event() {
+                Ok(e) => return e,
+                Err(e) if e.kind() == ErrorKind::NoEvent => {
+                    assert!(Instant::now() < deadline, "no connection event within 20 s");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("next_event: {e}"),
+            }
+        }
+    }
+
+    /// A write with an rkey the target never issued: the real responder NAKs it, the initiator
+    /// gets a remote access error, and the QP enters the error state (later work is flushed).
+    fn write_bad_rkey(b: &VerbsBackend) {
+        let t = b.transport();
+        let p = pair(b, &t);
+        let dst = mr(&p.speer, 4096, Usage::WRITE_DST);
+        let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
+        let good = remote(&dst);
+        let mut desc = dst.descriptor();
+        // The descriptor holds the rkey at bytes 16..20 (spec 3.5); flip every bit.
+        for x in &mut desc[16..20] {
+            *x = !*x;
+        }
+        let bad = rpma::MrRemote::from_descriptor(&desc).expect("descriptor");
+        p.client.write(Some(&bad), 0, Some(&src), 0, 64, CompletionFlags::ALWAYS, 7).unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!(wc.wr_id, 7);
+        assert_eq!(wc.status, WcStatus::RemAccessErr, "{wc:?}");
+        // The QP is in the error state: even a valid write is flushed.
+        p.client.write(Some(&good), 0, Some(&src), 0, 64, CompletionFlags::ALWAYS, 8).unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!(wc.wr_id, 8);
+        assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");
+        assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0u8; 64]);
+    }
+
+    /// `rdma_disconnect` on one side sends a DREQ: the peer sees DISCONNECTED (CLOSED) at once,
+    /// while the initiator's DISCONNECTED waits for the peer's DREP (its `rdma_disconnect`).
+    fn disconnect_closed(b: &VerbsBackend) {
+        let t = b.transport();
+        let p = pair(b, &t);
+        p.client.disconnect().unwrap();
+        assert_eq!(next_event(&p.server), ConnEvent::Closed);
+        set_nonblocking(&p.client);
+        let e = p.client.next_event().expect_err("the initiator is not closed before the DREP");
+        assert_eq!(e.kind(), ErrorKind::NoEvent);
+        p.server.disconnect().unwrap();
+        assert_eq!(next_event(&p.client), ConnEvent::Closed);
+        p.client.delete().unwrap();
+        p.server.delete().unwrap();
+    }
+
+    /// The peer deletes its connection without disconnecting first: librdmacm sends a DREQ
+    /// when the connected id is destroyed, so this side sees CLOSED.
+    fn peer_deleted_closed(b: &VerbsBackend) {
+        let t = b.transport();
+        let p = pair(b, &t);
+        p.server.delete().unwrap();
+        assert_eq!(next_event(&p.client), ConnEvent::Closed);
+        p.client.disconnect().unwrap();
+        p.client.delete().unwrap();
+    }
+}
