@@ -13,6 +13,8 @@ mod cfg;
 mod conn;
 mod mr;
 mod ops;
+mod stress;
+mod untrusted;
 mod utils;
 
 pub use harness::{Backend, Case};
@@ -25,5 +27,7 @@ pub fn all<B: Backend>() -> Vec<Case<B>> {
     v.extend(mr::cases::<B>());
     v.extend(conn::cases::<B>());
     v.extend(ops::cases::<B>());
+    v.extend(untrusted::cases::<B>());
+    v.extend(stress::cases::<B>());
     v
 }
