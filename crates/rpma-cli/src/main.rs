@@ -1,2 +1,412 @@
-//! The `rpma` command.
-fn main() {}
+//! The `rpma` command: `rpma demo`, `rpma devices`, `rpma server`, `rpma client`,
+//! `rpma scenarios`, `rpma bench`. See `rpma --help`, `rpma <command> --help` and docs/cli.md.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use rpma_cli::backend::{dispatch, BackendKind, WithTransport};
+use rpma_cli::devices::{self, DeviceInfo};
+use rpma_cli::scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
+
+const AFTER_HELP: &str = "\
+Start here:
+  rpma demo                      every librpma example, server and client in this process (mock)
+  rpma demo -s atomic-write      one scenario
+  rpma scenarios                 what each scenario does
+  rpma devices                   devices and what they can do (--json for scripts)
+  rpma bench --op write,read     the data path's latency and bandwidth (see `rpma bench --help`)
+
+Two processes over RDMA (a build with `--features verbs`):
+  rpma server --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent --file /mnt/pmem/f --direct-pmem-write
+  rpma client --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent
+Either side may be the C program of the librpma example with the same number.";
+
+/// rpma: remote persistent memory access over RDMA (librpma's API in Rust).
+///
+/// Runs librpma's examples as scenarios (in one process on the in-memory mock fabric, or as
+/// two processes over RDMA), shows what the RDMA devices can do, and benchmarks the data path.
+#[derive(Parser, Debug)]
+#[command(name = "rpma", version, subcommand_required = true, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run every scenario (or those named) in this process on the mock fabric, server and
+    /// client(s) as threads, and report what each side wrote, flushed, read and received.
+    ///
+    /// Each scenario checks what one side saw against what the other did, and what reached
+    /// the server's file for the persistent ones. Exits non-zero if any scenario fails.
+    Demo(DemoArgs),
+    /// Show the RDMA devices: addresses, ports and their state, GIDs, maximum message size,
+    /// on-demand paging, native atomic write and flush, queue and SRQ limits.
+    Devices(DevicesArgs),
+    /// Run the server side of a scenario (listens on --addr:--port).
+    Server(ServerArgs),
+    /// Run the client side of a scenario (connects to --addr:--port).
+    Client(ClientArgs),
+    /// List the scenarios and the librpma example each follows.
+    Scenarios,
+    /// Benchmark the data path (read, write, flush, atomic write, send/recv ping-pongs):
+    /// latency percentiles, bandwidth and message rate, as a table, JSON or CSV.
+    Bench(rpma_cli::bench::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// Run only this scenario (repeatable; a name or the example's number, e.g. 07).
+    #[arg(short, long = "scenario", value_name = "NAME")]
+    scenarios: Vec<Scenario>,
+    /// Keep the scenarios' files (the servers' "persistent" memory) in this directory instead
+    /// of a temporary one removed at the end.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct DevicesArgs {
+    /// Print JSON (an array of devices) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The backend whose devices to show.
+    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
+    backend: BackendKind,
+    /// Query only the device owning this local IP address (verbs).
+    #[arg(long)]
+    addr: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct Conn {
+    /// The scenario to run (see `rpma scenarios`; a name or the example's number).
+    #[arg(short, long, value_name = "NAME")]
+    scenario: Scenario,
+    /// The transport. The mock fabric lives inside one process, so a server and a client in
+    /// two processes need verbs; run both sides on the mock with `rpma demo --scenario NAME`.
+    #[arg(long, value_enum, default_value_t = BackendKind::Verbs)]
+    backend: BackendKind,
+    /// The server's IP address (an address of an RDMA interface; RDMA CM does not route
+    /// 127.0.0.1).
+    #[arg(long)]
+    addr: String,
+    /// The server's port.
+    #[arg(long, default_value_t = 7204)]
+    port: u16,
+    /// Use this file as the side's memory (created and extended as needed; the first bytes hold
+    /// the examples' signature): read-to-persistent, write-to-persistent, flush-to-persistent,
+    /// atomic-write and flush-to-persistent-gpspm.
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ServerArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// flush-to-persistent: declare that writes land directly in persistent memory, so the
+    /// client flushes with the PERSISTENT type (needs --file).
+    #[arg(long)]
+    direct_pmem_write: bool,
+    /// multiple-connections, messages-ping-pong-with-srq: how many clients to serve (1 to 10).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=10))]
+    clients: u16,
+    /// srq-ping-pong: where receive completions land.
+    #[arg(long, value_enum, default_value_t = SrqRcq::Srq)]
+    srq_rcq: SrqRcq,
+}
+
+#[derive(Args, Debug)]
+struct ClientArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// atomic-write: a word to append to the server's log (repeatable); send-with-imm: the
+    /// message (without it, a 0-byte send carries only the immediate data).
+    #[arg(long = "word", value_name = "WORD")]
+    words: Vec<String>,
+    /// send-with-imm, write-with-imm: the immediate data (0 to 4294967295).
+    #[arg(long, default_value_t = 1234)]
+    imm: u32,
+    /// Ping-pong scenarios: the first value sent.
+    #[arg(long, default_value_t = 0)]
+    counter: u64,
+    /// Ping-pong scenarios: the number of round trips.
+    #[arg(long, default_value_t = 3)]
+    rounds: u64,
+    /// multiple-connections: the name to expose (at most 31 bytes are sent).
+    #[arg(long)]
+    name: Option<String>,
+    /// Connection attempts repeated when the server rejects or cannot be reached yet.
+    #[arg(long, default_value_t = 10)]
+    retries: u32,
+    /// Milliseconds between connection attempts.
+    #[arg(long, default_value_t = 500, value_name = "MS")]
+    retry_delay: u64,
+}
+
+fn uses_file(s: Scenario) -> bool {
+    matches!(
+        s,
+        Scenario::ReadToPersistent
+            | Scenario::WriteToPersistent
+            | Scenario::FlushToPersistent
+            | Scenario::AtomicWrite
+            | Scenario::FlushToPersistentGpspm
+    )
+}
+
+fn check_conn(c: &Conn, server: bool) -> Result<()> {
+    if c.backend == BackendKind::Mock {
+        bail!(
+            "the mock fabric exists inside one process, so a {} in its own process has no peer: \
+             run both sides with `rpma demo --scenario {}`, or use --backend verbs",
+            if server { "server" } else { "client" },
+            c.scenario.name()
+        );
+    }
+    if c.file.is_some() && !uses_file(c.scenario) {
+        bail!("--file is not used by {} (see `rpma server --help`)", c.scenario.name());
+    }
+    if c.file.is_some() && c.scenario == Scenario::AtomicWrite && !server {
+        bail!("--file is used by the atomic-write server only");
+    }
+    Ok(())
+}
+
+struct Server(Scenario, ServerOpts);
+impl WithTransport for Server {
+    type Output = Vec<String>;
+    fn run<T: rpma::Transport>(self, t: T) -> Result<Vec<String>> {
+        Ok(self.0.server(&t, &self.1)?.lines())
+    }
+}
+
+struct Client(Scenario, ClientOpts);
+impl WithTransport for Client {
+    type Output = Vec<String>;
+    fn run<T: rpma::Transport>(self, t: T) -> Result<Vec<String>> {
+        Ok(self.0.client(&t, &self.1)?.lines())
+    }
+}
+
+fn server(a: ServerArgs) -> Result<ExitCode> {
+    check_conn(&a.conn, true)?;
+    let s = a.conn.scenario;
+    if a.direct_pmem_write && s != Scenario::FlushToPersistent {
+        bail!("--direct-pmem-write is used by flush-to-persistent only");
+    }
+    if a.clients != 1 && !matches!(s, Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq) {
+        bail!("--clients is used by multiple-connections and messages-ping-pong-with-srq only");
+    }
+    let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
+    o.file = a.conn.file;
+    o.direct_write_to_pmem = a.direct_pmem_write;
+    o.clients = usize::from(a.clients);
+    o.srq_rcq = a.srq_rcq;
+    println!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port);
+    for l in dispatch(a.conn.backend, Server(s, o))? {
+        println!("  {l}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn client(a: ClientArgs) -> Result<ExitCode> {
+    check_conn(&a.conn, false)?;
+    let s = a.conn.scenario;
+    if s == Scenario::AtomicWrite && a.words.is_empty() {
+        bail!("atomic-write needs at least one --word");
+    }
+    if !a.words.is_empty() && !matches!(s, Scenario::AtomicWrite | Scenario::SendWithImm) {
+        bail!("--word is used by atomic-write and send-with-imm only");
+    }
+    let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
+    o.file = a.conn.file;
+    o.words = a.words;
+    o.imm = a.imm;
+    o.counter = a.counter;
+    o.rounds = a.rounds;
+    o.name = a.name;
+    o.retries = a.retries;
+    o.retry_delay = Duration::from_millis(a.retry_delay);
+    println!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port);
+    for l in dispatch(a.conn.backend, Client(s, o))? {
+        println!("  {l}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "mock")]
+fn demo(a: DemoArgs) -> Result<ExitCode> {
+    use anyhow::Context;
+    use rpma_cli::scenarios::DemoEnv;
+
+    let list: Vec<Scenario> = if a.scenarios.is_empty() { ALL.to_vec() } else { a.scenarios };
+    let tmp;
+    let dir = match a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            d
+        }
+        None => {
+            tmp = tempfile::Builder::new().prefix("rpma-demo").tempdir().context("creating a temporary directory")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    println!("rpma demo: {} scenario(s) on the in-memory mock fabric, server and client(s) as threads\n", list.len());
+    let mut failed = Vec::new();
+    for s in &list {
+        // A fresh fabric per scenario: nothing of one run can leak into the next.
+        let fabric = rpma::mock::MockFabric::new();
+        let env = DemoEnv::new(&dir);
+        let r = s.demo(&fabric, &env);
+        let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
+        println!("{:<28} {:<42} {verdict}", s.name(), format!("({})", s.example()));
+        match r {
+            Ok(lines) => lines.iter().for_each(|l| println!("    {l}")),
+            Err(e) => {
+                println!("    error: {}", one_line(&e));
+                eprintln!("rpma: {} failed: {}", s.name(), one_line(&e));
+                failed.push(s.name());
+            }
+        }
+        println!();
+    }
+    println!("{} passed, {} failed", list.len() - failed.len(), failed.len());
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("rpma: failed: {}", failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+#[cfg(not(feature = "mock"))]
+fn demo(_a: DemoArgs) -> Result<ExitCode> {
+    bail!("`rpma demo` runs on the mock fabric: rebuild with the `mock` feature (the default)")
+}
+
+struct Query(String);
+impl WithTransport for Query {
+    type Output = (String, devices::CapsInfo);
+    fn run<T: rpma::Transport>(self, t: T) -> Result<Self::Output> {
+        devices::query(&t, &self.0)
+    }
+}
+
+fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
+    let devs: Vec<DeviceInfo> = match a.backend {
+        BackendKind::Mock => mock_devices(a.addr.as_deref())?,
+        BackendKind::Verbs => {
+            let mut devs = devices::sysfs_devices(std::path::Path::new("/sys"));
+            if let Some(addr) = &a.addr {
+                let (name, caps) = dispatch(BackendKind::Verbs, Query(addr.clone()))?;
+                devs.retain(|d| d.name == name);
+                if devs.is_empty() {
+                    devs.push(DeviceInfo {
+                        backend: "verbs".into(),
+                        name,
+                        addresses: vec![addr.clone()],
+                        ports: Vec::new(),
+                        capabilities: None,
+                        note: None,
+                    });
+                }
+                devs[0].capabilities = Some(caps);
+            } else {
+                for d in &mut devs {
+                    match d.addresses.first() {
+                        Some(addr) => match dispatch(BackendKind::Verbs, Query(addr.clone())) {
+                            Ok((_, caps)) => d.capabilities = Some(caps),
+                            Err(e) => d.note = Some(one_line(&e)),
+                        },
+                        None => d.note = Some("no IP address on its network interfaces".into()),
+                    }
+                }
+            }
+            devs
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&devs)?);
+    } else {
+        print!("{}", devices::render(&devs));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "mock")]
+fn mock_devices(addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
+    let mut devs = devices::mock_devices(&rpma::mock::MockFabric::new());
+    if let Some(addr) = addr {
+        devs.retain(|d| d.addresses.iter().any(|a| a == addr));
+        if devs.is_empty() {
+            bail!("no mock device owns {addr}");
+        }
+    }
+    Ok(devs)
+}
+
+#[cfg(not(feature = "mock"))]
+fn mock_devices(_addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
+    bail!("this rpma was built without the mock backend (cargo feature `mock`)")
+}
+
+fn scenarios_cmd() -> ExitCode {
+    println!("{:<28} {:<42} what flows", "scenario", "librpma example");
+    for s in ALL {
+        let about = clap::ValueEnum::to_possible_value(&s)
+            .and_then(|v| v.get_help().map(ToString::to_string))
+            .unwrap_or_default();
+        let about = about.split_once(": ").map_or(about.as_str(), |(_, a)| a).to_owned();
+        println!("{:<28} {:<42} {about}", s.name(), s.example());
+    }
+    ExitCode::SUCCESS
+}
+
+/// An error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let msg = if matches!(e.kind(), K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand) {
+                "a command is required: demo, devices, server, client, scenarios or bench".to_owned()
+            } else {
+                // clap's message without its usage block, on one line.
+                let text = e.render().to_string();
+                let lines: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+                lines.join(" ").trim_start_matches("error: ").to_owned()
+            };
+            eprintln!("rpma: {msg} (see 'rpma --help')");
+            return ExitCode::from(2);
+        }
+    };
+    let r = match cli.cmd {
+        Cmd::Demo(a) => demo(a),
+        Cmd::Devices(a) => devices_cmd(&a),
+        Cmd::Server(a) => server(a),
+        Cmd::Client(a) => client(a),
+        Cmd::Scenarios => Ok(scenarios_cmd()),
+        Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rpma: error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

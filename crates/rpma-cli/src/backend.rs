@@ -1,0 +1,72 @@
+//! Backend selection (`--backend mock|verbs`), shared by every subcommand (and the benchmark).
+//!
+//! Code that works on any transport implements [`WithTransport`] and is handed to [`dispatch`],
+//! which builds the selected transport and calls it with static dispatch.
+
+use anyhow::Result;
+
+/// The transports the command can use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The in-memory mock fabric (one process; no hardware needed).
+    #[default]
+    Mock,
+    /// RDMA over libibverbs + librdmacm (needs a build with the `verbs` feature and a device).
+    Verbs,
+}
+
+impl BackendKind {
+    /// The name used on the command line.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Mock => "mock",
+            Self::Verbs => "verbs",
+        }
+    }
+}
+
+/// Code generic over the transport, run by [`dispatch`].
+pub trait WithTransport {
+    /// What the code returns.
+    type Output;
+    /// Runs the code on `transport`.
+    ///
+    /// # Errors
+    /// Whatever the code reports.
+    fn run<T: rpma::Transport>(self, transport: T) -> Result<Self::Output>;
+}
+
+/// Builds the transport `kind` names and runs `work` on it.
+///
+/// # Errors
+/// If the backend was not compiled in or cannot be opened, or what `work` returns.
+pub fn dispatch<W: WithTransport>(kind: BackendKind, work: W) -> Result<W::Output> {
+    match kind {
+        BackendKind::Mock => mock(work),
+        BackendKind::Verbs => verbs(work),
+    }
+}
+
+#[cfg(feature = "mock")]
+fn mock<W: WithTransport>(work: W) -> Result<W::Output> {
+    work.run(rpma::mock::MockFabric::new())
+}
+
+#[cfg(not(feature = "mock"))]
+fn mock<W: WithTransport>(_work: W) -> Result<W::Output> {
+    anyhow::bail!("this rpma was built without the mock backend (cargo feature `mock`)")
+}
+
+#[cfg(feature = "verbs")]
+fn verbs<W: WithTransport>(work: W) -> Result<W::Output> {
+    work.run(rpma::verbs::Verbs::new())
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs<W: WithTransport>(_work: W) -> Result<W::Output> {
+    anyhow::bail!(
+        "this rpma was built without the verbs backend: rebuild with `--features verbs` \
+         (needs libibverbs-dev, librdmacm-dev, libclang-dev)"
+    )
+}

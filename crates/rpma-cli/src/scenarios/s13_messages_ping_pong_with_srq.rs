@@ -1,0 +1,144 @@
+//! 13-messages-ping-pong-with-srq: the ping-pong of 08 with several clients served through one
+//! shared receive queue. The server keeps an 8-byte receive slot and an 8-byte send slot per
+//! client (up to 10), posts one SRQ receive per accepted client (`rpma_srq_recv`, the slot as
+//! operation context) and polls the SRQ's receive CQ: the completion's `qp_num` says which
+//! connection a message came from, its `wr_id` which slot it landed in (an SRQ hands out
+//! buffers in no particular order); the answer goes from the same send slot.
+//!
+//! The C server stops accepting after 5 s without a new request; this one accepts `--clients N`
+//! connections, then serves them. Deviation: the C server sends unsignaled; this one sends
+//! signaled and drains each connection's CQ, so no number of rounds can exhaust a send queue.
+
+use anyhow::{bail, ensure, Context, Result};
+use rpma::generic::{ConnCfg, Ep, Srq};
+use rpma::{CompletionFlags, ErrorKind, Transport, Usage, Wc, WcOpcode};
+
+use super::common::{accept, check_wc, disconnect_and_wait_close, drain, server_peer};
+use super::s08_messages_ping_pong::{check_exchange, get_u64, ClientReport, Completions, I_M_DONE, MSG_SIZE, SEND_ID};
+use super::{run_pair, side, ClientFn, ClientOpts, DemoEnv, Report, ServerOpts};
+
+/// `CLIENT_MAX`.
+pub const CLIENT_MAX: usize = 10;
+
+/// The server's report.
+#[derive(Debug, Clone, Default)]
+pub struct ServerReport {
+    /// Values received, per connection (in acceptance order).
+    pub received: Vec<Vec<u64>>,
+}
+
+impl Report for ServerReport {
+    fn lines(&self) -> Vec<String> {
+        let mut v = vec![format!("{} clients through one SRQ", self.received.len())];
+        v.extend(
+            self.received.iter().enumerate().map(|(i, r)| format!("connection #{i}: received {r:?}, answered each +1")),
+        );
+        v
+    }
+}
+
+/// The server side (`--clients N`, 1 to 10).
+///
+/// # Errors
+/// If `clients` is out of range, any step fails, or a completion names an unknown QP or slot.
+pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
+    let n = o.clients;
+    ensure!((1..=CLIENT_MAX).contains(&n), "--clients must be 1 to {CLIENT_MAX}");
+    let peer = server_peer(t, &o.addr)?;
+    let srq = Srq::new(&peer, None)?;
+    let cfg = ConnCfg::new();
+    cfg.set_srq(&srq);
+    let recv = peer.alloc_mr(CLIENT_MAX * MSG_SIZE, Usage::RECV)?;
+    let send = peer.alloc_mr(CLIENT_MAX * MSG_SIZE, Usage::SEND)?;
+    let ep = Ep::listen(&peer, &o.addr, &o.port)?;
+    o.ready.signal();
+    let mut conns = Vec::new();
+    for slot in 0..n {
+        srq.recv(Some(&recv), slot * MSG_SIZE, MSG_SIZE, slot as u64)?;
+        let conn = accept(&ep, Some(&cfg), None, |_| Ok(()))?;
+        let qp = conn.qp_num();
+        conns.push((conn, qp));
+    }
+    let rcq = srq.rcq().context("the SRQ has no receive CQ")?;
+    let mut r = ServerReport { received: vec![Vec::new(); n] };
+    let mut done = 0;
+    let mut wcs = [Wc::EMPTY; CLIENT_MAX];
+    while done < n {
+        let got = match rcq.get_wc(&mut wcs[..n]) {
+            Ok(got) => got,
+            Err(e) if e.kind() == ErrorKind::NoCompletion => {
+                rcq.wait()?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for wc in &wcs[..got] {
+            check_wc(wc, WcOpcode::Recv)?;
+            let Some(idx) = conns.iter().position(|(_, qp)| *qp == wc.qp_num) else {
+                bail!("a completion of an unknown QP {}", wc.qp_num);
+            };
+            let slot = usize::try_from(wc.wr_id)?;
+            ensure!(slot < n && wc.byte_len as usize == MSG_SIZE, "unexpected receive completion {wc:?}");
+            let v = get_u64(&recv, slot * MSG_SIZE)?;
+            if v == I_M_DONE {
+                done += 1;
+                continue;
+            }
+            r.received[idx].push(v);
+            srq.recv(Some(&recv), slot * MSG_SIZE, MSG_SIZE, slot as u64)?;
+            send.write(slot * MSG_SIZE, &v.wrapping_add(1).to_ne_bytes())?;
+            let conn = &conns[idx].0;
+            conn.send(Some(&send), slot * MSG_SIZE, MSG_SIZE, CompletionFlags::ALWAYS, SEND_ID)?;
+            drain(&conn.cq())?;
+        }
+    }
+    for (conn, _) in conns {
+        disconnect_and_wait_close(conn)?;
+    }
+    ep.shutdown()?;
+    recv.dereg()?;
+    send.dereg()?;
+    srq.delete()?;
+    Ok(r)
+}
+
+/// The client side: the client of 08.
+///
+/// # Errors
+/// If any step fails.
+pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
+    super::s08_messages_ping_pong::ping(t, o, None, Completions::Main)
+}
+
+/// Three clients and the server in one process.
+///
+/// # Errors
+/// If a side fails or a value is wrong.
+pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
+    let ts = t.clone();
+    let mut so = env.server();
+    so.clients = 3;
+    let clients: Vec<ClientFn<ClientReport>> = (0..3u64)
+        .map(|i| {
+            let tc = t.clone();
+            let mut co = env.client();
+            co.counter = 1000 * (i + 1);
+            co.rounds = 3;
+            Box::new(move || client(&tc, &co)) as ClientFn<ClientReport>
+        })
+        .collect();
+    let (s, c) = run_pair(move |ready| server(&ts, &ServerOpts { ready, ..so }), clients)?;
+    for (i, c) in c.iter().enumerate() {
+        check_exchange(c, 3, 1000 * (i as u64 + 1))?;
+    }
+    let mut got: Vec<Vec<u64>> = s.received.clone();
+    let mut sent: Vec<Vec<u64>> = c.iter().map(|c| c.sent.clone()).collect();
+    got.sort();
+    sent.sort();
+    ensure!(got == sent, "server received {got:?}, clients sent {sent:?}");
+    let mut v = side("server", &s);
+    for (i, c) in c.iter().enumerate() {
+        v.extend(side(&format!("client #{i}"), c));
+    }
+    Ok(v)
+}

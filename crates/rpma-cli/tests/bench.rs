@@ -1,0 +1,153 @@
+//! `rpma bench` on the mock: a short run of every operation produces a report whose JSON has the
+//! fields docs/bench.md documents, with values consistent with the run (no timing assertions).
+#![cfg(feature = "mock")]
+
+use clap::Parser;
+use rpma_cli::bench::{self, BenchArgs, OutputFormat};
+use serde_json::Value;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn args(line: &[&str]) -> BenchArgs {
+    Cli::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).expect("valid arguments").args
+}
+
+fn json_of(line: &[&str]) -> Value {
+    let report = bench::measure(&args(line)).expect("the benchmark runs");
+    let mut out = Vec::new();
+    report.write(OutputFormat::Json, &mut out).expect("JSON output");
+    serde_json::from_slice(&out).expect("valid JSON")
+}
+
+fn assert_run(r: &Value, op: &str, size: u64, ops: u64) {
+    assert_eq!(r["op"], op);
+    assert_eq!(r["size"], size);
+    assert_eq!(r["ops"], ops, "{r}");
+    for k in ["qd", "conns", "threads"] {
+        assert!(r[k].as_u64().is_some_and(|v| v >= 1), "{k} in {r}");
+    }
+    assert!(r["elapsed_s"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+    let l = &r["latency_ns"];
+    let get = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("latency_ns.{k} in {r}"));
+    let (min, p50, p90, p99, p999, max) = (get("min"), get("p50"), get("p90"), get("p99"), get("p99_9"), get("max"));
+    assert!(min >= 1 && min <= p50 && p50 <= p90 && p90 <= p99 && p99 <= p999 && p999 <= max, "{l}");
+    assert!(l["mean"].as_f64().is_some_and(|m| m > 0.0), "{l}");
+    let (mb, gb, rate, secs) = (
+        r["mb_s"].as_f64().unwrap(),
+        r["gb_s"].as_f64().unwrap(),
+        r["msg_rate"].as_f64().unwrap(),
+        r["elapsed_s"].as_f64().unwrap(),
+    );
+    assert!((mb / 1000.0 - gb).abs() <= gb * 1e-9 + 1e-12, "{r}");
+    assert!((rate * secs - ops as f64).abs() <= ops as f64 * 1e-6 + 1e-6, "{r}");
+    assert!((gb * 1e9 - rate * size as f64).abs() <= gb * 1e3 + 1e-3, "{r}");
+    let kind = if matches!(op, "send" | "send-imm" | "write-imm") { "half_round_trip" } else { "completion" };
+    assert_eq!(r["latency_kind"], kind);
+}
+
+#[test]
+fn every_operation_reports_the_documented_json() {
+    let v = json_of(&[
+        "--op",
+        "read,write,write-flush,flush,send,send-imm,write-imm",
+        "--size",
+        "8,4K",
+        "--iters",
+        "50",
+        "--warmup",
+        "5",
+        "--qd",
+        "4",
+        "--port",
+        "7601",
+        "--no-progress",
+    ]);
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["backend"], "mock");
+    assert_eq!(v["device"], "mock0");
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 14);
+    let mut i = 0;
+    for op in ["read", "write", "write-flush", "flush", "send", "send-imm", "write-imm"] {
+        for size in [8, 4096] {
+            assert_run(&results[i], op, size, 50);
+            assert_eq!(results[i]["qd"], 4);
+            assert!(results[i]["baseline"].is_null());
+            i += 1;
+        }
+    }
+}
+
+#[test]
+fn atomic_write_with_several_connections_threads_and_a_baseline() {
+    let v = json_of(&[
+        "--op",
+        "atomic-write",
+        "--iters",
+        "40",
+        "--conns",
+        "3",
+        "--threads",
+        "2",
+        "--port",
+        "7602",
+        "--baseline",
+        "--no-progress",
+    ]);
+    let r = &v["results"][0];
+    assert_run(r, "atomic-write", 8, 120);
+    assert_eq!((r["conns"].as_u64(), r["threads"].as_u64()), (Some(3), Some(2)));
+    let b = &r["baseline"];
+    assert!(b["gb_s"].as_f64().is_some_and(|g| g > 0.0), "{b}");
+    let ratio = b["ratio"].as_f64().unwrap();
+    assert!((ratio - r["gb_s"].as_f64().unwrap() / b["gb_s"].as_f64().unwrap()).abs() < 1e-9, "{b}");
+}
+
+#[test]
+fn a_duration_run_and_the_other_formats() {
+    let a = args(&["--op", "write", "--duration", "0.05", "--port", "7603", "--no-progress", "--sweep", "8..32"]);
+    let report = bench::measure(&a).expect("the benchmark runs");
+    assert_eq!(report.results.iter().map(|r| r.size).collect::<Vec<_>>(), [8, 16, 32]);
+    assert!(report.results.iter().all(|r| r.ops > 0));
+    let mut csv = Vec::new();
+    report.write(OutputFormat::Csv, &mut csv).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert_eq!(csv.lines().count(), 4);
+    assert!(csv.lines().nth(1).unwrap().starts_with("mock,mock0,write,8,"));
+    let mut table = Vec::new();
+    report.write(OutputFormat::Table, &mut table).unwrap();
+    assert_eq!(String::from_utf8(table).unwrap().lines().count(), 5);
+}
+
+#[test]
+fn mock_refuses_split_roles_and_verbs_needs_its_build_or_device() {
+    let e = bench::measure(&args(&["--server"])).unwrap_err().to_string();
+    assert!(e.contains("--backend verbs"), "{e}");
+    // Without a device at this address (or without the verbs build) the run fails loudly.
+    let e = bench::measure(&args(&["--backend", "verbs", "--addr", "192.0.2.1", "--no-progress"])).unwrap_err();
+    assert!(!format!("{e:#}").is_empty());
+}
+
+#[test]
+fn the_rpma_binary_prints_the_json_report() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["bench", "--op", "write,send", "--size", "64", "--iters", "20", "--port", "7604", "--json"])
+        .output()
+        .expect("run rpma");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(1), Some("mock")));
+    assert_run(&v["results"][0], "write", 64, 20);
+    assert_run(&v["results"][1], "send", 64, 20);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["bench", "--op", "atomic-write", "--size", "16"])
+        .output()
+        .expect("run rpma");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exactly 8 bytes"));
+}

@@ -1,0 +1,171 @@
+//! The `rpma` binary: help, argument errors (one line, exit 2, never a panic), runtime errors
+//! (one line, exit 1), `demo`, `devices --json`, `scenarios`.
+
+#![cfg(feature = "mock")]
+
+use std::process::{Command, Output};
+
+fn rpma(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rpma")).args(args).env_remove("RUST_BACKTRACE").output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_of_the_command_and_of_every_subcommand() {
+    for args in [
+        &["--help"][..],
+        &["help"],
+        &["demo", "--help"],
+        &["devices", "--help"],
+        &["server", "--help"],
+        &["client", "--help"],
+        &["scenarios", "--help"],
+        &["bench", "--help"],
+        &["help", "client"],
+    ] {
+        let o = rpma(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("Usage: rpma"), "{args:?}: {out}");
+    }
+    let top = stdout(&rpma(&["--help"]));
+    for sub in ["demo", "devices", "server", "client", "scenarios", "bench", "rpma demo -s atomic-write"] {
+        assert!(top.contains(sub), "{sub} missing from --help");
+    }
+    let client = stdout(&rpma(&["client", "--help"]));
+    for opt in ["--scenario", "--backend", "--addr", "--port", "--file", "--word", "--imm", "--rounds", "--retries"] {
+        assert!(client.contains(opt), "{opt} missing from client --help");
+    }
+    let server = stdout(&rpma(&["server", "--help"]));
+    for opt in ["--direct-pmem-write", "--clients", "--srq-rcq", "read-to-volatile", "shared-channel"] {
+        assert!(server.contains(opt), "{opt} missing from server --help");
+    }
+    assert!(rpma(&["--version"]).status.success());
+}
+
+#[test]
+fn bad_arguments_give_one_line_and_exit_code_2() {
+    for args in [
+        &[][..],
+        &["--bogus"],
+        &["frobnicate"],
+        &["demo", "--scenario", "no-such-scenario"],
+        &["demo", "extra"],
+        &["server"],
+        &["server", "--scenario", "connection"],
+        &["client", "-s", "10", "--addr", "10.0.0.1", "--imm", "4294967296"],
+        &["client", "-s", "08", "--addr", "10.0.0.1", "--rounds", "-3"],
+        &["client", "-s", "08", "--addr", "10.0.0.1", "--port", "70000"],
+        &["server", "-s", "06", "--addr", "10.0.0.1", "--clients", "11"],
+        &["devices", "--backend", "infiniband"],
+    ] {
+        let o = rpma(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.starts_with("rpma: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(stdout(&o).is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn runtime_errors_give_one_line_and_exit_code_1() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["server", "-s", "connection", "--backend", "mock", "--addr", "127.0.0.1"],
+            "rpma demo --scenario connection",
+        ),
+        (vec!["client", "-s", "07", "--backend", "mock", "--addr", "127.0.0.1"], "one process"),
+        (vec!["devices", "--addr", "192.0.2.1"], "no mock device owns 192.0.2.1"),
+        #[cfg(not(feature = "verbs"))]
+        (vec!["client", "-s", "01", "--addr", "10.77.0.1"], "--features verbs"),
+        #[cfg(not(feature = "verbs"))]
+        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", "/tmp/x"], "--features verbs"),
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", "/tmp/x"], "--file is not used by connection"),
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--direct-pmem-write"], "flush-to-persistent only"),
+        (vec!["client", "-s", "07", "--addr", "10.77.0.1"], "at least one --word"),
+        (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--word", "x"], "--word is used by"),
+    ];
+    for (args, needle) in cases {
+        let o = rpma(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn demo_runs_every_scenario_and_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = rpma(&["demo", "--dir", dir.path().to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("15 passed, 0 failed"), "{out}");
+    assert_eq!(out.matches("PASS").count(), 15, "{out}");
+    assert!(!out.contains("FAIL"));
+    // The persistent scenarios left their files.
+    for f in ["03-server.pmem", "04-server.pmem", "05-server.pmem", "07-log.pmem", "09-server.pmem"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn demo_of_chosen_scenarios_by_name_and_number() {
+    let o = rpma(&["demo", "-s", "connection", "-s", "07", "--scenario", "12scch"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("3 passed, 0 failed"), "{out}");
+    assert!(out.contains("atomic-write") && out.contains("shared-channel"));
+}
+
+#[test]
+fn devices_json_parses_and_describes_the_mock_device() {
+    let o = rpma(&["devices", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let devs = v.as_array().unwrap();
+    assert_eq!(devs.len(), 1);
+    let d = &devs[0];
+    assert_eq!(d["name"], "mock0");
+    assert_eq!(d["backend"], "mock");
+    assert!(d["addresses"].as_array().unwrap().iter().any(|a| a == "127.0.0.1"));
+    let c = &d["capabilities"];
+    assert_eq!(c["max_msg_size"], 1u64 << 31);
+    assert_eq!(c["native_flush"], false);
+    assert_eq!(c["native_atomic_write"], false);
+    assert_eq!(c["odp"], false);
+    assert_eq!(c["max_srq_wr"], 1 << 14);
+}
+
+#[test]
+fn devices_text_and_by_address() {
+    let o = rpma(&["devices", "--addr", "10.77.0.1"]);
+    let out = stdout(&o);
+    assert!(o.status.success());
+    for s in ["mock0 (mock)", "max message size:", "native flush:", "native atomic write:", "on-demand paging:", "SRQ:"]
+    {
+        assert!(out.contains(s), "{s}: {out}");
+    }
+}
+
+#[test]
+fn scenarios_lists_all_fifteen() {
+    let o = rpma(&["scenarios"]);
+    let out = stdout(&o);
+    assert!(o.status.success());
+    assert_eq!(out.lines().count(), 16, "{out}");
+    for s in ["01-connection", "13-messages-ping-pong-with-srq", "08srq-simple", "12scch", "flush-to-persistent-gpspm"]
+    {
+        assert!(out.contains(s), "{s}: {out}");
+    }
+}

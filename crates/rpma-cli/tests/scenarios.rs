@@ -1,0 +1,371 @@
+//! Every scenario on the mock: the in-process demo (both sides checked against each other) and
+//! scenario-specific properties (persistence across runs, flush types, limits, bad input).
+
+#![cfg(feature = "mock")]
+
+use std::path::Path;
+
+use rpma::mock::MockFabric;
+use rpma::FlushType;
+use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Scenario, ServerOpts, SrqRcq};
+
+fn demo(s: Scenario) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = s.demo(&MockFabric::new(), &DemoEnv::new(dir.path())).unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
+    assert!(!lines.is_empty());
+    lines
+}
+
+#[test]
+fn s01_connection() {
+    let l = demo(Scenario::Connection);
+    assert!(l.iter().any(|l| l.contains("\"Hello server!\"")), "{l:?}");
+}
+
+#[test]
+fn s02_read_to_volatile() {
+    let l = demo(Scenario::ReadToVolatile);
+    assert!(l.iter().any(|l| l.contains("read 14 bytes: \"Hello client!\"")), "{l:?}");
+}
+
+#[test]
+fn s03_read_to_persistent() {
+    demo(Scenario::ReadToPersistent);
+}
+
+#[test]
+fn s04_write_to_persistent() {
+    demo(Scenario::WriteToPersistent);
+}
+
+#[test]
+fn s05_flush_to_persistent() {
+    demo(Scenario::FlushToPersistent);
+}
+
+#[test]
+fn s06_multiple_connections() {
+    demo(Scenario::MultipleConnections);
+}
+
+#[test]
+fn s07_atomic_write() {
+    demo(Scenario::AtomicWrite);
+}
+
+#[test]
+fn s08_messages_ping_pong() {
+    demo(Scenario::MessagesPingPong);
+}
+
+#[test]
+fn s09_flush_to_persistent_gpspm() {
+    demo(Scenario::FlushToPersistentGpspm);
+}
+
+#[test]
+fn s10_send_with_imm() {
+    let l = demo(Scenario::SendWithImm);
+    assert!(l.iter().any(|l| l.contains("(0 bytes) with immediate data 42")), "{l:?}");
+}
+
+#[test]
+fn s11_write_with_imm() {
+    demo(Scenario::WriteWithImm);
+}
+
+#[test]
+fn s12_receive_completion_queue() {
+    demo(Scenario::ReceiveCompletionQueue);
+}
+
+#[test]
+fn s13_messages_ping_pong_with_srq() {
+    demo(Scenario::MessagesPingPongWithSrq);
+}
+
+#[test]
+fn srq_ping_pong_all_completion_placements() {
+    let l = demo(Scenario::SrqPingPong);
+    for cq in ["SRQ's receive CQ", "connection's main CQ", "connection's receive CQ"] {
+        assert!(l.iter().any(|l| l.contains(cq)), "{cq}: {l:?}");
+    }
+}
+
+#[test]
+fn shared_completion_channel() {
+    demo(Scenario::SharedChannel);
+}
+
+#[test]
+fn every_scenario_has_a_distinct_name_and_example() {
+    let mut names: Vec<String> = sc::ALL.iter().map(|s| s.name()).collect();
+    let mut examples: Vec<&str> = sc::ALL.iter().map(|s| s.example()).collect();
+    names.sort();
+    names.dedup();
+    examples.sort_unstable();
+    examples.dedup();
+    assert_eq!((names.len(), examples.len()), (15, 15));
+}
+
+fn one<R: Send + 'static>(f: impl FnOnce() -> anyhow::Result<R> + Send + 'static) -> Vec<ClientFn<R>> {
+    vec![Box::new(f)]
+}
+
+fn env(dir: &Path) -> DemoEnv {
+    DemoEnv::new(dir)
+}
+
+#[test]
+fn s03_the_server_file_keeps_the_value_and_the_client_file_its_translation() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let sfile = dir.path().join("server");
+    let cfile = dir.path().join("client");
+    let mut sent = Vec::new();
+    for round in 0..3 {
+        let (ts, tc) = (t.clone(), t.clone());
+        let mut so = e.server();
+        so.file = Some(sfile.clone());
+        let mut co = e.client();
+        co.file = Some(cfile.clone());
+        let (s, c) = run_pair(
+            move |ready| sc::s03_read_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+            one(move || sc::s03_read_to_persistent::client(&tc, &co)),
+        )
+        .unwrap();
+        // The client's file holds the translation of the previous run: languages alternate.
+        let expected = ["Hello world!", "\u{a1}Hola Mundo!"][round % 2];
+        assert_eq!(c[0].sent, expected, "round {round}");
+        assert_eq!(s.new, expected);
+        // The server's file holds what the previous run read.
+        assert_eq!(s.old, sent.last().map_or("", |v: &String| v.as_str()), "round {round}");
+        assert!(s.persisted);
+        sent.push(s.new.clone());
+    }
+}
+
+#[test]
+fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_deregistration() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let path = dir.path().join("pmem");
+    let mut so = e.server();
+    so.file = Some(path.clone());
+    let co = e.client();
+    let (s, c) = run_pair(
+        move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s05_flush_to_persistent::client(&tc, &co)),
+    )
+    .unwrap();
+    assert_eq!(c[0].flush_type, FlushType::Visibility);
+    assert_eq!(s.new, "Hello world!");
+    // A visibility flush does not make the bytes durable: the file had them only after
+    // deregistration.
+    assert_eq!(s.in_file.as_deref(), Some(""));
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(&file[17..29], b"Hello world!");
+}
+
+#[test]
+fn s05_a_persistent_flush_to_dram_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let mut so = e.server();
+    so.direct_write_to_pmem = true;
+    let co = e.client();
+    let err = run_pair(
+        move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s05_flush_to_persistent::client(&tc, &co)),
+    )
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("client") && msg.contains("rpma_flush"), "{msg}");
+}
+
+#[test]
+fn s06_ten_clients_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let ts = t.clone();
+    let mut so = e.server();
+    so.clients = 10;
+    let clients: Vec<ClientFn<_>> = (0..10)
+        .map(|i| {
+            let tc = t.clone();
+            let mut co = e.client();
+            co.name = Some(format!("client-{i}"));
+            Box::new(move || sc::s06_multiple_connections::client(&tc, &co)) as ClientFn<_>
+        })
+        .collect();
+    let (s, _) =
+        run_pair(move |ready| sc::s06_multiple_connections::server(&ts, &ServerOpts { ready, ..so }), clients).unwrap();
+    let mut names = s.names;
+    names.sort();
+    let mut want: Vec<String> = (0..10).map(|i| format!("client-{i}")).collect();
+    want.sort();
+    assert_eq!(names, want);
+
+    let mut so = e.server();
+    so.clients = 11;
+    let err = sc::s06_multiple_connections::server(&MockFabric::new(), &so).unwrap_err();
+    assert!(format!("{err}").contains("--clients"), "{err}");
+}
+
+#[test]
+fn s07_the_log_file_accumulates_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let path = dir.path().join("log");
+    let mut all = Vec::new();
+    for words in [vec!["one", "two"], vec!["three"]] {
+        let (ts, tc) = (t.clone(), t.clone());
+        let mut so = e.server();
+        so.file = Some(path.clone());
+        let mut co = e.client();
+        co.words = words.iter().map(ToString::to_string).collect();
+        let (s, c) = run_pair(
+            move |ready| sc::s07_atomic_write::server(&ts, &ServerOpts { ready, ..so }),
+            one(move || sc::s07_atomic_write::client(&tc, &co)),
+        )
+        .unwrap();
+        all.extend(words.iter().map(ToString::to_string));
+        assert_eq!(s.words, all);
+        assert_eq!(c[0].flush_type, FlushType::Persistent);
+        assert_eq!(s.used, c[0].used_after);
+    }
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(&file[..8], b"LOG\0\0\0\0\0");
+    assert_eq!(&file[16..30], b"one\0two\0three\0");
+}
+
+#[test]
+fn s07_on_dram_flushes_visibility_and_refuses_no_words_and_a_full_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t.clone());
+    let so = e.server();
+    let mut co = e.client();
+    co.words = vec!["dram".into()];
+    let (s, c) = run_pair(
+        move |ready| sc::s07_atomic_write::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s07_atomic_write::client(&tc, &co)),
+    )
+    .unwrap();
+    assert_eq!(c[0].flush_type, FlushType::Visibility);
+    assert_eq!(s.words, ["dram"]);
+    assert!(!s.pmem);
+
+    let err = sc::s07_atomic_write::client(&MockFabric::new(), &e.client()).unwrap_err();
+    assert!(format!("{err}").contains("--word"));
+
+    let (ts, tc) = (t.clone(), t);
+    let so = e.server();
+    let mut co = e.client();
+    co.words = vec!["x".repeat(600), "y".repeat(600)];
+    let err = run_pair(
+        move |ready| sc::s07_atomic_write::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s07_atomic_write::client(&tc, &co)),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("Log size exhausted"), "{err:#}");
+}
+
+#[test]
+fn s08_zero_rounds_sends_only_i_m_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let so = e.server();
+    let mut co = e.client();
+    co.rounds = 0;
+    let (s, c) = run_pair(
+        move |ready| sc::s08_messages_ping_pong::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s08_messages_ping_pong::client(&tc, &co)),
+    )
+    .unwrap();
+    assert!(s.received.is_empty() && c[0].sent.is_empty());
+}
+
+#[test]
+fn s13_ten_clients_many_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let ts = t.clone();
+    let mut so = e.server();
+    so.clients = 10;
+    let clients: Vec<ClientFn<_>> = (0..10u64)
+        .map(|i| {
+            let tc = t.clone();
+            let mut co = e.client();
+            co.counter = i * 100;
+            co.rounds = 25;
+            Box::new(move || sc::s13_messages_ping_pong_with_srq::client(&tc, &co)) as ClientFn<_>
+        })
+        .collect();
+    let (s, c) =
+        run_pair(move |ready| sc::s13_messages_ping_pong_with_srq::server(&ts, &ServerOpts { ready, ..so }), clients)
+            .unwrap();
+    assert_eq!(s.received.len(), 10);
+    for (i, c) in c.iter().enumerate() {
+        sc::s08_messages_ping_pong::check_exchange(c, 25, i as u64 * 100).unwrap();
+    }
+}
+
+#[test]
+fn srq_ping_pong_many_rounds_in_each_placement() {
+    for mode in [SrqRcq::Srq, SrqRcq::Main, SrqRcq::Conn] {
+        let dir = tempfile::tempdir().unwrap();
+        let e = env(dir.path());
+        let t = MockFabric::new();
+        let (ts, tc) = (t.clone(), t.clone());
+        let mut so = e.server();
+        so.srq_rcq = mode;
+        let mut co = e.client();
+        co.rounds = 40;
+        let (s, c) = run_pair(
+            move |ready| sc::srq_ping_pong::server(&ts, &ServerOpts { ready, ..so }),
+            one(move || sc::srq_ping_pong::client(&tc, &co)),
+        )
+        .unwrap();
+        assert_eq!(s.received.len(), 40, "{mode:?}");
+        sc::s08_messages_ping_pong::check_exchange(&c[0], 40, 0).unwrap();
+    }
+}
+
+#[test]
+fn s09_shared_channel_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let so = e.server();
+    let co = e.client();
+    let (s, c) = run_pair(
+        move |ready| sc::s09_flush_to_persistent_gpspm::server(&ts, &ServerOpts { ready, ..so }, true),
+        one(move || sc::s09_flush_to_persistent_gpspm::client(&tc, &co, true)),
+    )
+    .unwrap();
+    assert_eq!(s.new, "Hello world!");
+    assert_eq!(s.in_file, None);
+    assert_eq!(c[0].response, 0xF01D);
+}
+
+#[test]
+fn a_client_without_a_server_fails_after_its_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut co = env(dir.path()).client();
+    co.retries = 2;
+    let err = Scenario::MessagesPingPong.client(&MockFabric::new(), &co).unwrap_err();
+    assert!(format!("{err:#}").contains("unreachable"), "{err:#}");
+}

@@ -1,0 +1,230 @@
+//! Every `rpma` scenario on a real RDMA device, twice: in one process (the scenario's `demo`:
+//! server and clients in threads on `rpma::verbs::Verbs`, each side checked against the other)
+//! and as separate processes of the built `rpma` binary (`rpma server`, then `rpma client`s).
+//!
+//! The device and address come from `RPMA_TEST_DEVICE` and `RPMA_TEST_ADDR` (the Soft-RoCE VM
+//! of `scripts/softroce/run.sh` exports `rxe0` and `10.77.0.1`; `scripts/test-verbs.sh` runs this
+//! binary there). Without `RPMA_TEST_DEVICE` the binary prints one line saying the tests were
+//! skipped and succeeds (so `cargo test --all-features` passes on hosts without RDMA); with it
+//! set, a missing address or a device that is not there fails the run.
+#![allow(missing_docs)]
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use rpma::generic::Device;
+use rpma::verbs::Verbs;
+use rpma::ContextType;
+use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
+
+/// How long one scenario may take (either way of running it) before it counts as hung.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Env {
+    addr: String,
+    next_port: AtomicU32,
+}
+
+impl Env {
+    fn port(&self) -> String {
+        self.next_port.fetch_add(1, Ordering::Relaxed).to_string()
+    }
+}
+
+/// Checks the environment and the device: `Ok(None)` = skip, `Err` = fail loudly.
+fn env(listing: bool) -> Result<Option<Env>, String> {
+    let dev = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty());
+    let addr = std::env::var("RPMA_TEST_ADDR").ok().filter(|a| !a.is_empty());
+    let Some(dev) = dev else {
+        return Ok(None);
+    };
+    if listing {
+        return Ok(None);
+    }
+    let Some(addr) = addr else {
+        return Err(format!("RPMA_TEST_DEVICE={dev} is set but RPMA_TEST_ADDR is not"));
+    };
+    let d = Device::lookup(&Verbs::new(), &addr, ContextType::Local)
+        .map_err(|e| format!("no RDMA device owns {addr} (RPMA_TEST_ADDR): {e}"))?;
+    if d.name() != dev {
+        return Err(format!("{addr} belongs to device {}, not RPMA_TEST_DEVICE={dev}", d.name()));
+    }
+    eprintln!("CLI scenarios on {dev} ({addr})");
+    // Distinct ports per run (and apart from tests/verbs.rs) so that consecutive runs do not
+    // meet each other's leftovers.
+    let base = 40_000 + (std::process::id() % 200) * 100;
+    Ok(Some(Env { addr, next_port: AtomicU32::new(base) }))
+}
+
+/// Both sides in this process (the scenario's demo), bounded by [`TIMEOUT`].
+fn in_process(s: Scenario, env: &Env) -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let denv = DemoEnv { addr: env.addr.clone(), port: env.port(), dir: dir.path().to_path_buf() };
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name(s.name())
+        .spawn(move || {
+            let _ = tx.send(s.demo(&Verbs::new(), &denv).map_err(|e| format!("{e:#}")));
+        })
+        .map_err(|e| format!("spawning the demo thread: {e}"))?;
+    match rx.recv_timeout(TIMEOUT) {
+        Ok(Ok(lines)) => {
+            if lines.is_empty() {
+                return Err("the demo reported nothing".into());
+            }
+            for l in lines {
+                println!("  {l}");
+            }
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("{}: {e}", s.name()).into()),
+        // A hung demo thread cannot be stopped; the process ends after the other trials.
+        Err(_) => Err(format!("{}: no result after {TIMEOUT:?} (hung)", s.name()).into()),
+    }
+}
+
+/// A process of the `rpma` binary with its output going to a file.
+struct Proc {
+    name: String,
+    child: Child,
+    out: std::path::PathBuf,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    fn spawn(name: &str, dir: &Path, args: &[String]) -> Result<Self, String> {
+        let out = dir.join(format!("{name}.out"));
+        let f = File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let f2 = f.try_clone().map_err(|e| format!("{}: {e}", out.display()))?;
+        let child = Command::new(env!("CARGO_BIN_EXE_rpma"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f)
+            .stderr(f2)
+            .spawn()
+            .map_err(|e| format!("starting rpma {}: {e}", args.join(" ")))?;
+        Ok(Self { name: name.to_owned(), child, out, status: None })
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_else(|e| format!("(cannot read {}: {e})", self.out.display()))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The per-scenario arguments of `scripts/cli-verbs.sh`: server arguments, client arguments and
+/// the number of clients.
+fn scenario_args(s: Scenario, dir: &Path) -> (Vec<String>, Vec<String>, usize) {
+    let file = || vec!["--file".to_owned(), dir.join(format!("{}.pmem", s.name())).display().to_string()];
+    let v = |a: &[&str]| a.iter().map(ToString::to_string).collect::<Vec<_>>();
+    match s {
+        Scenario::ReadToPersistent | Scenario::WriteToPersistent | Scenario::FlushToPersistentGpspm => {
+            (file(), Vec::new(), 1)
+        }
+        Scenario::FlushToPersistent => {
+            let mut a = file();
+            a.push("--direct-pmem-write".into());
+            (a, Vec::new(), 1)
+        }
+        Scenario::AtomicWrite => (file(), v(&["--word", "hello", "--word", "rdma"]), 1),
+        Scenario::SendWithImm => (Vec::new(), v(&["--word", "msg", "--imm", "77"]), 1),
+        Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq => (v(&["--clients", "2"]), Vec::new(), 2),
+        _ => (Vec::new(), Vec::new(), 1),
+    }
+}
+
+/// `rpma server` and then `rpma client`(s) as processes, each bounded by [`TIMEOUT`] (killed when
+/// hung); both outputs are shown on failure.
+fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let port = env.port();
+    let (sargs, cargs, clients) = scenario_args(s, dir.path());
+    let common = |cmd: &str| {
+        let mut a = vec![cmd.to_owned(), "--backend".into(), "verbs".into(), "--addr".into(), env.addr.clone()];
+        a.extend(["--port".into(), port.clone(), "--scenario".into(), s.name()]);
+        a
+    };
+    let mut procs = Vec::new();
+    let mut a = common("server");
+    a.extend(sargs);
+    procs.push(Proc::spawn("server", dir.path(), &a)?);
+    for i in 0..clients {
+        let mut a = common("client");
+        a.extend(cargs.iter().cloned());
+        a.extend(["--retries", "100", "--retry-delay", "200"].map(String::from));
+        procs.push(Proc::spawn(&format!("client{i}"), dir.path(), &a)?);
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    let mut hung = false;
+    while procs.iter().any(|p| p.status.is_none()) {
+        for p in procs.iter_mut().filter(|p| p.status.is_none()) {
+            p.status = p.child.try_wait().map_err(|e| format!("waiting for the {}: {e}", p.name))?;
+        }
+        if Instant::now() > deadline {
+            hung = true;
+            for p in procs.iter_mut().filter(|p| p.status.is_none()) {
+                let _ = p.child.kill();
+                p.status = p.child.wait().ok();
+                p.name.push_str(" (killed: hung)");
+            }
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let ok = !hung && procs.iter().all(|p| p.status.is_some_and(|s| s.success()));
+    let mut report = String::new();
+    for p in &procs {
+        let status = p.status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+        report.push_str(&format!("--- {} ({status}):\n{}", p.name, p.output()));
+    }
+    if ok {
+        print!("{report}");
+        Ok(())
+    } else {
+        Err(format!("{} as two processes failed{}:\n{report}", s.name(), if hung { " (timeout)" } else { "" }).into())
+    }
+}
+
+fn main() {
+    let mut args = Arguments::from_args();
+    let env = match env(args.list) {
+        Ok(Some(e)) => Some(Arc::new(e)),
+        Ok(None) if args.list => None,
+        Ok(None) => {
+            println!("verbs CLI scenarios skipped: RPMA_TEST_DEVICE unset (run them with scripts/test-verbs.sh)");
+            return;
+        }
+        Err(e) => {
+            eprintln!("verbs CLI scenarios cannot run: {e}");
+            std::process::exit(2);
+        }
+    };
+    // One scenario at a time unless asked otherwise: the soft device is slow and shared.
+    args.test_threads.get_or_insert(1);
+    let mut trials = Vec::new();
+    for s in ALL {
+        for (how, f) in [("in_process", in_process as fn(Scenario, &Env) -> Result<(), Failed>), ("two_processes", two_processes)]
+        {
+            let e = env.clone();
+            trials.push(Trial::test(format!("{how}::{}", s.name()), move || {
+                let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+                f(s, &e)
+            }));
+        }
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
