@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Runs every test of rpma-rs: formatting, lints, the conformance suite on the mock, the per-rule
 # and property tests, the examples and doc tests, and the dependency guard of the default build.
-# Usage: scripts/test-all.sh   (from anywhere; needs only the Rust toolchain today)
+# On Soft-RoCE in a QEMU VM (scripts/test-verbs.sh): the verbs backend's conformance suite, the
+# wire interop with the C librpma and the process-death tests.
+# Usage: scripts/test-all.sh   (from anywhere; the system packages it needs are installed when run
+# as root, else named: see scripts/test-verbs.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s ==\n' "$*"; }
 
+step "system packages (verbs backend build, C librpma, the Soft-RoCE VM)"
+scripts/test-verbs.sh --install-deps
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "coverage docs: every test cited in docs/errors.md and docs/upstream-tests.md exists"
+scripts/check-coverage-docs.sh
 
 step "cargo clippy (all targets, all features)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -27,8 +36,13 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-features 2>&1 | tee "$log"
 
+step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
+scripts/test-verbs.sh 2>&1 | tee -a "$log"
+
 step "examples run"
 cargo run -q --example write_flush_send
+step "the README's first command: rpma demo"
+cargo run -q -p rpma-cli -- demo >/dev/null
 
 # One closing line for the whole run: the sum over every test binary above.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
