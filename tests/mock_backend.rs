@@ -584,9 +584,12 @@ fn conn_disconnect__disconnect_fails() {
     assert_eq!(p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     p.client.write(None, 0, None, 0, 0, ALWAYS, 1).unwrap();
     assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     p.client.disconnect().unwrap();
-    assert_eq!(next_event(&p.client), ConnEvent::Closed);
+    assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(next_event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    assert_eq!(next_event(&p.client), ConnEvent::Closed);
 }
 
 #[test]
@@ -602,9 +605,12 @@ fn conn_delete__destroy_fails() {
         let cfg = ConnCfg::new();
         cfg.set_rcq_size(4).set_compl_channel(true);
         let p = pair_with(&f, Some(&cfg), None);
+        // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
         p.client.disconnect().unwrap();
-        assert_eq!(next_event(&p.client), ConnEvent::Closed);
+        assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
         assert_eq!(next_event(&p.server), ConnEvent::Closed);
+        p.server.disconnect().unwrap();
+        assert_eq!(next_event(&p.client), ConnEvent::Closed);
         arm(&f, name, EIO);
         assert_provider(p.client.delete(), EIO, "rpma_conn_delete");
         f.faults().disarm();
@@ -896,9 +902,9 @@ fn flow(f: &MockFabric) -> rpma::Result<()> {
     }
 
     client.disconnect()?;
-    wait_event(&client, ConnEvent::Closed)?;
     wait_event(&server, ConnEvent::Closed)?;
     server.disconnect()?;
+    wait_event(&client, ConnEvent::Closed)?;
     client.delete()?;
     server.delete()?;
     ep.shutdown()?;
@@ -1052,6 +1058,7 @@ fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
     }
     server.disconnect()?;
     wait_event(&client, ConnEvent::Closed)?;
+    client.disconnect()?;
     wait_event(&server, ConnEvent::Closed)?;
     client.delete()?;
     server.delete()?;
@@ -1220,9 +1227,12 @@ fn conn_disconnect__after_error_completion() {
     let bad = MrRemote::from_descriptor(&desc).unwrap();
     fx.p.client.read(Some(&fx.src), 0, Some(&bad), 0, 8, ALWAYS, 1).unwrap();
     assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
+    // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     fx.p.client.disconnect().unwrap();
-    assert_eq!(next_event(&fx.p.client), ConnEvent::Closed);
+    assert_eq!(fx.p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(next_event(&fx.p.server), ConnEvent::Closed);
+    fx.p.server.disconnect().unwrap();
+    assert_eq!(next_event(&fx.p.client), ConnEvent::Closed);
 }
 
 #[test]
@@ -1235,9 +1245,12 @@ fn conn_next_event__peer_disconnects_after_error_completion() {
     let bad = MrRemote::from_descriptor(&desc).unwrap();
     fx.p.client.read(Some(&fx.src), 0, Some(&bad), 0, 8, ALWAYS, 1).unwrap();
     assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
+    // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     fx.p.server.disconnect().unwrap();
-    assert_eq!(next_event(&fx.p.server), ConnEvent::Closed);
+    assert_eq!(fx.p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(next_event(&fx.p.client), ConnEvent::Closed);
+    fx.p.client.disconnect().unwrap();
+    assert_eq!(next_event(&fx.p.server), ConnEvent::Closed);
 }
 
 #[test]
@@ -1247,9 +1260,12 @@ fn conn_next_event__unexpected_event() {
     assert_kind(p.client.next_event(), ErrorKind::Unknown, "rpma_conn_next_event");
     // The event was consumed; the connection goes on.
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
+    // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     p.client.disconnect().unwrap();
-    assert_eq!(next_event(&p.client), ConnEvent::Closed);
+    assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(next_event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    assert_eq!(next_event(&p.client), ConnEvent::Closed);
 }
 
 #[test]
@@ -1845,9 +1861,12 @@ fn conn_delete__faults_first_error_wins() {
     // then munmap (→ Inval).
     fn scenario(f: &MockFabric, arm: &dyn Fn()) -> rpma::Result<()> {
         let p = pair_with(f, Some(&full_cfg()), None);
+        // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
         p.client.disconnect()?;
-        assert_eq!(next_event(&p.client), ConnEvent::Closed);
+        assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
         assert_eq!(next_event(&p.server), ConnEvent::Closed);
+        p.server.disconnect()?;
+        assert_eq!(next_event(&p.client), ConnEvent::Closed);
         arm();
         let r = p.client.delete();
         f.faults().disarm();

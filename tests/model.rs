@@ -151,6 +151,8 @@ struct Model {
     local: Vec<u8>,
     error: [bool; 2],
     closed: [bool; 2],
+    /// The side disconnected first and waits for the peer's answer to see CLOSED.
+    disconnecting: [bool; 2],
     events: [VecDeque<ConnEvent>; 2],
     cq: [Queue; 2],
     posted: u64,
@@ -175,6 +177,7 @@ impl Model {
             local: vec![0; SZ],
             error: [false; 2],
             closed: [false; 2],
+            disconnecting: [false; 2],
             events: [VecDeque::new(), VecDeque::new()],
             cq: [q(), q()],
             posted: 0,
@@ -219,6 +222,24 @@ impl Model {
         if !std::mem::replace(&mut self.closed[idx(s)], true) {
             self.enter_error(s);
             self.events[idx(s)].push_back(ev);
+        }
+    }
+
+    /// `disconnect` on side `s` (RDMA CM's order): answering the peer's disconnect closes both
+    /// sides; starting one puts this side in error and closes the peer, and this side's CLOSED
+    /// waits for the peer's answer.
+    fn disconnect(&mut self, s: Side) {
+        let peer = match s {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        };
+        if self.disconnecting[idx(peer)] {
+            self.hang_up(s, ConnEvent::Closed);
+            self.hang_up(peer, ConnEvent::Closed);
+        } else if !self.closed[idx(s)] {
+            self.disconnecting[idx(s)] = true;
+            self.enter_error(s);
+            self.hang_up(peer, ConnEvent::Closed);
         }
     }
 
@@ -526,13 +547,11 @@ fn apply(s: &mut Sut, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
         }
         Op::DisconnectClient => {
             s.client.disconnect().map_err(|e| TestCaseError::fail(e.to_string()))?;
-            m.hang_up(Side::Client, ConnEvent::Closed);
-            m.hang_up(Side::Server, ConnEvent::Closed);
+            m.disconnect(Side::Client);
         }
         Op::DisconnectServer => {
             s.server.disconnect().map_err(|e| TestCaseError::fail(e.to_string()))?;
-            m.hang_up(Side::Server, ConnEvent::Closed);
-            m.hang_up(Side::Client, ConnEvent::Closed);
+            m.disconnect(Side::Server);
         }
         Op::CutLink => {
             s.client.raw().cut_link();

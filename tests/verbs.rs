@@ -106,7 +106,6 @@ mod verbs_only {
     pub fn cases() -> Vec<Case<VerbsBackend>> {
         vec![
             ("verbs_only__write_bad_rkey_remote_access_error", write_bad_rkey as fn(&VerbsBackend)),
-            ("verbs_only__disconnect_closed_both_sides", disconnect_closed),
             ("verbs_only__peer_deleted_closed", peer_deleted_closed),
             ("verbs_only__no_listener_event", no_listener_event),
         ]
@@ -174,22 +173,6 @@ mod verbs_only {
         assert_eq!(wc.wr_id, 8);
         assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");
         assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0u8; 64]);
-    }
-
-    /// `rdma_disconnect` on one side sends a DREQ: the peer sees DISCONNECTED (CLOSED) at once,
-    /// while the initiator's DISCONNECTED waits for the peer's DREP (its `rdma_disconnect`).
-    fn disconnect_closed(b: &VerbsBackend) {
-        let t = b.transport();
-        let p = pair(b, &t);
-        p.client.disconnect().unwrap();
-        assert_eq!(next_event(&p.server), ConnEvent::Closed);
-        set_nonblocking(&p.client);
-        let e = p.client.next_event().expect_err("the initiator is not closed before the DREP");
-        assert_eq!(e.kind(), ErrorKind::NoEvent);
-        p.server.disconnect().unwrap();
-        assert_eq!(next_event(&p.client), ConnEvent::Closed);
-        p.client.delete().unwrap();
-        p.server.delete().unwrap();
     }
 
     /// The peer deletes its connection without disconnecting first: librdmacm sends a DREQ

@@ -74,6 +74,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_get_event_fd__readable_on_event,
         conn_disconnect__success,
         conn_disconnect__success_passive_side,
+        conn_disconnect__initiator_closed_after_peer_answers,
         conn_delete__success_after_closed,
         conn_delete__peer_gets_CLOSED,
         conn_drop__peer_gets_CLOSED,
@@ -711,6 +712,20 @@ fn conn_disconnect__success<B: Backend>(b: &B) {
     let p = pair(b, &t);
     p.client.disconnect().unwrap();
     assert_eq!(event(&p.server), ConnEvent::Closed);
+    p.server.disconnect().unwrap();
+    assert_eq!(event(&p.client), ConnEvent::Closed);
+    p.client.delete().unwrap();
+    p.server.delete().unwrap();
+}
+
+/// `rdma_disconnect` sends a DREQ: the peer sees CLOSED at once, the initiator only once the
+/// peer has disconnected too (its DREP). The mock models the same order.
+fn conn_disconnect__initiator_closed_after_peer_answers<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    p.client.disconnect().unwrap();
+    assert_eq!(event(&p.server), ConnEvent::Closed);
+    assert_no_event(&p.client);
     p.server.disconnect().unwrap();
     assert_eq!(event(&p.client), ConnEvent::Closed);
     p.client.delete().unwrap();

@@ -107,6 +107,9 @@ pub(crate) struct QpShared {
     established: AtomicBool,
     /// The connection was closed or lost on this side (its event was queued).
     closed: AtomicBool,
+    /// This side called `disconnect` first (a DREQ is out): its own CLOSED event waits until
+    /// the peer disconnects too or goes away, as with RDMA CM.
+    disconnecting: AtomicBool,
     send_cq: Arc<CqShared>,
     recv_cq: Arc<CqShared>,
     rq: Option<Mutex<RecvSide>>,
@@ -295,6 +298,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         state: AtomicU8::new(INIT),
         established: AtomicBool::new(false),
         closed: AtomicBool::new(false),
+        disconnecting: AtomicBool::new(false),
         send_cq: Arc::clone(&cq.shared),
         recv_cq,
         rq,
@@ -410,9 +414,10 @@ impl MockQp {
                 first = r;
             }
         };
-        // The peer sees the connection close, as when a process destroys a connected id.
+        // The peer sees the connection close, as when a process destroys a connected id; a
+        // peer waiting for this side to answer its disconnect gets its CLOSED now.
         if let Some(r) = s.remote() {
-            if !s.closed.swap(true, Ordering::AcqRel) {
+            if !s.closed.swap(true, Ordering::AcqRel) || r.disconnecting.load(Ordering::Acquire) {
                 r.hang_up(CmEvent::Disconnected);
             }
         }
@@ -658,11 +663,22 @@ impl QpBackend<MockFabric> for MockQp {
         let s = &self.shared;
         s.fabric.faults.check("rdma_disconnect")?;
         if s.established.load(Ordering::Acquire) {
-            // Initiates the disconnect, or completes one the peer initiated (then a no-op).
-            let r = s.remote();
-            s.hang_up(CmEvent::Disconnected);
-            if let Some(r) = r {
-                r.hang_up(CmEvent::Disconnected);
+            match s.remote() {
+                // Answers a disconnect the peer started: both sides are closed now.
+                Some(r) if r.disconnecting.load(Ordering::Acquire) => {
+                    s.hang_up(CmEvent::Disconnected);
+                    r.hang_up(CmEvent::Disconnected);
+                }
+                // Starts one: the QP leaves the connected state at once and the peer sees
+                // CLOSED; this side's own CLOSED comes when the peer disconnects too (or goes
+                // away), as RDMA CM reports it.
+                Some(r) if !s.closed.load(Ordering::Acquire) => {
+                    s.disconnecting.store(true, Ordering::Release);
+                    s.to_error();
+                    r.hang_up(CmEvent::Disconnected);
+                }
+                // The peer is gone, or this side is already closed (lost link).
+                _ => s.hang_up(CmEvent::Disconnected),
             }
             return Ok(());
         }
