@@ -693,7 +693,8 @@ impl QpBackend<Verbs> for VerbsQp {
             }
         } else {
             // SAFETY: a live id (synchronous until now) and our live channel.
-            if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(self.id.as_ptr(), self.evch.as_ptr()) }) != 0 {
+            if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(self.id.as_ptr(), self.evch.as_ptr()) }) != 0
+            {
                 return Err(Error::provider("rdma_migrate_id", errno()));
             }
             // SAFETY: a live, resolved id with its QP; `param` lives across the call.
@@ -944,7 +945,9 @@ impl SrqBackend<Verbs> for VerbsSrq {
             };
             let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
             // SAFETY: a live SRQ; one initialised work request whose SGE lives across the call.
-            let r = call!("ibv_post_srq_recv", errno(), unsafe { ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad) });
+            let r = call!("ibv_post_srq_recv", errno(), unsafe {
+                ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad)
+            });
             if r == 0 {
                 Ok(())
             } else {

@@ -48,6 +48,12 @@
 //! read and write support. `advise_mr` is reported where ODP is (prefetching only applies to
 //! on-demand-paged regions); elsewhere `ibv_advise_mr` fails with `EOPNOTSUPP` → `NoSupp`.
 //! `max_inline_data` is the inline size this backend gives its QPs (8, as librpma).
+//!
+//! ## Fault injection (tests only)
+//! With feature `fault-injection` (off by default; the facade's `verbs` feature does not enable
+//! it, its `verbs-fault-injection` feature does) every provider call that can fail goes through
+//! a check that a test can arm to fail the n-th call, and live-resource counters are kept: see
+//! the `faults` module. Without the feature the call sites are the plain C calls.
 
 mod cm;
 mod cq;

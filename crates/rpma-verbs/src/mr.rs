@@ -287,7 +287,8 @@ impl MrBackend for VerbsMr {
         };
         // SAFETY: the PD is alive; `sge` describes a range inside this registration (validated
         // by rpma-core) and lives across the call.
-        let r = call!("ibv_advise_mr", errno(), unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), adv, flags, &mut sge, 1) });
+        let r =
+            call!("ibv_advise_mr", errno(), unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), adv, flags, &mut sge, 1) });
         match ret_errno(r) {
             0 => Ok(()),
             libc::EOPNOTSUPP => Err(Error::new(ErrorKind::NoSupp, OP)),
