@@ -45,7 +45,11 @@ fn assert_run(r: &Value, op: &str, size: u64, ops: u64) {
     assert!((mb / 1000.0 - gb).abs() <= gb * 1e-9 + 1e-12, "{r}");
     assert!((rate * secs - ops as f64).abs() <= ops as f64 * 1e-6 + 1e-6, "{r}");
     assert!((gb * 1e9 - rate * size as f64).abs() <= gb * 1e3 + 1e-3, "{r}");
-    let kind = if matches!(op, "send" | "send-imm" | "write-imm") { "half_round_trip" } else { "completion" };
+    let kind = if matches!(op, "send" | "send-imm" | "write-imm" | "write-pingpong") {
+        "half_round_trip"
+    } else {
+        "completion"
+    };
     assert_eq!(r["latency_kind"], kind);
 }
 
@@ -105,6 +109,78 @@ fn atomic_write_with_several_connections_threads_and_a_baseline() {
     assert!(b["gb_s"].as_f64().is_some_and(|g| g > 0.0), "{b}");
     let ratio = b["ratio"].as_f64().unwrap();
     assert!((ratio - r["gb_s"].as_f64().unwrap() / b["gb_s"].as_f64().unwrap()).abs() < 1e-9, "{b}");
+}
+
+#[test]
+fn write_pingpong_runs_and_the_server_returns_to_echoing() {
+    // 300 iterations wrap the one-byte ping number; the send and write after it run on the same
+    // connections, so the server must have left the ping-pong.
+    let v = json_of(&[
+        "--op",
+        "write-pingpong,send,write",
+        "--size",
+        "1,8,4K",
+        "--iters",
+        "300",
+        "--warmup",
+        "5",
+        "--conns",
+        "2",
+        "--port",
+        "7605",
+        "--no-progress",
+    ]);
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 9);
+    let mut i = 0;
+    for op in ["write-pingpong", "send", "write"] {
+        for size in [1, 8, 4096] {
+            assert_run(&results[i], op, size, 600);
+            assert_eq!(results[i]["qd"], 1);
+            i += 1;
+        }
+    }
+}
+
+#[test]
+fn selective_signaling_counts_every_operation() {
+    // 103 is no multiple of the batch (5): the last operation is signaled to retire the rest.
+    let v = json_of(&[
+        "--op",
+        "write,read,write-flush",
+        "--size",
+        "8",
+        "--iters",
+        "103",
+        "--warmup",
+        "7",
+        "--qd",
+        "16",
+        "--cq-mod",
+        "5",
+        "--port",
+        "7606",
+        "--no-progress",
+    ]);
+    for (r, op) in v["results"].as_array().expect("results").iter().zip(["write", "read", "write-flush"]) {
+        assert_run(r, op, 8, 103);
+    }
+    // A time-bound run ends with a signaled operation too.
+    let a = args(&[
+        "--op",
+        "write",
+        "--duration",
+        "0.05",
+        "--qd",
+        "32",
+        "--cq-mod",
+        "100",
+        "--port",
+        "7607",
+        "--no-progress",
+    ]);
+    let report = bench::measure(&a).expect("the benchmark runs");
+    assert!(report.results[0].ops > 0);
 }
 
 #[test]

@@ -1,11 +1,21 @@
 //! The measurement: server and client sides, generic over the transport.
 //!
 //! Protocol: the client's connection private data says what it needs (largest size, queue
-//! depth: `u64` + `u32`, little endian); the server answers with the descriptor of its target
-//! region and its peer configuration (direct write to PMem, so persistent flushes are allowed).
-//! Both sides keep `qd` receives posted; the server echoes every message with a send of the
-//! same size and stops serving a connection on a zero-length send with immediate data
-//! [`STOP_IMM`], after which the client disconnects.
+//! depth: `u64` + `u32`, little endian) followed by the descriptor of its inbox (a region of the
+//! largest size the server writes into for `write-pingpong`); the server answers with the
+//! descriptor of its target region and its peer configuration (direct write to PMem, so
+//! persistent flushes are allowed). The client keeps `qd` receives posted, the server `qd + 1`
+//! (it echoes before re-posting the receive it consumed); the server echoes every message with
+//! a send of the same size and stops serving a connection on a zero-length send with immediate
+//! data [`STOP_IMM`], after which the client disconnects.
+//!
+//! A `write-pingpong` phase starts with a zero-length send with immediate data
+//! [`PINGPONG_BIT`]` | size`: the server clears the last byte of the message in its target
+//! region and answers with a zero-length send. Then the client writes `size` bytes whose last
+//! byte is the iteration number (mod 256) into the server's target region at offset 0; the
+//! server polls that byte in its memory and, on the next number, writes `size` bytes with the
+//! same last byte into the client's inbox, which the client polls (perftest's `ib_write_lat`
+//! scheme). The client ends the phase by writing the number after the next one.
 
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
@@ -28,6 +38,15 @@ use crate::backend::BackendKind;
 
 /// The immediate data of the message that ends a connection's service.
 pub const STOP_IMM: u32 = u32::MAX;
+/// The immediate data bit of the message that starts a `write-pingpong` phase (the low bits are
+/// the message size).
+pub const PINGPONG_BIT: u32 = 1 << 31;
+/// The `wr_id` of the writes of a `write-pingpong`.
+const PP_ID: u64 = 1 << 59;
+/// The `wr_id` of the message starting a `write-pingpong` phase.
+const PP_CTL_ID: u64 = SEND_TAG | (1 << 41);
+/// Request private data: size, queue depth, the client's inbox descriptor.
+const REQUEST_LEN: usize = 12 + MR_DESCRIPTOR_SIZE;
 const RECV_TAG: u64 = 1 << 62;
 const SEND_TAG: u64 = 1 << 61;
 const STOP_ID: u64 = SEND_TAG | (1 << 40);
@@ -59,24 +78,28 @@ const fn slot_offset(slot: usize, size: usize, region: usize) -> usize {
     }
 }
 
-fn request_pdata(max: usize, qd: usize) -> [u8; 12] {
-    let mut p = [0u8; 12];
+fn request_pdata(max: usize, qd: usize, inbox: &[u8]) -> [u8; REQUEST_LEN] {
+    let mut p = [0u8; REQUEST_LEN];
     p[..8].copy_from_slice(&(max as u64).to_le_bytes());
-    p[8..].copy_from_slice(&(qd as u32).to_le_bytes());
+    p[8..12].copy_from_slice(&(qd as u32).to_le_bytes());
+    let n = inbox.len().min(MR_DESCRIPTOR_SIZE);
+    p[12..12 + n].copy_from_slice(&inbox[..n]);
     p
 }
 
-/// Reads a client's request (untrusted: bounded like the command line).
-fn parse_request(p: &[u8]) -> Result<(usize, usize)> {
-    let (Some(m), Some(q)) = (p.get(..8), p.get(8..12)) else {
+/// Reads a client's request (untrusted: bounded like the command line): size, queue depth and
+/// the client's inbox.
+fn parse_request(p: &[u8]) -> Result<(usize, usize, MrRemote)> {
+    let (Some(m), Some(q), Some(d)) = (p.get(..8), p.get(8..12), p.get(12..REQUEST_LEN)) else {
         bail!("the client's private data is too short ({} bytes) for a benchmark request", p.len());
     };
+    let inbox = MrRemote::from_descriptor(d).context("the client's inbox descriptor")?;
     let max = u64::from_le_bytes(m.try_into().expect("8 bytes"));
     let qd = u32::from_le_bytes(q.try_into().expect("4 bytes"));
     if max == 0 || max > MAX_SIZE as u64 || qd == 0 || qd as usize > MAX_QD {
         bail!("the client asks for size {max} and queue depth {qd}: outside 1..=1G and 1..={MAX_QD}");
     }
-    Ok((max as usize, qd as usize))
+    Ok((max as usize, qd as usize, inbox))
 }
 
 fn conn_cfg<T: Transport>(qd: usize) -> ConnCfg<T> {
@@ -99,13 +122,30 @@ fn check(wc: &Wc, who: &str) -> Result<()> {
 /// One accepted connection with its memory.
 struct Served<T: Transport> {
     conn: Conn<T>,
-    _target: MrLocal<T>,
+    target: MrLocal<T>,
+    /// Receive slots `0..=qd`, then one send/write source buffer.
     msgs: MrLocal<T>,
+    /// The client's inbox (`write-pingpong`).
+    inbox: MrRemote,
     max: usize,
     qd: usize,
+    busy_poll: bool,
 }
 
-fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, qd_limit: usize, abort: &AtomicBool) -> Result<Served<T>> {
+impl<T: Transport> Served<T> {
+    /// The offset of the buffer echoes and pongs are sent from.
+    const fn source(&self) -> usize {
+        (self.qd + 1) * self.max
+    }
+}
+
+fn accept<T: Transport>(
+    peer: &Peer<T>,
+    ep: &Ep<T>,
+    qd_limit: usize,
+    busy_poll: bool,
+    abort: &AtomicBool,
+) -> Result<Served<T>> {
     // Wait for a request, giving up when the client side failed (loopback).
     loop {
         if abort.load(Ordering::Acquire) {
@@ -118,9 +158,9 @@ fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, qd_limit: usize, abort: &Ato
     }
     let cfg = conn_cfg::<T>(qd_limit);
     let req = ep.next_conn_req(Some(&cfg)).context("receiving a connection request")?;
-    let (max, qd) = match parse_request(req.private_data()) {
-        Ok((max, qd)) if qd <= qd_limit => (max, qd),
-        Ok((_, qd)) => {
+    let (max, qd, inbox) = match parse_request(req.private_data()) {
+        Ok((max, qd, inbox)) if qd <= qd_limit => (max, qd, inbox),
+        Ok((_, qd, _)) => {
             let _ = req.delete();
             bail!("a client asks for queue depth {qd}, above this server's --qd {qd_limit}");
         }
@@ -131,8 +171,10 @@ fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, qd_limit: usize, abort: &Ato
     };
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
     let target = peer.alloc_mr(region_len(max, qd), usage).context("registering the target region")?;
-    let msgs = peer.alloc_mr(2 * qd * max, Usage::RECV | Usage::SEND).context("registering message buffers")?;
-    for slot in 0..qd {
+    let msgs = peer
+        .alloc_mr((qd + 2) * max, Usage::RECV | Usage::SEND | Usage::WRITE_SRC)
+        .context("registering message buffers")?;
+    for slot in 0..=qd {
         req.recv(&msgs, slot * max, max, RECV_TAG | slot as u64).context("posting a receive")?;
     }
     let pcfg = PeerCfg::new();
@@ -144,7 +186,77 @@ fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, qd_limit: usize, abort: &Ato
         ConnEvent::Established => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
-    Ok(Served { conn, _target: target, msgs, max, qd })
+    Ok(Served { conn, target, msgs, inbox, max, qd, busy_poll })
+}
+
+/// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
+fn pingpong_wc(wc: &Wc) -> Result<()> {
+    check(wc, "server")?;
+    if wc.wr_id & RECV_TAG != 0 {
+        bail!("server: the client sent a message during a write ping-pong");
+    }
+    Ok(())
+}
+
+/// Serves a `write-pingpong` phase of `size`-byte messages (see the module's documentation).
+fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
+    if size == 0 || size > s.max || (s.inbox.len() as usize) < size {
+        bail!("server: the client asks for a write ping-pong of {size} B, outside 1..={} and its inbox", s.max);
+    }
+    let at = size - 1;
+    let src = s.source();
+    s.target.write(at, &[0]).context("server: clearing the ping-pong byte")?;
+    s.conn.send(None, 0, 0, CompletionFlags::ALWAYS, PP_CTL_ID).context("server: answering a ping-pong start")?;
+    let mut wcs = [Wc::EMPTY; WC_BATCH];
+    let mut prev = 0u8;
+    let mut byte = [0u8; 1];
+    let mut idle = 0u32;
+    loop {
+        s.target.read(at, &mut byte).context("server: reading the ping-pong byte")?;
+        let v = byte[0];
+        if v == prev {
+            idle = idle.wrapping_add(1);
+            if idle % SERVER_SPINS == 0 {
+                // A broken connection flushes the posted receives: look now and then.
+                match s.conn.cq().get_wc(&mut wcs) {
+                    Ok(n) => wcs[..n].iter().try_for_each(pingpong_wc)?,
+                    Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+                    Err(e) => return Err(e).context("server: polling"),
+                }
+                if !s.busy_poll {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+            continue;
+        }
+        idle = 0;
+        if v == prev.wrapping_add(2) {
+            return Ok(()); // the end of the phase
+        }
+        if v != prev.wrapping_add(1) {
+            bail!("server: write ping-pong number {v} after {prev}");
+        }
+        prev = v;
+        s.msgs.write(src + at, &[v]).context("server: writing the pong byte")?;
+        s.conn
+            .write(Some(&s.inbox), 0, Some(&s.msgs), src, size, CompletionFlags::ALWAYS, PP_ID)
+            .context("server: writing a pong")?;
+        'wait: loop {
+            match s.conn.cq().get_wc(&mut wcs) {
+                Ok(n) => {
+                    for wc in &wcs[..n] {
+                        pingpong_wc(wc)?;
+                        if wc.wr_id == PP_ID {
+                            break 'wait;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NoCompletion => std::hint::spin_loop(),
+                Err(e) => return Err(e).context("server: polling"),
+            }
+        }
+    }
 }
 
 /// Echoes messages until the stop message, then waits for the client to disconnect.
@@ -157,7 +269,7 @@ fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::NoCompletion => {
                 idle += 1;
-                if idle < SERVER_SPINS {
+                if s.busy_poll || idle < SERVER_SPINS {
                     std::hint::spin_loop();
                 } else if idle < SERVER_SPINS + SERVER_YIELDS {
                     std::thread::yield_now();
@@ -176,15 +288,23 @@ fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             if wc.wr_id & RECV_TAG == 0 {
                 continue; // an echo's send completion
             }
-            if wc.imm_data == Some(STOP_IMM) {
-                break 'serve;
-            }
             let slot = (wc.wr_id & !RECV_TAG) as usize;
-            s.conn.recv(Some(&s.msgs), slot * s.max, s.max, wc.wr_id).context("server: posting a receive")?;
+            match wc.imm_data {
+                Some(STOP_IMM) => break 'serve,
+                Some(imm) if imm & PINGPONG_BIT != 0 => {
+                    s.conn.recv(Some(&s.msgs), slot * s.max, s.max, wc.wr_id).context("server: posting a receive")?;
+                    pingpong(&s, (imm & !PINGPONG_BIT) as usize)?;
+                    continue;
+                }
+                _ => {}
+            }
+            // Echo first, then re-post the receive: `qd + 1` receives are posted, so the client
+            // (at most `qd` messages in flight) always finds one.
             let len = (wc.byte_len as usize).min(s.max);
             let src = (len > 0).then_some(&s.msgs);
-            let off = if len > 0 { (s.qd + slot) * s.max } else { 0 };
+            let off = if len > 0 { s.source() } else { 0 };
             s.conn.send(src, off, len, CompletionFlags::ALWAYS, SEND_TAG | slot as u64).context("server: echoing")?;
+            s.conn.recv(Some(&s.msgs), slot * s.max, s.max, wc.wr_id).context("server: posting a receive")?;
         }
     }
     match s.conn.next_event().context("server: waiting for the disconnect")? {
@@ -196,11 +316,11 @@ fn serve<T: Transport>(s: Served<T>) -> Result<()> {
 }
 
 /// Accepts `conns` connections and serves each on its own thread.
-fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, conns: usize, qd: usize, abort: &AtomicBool) -> Result<()> {
+fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
     std::thread::scope(|sc| {
         let mut handles = Vec::new();
-        for _ in 0..conns {
-            let served = accept(peer, ep, qd, abort)?;
+        for _ in 0..plan.conns {
+            let served = accept(peer, ep, plan.qd, plan.busy_poll, abort)?;
             handles.push(sc.spawn(move || serve(served)));
         }
         for h in handles {
@@ -219,20 +339,33 @@ struct Lane<T: Transport> {
     local: MrLocal<T>,
     msgs: MrLocal<T>,
     remote: MrRemote,
+    /// Where the server writes its pongs (`write-pingpong`).
+    inbox: MrLocal<T>,
     region: usize,
     max: usize,
     qd: usize,
-    /// Post times of the operations in flight, oldest at `head` (completions come in order).
-    posted_at: Vec<Instant>,
+    /// The signaled operations in flight, oldest at `head` (completions come in order): post
+    /// time and how many operations its completion retires (itself and the unsignaled ones
+    /// posted before it).
+    batches: Vec<(Instant, usize)>,
     head: usize,
+    /// Signaled operations in flight.
+    pending: usize,
+    /// Unsignaled operations posted after the last signaled one.
+    open: usize,
+    /// Operations in flight (signaled or not).
     inflight: usize,
     seq: u64,
+    /// `write-pingpong`: the number of the last ping, whether its write has completed.
+    pp_seq: u8,
+    pp_written: bool,
 }
 
 fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: usize, qd: usize) -> Result<Lane<T>> {
     let cfg = conn_cfg::<T>(qd);
+    let inbox = peer.alloc_mr(max, Usage::WRITE_DST).context("registering the inbox")?;
     let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
-    let conn = req.connect(Some(&request_pdata(max, qd))).context("connecting")?;
+    let conn = req.connect(Some(&request_pdata(max, qd, &inbox.descriptor()))).context("connecting")?;
     match conn.next_event().context("waiting for the connection")? {
         ConnEvent::Established => {}
         ev => bail!("client: the connection was not established: {ev:?}"),
@@ -257,7 +390,24 @@ fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: usize, qd: 
         conn.recv(Some(&msgs), slot * max, max, RECV_TAG | slot as u64).context("posting a receive")?;
     }
     let now = Instant::now();
-    Ok(Lane { conn, local, msgs, remote, region, max, qd, posted_at: vec![now; qd], head: 0, inflight: 0, seq: 0 })
+    Ok(Lane {
+        conn,
+        local,
+        msgs,
+        remote,
+        inbox,
+        region,
+        max,
+        qd,
+        batches: vec![(now, 0); qd],
+        head: 0,
+        pending: 0,
+        open: 0,
+        inflight: 0,
+        seq: 0,
+        pp_seq: 0,
+        pp_written: false,
+    })
 }
 
 /// When a phase ends.
@@ -268,11 +418,18 @@ enum Stop {
 }
 
 impl<T: Transport> Lane<T> {
-    fn post(&mut self, op: Op, size: usize, at: Instant) -> Result<()> {
+    /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
+    /// it) or not (`--cq-mod`).
+    fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
         let slot = (self.seq % self.qd as u64) as usize;
         let off = slot_offset(slot, size, self.region);
         let id = slot as u64;
-        let all = CompletionFlags::ALWAYS;
+        let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
+        if op == Op::WritePingpong {
+            self.pp_seq = self.pp_seq.wrapping_add(1);
+            self.local.write(size - 1, &[self.pp_seq]).context("writing the ping byte")?;
+            self.pp_written = false;
+        }
         let c = &self.conn;
         let (l, r) = (Some(&self.local), Some(&self.remote));
         match op {
@@ -286,17 +443,126 @@ impl<T: Transport> Lane<T> {
             Op::Send => c.send(l, off, size, all, SEND_TAG | id),
             Op::SendImm => c.send_with_imm(l, off, size, all, slot as u32, SEND_TAG | id),
             Op::WriteImm => c.write_with_imm(r, off, l, off, size, all, slot as u32, SEND_TAG | id),
+            Op::WritePingpong => c.write(r, 0, l, 0, size, all, PP_ID),
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
-        let tail = (self.head + self.inflight) % self.qd;
-        self.posted_at[tail] = at;
+        if signaled {
+            let tail = (self.head + self.pending) % self.qd;
+            self.batches[tail] = (at, self.open + 1);
+            self.pending += 1;
+            self.open = 0;
+        } else {
+            self.open += 1;
+        }
         self.inflight += 1;
         self.seq += 1;
         Ok(())
     }
 
+    /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
+    /// `now`; returns how many operations that is.
+    fn retire(&mut self, op: Op, now: Instant, hist: &mut Histogram<u64>, record: bool, wr_id: u64) -> Result<u64> {
+        if self.pending == 0 {
+            bail!("client: a completion ({wr_id:#x}) for no operation in flight");
+        }
+        let (t0, n) = self.batches[self.head];
+        self.head = (self.head + 1) % self.qd;
+        self.pending -= 1;
+        self.inflight -= n;
+        if record {
+            let mut ns = u64::try_from(now.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
+            if op.is_half_round_trip() {
+                ns /= 2;
+            }
+            hist.saturating_record(ns.max(1));
+        }
+        Ok(n as u64)
+    }
+
+    /// Polls until `want` (a send's `wr_id`) has completed and, if `recv`, a message has arrived
+    /// (its receive is re-posted); other completions are errors.
+    fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc]) -> Result<()> {
+        let mut sent = false;
+        while !sent || recv {
+            let n = match self.conn.cq().get_wc(wcs) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::NoCompletion => {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                Err(e) => return Err(e).context("client: polling"),
+            };
+            for wc in &wcs[..n] {
+                check(wc, "client")?;
+                if wc.wr_id == want {
+                    sent = true;
+                } else if wc.wr_id & RECV_TAG != 0 && recv {
+                    let slot = (wc.wr_id & !RECV_TAG) as usize;
+                    self.conn
+                        .recv(Some(&self.msgs), slot * self.max, self.max, wc.wr_id)
+                        .context("posting a receive")?;
+                    recv = false;
+                } else {
+                    bail!("client: unexpected completion {:#x} around a write ping-pong", wc.wr_id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a `write-pingpong` phase: the server clears its byte and answers.
+    fn pingpong_begin(&mut self, size: usize, wcs: &mut [Wc]) -> Result<()> {
+        self.inbox.write(size - 1, &[0]).context("clearing the pong byte")?;
+        self.pp_seq = 0;
+        let imm = PINGPONG_BIT | u32::try_from(size).context("a ping-pong size")?;
+        self.conn.send_with_imm(None, 0, 0, CompletionFlags::ALWAYS, imm, PP_CTL_ID).context("starting a ping-pong")?;
+        self.await_control(PP_CTL_ID, true, wcs)
+    }
+
+    /// Ends a `write-pingpong` phase: the number after the next one.
+    fn pingpong_end(&mut self, size: usize, wcs: &mut [Wc]) -> Result<()> {
+        let end = self.pp_seq.wrapping_add(2);
+        self.local.write(size - 1, &[end]).context("writing the end byte")?;
+        let (r, l) = (Some(&self.remote), Some(&self.local));
+        self.conn.write(r, 0, l, 0, size, CompletionFlags::ALWAYS, PP_ID).context("ending a ping-pong")?;
+        self.await_control(PP_ID, false, wcs)
+    }
+
+    /// `write-pingpong`: completes the ping in flight once its write has completed and the pong
+    /// has arrived in the inbox.
+    fn poll_pingpong(&mut self, size: usize, hist: &mut Histogram<u64>, record: bool, wcs: &mut [Wc]) -> Result<u64> {
+        if !self.pp_written {
+            match self.conn.cq().get_wc(wcs) {
+                Ok(n) => {
+                    for wc in &wcs[..n] {
+                        check(wc, Op::WritePingpong.name())?;
+                        if wc.wr_id != PP_ID {
+                            bail!("client: unexpected completion {:#x} in a write ping-pong", wc.wr_id);
+                        }
+                        self.pp_written = true;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+                Err(e) => return Err(e).context("client: polling"),
+            }
+            if !self.pp_written {
+                return Ok(0);
+            }
+        }
+        let mut byte = [0u8; 1];
+        self.inbox.read(size - 1, &mut byte).context("reading the pong byte")?;
+        if byte[0] != self.pp_seq {
+            return Ok(0);
+        }
+        let now = Instant::now();
+        self.retire(Op::WritePingpong, now, hist, record, PP_ID)
+    }
+
     /// Polls once; returns the operations completed.
-    fn poll(&mut self, op: Op, hist: &mut Histogram<u64>, record: bool, wcs: &mut [Wc]) -> Result<u64> {
+    fn poll(&mut self, op: Op, size: usize, hist: &mut Histogram<u64>, record: bool, wcs: &mut [Wc]) -> Result<u64> {
+        if op == Op::WritePingpong {
+            return self.poll_pingpong(size, hist, record, wcs);
+        }
         let n = match self.conn.cq().get_wc(wcs) {
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::NoCompletion => return Ok(0),
@@ -313,20 +579,7 @@ impl<T: Transport> Lane<T> {
                 let slot = (wc.wr_id & !RECV_TAG) as usize;
                 self.conn.recv(Some(&self.msgs), slot * self.max, self.max, wc.wr_id).context("posting a receive")?;
             }
-            if self.inflight == 0 {
-                bail!("client: a completion ({:#x}) for no operation in flight", wc.wr_id);
-            }
-            let t0 = self.posted_at[self.head];
-            self.head = (self.head + 1) % self.qd;
-            self.inflight -= 1;
-            done += 1;
-            if record {
-                let mut ns = u64::try_from(now.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
-                if op.is_ping_pong() {
-                    ns /= 2;
-                }
-                hist.saturating_record(ns.max(1));
-            }
+            done += self.retire(op, now, hist, record, wc.wr_id)?;
         }
         Ok(done)
     }
@@ -367,38 +620,55 @@ struct Progress {
 }
 
 /// Runs one phase on a thread's lanes; returns the operations completed and the time taken.
+/// `every` operations make a signaled batch (`Plan::signal_every`).
+#[allow(clippy::too_many_arguments)]
 fn drive<T: Transport>(
     lanes: &mut [Lane<T>],
     op: Op,
     size: usize,
+    every: usize,
     stop: Stop,
     hist: &mut Histogram<u64>,
     record: bool,
     progress: &Progress,
 ) -> Result<(u64, Duration)> {
     let mut wcs = [Wc::EMPTY; WC_BATCH];
+    if matches!(stop, Stop::Count(0)) {
+        return Ok((0, Duration::ZERO));
+    }
+    if op == Op::WritePingpong {
+        for lane in lanes.iter_mut() {
+            lane.pingpong_begin(size, &mut wcs)?;
+        }
+    }
     let mut posted = vec![0u64; lanes.len()];
     let mut total = 0u64;
     let mut unreported = 0u64;
     let start = Instant::now();
-    loop {
+    let elapsed = loop {
         let mut busy = false;
         for (lane, posted) in lanes.iter_mut().zip(posted.iter_mut()) {
             while lane.inflight < lane.qd {
                 let at = Instant::now();
-                let more = match stop {
-                    Stop::Count(n) => *posted < n,
-                    Stop::Until(t) => at < t,
+                let (more, last) = match stop {
+                    Stop::Count(n) => (*posted < n, *posted + 1 == n),
+                    Stop::Until(t) => (at < t, false),
                 };
                 if !more {
+                    if lane.open > 0 {
+                        // Time is up with unsignaled operations in flight: one more, signaled,
+                        // retires them.
+                        lane.post(op, size, at, true)?;
+                        *posted += 1;
+                    }
                     break;
                 }
-                lane.post(op, size, at)?;
+                lane.post(op, size, at, last || lane.open + 1 >= every)?;
                 *posted += 1;
             }
             if lane.inflight > 0 {
                 busy = true;
-                let d = lane.poll(op, hist, record, &mut wcs)?;
+                let d = lane.poll(op, size, hist, record, &mut wcs)?;
                 total += d;
                 unreported += d;
             }
@@ -408,9 +678,15 @@ fn drive<T: Transport>(
             unreported = 0;
         }
         if !busy {
-            return Ok((total, start.elapsed()));
+            break start.elapsed();
+        }
+    };
+    if op == Op::WritePingpong {
+        for lane in lanes.iter_mut() {
+            lane.pingpong_end(size, &mut wcs)?;
         }
     }
+    Ok((total, elapsed))
 }
 
 /// Per thread and run: operations, time, latencies.
@@ -436,7 +712,7 @@ fn client_thread<T: Transport>(
         let warm = if skip {
             Ok((0, Duration::ZERO))
         } else {
-            drive(&mut lanes, op, size, Stop::Count(plan.warmup), &mut hist, false, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, progress)
         };
         barrier.wait();
         if skip {
@@ -447,7 +723,7 @@ fn client_thread<T: Transport>(
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            drive(&mut lanes, op, size, stop, &mut hist, true, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, progress)
         });
         match r {
             Ok((n, t)) => out.push((n, t, hist)),
@@ -589,7 +865,7 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
             threads: plan.threads,
             ops,
             elapsed_s: secs,
-            latency_kind: if op.is_ping_pong() { "half_round_trip" } else { "completion" },
+            latency_kind: if op.is_half_round_trip() { "half_round_trip" } else { "completion" },
             latency_ns: Latency::of(&hist),
             mb_s: bytes / secs / 1e6,
             gb_s,
@@ -613,7 +889,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let ep =
                 Ep::listen(&peer, &plan.addr, &port).with_context(|| format!("listening on {}:{port}", plan.addr))?;
             eprintln!("rpma bench: serving {} connection(s) on {}:{port}", plan.conns, plan.addr);
-            run_server(&peer, &ep, plan.conns, plan.qd, &AtomicBool::new(false))?;
+            run_server(&peer, &ep, plan, &AtomicBool::new(false))?;
             ep.shutdown().context("shutting the endpoint down")?;
             Ok(report(dev.name(), Vec::new()))
         }
@@ -635,7 +911,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let peer = Peer::new(&cdev).context("creating the client's peer")?;
             let abort = AtomicBool::new(false);
             let (client, server) = std::thread::scope(|sc| {
-                let server = sc.spawn(|| run_server(&server_peer, &ep, plan.conns, plan.qd, &abort));
+                let server = sc.spawn(|| run_server(&server_peer, &ep, plan, &abort));
                 let client = run_client(&peer, plan, &plan.addr, plan.port);
                 if client.is_err() {
                     abort.store(true, Ordering::Release);
@@ -654,17 +930,29 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
 mod tests {
     use super::*;
 
+    /// A region descriptor: 64 bytes, usage 1.
+    const DESC: [u8; MR_DESCRIPTOR_SIZE] = {
+        let mut d = [0u8; MR_DESCRIPTOR_SIZE];
+        d[8] = 64;
+        d[MR_DESCRIPTOR_SIZE - 1] = 1;
+        d
+    };
+
     #[test]
     fn requests_round_trip_and_are_bounded() {
-        assert_eq!(parse_request(&request_pdata(4096, 16)).unwrap(), (4096, 16));
-        let mut padded = request_pdata(8, 1).to_vec();
+        let remote = MrRemote::from_descriptor(&DESC).unwrap();
+        let (max, qd, inbox) = parse_request(&request_pdata(4096, 16, &DESC)).unwrap();
+        assert_eq!((max, qd, inbox.len()), (4096, 16, remote.len()));
+        let mut padded = request_pdata(8, 1, &DESC).to_vec();
         padded.resize(56, 0);
-        assert_eq!(parse_request(&padded).unwrap(), (8, 1));
+        assert_eq!(parse_request(&padded).map(|(m, q, _)| (m, q)).unwrap(), (8, 1));
         assert!(parse_request(&[1, 2, 3]).is_err());
-        assert!(parse_request(&request_pdata(0, 1)).is_err());
-        assert!(parse_request(&request_pdata(8, 0)).is_err());
-        assert!(parse_request(&request_pdata(MAX_SIZE + 1, 1)).is_err());
-        assert!(parse_request(&request_pdata(8, MAX_QD + 1)).is_err());
+        assert!(parse_request(&request_pdata(8, 1, &DESC)[..20]).is_err(), "no inbox");
+        assert!(parse_request(&request_pdata(8, 1, &[0; MR_DESCRIPTOR_SIZE])).is_err(), "a bad inbox");
+        assert!(parse_request(&request_pdata(0, 1, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(8, 0, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(MAX_SIZE + 1, 1, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(8, MAX_QD + 1, &DESC)).is_err());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Operations: `read`, `write`, `write-flush` (a write followed by a flush, librpma's APM way to
 //! make data persistent), `flush` alone, `atomic-write`, and the message ping-pongs `send`,
-//! `send-imm` and `write-imm` (the server echoes every message with a send of the same size).
+//! `send-imm` and `write-imm` (the server echoes every message with a send of the same size),
+//! and `write-pingpong` (client and server write into each other's memory in turn).
 //! For each operation and message size the benchmark keeps `--qd` operations in flight on each
 //! of `--conns` connections driven by `--threads` client threads, for `--iters` operations per
 //! connection or `--duration` seconds, after `--warmup` unrecorded operations, and reports
@@ -12,7 +13,9 @@
 //! Latency is measured per operation from posting to its completion: for one-sided operations
 //! (`latency_kind` `"completion"`) that is the time until the completion is polled; for the
 //! ping-pongs (`"half_round_trip"`) half the time until the echo is received, as perftest's
-//! `ib_send_lat` reports it.
+//! `ib_send_lat` reports it, and for `write-pingpong` half the time from posting a write until
+//! the peer's answering write has arrived in local memory, as `ib_write_lat`. One-sided
+//! operations are signaled selectively (`--cq-mod`, as perftest's bandwidth tests).
 //!
 //! Backends: `--backend mock` runs server and client as threads of one process on the in-memory
 //! fabric; `--backend verbs` (a build with the `verbs` feature) runs both sides in one process
@@ -36,6 +39,8 @@ pub const MAX_SIZE: usize = 1 << 30;
 pub const MAX_QD: usize = 4096;
 /// The default port of the benchmark's server.
 pub const DEFAULT_PORT: u16 = 7471;
+/// The default `--cq-mod` (perftest's default).
+pub const DEFAULT_CQ_MOD: usize = 100;
 
 /// An operation the benchmark measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -57,6 +62,9 @@ pub enum Op {
     SendImm,
     /// Write-with-immediate ping-pong (`rpma_write_with_imm`, echoed with a send).
     WriteImm,
+    /// RDMA Write ping-pong as perftest's `ib_write_lat`: client and server alternately write
+    /// the message into each other's memory and each polls its own memory for its arrival.
+    WritePingpong,
 }
 
 impl Op {
@@ -72,6 +80,7 @@ impl Op {
             Self::Send => "send",
             Self::SendImm => "send-imm",
             Self::WriteImm => "write-imm",
+            Self::WritePingpong => "write-pingpong",
         }
     }
 
@@ -79,6 +88,20 @@ impl Op {
     #[must_use]
     pub const fn is_ping_pong(self) -> bool {
         matches!(self, Self::Send | Self::SendImm | Self::WriteImm)
+    }
+
+    /// Whether the latency reported is half a round trip (the ping-pongs), not the time to a
+    /// completion.
+    #[must_use]
+    pub const fn is_half_round_trip(self) -> bool {
+        self.is_ping_pong() || matches!(self, Self::WritePingpong)
+    }
+
+    /// Whether the operation is one-sided with one completion per operation, so it may be
+    /// signaled selectively (`--cq-mod`).
+    #[must_use]
+    pub const fn is_selectively_signaled(self) -> bool {
+        matches!(self, Self::Read | Self::Write | Self::WriteFlush | Self::Flush | Self::AtomicWrite)
     }
 }
 
@@ -118,6 +141,13 @@ pub struct BenchArgs {
     /// Client threads (each drives `conns / threads` connections; at most `conns`).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Signal only every N-th one-sided operation (the others post unsignaled and are retired
+    /// by the next signaled completion), as perftest's `--cq-mod`; capped at `--qd`.
+    #[arg(long, default_value_t = DEFAULT_CQ_MOD)]
+    pub cq_mod: usize,
+    /// The server busy-polls (never yields nor sleeps), as perftest's server does.
+    #[arg(long)]
+    pub busy_poll: bool,
     /// The address to listen on (server, loopback); for the mock, any of its addresses.
     #[arg(long, default_value = "127.0.0.1")]
     pub addr: String,
@@ -241,6 +271,10 @@ pub struct Plan {
     pub conns: usize,
     /// Client threads.
     pub threads: usize,
+    /// Signal every `cq_mod`-th one-sided operation (at most `qd` in effect).
+    pub cq_mod: usize,
+    /// The server never yields nor sleeps while polling.
+    pub busy_poll: bool,
     /// The listening address (server and loopback).
     pub addr: String,
     /// The listening port.
@@ -258,6 +292,17 @@ impl Plan {
     #[must_use]
     pub fn max_size(&self) -> usize {
         self.sizes.iter().copied().max().unwrap_or(8)
+    }
+
+    /// How many operations of `op` make one signaled batch: `cq_mod` capped at the queue depth
+    /// for the one-sided operations, 1 for the others.
+    #[must_use]
+    pub fn signal_every(&self, op: Op) -> usize {
+        if op.is_selectively_signaled() {
+            self.cq_mod.min(self.qd).max(1)
+        } else {
+            1
+        }
     }
 }
 
@@ -301,6 +346,12 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     if args.qd == 0 || args.qd > MAX_QD {
         bail!("--qd must be in 1..={MAX_QD}");
     }
+    if args.cq_mod == 0 || args.cq_mod > MAX_QD {
+        bail!("--cq-mod must be in 1..={MAX_QD}");
+    }
+    if ops.contains(&Op::WritePingpong) && args.qd != 1 {
+        bail!("--op write-pingpong exchanges one message at a time: run it with --qd 1");
+    }
     if args.conns == 0 || args.conns > 1024 {
         bail!("--conns must be in 1..=1024");
     }
@@ -333,6 +384,8 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         qd: args.qd,
         conns: args.conns,
         threads: args.threads,
+        cq_mod: args.cq_mod,
+        busy_poll: args.busy_poll,
         addr: args.addr.clone(),
         port: args.port,
         role,
@@ -456,6 +509,8 @@ mod tests {
         assert_eq!(p.sizes, vec![8]);
         assert_eq!(p.amount, Amount::Iters(10_000));
         assert_eq!((p.qd, p.conns, p.threads), (1, 1, 1));
+        assert_eq!((p.cq_mod, p.busy_poll), (DEFAULT_CQ_MOD, false));
+        assert_eq!(p.signal_every(Op::Write), 1, "capped at --qd");
         assert_eq!(p.role, Role::Loopback);
     }
 
@@ -492,6 +547,27 @@ mod tests {
         assert!(err_of(&["--size", "0"]).contains("at least 1 byte"));
         assert!(err_of(&["--op", "teleport"]).contains("invalid value"));
         assert!(err_of(&["--addr", ""]).contains("--addr"));
+        assert!(err_of(&["--cq-mod", "0"]).contains("--cq-mod"));
+        assert!(err_of(&["--cq-mod", "5000"]).contains("--cq-mod"));
+    }
+
+    #[test]
+    fn selective_signaling_is_capped_and_one_sided_only() {
+        let p = plan_of(&["--qd", "128", "--cq-mod", "100"]).unwrap();
+        assert_eq!(p.signal_every(Op::Write), 100);
+        assert_eq!(p.signal_every(Op::Read), 100);
+        assert_eq!(p.signal_every(Op::Send), 1);
+        assert_eq!(p.signal_every(Op::WritePingpong), 1);
+        let p = plan_of(&["--qd", "16", "--cq-mod", "100"]).unwrap();
+        assert_eq!(p.signal_every(Op::Write), 16);
+    }
+
+    #[test]
+    fn write_pingpong_needs_qd_1() {
+        assert!(err_of(&["--op", "write-pingpong", "--qd", "2"]).contains("--qd 1"));
+        let p = plan_of(&["--op", "write-pingpong", "--busy-poll"]).unwrap();
+        assert!(p.busy_poll);
+        assert!(Op::WritePingpong.is_half_round_trip() && !Op::WritePingpong.is_ping_pong());
     }
 
     #[test]
