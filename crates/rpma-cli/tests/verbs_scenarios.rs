@@ -217,7 +217,8 @@ fn main() {
     args.test_threads.get_or_insert(1);
     let mut trials = Vec::new();
     for s in ALL {
-        for (how, f) in [("in_process", in_process as fn(Scenario, &Env) -> Result<(), Failed>), ("two_processes", two_processes)]
+        for (how, f) in
+            [("in_process", in_process as fn(Scenario, &Env) -> Result<(), Failed>), ("two_processes", two_processes)]
         {
             let e = env.clone();
             trials.push(Trial::test(format!("{how}::{}", s.name()), move || {

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
+use super::Stop;
 use anyhow::{anyhow, bail, ensure, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma::generic::{Conn, ConnCfg, ConnReq, Cq, Device, Ep, MrLocal, Peer};
 use rpma::{ConnEvent, ContextType, ErrorKind, MrBuffer, Transport, Usage, Wc, WcOpcode, WcStatus};
 
@@ -62,7 +64,7 @@ pub fn connect<T: Transport>(
     let mut attempt = 0;
     loop {
         let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
-        match conn.next_event()? {
+        match next_event_within(&conn, ESTABLISH_TIMEOUT)? {
             ConnEvent::Established => return Ok(conn),
             ev @ (ConnEvent::Rejected | ConnEvent::Unreachable) if attempt < retries => {
                 attempt += 1;
@@ -77,25 +79,67 @@ pub fn connect<T: Transport>(
 
 /// `server_accept_connection` with a hook to pre-post receives on the request
 /// (`rpma_conn_req_recv`) before accepting: takes the next request, accepts it with `pdata`
-/// and waits for ESTABLISHED.
+/// and waits for ESTABLISHED. With an armed `stop`, waiting for the request ends when it is
+/// raised.
 ///
 /// # Errors
-/// If the request cannot be taken or accepted, or the connection is not established.
+/// If the request cannot be taken or accepted, the connection is not established, or `stop`
+/// was raised first.
 pub fn accept<T: Transport>(
     ep: &Ep<T>,
+    stop: &Stop,
     cfg: Option<&ConnCfg<T>>,
     pdata: Option<&[u8]>,
     prepost: impl FnOnce(&ConnReq<T>) -> Result<()>,
 ) -> Result<Conn<T>> {
+    if stop.is_armed() {
+        wait_for_request(ep, stop)?;
+    }
     let req = ep.next_conn_req(cfg)?;
     if let Err(e) = prepost(&req) {
         let _ = req.delete();
         return Err(e);
     }
     let conn = req.connect(pdata)?;
-    match conn.next_event()? {
+    match next_event_within(&conn, ESTABLISH_TIMEOUT)? {
         ConnEvent::Established => Ok(conn),
         ev => bail!("rpma_conn_next_event returned an unexpected event: {ev}"),
+    }
+}
+
+/// How long connecting and accepting wait for the connection's first event (ESTABLISHED, or
+/// why not): a peer that dies while the connection is being set up may leave no event at all.
+pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connection's next event, if one comes within `timeout`.
+///
+/// # Errors
+/// If polling or taking the event fails, or none came in time.
+pub fn next_event_within<T: Transport>(conn: &Conn<T>, timeout: Duration) -> Result<ConnEvent> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(conn.event_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(n) if n > 0 => return Ok(conn.next_event()?),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("polling the connection's events"),
+        }
+        ensure!(!left.is_zero(), "no connection event within {timeout:?}");
+    }
+}
+
+/// Waits until the endpoint has an event pending, checking `stop` every 10 ms.
+fn wait_for_request<T: Transport>(ep: &Ep<T>, stop: &Stop) -> Result<()> {
+    loop {
+        let mut fds = [PollFd::new(ep.fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(10u8)) {
+            Ok(n) if n > 0 => return Ok(()),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("polling the endpoint"),
+        }
+        ensure!(!stop.is_requested(), "stopped while waiting for a connection request");
     }
 }
 
@@ -134,6 +178,54 @@ pub fn next_wc<T: Transport>(cq: &Cq<'_, T>) -> Result<Wc> {
             Ok(wc) => return Ok(wc),
             Err(e) if e.kind() == ErrorKind::NoCompletion => cq.wait()?,
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// As [`next_wc`], but also watches the connection's CM events: when the peer goes away while
+/// this side waits (a CQ that is not the connection's own, like an SRQ's, is not flushed when the
+/// connection breaks), the wait ends with an error naming the event instead of lasting forever.
+/// Completions delivered before the event are still returned first (and the event is then left
+/// for the caller's teardown).
+///
+/// # Errors
+/// If waiting or polling fails, or the connection reported an event and no completion is left.
+pub fn next_wc_or_event<T: Transport>(cq: &Cq<'_, T>, conn: &Conn<T>) -> Result<Wc> {
+    let mut event_pending = false;
+    loop {
+        match cq.get_wc1() {
+            Ok(wc) => return Ok(wc),
+            Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+            Err(e) => return Err(e.into()),
+        }
+        if event_pending {
+            let ev = conn.next_event()?;
+            bail!("the connection reported {ev} while waiting for a completion");
+        }
+        event_pending = wait_or_event(cq, &[conn])?.is_some();
+    }
+}
+
+/// Waits for a completion event of `cq` (then `rpma_cq_wait`; returns `None`) or a pending CM
+/// event of any of `conns` (returns the connection's index; the event is not taken).
+///
+/// # Errors
+/// If polling or waiting fails.
+pub fn wait_or_event<T: Transport>(cq: &Cq<'_, T>, conns: &[&Conn<T>]) -> Result<Option<usize>> {
+    let mut fds = vec![PollFd::new(cq.fd(), PollFlags::POLLIN)];
+    fds.extend(conns.iter().map(|c| PollFd::new(c.event_fd(), PollFlags::POLLIN)));
+    loop {
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("polling the completion channel and the connections"),
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+        if ready[0] {
+            cq.wait()?;
+            return Ok(None);
+        }
+        if let Some(i) = ready[1..].iter().position(|r| *r) {
+            return Ok(Some(i));
         }
     }
 }

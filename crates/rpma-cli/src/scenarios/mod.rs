@@ -20,7 +20,8 @@
 //! | `shared-channel` | 12scch-receive-completion-queue | as 12 with one completion channel for both CQs (`rpma_conn_wait`) |
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,6 +76,39 @@ impl Ready {
     }
 }
 
+/// Asks a server waiting for connection requests to give up (e.g. because its clients failed
+/// before connecting). Without a flag (the default) a server waits for its clients forever,
+/// like librpma's examples.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Option<Arc<AtomicBool>>);
+
+impl Stop {
+    /// A flag that [`Stop::request`] raises.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(Some(Arc::new(AtomicBool::new(false))))
+    }
+
+    /// Asks the server to stop waiting for connection requests.
+    pub fn request(&self) {
+        if let Some(f) = &self.0 {
+            f.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the server may be asked to stop (then it polls instead of blocking).
+    #[must_use]
+    pub const fn is_armed(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Whether stopping was requested.
+    #[must_use]
+    pub fn is_requested(&self) -> bool {
+        self.0.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
+    }
+}
+
 /// Where receive completions of the SRQ ping-pong land (`08srq`'s third argument).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum SrqRcq {
@@ -104,6 +138,8 @@ pub struct ServerOpts {
     pub srq_rcq: SrqRcq,
     /// Signaled once listening.
     pub ready: Ready,
+    /// Stops waiting for connection requests when raised.
+    pub stop: Stop,
 }
 
 impl ServerOpts {
@@ -119,6 +155,7 @@ impl ServerOpts {
             clients: 1,
             srq_rcq: SrqRcq::Srq,
             ready: Ready::none(),
+            stop: Stop::default(),
         }
     }
 }

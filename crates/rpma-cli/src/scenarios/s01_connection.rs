@@ -52,7 +52,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mut received = String::new();
-    let conn = accept(&ep, None, Some(SERVER_HELLO), |req| {
+    let conn = accept(&ep, &o.stop, None, Some(SERVER_HELLO), |req| {
         received = cstr(req.private_data());
         Ok(())
     })?;

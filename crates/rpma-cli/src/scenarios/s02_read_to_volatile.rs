@@ -56,7 +56,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let mr = peer.alloc_mr(size, Usage::READ_SRC)?;
     mr.write(0, HELLO_STR.as_bytes())?;
     let pdata = CommonData::new(0, &mr.descriptor()).encode()?;
-    let conn = accept(&ep, None, Some(&pdata), |_| Ok(()))?;
+    let conn = accept(&ep, &o.stop, None, Some(&pdata), |_| Ok(()))?;
     wait_close_and_disconnect(conn)?;
     mr.dereg()?;
     ep.shutdown()?;

@@ -62,7 +62,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mem = Mem::new(&peer, o.file.as_deref(), HELLO_STR_SIZE, Usage::READ_DST, None)?;
-    let conn = accept(&ep, None, None, |_| Ok(()))?;
+    let conn = accept(&ep, &o.stop, None, None, |_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
     let src = MrRemote::from_descriptor(&cd.mr_desc)?;
     let old = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;

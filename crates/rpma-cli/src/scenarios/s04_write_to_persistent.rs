@@ -74,7 +74,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let pdata = CommonData::new(u16::try_from(mem.data_offset)?, &mem.mr.descriptor()).encode()?;
-    let conn = accept(&ep, None, Some(&pdata), |_| Ok(()))?;
+    let conn = accept(&ep, &o.stop, None, Some(&pdata), |_| Ok(()))?;
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let pmem = mem.is_pmem();

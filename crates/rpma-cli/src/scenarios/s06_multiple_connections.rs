@@ -62,7 +62,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let dst = peer.alloc_mr(MAX_NAME_SIZE * CLIENT_MAX, Usage::READ_DST)?;
     let mut names = Vec::new();
     for slot in 0..o.clients {
-        let conn = accept(&ep, None, None, |_| Ok(()))?;
+        let conn = accept(&ep, &o.stop, None, None, |_| Ok(()))?;
         let cd = CommonData::decode(conn.private_data())?;
         let src = MrRemote::from_descriptor(&cd.mr_desc)?;
         let offset = slot * MAX_NAME_SIZE;

@@ -107,7 +107,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let pdata = CommonData::new(USED_OFFSET as u16, &mem.mr.descriptor()).encode()?;
-    let conn = accept(&ep, None, Some(&pdata), |_| Ok(()))?;
+    let conn = accept(&ep, &o.stop, None, Some(&pdata), |_| Ok(()))?;
     wait_close_and_disconnect(conn)?;
     let mut used = [0u8; 8];
     mem.mr.read(USED_OFFSET, &mut used)?;

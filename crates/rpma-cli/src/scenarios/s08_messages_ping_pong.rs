@@ -145,7 +145,7 @@ pub fn serve<T: Transport>(t: &T, o: &ServerOpts, cfg: Option<&ConnCfg<T>>, mode
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mr = peer.alloc_mr(2 * MSG_SIZE, Usage::RECV | Usage::SEND)?;
-    let conn = accept(&ep, cfg, None, |req| Ok(req.recv(&mr, RECV_OFFSET, MSG_SIZE, RECV_ID)?))?;
+    let conn = accept(&ep, &o.stop, cfg, None, |req| Ok(req.recv(&mr, RECV_OFFSET, MSG_SIZE, RECV_ID)?))?;
     let mut r = ServerReport::default();
     let (mut send_done, mut recv_done) = (true, false);
     loop {

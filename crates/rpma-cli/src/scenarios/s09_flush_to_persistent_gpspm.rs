@@ -219,7 +219,8 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
     let msg = peer.alloc_mr(HELLO_STR_SIZE, Usage::SEND | Usage::RECV | Usage::FLUSH_TYPE_VISIBILITY)?;
     let pdata = CommonData::new(u16::try_from(mem.data_offset)?, &mem.mr.descriptor()).encode()?;
     let cfg = cfg(shared);
-    let conn = accept(&ep, Some(&cfg), Some(&pdata), |req| Ok(req.recv(&msg, RECV_OFFSET, MSG_SIZE_MAX, 0)?))?;
+    let conn =
+        accept(&ep, &o.stop, Some(&cfg), Some(&pdata), |req| Ok(req.recv(&msg, RECV_OFFSET, MSG_SIZE_MAX, 0)?))?;
     let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
     let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
     let request = FlushRequest::decode(&msg.to_vec(RECV_OFFSET, len)?)?;

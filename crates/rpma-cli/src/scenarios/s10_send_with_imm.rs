@@ -63,7 +63,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let recv = peer.alloc_mr(KILOBYTE, Usage::RECV)?;
-    let conn = accept(&ep, None, None, |req| Ok(req.recv(&recv, 0, KILOBYTE, 0)?))?;
+    let conn = accept(&ep, &o.stop, None, None, |req| Ok(req.recv(&recv, 0, KILOBYTE, 0)?))?;
     let pdata = conn.private_data();
     ensure!(pdata.len() >= 4, "received connection's private data is too small ({} < 4)", pdata.len());
     let expected = u32::from_ne_bytes(pdata[..4].try_into()?);

@@ -52,7 +52,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let pdata = CommonData::new(0, &dst.descriptor()).encode()?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
-    let conn = accept(&ep, None, Some(&pdata), |req| Ok(req.recv(&recv, 0, 1, 0)?))?;
+    let conn = accept(&ep, &o.stop, None, Some(&pdata), |req| Ok(req.recv(&recv, 0, 1, 0)?))?;
     let wc = wait_wc(&conn.cq(), WcOpcode::RecvRdmaWithImm)?;
     let imm = wc.imm_data.context("received no immediate data")?;
     let mut b = [0u8; 4];

@@ -11,9 +11,9 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use rpma::generic::{ConnCfg, Ep, Srq};
-use rpma::{CompletionFlags, ErrorKind, Transport, Usage, Wc, WcOpcode};
+use rpma::{CompletionFlags, ConnEvent, ErrorKind, Transport, Usage, Wc, WcOpcode};
 
-use super::common::{accept, check_wc, disconnect_and_wait_close, drain, server_peer};
+use super::common::{accept, check_wc, disconnect_and_wait_close, drain, server_peer, wait_or_event};
 use super::s08_messages_ping_pong::{check_exchange, get_u64, ClientReport, Completions, I_M_DONE, MSG_SIZE, SEND_ID};
 use super::{run_pair, side, ClientFn, ClientOpts, DemoEnv, Report, ServerOpts};
 
@@ -55,19 +55,37 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let mut conns = Vec::new();
     for slot in 0..n {
         srq.recv(Some(&recv), slot * MSG_SIZE, MSG_SIZE, slot as u64)?;
-        let conn = accept(&ep, Some(&cfg), None, |_| Ok(()))?;
+        let conn = accept(&ep, &o.stop, Some(&cfg), None, |_| Ok(()))?;
         let qp = conn.qp_num();
         conns.push((conn, qp));
     }
     let rcq = srq.rcq().context("the SRQ has no receive CQ")?;
     let mut r = ServerReport { received: vec![Vec::new(); n] };
     let mut done = 0;
+    let mut finished = vec![false; n];
+    let mut gone: Vec<Option<ConnEvent>> = vec![None; n];
+    let mut event_pending: Option<usize> = None;
     let mut wcs = [Wc::EMPTY; CLIENT_MAX];
     while done < n {
         let got = match rcq.get_wc(&mut wcs[..n]) {
             Ok(got) => got,
             Err(e) if e.kind() == ErrorKind::NoCompletion => {
-                rcq.wait()?;
+                // A client that goes away while still exchanging ends the wait (its receives are
+                // the SRQ's: nothing is flushed to this CQ) once every such client is gone and
+                // nothing is left to take; finished ones close normally.
+                let waiting: Vec<usize> = (0..n).filter(|&i| !finished[i] && gone[i].is_none()).collect();
+                if waiting.is_empty() {
+                    let (i, ev) = (0..n).find_map(|i| gone[i].map(|ev| (i, ev))).context("no connection left")?;
+                    bail!("connection #{i} reported {ev} while waiting for a completion");
+                }
+                // A connection with an event pending is taken as gone only when no completion
+                // (sent before it went) is left to take.
+                if let Some(i) = event_pending.take() {
+                    gone[i] = Some(conns[i].0.next_event()?);
+                    continue;
+                }
+                let live: Vec<_> = waiting.iter().map(|&i| &conns[i].0).collect();
+                event_pending = wait_or_event(&rcq, &live)?.map(|j| waiting[j]);
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -82,6 +100,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
             let v = get_u64(&recv, slot * MSG_SIZE)?;
             if v == I_M_DONE {
                 done += 1;
+                finished[idx] = true;
                 continue;
             }
             r.received[idx].push(v);
@@ -92,8 +111,16 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
             drain(&conn.cq())?;
         }
     }
-    for (conn, _) in conns {
-        disconnect_and_wait_close(conn)?;
+    for ((conn, _), ev) in conns.into_iter().zip(gone) {
+        match ev {
+            // The client closed first and its CLOSED was taken while waiting above.
+            Some(ConnEvent::Closed) => {
+                conn.disconnect()?;
+                conn.delete()?;
+            }
+            Some(ev) => bail!("rpma_conn_next_event returned an unexpected event: {ev}"),
+            None => disconnect_and_wait_close(conn)?,
+        }
     }
     ep.shutdown()?;
     recv.dereg()?;

@@ -12,7 +12,7 @@ use anyhow::{ensure, Context, Result};
 use rpma::generic::{ConnCfg, Ep, Srq};
 use rpma::{CompletionFlags, SrqCfg, Transport, Usage, WcOpcode};
 
-use super::common::{accept, check_wc, disconnect_and_wait_close, drain, next_wc, server_peer};
+use super::common::{accept, check_wc, disconnect_and_wait_close, drain, next_wc, next_wc_or_event, server_peer};
 use super::s08_messages_ping_pong::{
     check_exchange, get_u64, validate_wc, ClientReport, Completions, I_M_DONE, MSG_SIZE, RECV_ID, RECV_OFFSET, SEND_ID,
     SEND_OFFSET,
@@ -62,13 +62,13 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     o.ready.signal();
     let mr = peer.alloc_mr(2 * MSG_SIZE, Usage::RECV | Usage::SEND)?;
     srq.recv(Some(&mr), RECV_OFFSET, MSG_SIZE, RECV_ID)?;
-    let conn = accept(&ep, Some(&cfg), None, |_| Ok(()))?;
+    let conn = accept(&ep, &o.stop, Some(&cfg), None, |_| Ok(()))?;
     let qp_num = conn.qp_num();
     let mut received = Vec::new();
     loop {
         let wc = loop {
             let wc = match o.srq_rcq {
-                SrqRcq::Srq => next_wc(&srq.rcq().context("the SRQ has no receive CQ")?)?,
+                SrqRcq::Srq => next_wc_or_event(&srq.rcq().context("the SRQ has no receive CQ")?, &conn)?,
                 SrqRcq::Main => next_wc(&conn.cq())?,
                 SrqRcq::Conn => next_wc(&conn.rcq().context("the connection has no receive CQ")?)?,
             };
