@@ -1217,16 +1217,22 @@ fn cut_link__pending_send_fails() {
     assert_eq!(next_event(&fx.p.server), ConnEvent::Lost);
 }
 
-#[test]
-fn conn_disconnect__after_error_completion() {
-    // An error completion moves the client's QP to the error state; a disconnect must still
-    // reach the peer and produce CLOSED on both sides (as rdma_disconnect does on hardware).
+/// A connected fixture whose client QP is in the error state (a read with a corrupted rkey).
+fn fixture_client_in_error() -> Fixture {
     let fx = fixture();
     let mut desc = fx.dst.descriptor();
     desc[16] ^= 0xff; // corrupt the rkey
     let bad = MrRemote::from_descriptor(&desc).unwrap();
     fx.p.client.read(Some(&fx.src), 0, Some(&bad), 0, 8, ALWAYS, 1).unwrap();
     assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
+    fx
+}
+
+#[test]
+fn conn_disconnect__after_error_completion() {
+    // An error completion moves the client's QP to the error state; a disconnect must still
+    // reach the peer and produce CLOSED on both sides (as rdma_disconnect does on hardware).
+    let fx = fixture_client_in_error();
     // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     fx.p.client.disconnect().unwrap();
     assert_eq!(fx.p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
@@ -1239,12 +1245,7 @@ fn conn_disconnect__after_error_completion() {
 fn conn_next_event__peer_disconnects_after_error_completion() {
     // The passive side disconnects a client whose QP is in the error state: the client still
     // gets CLOSED.
-    let fx = fixture();
-    let mut desc = fx.dst.descriptor();
-    desc[16] ^= 0xff;
-    let bad = MrRemote::from_descriptor(&desc).unwrap();
-    fx.p.client.read(Some(&fx.src), 0, Some(&bad), 0, 8, ALWAYS, 1).unwrap();
-    assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
+    let fx = fixture_client_in_error();
     // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     fx.p.server.disconnect().unwrap();
     assert_eq!(fx.p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);

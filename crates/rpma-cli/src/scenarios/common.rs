@@ -429,6 +429,22 @@ impl<T: Transport> Mem<T> {
     }
 }
 
+/// The server's region and offset from its `common_data`, checked to hold a `hello_t` string
+/// (examples 04 and 05).
+///
+/// # Errors
+/// A descriptor that does not decode, or a region too small past the offset.
+pub fn hello_target(cd: &crate::pdata::CommonData) -> Result<(rpma::MrRemote, usize)> {
+    let dst = rpma::MrRemote::from_descriptor(&cd.mr_desc)?;
+    let offset = usize::from(cd.data_offset);
+    ensure!(
+        usize::try_from(dst.len())?.saturating_sub(offset) >= HELLO_STR_SIZE,
+        "remote memory region size too small for writing the data of the assumed size ({} < {HELLO_STR_SIZE})",
+        dst.len().saturating_sub(offset as u64)
+    );
+    Ok((dst, offset))
+}
+
 /// `init_hello`: writes `struct hello_t` in English at `offset`; returns the bytes written.
 ///
 /// # Errors

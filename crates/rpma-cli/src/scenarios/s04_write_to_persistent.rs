@@ -5,10 +5,10 @@
 
 use anyhow::{ensure, Result};
 use rpma::generic::Ep;
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{CompletionFlags, Transport, Usage, WcOpcode};
 
 use super::common::{
-    accept, client_peer, connect, disconnect_and_wait_close, init_hello, server_peer, translate,
+    accept, client_peer, connect, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
     wait_close_and_disconnect, wait_wc, Mem, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
@@ -94,13 +94,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let conn = connect(&peer, &o.addr, &o.port, None, None, o.retries, o.retry_delay)?;
     let raw_mr = peer.alloc_mr(RAW_BUFFER_SIZE, Usage::READ_DST)?;
     let cd = CommonData::decode(conn.private_data())?;
-    let dst = MrRemote::from_descriptor(&cd.mr_desc)?;
-    let offset = usize::from(cd.data_offset);
-    ensure!(
-        usize::try_from(dst.len())?.saturating_sub(offset) >= HELLO_STR_SIZE,
-        "remote memory region size too small for writing the data of the assumed size ({} < {HELLO_STR_SIZE})",
-        dst.len().saturating_sub(offset as u64)
-    );
+    let (dst, offset) = hello_target(&cd)?;
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
     conn.write(Some(&dst), offset, Some(&mem.mr), src_off, HELLO_STR_SIZE, CompletionFlags::ON_ERROR, 0)?;
     conn.read(Some(&raw_mr), 0, Some(&dst), 0, RAW_BUFFER_SIZE, CompletionFlags::ALWAYS, 0)?;

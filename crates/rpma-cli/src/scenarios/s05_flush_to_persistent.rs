@@ -14,10 +14,10 @@ use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use rpma::generic::Ep;
-use rpma::{CompletionFlags, FlushType, MrRemote, PeerCfg, Transport, Usage};
+use rpma::{CompletionFlags, FlushType, PeerCfg, Transport, Usage};
 
 use super::common::{
-    accept, client_peer, connect, cstr, disconnect_and_wait_close, init_hello, server_peer, translate,
+    accept, client_peer, connect, cstr, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
     wait_close_and_disconnect, wait_flush, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
@@ -115,13 +115,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let pcfg_desc = cd.pcfg_desc.as_deref().context("the server sent no peer configuration")?;
     let pcfg = PeerCfg::from_descriptor(pcfg_desc)?;
     conn.apply_remote_peer_cfg(&pcfg);
-    let dst = MrRemote::from_descriptor(&cd.mr_desc)?;
-    let offset = usize::from(cd.data_offset);
-    ensure!(
-        usize::try_from(dst.len())?.saturating_sub(offset) >= HELLO_STR_SIZE,
-        "remote memory region size too small for writing the data of the assumed size ({} < {HELLO_STR_SIZE})",
-        dst.len().saturating_sub(offset as u64)
-    );
+    let (dst, offset) = hello_target(&cd)?;
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
     conn.write(Some(&dst), offset, Some(&mem.mr), src_off, HELLO_STR_SIZE, CompletionFlags::ON_ERROR, 0)?;
     let flush_type = if pcfg.direct_write_to_pmem() { FlushType::Persistent } else { FlushType::Visibility };
