@@ -1,0 +1,1 @@
+//! Raw memory of rpma-rs (being written).
