@@ -1,0 +1,298 @@
+//! [`VolatileSlice`]: access to bytes that others may change at any time (rule M2).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{check_range, MemError, Result};
+
+/// A borrowed view of bytes that others (a NIC, a remote peer, another thread or process) may
+/// read or write at any time (rule M2 of `docs/memory.md`).
+///
+/// The bytes are never reached through a `&`/`&mut` reference: ranges are copied with
+/// [`std::ptr::copy`]/[`copy_nonoverlapping`](std::ptr::copy_nonoverlapping) (memcpy speed),
+/// single bytes with volatile accesses and `u64`s with atomic ones. A concurrent change gives
+/// unspecified bytes (a copy may see some bytes old and some new), never undefined behaviour.
+///
+/// Every accessor checks its range first (rule M4) and returns
+/// [`MemError::OutOfBounds`] instead of touching anything outside.
+///
+/// A `VolatileSlice` is `Copy`, `Send` and `Sync`: like a `&[Cell<u8>]` that may be shared
+/// between threads, it lets every holder write.
+///
+/// ```
+/// let mem = rpma_mem::Memory::zeroed(16)?;
+/// let v = mem.volatile();
+/// v.write(4, b"abcd")?;
+/// let mut out = [0u8; 4];
+/// v.subslice(4, 4)?.read(0, &mut out)?;
+/// assert_eq!(&out, b"abcd");
+/// # Ok::<(), rpma_mem::MemError>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct VolatileSlice<'a> {
+    ptr: *mut u8,
+    len: usize,
+    /// Borrows the bytes for `'a` with shared, interior-mutable access.
+    _bytes: PhantomData<&'a std::cell::UnsafeCell<[u8]>>,
+}
+
+// SAFETY: [M2] a VolatileSlice only reaches its bytes through raw-pointer copies, volatile and
+// atomic accesses, which other threads (and devices) may race with by the model of rule M2;
+// the bytes stay valid for 'a by the contract of `from_raw_parts`.
+unsafe impl Send for VolatileSlice<'_> {}
+// SAFETY: [M2] as for Send: every method takes &self and accesses the bytes only through raw
+// pointers, volatile or atomic accesses, so sharing the view between threads is sound.
+unsafe impl Sync for VolatileSlice<'_> {}
+
+impl<'a> VolatileSlice<'a> {
+    /// Makes a view of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// For the whole lifetime `'a` (rule M2):
+    /// - `ptr` is non-null (even when `len` is 0) and `ptr..ptr + len` is one allocation or
+    ///   mapping, valid for reads and writes, that stays allocated (not freed, not unmapped, not
+    ///   truncated under a file mapping) until `'a` ends;
+    /// - `len <= isize::MAX`;
+    /// - nobody reaches these bytes through a Rust reference (`&`/`&mut` to them or to a value
+    ///   containing them, other than `UnsafeCell`-based atomics); raw-pointer, volatile, atomic
+    ///   and device accesses by anyone are allowed.
+    #[inline]
+    pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
+        debug_assert!(!ptr.is_null(), "VolatileSlice::from_raw_parts: null pointer");
+        debug_assert!(isize::try_from(len).is_ok(), "VolatileSlice::from_raw_parts: len over isize::MAX");
+        Self { ptr, len, _bytes: PhantomData }
+    }
+
+    /// The number of bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address of the first byte, for FFI. Dereferencing it is up to the caller's own
+    /// `unsafe` code, under rule M2.
+    #[inline]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The address of byte `offset`, after checking that `offset..offset + len` is inside.
+    #[inline]
+    fn ptr_at(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        check_range(offset, len, self.len)?;
+        // SAFETY: [M4] offset <= offset + len <= self.len was just checked, so the result stays
+        // inside (or one past the end of) the allocation from_raw_parts was given.
+        Ok(unsafe { self.ptr.add(offset) })
+    }
+
+    /// The view of `len` bytes at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if `offset + len` overflows or exceeds [`len`](Self::len).
+    #[inline]
+    pub fn subslice(&self, offset: usize, len: usize) -> Result<VolatileSlice<'a>> {
+        let ptr = self.ptr_at(offset, len)?;
+        // SAFETY: [M2] [M4] the range is inside this view (checked by ptr_at), so it is valid and
+        // free of references for 'a as this view is.
+        Ok(unsafe { VolatileSlice::from_raw_parts(ptr, len) })
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if the range is not inside the view; nothing is copied then.
+    #[inline]
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let src = self.ptr_at(offset, dst.len())?;
+        // SAFETY: [M2] [M4] src..src + dst.len() is inside the view (checked) and valid for reads;
+        // dst is a Rust slice, and by M2 no reference reaches the view's bytes, so they cannot
+        // overlap. A concurrent writer may make the copied bytes unspecified, not UB (M2).
+        unsafe { ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into the view, starting at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if the range is not inside the view; nothing is copied then.
+    #[inline]
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        let dst = self.ptr_at(offset, src.len())?;
+        // SAFETY: [M2] [M4] dst..dst + src.len() is inside the view (checked) and valid for
+        // writes; src is a Rust slice, which by M2 cannot overlap the view's bytes.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    /// Copies all bytes of this view into `dst`, which must have the same length. The two views
+    /// may overlap (the copy behaves like `memmove`).
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] (`offset` 0, `len` this length, `size` the destination's
+    /// length) if the lengths differ; nothing is copied then.
+    #[inline]
+    pub fn copy_to(&self, dst: &VolatileSlice<'_>) -> Result<()> {
+        if self.len != dst.len {
+            return Err(MemError::OutOfBounds { offset: 0, len: self.len, size: dst.len });
+        }
+        // SAFETY: [M2] [M4] both views are valid for self.len bytes (equal lengths checked) by
+        // their from_raw_parts contracts; ptr::copy allows them to overlap.
+        unsafe { ptr::copy(self.ptr, dst.ptr, self.len) };
+        Ok(())
+    }
+
+    /// Sets every byte of the view to `byte`.
+    #[inline]
+    pub fn fill(&self, byte: u8) {
+        // SAFETY: [M2] the whole view is valid for writes by its from_raw_parts contract.
+        unsafe { ptr::write_bytes(self.ptr, byte, self.len) };
+    }
+
+    /// A copy of the bytes of the view.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        // SAFETY: [M2] the view is valid for reads of self.len bytes; v's buffer is a fresh
+        // allocation of at least self.len bytes, so they do not overlap. set_len follows the
+        // copy that initialized those bytes.
+        unsafe {
+            ptr::copy_nonoverlapping(self.ptr, v.as_mut_ptr(), self.len);
+            v.set_len(self.len);
+        }
+        v
+    }
+
+    /// Reads the byte at `offset` with a volatile load: the compiler neither hoists it out of a
+    /// loop nor folds it with another read, so a loop polling a flag sees a change made by a
+    /// device or a peer. It is no memory barrier: pair it with a fence (or use
+    /// [`load_u64`](Self::load_u64)) to order other reads after it.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if `offset >= len`.
+    #[inline]
+    pub fn load_u8(&self, offset: usize) -> Result<u8> {
+        let p = self.ptr_at(offset, 1)?;
+        // SAFETY: [M2] [M4] p is inside the view (checked) and valid for reads; a u8 is always
+        // aligned and every bit pattern is a valid u8.
+        Ok(unsafe { p.read_volatile() })
+    }
+
+    /// Writes the byte at `offset` with a volatile store.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if `offset >= len`.
+    #[inline]
+    pub fn store_u8(&self, offset: usize, v: u8) -> Result<()> {
+        let p = self.ptr_at(offset, 1)?;
+        // SAFETY: [M2] [M4] p is inside the view (checked) and valid for writes.
+        unsafe { p.write_volatile(v) };
+        Ok(())
+    }
+
+    /// The `u64` at `offset`, for atomic access: checks the range and the alignment.
+    #[inline]
+    fn atomic_at(&self, offset: usize) -> Result<&AtomicU64> {
+        let p = self.ptr_at(offset, 8)?;
+        if p as usize % 8 != 0 {
+            return Err(MemError::BadAlignment {
+                what: "the address of an atomic u64 is not a multiple of 8",
+                value: p as u64,
+                align: 8,
+            });
+        }
+        // SAFETY: [M2] [M4] p..p + 8 is inside the view (checked) and 8-aligned (checked), so it
+        // is valid for an AtomicU64. The reference is to an UnsafeCell-based atomic, which allows
+        // the concurrent changes M2 expects; it only lives for one atomic access in the caller.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) })
+    }
+
+    /// Atomically loads the native-endian `u64` at `offset` with `order` (which may not be
+    /// `Release` nor `AcqRel`). The address of byte `offset` must be a multiple of 8.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if `offset + 8` exceeds the length (or overflows);
+    /// [`MemError::BadAlignment`] if the address is not 8-aligned.
+    ///
+    /// # Panics
+    ///
+    /// If `order` is `Release` or `AcqRel`, as [`AtomicU64::load`] does.
+    #[inline]
+    pub fn load_u64(&self, offset: usize, order: Ordering) -> Result<u64> {
+        Ok(self.atomic_at(offset)?.load(order))
+    }
+
+    /// Atomically stores the native-endian `u64` `v` at `offset` with `order` (which may not be
+    /// `Acquire` nor `AcqRel`). The address of byte `offset` must be a multiple of 8.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::OutOfBounds`] if `offset + 8` exceeds the length (or overflows);
+    /// [`MemError::BadAlignment`] if the address is not 8-aligned. Nothing is stored then.
+    ///
+    /// # Panics
+    ///
+    /// If `order` is `Acquire` or `AcqRel`, as [`AtomicU64::store`] does.
+    #[inline]
+    pub fn store_u64(&self, offset: usize, v: u64, order: Ordering) -> Result<()> {
+        self.atomic_at(offset)?.store(v, order);
+        Ok(())
+    }
+}
+
+impl fmt::Debug for VolatileSlice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VolatileSlice").field("ptr", &self.ptr).field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_slice<R>(len: usize, f: impl FnOnce(VolatileSlice<'_>) -> R) -> R {
+        // A u64 buffer so that offset 0 is 8-aligned.
+        let mut buf = vec![0u64; len.div_ceil(8)];
+        // SAFETY: [M2] buf lives for this call, has at least len bytes and is reached only
+        // through the view until f returns.
+        let v = unsafe { VolatileSlice::from_raw_parts(buf.as_mut_ptr().cast(), len) };
+        f(v)
+    }
+
+    #[test]
+    fn empty_view_accepts_empty_ranges_only() {
+        with_slice(0, |v| {
+            assert!(v.is_empty());
+            v.read(0, &mut []).unwrap();
+            v.write(0, &[]).unwrap();
+            v.fill(1);
+            assert!(v.to_vec().is_empty());
+            assert!(v.subslice(0, 0).unwrap().is_empty());
+            assert!(v.load_u8(0).is_err());
+        });
+    }
+
+    #[test]
+    fn debug_shows_pointer_and_length_only() {
+        with_slice(3, |v| {
+            v.fill(0xAB);
+            let s = format!("{v:?}");
+            assert!(s.starts_with("VolatileSlice { ptr: 0x") && s.ends_with("len: 3 }"), "{s}");
+            assert!(!s.contains("171") && !s.contains("ab, "), "{s}");
+        });
+    }
+}
