@@ -2,84 +2,204 @@
 //!
 //! librpma's small, hard-to-misuse API (peers, memory regions and their descriptors,
 //! connections with private data, read, write, atomic write, flush, send/recv and the imm
-//! variants, shared receive queues, completion queues and channels) in safe Rust.
+//! variants, shared receive queues, completion queues and channels) in safe Rust, with zero-copy
+//! access to registered memory and an in-memory fabric to test on.
 //!
-//! This facade re-exports [`rpma_core`] and picks a default transport by Cargo feature:
+//! ## Backends
 //!
-//! | feature | transport | needs |
-//! |---|---|---|
-//! | `mock` (default) | [`mock::MockFabric`]: an in-memory loopback fabric with the full semantics of a reliable connection | nothing |
-//! | `verbs` | `verbs::Verbs`: real RDMA devices (InfiniBand, RoCE, iWARP, Soft-RoCE) over libibverbs + librdmacm | libibverbs-dev, librdmacm-dev, libclang-dev |
+//! The API is generic over a [`Transport`]; each backend is a module of its own, with type
+//! aliases for the whole API, and features are strictly additive (`--all-features` exposes both
+//! and changes the meaning of nothing):
 //!
-//! Features are additive. The top-level aliases (`Peer`, `Conn`, ...) use `DefaultTransport`:
-//! the verbs transport when feature `verbs` is on, else the mock. The generic types are in
-//! [`generic`] for code that names its transport (e.g. tests on the mock in an
-//! `--all-features` build).
+//! | feature | module | transport | needs |
+//! |---|---|---|---|
+//! | `mock` (default) | [`mock`] | `mock::MockFabric`: an in-memory loopback fabric with the full semantics of a reliable connection | nothing |
+//! | `verbs` | `verbs` | `verbs::Verbs`: real RDMA devices (InfiniBand, RoCE, iWARP, Soft-RoCE) over libibverbs + librdmacm | libibverbs-dev, librdmacm-dev, libclang-dev |
+//!
+//! Code written once for every backend names the generic types (`rpma::Peer<T>`,
+//! `rpma::Conn<T>`, ... with `T: rpma::Transport`); code for one backend uses its module
+//! (`rpma::mock::Peer`, `rpma::verbs::Conn`, ...).
+//!
+//! ## A server and a client: write, flush, send and receive
 //!
 //! ```
-//! use rpma::generic::{Device, Peer};
-//! use rpma::{mock::MockFabric, ContextType, Usage};
+//! use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
+//! use rpma::{ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage};
+//!
 //! let fabric = MockFabric::new();
-//! let dev = Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?;
-//! let peer = Peer::new(&dev)?;
-//! let mr = peer.alloc_mr(4096, Usage::WRITE_DST | Usage::READ_SRC)?;
-//! mr.write(0, b"hello")?;
-//! assert_eq!(mr.to_vec(0, 5)?, b"hello");
-//! # Ok::<(), rpma::Error>(())
+//! let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
+//!
+//! // The server registers a target region and listens; its descriptor travels to the client
+//! // as private data of the connection.
+//! let target = peer.alloc_mr(4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT)?;
+//! let inbox = peer.alloc_mr(64, Usage::RECV)?;
+//! let ep = Ep::listen(&peer, "127.0.0.1", "7204")?;
+//!
+//! // The client connects; the server accepts with the target's descriptor.
+//! let client = ConnReq::new(&peer, "127.0.0.1", "7204", None)?.connect(None)?;
+//! let req = ep.next_conn_req(None)?;
+//! req.recv(inbox.slice(..)).context(9).post()?; // ready for the client's first message
+//! let server = req.connect(Some(&target.descriptor()))?;
+//! assert_eq!(client.next_event()?, ConnEvent::Established);
+//! assert_eq!(server.next_event()?, ConnEvent::Established);
+//!
+//! // The client fills its source in place (no remote peer can touch a WRITE_SRC | SEND
+//! // region, so a plain `&mut [u8]` is sound) and writes it, then makes it persistent.
+//! let remote = MrRemote::from_descriptor(client.private_data())?;
+//! client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
+//! let mut src = peer.alloc_mr(4096, Usage::WRITE_SRC | Usage::SEND)?;
+//! src.as_mut_slice()?[..10].copy_from_slice(b"log record");
+//! client.write(remote.at(0), src.slice(0..10)).context(1).post()?;
+//! client.flush(remote.slice(0..10), FlushType::Persistent).context(2).post()?;
+//! let cq = client.cq();
+//! let mut done = Vec::new();
+//! while done.len() < 2 {
+//!     if let Some(wc) = cq.next_wc()? {
+//!         assert!(wc.status.is_success());
+//!         done.push(wc.wr_id);
+//!     }
+//! }
+//! assert_eq!(done, [1, 2]);
+//!
+//! // The target's bytes may be written by the peer at any time: read them by copy.
+//! assert_eq!(target.to_vec(0, 10)?, b"log record");
+//!
+//! // A message to the server.
+//! client.send(src.slice(0..3)).post()?;
+//! let wc = loop {
+//!     if let Some(wc) = server.cq().next_wc()? {
+//!         break wc;
+//!     }
+//! };
+//! assert_eq!((wc.wr_id, wc.byte_len), (9, 3));
+//! assert_eq!(inbox.to_vec(0, 3)?, b"log");
+//!
+//! client.disconnect()?;
+//! assert_eq!(server.next_event()?, ConnEvent::Closed);
+//! server.disconnect()?;
+//! assert_eq!(client.next_event()?, ConnEvent::Closed);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Memory
+//!
+//! Registered memory is owned by the region ([`Memory`]: heap, aligned, huge pages, your `Vec`
+//! or `Box`, a file or devdax mapping, or raw memory under an `unsafe` contract) and handed back
+//! by [`MrLocal::dereg`]. Bytes a device or a peer may change are reached through a
+//! [`VolatileSlice`] (copies), never through a reference; a plain `&mut [u8]`
+//! ([`MrLocal::as_mut_slice`]) needs `&mut` on the region, no remote access granted and no
+//! operation in flight. The rules are in `docs/memory.md`.
+//!
+//! ```compile_fail,E0502
+//! # use rpma::mock::{Device, MockFabric, Peer, Conn};
+//! # use rpma::{ContextType, MrRemote, Usage};
+//! # fn f(conn: &Conn, remote: &MrRemote, peer: &Peer) -> rpma::Result<()> {
+//! let mut src = peer.alloc_mr(64, Usage::WRITE_SRC)?;
+//! let op = conn.write(remote.at(0), src.slice(..)); // the operation borrows `src` ...
+//! src.as_mut_slice()?[0] = 1; // ... so it cannot be changed before the operation is posted
+//! op.post()?;
+//! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use rpma_core::{
-    conn_event_2str, descriptor, err_2str, log, transport, validate, Advice, Capabilities, CompletionFlags, ConnEvent,
-    ContextType, Error, ErrorKind, FlushType, MrBuffer, MrRemote, PeerCfg, Result, SrqCfg, Transport, Usage, Wc,
-    WcOpcode, WcStatus, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE,
-    DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT_MS, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    descriptor, log, Advice, AtomicWrite, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
+    ContextType, Cq, Device, Ep, Error, ErrorKind, Flush, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg,
+    Post, Read, Recv, RemoteAt, RemoteSlice, Result, Send, SendKind, Srq, SrqCfg, Transport, Usage, Wc, WcOpcode,
+    WcStatus, Write, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE,
+    DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
+pub use rpma_mem::{MapOptions, MapSync, MemError, Memory, MemoryKind, VolatileSlice};
 
-/// The API generic over the transport, for code that names its backend.
-pub mod generic {
-    pub use rpma_core::{Conn, ConnCfg, ConnReq, Cq, Device, Ep, MrLocal, Peer, Srq};
+/// The backend contract ([`Transport`] and the traits of its objects), for writing a backend.
+///
+/// Not semver-stable: it changes with the backends' needs, unlike the rest of the API.
+pub mod transport {
+    pub use rpma_core::transport::*;
 }
 
-/// The in-memory transport.
+/// Aliases of the whole API for one transport `$t`.
+macro_rules! backend_aliases {
+    ($t:ty, $name:literal) => {
+        #[doc = concat!("A device of the ", $name, " transport.")]
+        pub type Device = rpma_core::Device<$t>;
+        #[doc = concat!("A peer of the ", $name, " transport.")]
+        pub type Peer = rpma_core::Peer<$t>;
+        #[doc = concat!("A local memory region of the ", $name, " transport.")]
+        pub type MrLocal = rpma_core::MrLocal<$t>;
+        #[doc = concat!("A connection configuration of the ", $name, " transport.")]
+        pub type ConnCfg = rpma_core::ConnCfg<$t>;
+        #[doc = concat!("An endpoint of the ", $name, " transport.")]
+        pub type Ep = rpma_core::Ep<$t>;
+        #[doc = concat!("A connection request of the ", $name, " transport.")]
+        pub type ConnReq = rpma_core::ConnReq<$t>;
+        #[doc = concat!("A connection of the ", $name, " transport.")]
+        pub type Conn = rpma_core::Conn<$t>;
+        #[doc = concat!("A shared receive queue of the ", $name, " transport.")]
+        pub type Srq = rpma_core::Srq<$t>;
+        #[doc = concat!("A completion queue of the ", $name, " transport.")]
+        pub type Cq<'a> = rpma_core::Cq<'a, $t>;
+    };
+}
+
+/// The in-memory transport ([`MockFabric`](rpma_mock::MockFabric)) and the API's types over it.
 #[cfg(feature = "mock")]
-pub use rpma_mock as mock;
+#[cfg_attr(docsrs, doc(cfg(feature = "mock")))]
+pub mod mock {
+    pub use rpma_mock::*;
+    backend_aliases!(MockFabric, "mock");
+}
 
-/// The RDMA transport over libibverbs + librdmacm.
+/// The RDMA transport over libibverbs + librdmacm (`Verbs`) and the API's types over it.
 #[cfg(feature = "verbs")]
-pub use rpma_verbs as verbs;
+#[cfg_attr(docsrs, doc(cfg(feature = "verbs")))]
+pub mod verbs {
+    pub use rpma_verbs::*;
+    backend_aliases!(Verbs, "verbs");
+}
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "verbs")] {
-        /// The transport the top-level aliases use: the highest-priority enabled backend.
-        pub type DefaultTransport = rpma_verbs::Verbs;
-    } else if #[cfg(feature = "mock")] {
-        /// The transport the top-level aliases use: the highest-priority enabled backend.
-        pub type DefaultTransport = rpma_mock::MockFabric;
+#[cfg(test)]
+mod tests {
+    //! `Send`/`Sync` of every public type, as the docs state them.
+    use super::*;
+
+    const fn send_sync<X: std::marker::Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<Error>();
+        send_sync::<ErrorKind>();
+        send_sync::<MrRemote>();
+        send_sync::<PeerCfg>();
+        send_sync::<SrqCfg>();
+        send_sync::<Wc>();
+        send_sync::<Memory>();
+        send_sync::<VolatileSlice<'static>>();
+        send_sync::<MapOptions>();
+        #[cfg(feature = "mock")]
+        {
+            send_sync::<mock::Device>();
+            send_sync::<mock::Peer>();
+            send_sync::<mock::MrLocal>();
+            send_sync::<mock::ConnCfg>();
+            send_sync::<mock::Ep>();
+            send_sync::<mock::ConnReq>();
+            send_sync::<mock::Conn>();
+            send_sync::<mock::Srq>();
+            send_sync::<mock::Cq<'static>>();
+            send_sync::<mock::MockFabric>();
+        }
+        #[cfg(feature = "verbs")]
+        {
+            send_sync::<verbs::Device>();
+            send_sync::<verbs::Peer>();
+            send_sync::<verbs::MrLocal>();
+            send_sync::<verbs::Ep>();
+            send_sync::<verbs::ConnReq>();
+            send_sync::<verbs::Conn>();
+            send_sync::<verbs::Srq>();
+            send_sync::<verbs::Cq<'static>>();
+        }
     }
 }
-
-#[cfg(any(feature = "mock", feature = "verbs"))]
-mod aliases {
-    use super::DefaultTransport;
-    /// A device of the default transport.
-    pub type Device = rpma_core::Device<DefaultTransport>;
-    /// A peer of the default transport.
-    pub type Peer = rpma_core::Peer<DefaultTransport>;
-    /// A local memory region of the default transport.
-    pub type MrLocal = rpma_core::MrLocal<DefaultTransport>;
-    /// A connection configuration of the default transport.
-    pub type ConnCfg = rpma_core::ConnCfg<DefaultTransport>;
-    /// An endpoint of the default transport.
-    pub type Ep = rpma_core::Ep<DefaultTransport>;
-    /// A connection request of the default transport.
-    pub type ConnReq = rpma_core::ConnReq<DefaultTransport>;
-    /// A connection of the default transport.
-    pub type Conn = rpma_core::Conn<DefaultTransport>;
-    /// A shared receive queue of the default transport.
-    pub type Srq = rpma_core::Srq<DefaultTransport>;
-    /// A completion queue of the default transport.
-    pub type Cq<'a> = rpma_core::Cq<'a, DefaultTransport>;
-}
-#[cfg(any(feature = "mock", feature = "verbs"))]
-pub use aliases::*;

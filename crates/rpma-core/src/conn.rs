@@ -7,14 +7,12 @@ use std::sync::{Arc, OnceLock};
 
 use crate::cfg::{ConnCfg, SrqCfg, DEFAULT_SRQ_SIZE};
 use crate::error::{Error, ErrorKind, Result};
-use crate::mr::{MrLocal, MrRemote};
 use crate::peer::{Peer, PeerCfg, PeerInner};
 use crate::transport::{
-    CmEvent, CqBackend, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
-    Transport,
+    Capabilities, CmEvent, CqBackend, CqSlot, ListenerBackend, QpBackend, QueueConfig, SrqBackend, Transport,
 };
-use crate::types::{CompletionFlags, ConnEvent, FlushType, Wc};
-use crate::validate::{self, RemoteAccess};
+use crate::types::{ConnEvent, Wc};
+use crate::validate;
 
 /// A completion queue (`struct rpma_cq`), borrowed from its connection or shared RQ.
 pub struct Cq<'a, T: Transport> {
@@ -45,7 +43,7 @@ impl<'a, T: Transport> Cq<'a, T> {
     }
 
     /// `rpma_cq_wait`: waits for a completion event, acks it and re-arms the CQ. Afterwards
-    /// drain the CQ with [`Cq::get_wc`] (a wait may also be spurious).
+    /// drain the CQ with [`Cq::poll`] (a wait may also be spurious).
     ///
     /// # Errors
     /// [`SharedChannel`](ErrorKind::SharedChannel) if the channel is shared (use
@@ -58,28 +56,32 @@ impl<'a, T: Transport> Cq<'a, T> {
         self.cq.wait().map_err(|e| e.in_op("rpma_cq_wait"))
     }
 
-    /// `rpma_cq_get_wc`: polls up to `wc.len()` completions into `wc`; returns how many.
+    /// `rpma_cq_get_wc`: polls up to `wc.len()` completions into `wc` and returns how many
+    /// (`0`: the queue is empty; librpma's `RPMA_E_NO_COMPLETION`).
     ///
     /// # Errors
     /// [`Inval`](ErrorKind::Inval) if `wc` is empty (`num_entries < 1`);
-    /// [`NoCompletion`](ErrorKind::NoCompletion) if none is available;
-    /// [`Provider`](ErrorKind::Provider) if polling fails.
-    pub fn get_wc(&self, wc: &mut [Wc]) -> Result<usize> {
-        const OP: &str = "rpma_cq_get_wc";
+    /// [`Provider`](ErrorKind::Provider) if polling fails; [`Unknown`](ErrorKind::Unknown) if
+    /// the provider reports more entries than asked.
+    #[doc(alias = "rpma_cq_get_wc")]
+    #[inline]
+    pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         if wc.is_empty() {
-            return Err(Error::inval(OP, "num_entries < 1"));
+            return Err(Error::inval("rpma_cq_get_wc", "num_entries < 1"));
         }
         polled(self.cq.poll(wc), wc.len())
     }
 
-    /// Polls exactly one completion (`rpma_cq_get_wc` with `num_entries == 1`).
+    /// Polls one completion (`rpma_cq_get_wc` with `num_entries == 1`): `None` if the queue is
+    /// empty.
     ///
     /// # Errors
-    /// As [`Cq::get_wc`].
-    pub fn get_wc1(&self) -> Result<Wc> {
+    /// As [`Cq::poll`].
+    #[doc(alias = "rpma_cq_get_wc")]
+    #[inline]
+    pub fn next_wc(&self) -> Result<Option<Wc>> {
         let mut wc = [Wc::EMPTY];
-        self.get_wc(&mut wc)?;
-        Ok(wc[0])
+        Ok((self.poll(&mut wc)? == 1).then_some(wc[0]))
     }
 
     /// Whether the CQ's channel is shared with the connection's other CQ.
@@ -89,12 +91,12 @@ impl<'a, T: Transport> Cq<'a, T> {
     }
 }
 
-/// `rpma_cq_get_wc`'s mapping of a poll result for `asked` entries (spec 6.11): none →
-/// `NoCompletion`; more than asked (a misbehaving provider) → `Unknown`; a failure → its kind.
+/// `rpma_cq_get_wc`'s mapping of a poll result for `asked` entries: none → `Ok(0)` (librpma's
+/// `NoCompletion`); more than asked (a misbehaving provider) → `Unknown`; a failure → its kind.
+#[inline]
 fn polled(r: Result<usize>, asked: usize) -> Result<usize> {
     const OP: &str = "rpma_cq_get_wc";
     match r {
-        Ok(0) => Err(Error::new(ErrorKind::NoCompletion, OP)),
         Ok(n) if n <= asked => Ok(n),
         Ok(_) => Err(Error::new(ErrorKind::Unknown, OP).with_detail("provider returned too many entries")),
         Err(e) => Err(e.in_op(OP)),
@@ -131,28 +133,24 @@ impl<T: Transport> Srq<T> {
     /// own receive CQ (with a private completion channel). `None` uses the defaults (20 / 20).
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
+    /// [`Inval`](ErrorKind::Inval) if a size exceeds the device's limit (`max_srq_wr`,
+    /// `max_cqe`); [`Provider`](ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
     /// [`NoMem`](ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
+        const OP: &str = "rpma_srq_new";
         let (rq, rcq) = cfg.map_or((DEFAULT_SRQ_SIZE, DEFAULT_SRQ_SIZE), |c| (c.rq_size(), c.rcq_size()));
+        validate::queue_size(OP, "rq_size", rq, peer.inner.caps.max_srq_wr)?;
+        validate::queue_size(OP, "rcq_size", rcq, peer.inner.caps.max_cqe)?;
         let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("rpma_srq_new"))?;
         Ok(Self { srq: Arc::new(srq), _peer: Arc::clone(&peer.inner) })
     }
 
-    /// `rpma_srq_recv`: posts a receive buffer shared by all connections using the SRQ. `None`
-    /// with `offset == len == 0` posts a zero-length buffer.
-    ///
-    /// Posted buffers form an **unordered set**: the order of posting does not determine which
-    /// buffer a message lands in, nor the order of completions.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) for `None` with a non-zero offset or len, a range outside
-    /// `dst`, or a `dst` the device may not write; [`Provider`](ErrorKind::Provider) if posting
-    /// fails (e.g. the SRQ is full).
-    pub fn recv(&self, dst: Option<&MrLocal<T>>, offset: usize, len: usize, op_context: u64) -> Result<()> {
-        const OP: &str = "rpma_srq_recv";
-        let buf = recv_buf(OP, &self._peer, dst, offset, len)?;
-        self.srq.post_recv(buf, op_context).map_err(|e| e.in_op(OP))
+    pub(crate) fn backend(&self) -> &T::Srq {
+        &self.srq
+    }
+
+    pub(crate) fn caps(&self) -> &Capabilities {
+        &self._peer.caps
     }
 
     /// `rpma_srq_get_rcq`: the SRQ's receive CQ, or `None` if created with `rcq_size == 0`.
@@ -174,34 +172,29 @@ impl<T: Transport> Srq<T> {
     }
 }
 
-fn recv_buf<'a, T: Transport>(
-    op: &'static str,
-    peer: &PeerInner<T>,
-    dst: Option<&'a MrLocal<T>>,
-    offset: usize,
-    len: usize,
-) -> Result<Option<LocalBuf<'a, T::Mr>>> {
-    validate::zero_form(op, dst.is_some(), &[offset, len])?;
-    validate::msg_len(op, &peer.caps, len)?;
-    dst.map(|m| validate::local_buf(op, &m.mr, m.usage(), offset, len, true)).transpose()
-}
-
 fn queue_config<'a, T: Transport>(
     op: &'static str,
+    caps: &Capabilities,
     cfg: Option<&ConnCfg<T>>,
     srq: &'a Option<Srq<T>>,
 ) -> Result<QueueConfig<'a, T>> {
     let d = ConnCfg::<T>::new();
     let c = cfg.unwrap_or(&d);
-    let shared = c.compl_channel();
+    let shared = c.shared_channel();
     if shared && srq.as_ref().is_some_and(|s| s.srq.rcq().is_some()) {
         return Err(Error::inval(
             op,
             "a shared completion channel cannot be used with an SRQ that has its own receive CQ",
         ));
     }
+    let timeout_ms = i32::try_from(c.timeout().as_millis())
+        .map_err(|_| Error::inval(op, "the timeout exceeds i32::MAX milliseconds"))?;
+    validate::queue_size(op, "cq_size", c.cq_size(), caps.max_cqe)?;
+    validate::queue_size(op, "rcq_size", c.rcq_size(), caps.max_cqe)?;
+    validate::queue_size(op, "sq_size", c.sq_size(), caps.max_qp_wr)?;
+    validate::queue_size(op, "rq_size", c.rq_size(), caps.max_qp_wr)?;
     Ok(QueueConfig {
-        timeout_ms: c.timeout_ms(),
+        timeout_ms,
         cq_size: c.cq_size(),
         rcq_size: c.rcq_size(),
         sq_size: c.sq_size(),
@@ -254,14 +247,15 @@ impl<T: Transport> Ep<T> {
     ///
     /// # Errors
     /// [`NoEvent`](ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
-    /// [`Inval`](ErrorKind::Inval) if the next event is not a connection request, or `cfg`
-    /// combines a shared completion channel with an SRQ that has its own receive CQ;
+    /// [`Inval`](ErrorKind::Inval) if the next event is not a connection request, `cfg`
+    /// combines a shared completion channel with an SRQ that has its own receive CQ, or a queue
+    /// size exceeds the device's limit;
     /// [`Provider`](ErrorKind::Provider) if getting the event or building the queues fails;
     /// [`NoMem`](ErrorKind::NoMem).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
         const OP: &str = "rpma_ep_next_conn_req";
-        let srq = cfg.and_then(ConnCfg::srq);
-        let qc = queue_config(OP, cfg, &srq)?;
+        let srq = cfg.and_then(ConnCfg::srq).cloned();
+        let qc = queue_config(OP, &self.peer.inner.caps, cfg, &srq)?;
         let shared = qc.shared_channel;
         let qp = self.listener().next_request(&qc).map_err(|e| e.in_op(OP))?;
         Ok(ConnReq { qp: Some(qp), shared, incoming: true, srq, peer: self.peer.clone() })
@@ -317,40 +311,32 @@ impl<T: Transport> ConnReq<T> {
     ///
     /// # Errors
     /// [`Inval`](ErrorKind::Inval) if `cfg` combines a shared completion channel with an SRQ
-    /// that has its own receive CQ; [`Provider`](ErrorKind::Provider) if resolving the address
+    /// that has its own receive CQ, a queue size exceeds the device's limit (`max_qp_wr`,
+    /// `max_cqe`) or the timeout does not fit `i32` milliseconds;
+    /// [`Provider`](ErrorKind::Provider) if resolving the address
     /// or route, or creating the CQs or QP, fails; [`NoMem`](ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
         const OP: &str = "rpma_conn_req_new";
-        let srq = cfg.and_then(ConnCfg::srq);
-        let qc = queue_config(OP, cfg, &srq)?;
+        let srq = cfg.and_then(ConnCfg::srq).cloned();
+        let qc = queue_config(OP, &peer.inner.caps, cfg, &srq)?;
         let shared = qc.shared_channel;
         let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
         crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
         Ok(Self { qp: Some(qp), shared, incoming: false, srq, peer: peer.clone() })
     }
 
-    fn qp(&self) -> &T::Qp {
+    pub(crate) fn qp(&self) -> &T::Qp {
         self.qp.as_ref().expect("qp present until consumed")
+    }
+
+    pub(crate) fn caps(&self) -> &Capabilities {
+        &self.peer.inner.caps
     }
 
     /// Whether this is an incoming request (from [`Ep::next_conn_req`]).
     #[must_use]
     pub const fn is_incoming(&self) -> bool {
         self.incoming
-    }
-
-    /// `rpma_conn_req_recv`: posts a receive buffer before the connection is established, so a
-    /// buffer is ready for the peer's first message.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if the range is outside `dst` or the device may not write
-    /// `dst`; [`Provider`](ErrorKind::Provider) if posting fails. (librpma had no zero-length
-    /// form here and allowed a NULL op context; both hold: `dst` is required, `op_context` is a
-    /// plain value, spec 9 #7.)
-    pub fn recv(&self, dst: &MrLocal<T>, offset: usize, len: usize, op_context: u64) -> Result<()> {
-        const OP: &str = "rpma_conn_req_recv";
-        let buf = recv_buf(OP, &self.peer.inner, Some(dst), offset, len)?;
-        self.qp().post_recv(buf, op_context).map_err(|e| e.in_op(OP))
     }
 
     /// `rpma_conn_req_get_private_data`: the private data that came with an incoming request
@@ -440,7 +426,7 @@ impl<T: Transport> Drop for Conn<T> {
 }
 
 impl<T: Transport> Conn<T> {
-    fn qp(&self) -> &T::Qp {
+    pub(crate) fn qp(&self) -> &T::Qp {
         self.qp.as_ref().expect("qp present until deleted")
     }
 
@@ -567,281 +553,26 @@ impl<T: Transport> Conn<T> {
         self.qp.take().map_or(Ok(()), |qp| qp.destroy().map_err(|e| e.in_op("rpma_conn_delete")))
     }
 
-    fn post(&self, op: &'static str, wr: &SendWr<'_, T::Mr>) -> Result<()> {
-        self.qp().post_send(wr).map_err(|e| e.in_op(op))
-    }
-
-    fn caps(&self) -> &crate::transport::Capabilities {
+    pub(crate) fn caps(&self) -> &Capabilities {
         &self.peer.inner.caps
     }
 
-    /// `rpma_read`: RDMA Read of `len` bytes at `src_offset` of the remote region into `dst` at
-    /// `dst_offset`. `dst == None && src == None` with all offsets and `len` 0 is the zero-byte
-    /// form.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `flags` is empty; if exactly one of `dst`/`src` is given,
-    /// or none is and an offset or `len` is not 0; if a range is outside its region (checked
-    /// here, unlike librpma, against the size the remote descriptor claims); if `dst` may not be
-    /// written by the device or the remote region was not registered for remote reads;
-    /// [`Provider`](ErrorKind::Provider) if posting fails.
-    #[allow(clippy::too_many_arguments)]
-    pub fn read(
-        &self,
-        dst: Option<&MrLocal<T>>,
-        dst_offset: usize,
-        src: Option<&MrRemote>,
-        src_offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        const OP: &str = "rpma_read";
-        let signaled = validate::flags(OP, flags)?;
-        let (local, remote) = match (dst, src) {
-            (None, None) => {
-                validate::zero_form(OP, false, &[dst_offset, src_offset, len])?;
-                (None, None)
-            }
-            (Some(d), Some(s)) => {
-                validate::msg_len(OP, self.caps(), len)?;
-                let r = validate::remote_buf(OP, s, src_offset, len, RemoteAccess::Read)?;
-                (Some(validate::local_buf(OP, &d.mr, d.usage(), dst_offset, len, true)?), Some(r))
-            }
-            _ => return Err(Error::inval(OP, "dst and src must both be given or both be absent")),
-        };
-        self.post(OP, &SendWr { op: SendOp::Read, local, remote, len, signaled, wr_id: op_context })
+    pub(crate) fn direct_write_to_pmem(&self) -> bool {
+        self.direct_write_to_pmem.load(Ordering::Relaxed)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn write_common(
-        &self,
-        op: &'static str,
-        sop: SendOp,
-        dst: Option<&MrRemote>,
-        dst_offset: usize,
-        src: Option<&MrLocal<T>>,
-        src_offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        let signaled = validate::flags(op, flags)?;
-        let (local, remote) = match (src, dst) {
-            (None, None) => {
-                validate::zero_form(op, false, &[dst_offset, src_offset, len])?;
-                (None, None)
-            }
-            (Some(s), Some(d)) => {
-                validate::msg_len(op, self.caps(), len)?;
-                let r = validate::remote_buf(op, d, dst_offset, len, RemoteAccess::Write)?;
-                (Some(validate::local_buf(op, &s.mr, s.usage(), src_offset, len, false)?), Some(r))
-            }
-            _ => return Err(Error::inval(op, "dst and src must both be given or both be absent")),
-        };
-        self.post(op, &SendWr { op: sop, local, remote, len, signaled, wr_id: op_context })
-    }
-
-    /// `rpma_write`: RDMA Write of `len` bytes of `src` at `src_offset` to the remote region at
-    /// `dst_offset`. `dst == None && src == None` with all offsets and `len` 0 is the zero-byte
-    /// form.
-    ///
-    /// # Errors
-    /// As [`Conn::read`], with the remote region needing write access.
-    #[allow(clippy::too_many_arguments)]
-    pub fn write(
-        &self,
-        dst: Option<&MrRemote>,
-        dst_offset: usize,
-        src: Option<&MrLocal<T>>,
-        src_offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        self.write_common("rpma_write", SendOp::Write, dst, dst_offset, src, src_offset, len, flags, op_context)
-    }
-
-    /// `rpma_write_with_imm`: as [`Conn::write`], carrying `imm` (host order); consumes a
-    /// receive buffer at the peer, whose completion is
-    /// [`RecvRdmaWithImm`](crate::WcOpcode::RecvRdmaWithImm) with `imm_data == Some(imm)`.
-    ///
-    /// # Errors
-    /// As [`Conn::write`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn write_with_imm(
-        &self,
-        dst: Option<&MrRemote>,
-        dst_offset: usize,
-        src: Option<&MrLocal<T>>,
-        src_offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        imm: u32,
-        op_context: u64,
-    ) -> Result<()> {
-        self.write_common(
-            "rpma_write_with_imm",
-            SendOp::WriteImm(imm),
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-            len,
-            flags,
-            op_context,
-        )
-    }
-
-    /// `rpma_atomic_write`: writes the 8 bytes `src` atomically at `dst_offset` of the remote
-    /// region (native atomic write, or an inline 8-byte write fenced behind earlier reads and
-    /// flushes: "write data; flush; atomic-write the commit pointer; flush").
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `flags` is empty, `dst_offset` is not a multiple of
-    /// [`ATOMIC_WRITE_ALIGNMENT`](crate::ATOMIC_WRITE_ALIGNMENT), the 8 bytes lie outside the
-    /// remote region or it was not registered for remote writes;
-    /// [`Provider`](ErrorKind::Provider) if posting fails.
-    pub fn atomic_write(
-        &self,
-        dst: &MrRemote,
-        dst_offset: usize,
-        src: [u8; 8],
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        const OP: &str = "rpma_atomic_write";
-        let signaled = validate::flags(OP, flags)?;
-        validate::atomic_offset(OP, dst_offset)?;
-        let remote = validate::remote_buf(OP, dst, dst_offset, 8, RemoteAccess::Write)?;
-        self.post(
-            OP,
-            &SendWr {
-                op: SendOp::AtomicWrite(src),
-                local: None,
-                remote: Some(remote),
-                len: 8,
-                signaled,
-                wr_id: op_context,
-            },
-        )
-    }
-
-    /// `rpma_flush`: makes the data previously written to `[dst_offset, dst_offset + len)` of
-    /// the remote region visible (`Visibility`) or persistent (`Persistent`) at the target.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `flags` is empty or the range is outside the remote
-    /// region; [`NoSupp`](ErrorKind::NoSupp) for `Persistent` when the remote peer did not
-    /// declare direct write to PMem ([`Conn::apply_remote_peer_cfg`]), or when the remote region
-    /// lacks the usage of the requested type; [`Provider`](ErrorKind::Provider) if posting fails.
-    pub fn flush(
-        &self,
-        dst: &MrRemote,
-        dst_offset: usize,
-        len: usize,
-        flush_type: FlushType,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        const OP: &str = "rpma_flush";
-        let signaled = validate::flags(OP, flags)?;
-        if flush_type == FlushType::Persistent && !self.direct_write_to_pmem.load(Ordering::Relaxed) {
-            return Err(
-                Error::new(ErrorKind::NoSupp, OP).with_detail("the remote peer does not support direct write to PMem")
-            );
-        }
-        let remote = validate::remote_buf(OP, dst, dst_offset, len, RemoteAccess::Flush(flush_type))?;
-        self.post(
-            OP,
-            &SendWr {
-                op: SendOp::Flush(flush_type),
-                local: None,
-                remote: Some(remote),
-                len,
-                signaled,
-                wr_id: op_context,
-            },
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn send_common(
-        &self,
-        op: &'static str,
-        sop: SendOp,
-        src: Option<&MrLocal<T>>,
-        offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        let signaled = validate::flags(op, flags)?;
-        validate::zero_form(op, src.is_some(), &[offset, len])?;
-        validate::msg_len(op, self.caps(), len)?;
-        let local = src.map(|s| validate::local_buf(op, &s.mr, s.usage(), offset, len, false)).transpose()?;
-        self.post(op, &SendWr { op: sop, local, remote: None, len, signaled, wr_id: op_context })
-    }
-
-    /// `rpma_send`: sends `len` bytes of `src` at `offset`; needs a receive posted at the peer.
-    /// `None` with `offset == len == 0` sends an empty message.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `flags` is empty, `src` is `None` with a non-zero offset
-    /// or len, or the range is outside `src`; [`Provider`](ErrorKind::Provider) if posting fails.
-    pub fn send(
-        &self,
-        src: Option<&MrLocal<T>>,
-        offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        op_context: u64,
-    ) -> Result<()> {
-        self.send_common("rpma_send", SendOp::Send, src, offset, len, flags, op_context)
-    }
-
-    /// `rpma_send_with_imm`: as [`Conn::send`], carrying `imm` (host order).
-    ///
-    /// # Errors
-    /// As [`Conn::send`].
-    pub fn send_with_imm(
-        &self,
-        src: Option<&MrLocal<T>>,
-        offset: usize,
-        len: usize,
-        flags: CompletionFlags,
-        imm: u32,
-        op_context: u64,
-    ) -> Result<()> {
-        self.send_common("rpma_send_with_imm", SendOp::SendImm(imm), src, offset, len, flags, op_context)
-    }
-
-    /// `rpma_recv`: posts a receive buffer (`None` with `offset == len == 0`: zero-length).
-    ///
-    /// Posted buffers form an **unordered set**: which buffer a message lands in, and the order
-    /// of receive completions, are not those of posting.
-    ///
-    /// # Errors
-    /// [`Inval`](ErrorKind::Inval) for `None` with a non-zero offset or len, a range outside
-    /// `dst`, or a `dst` the device may not write; [`Provider`](ErrorKind::Provider) if posting
-    /// fails (receive queue full; a connection using an SRQ has no receive queue of its own,
-    /// spec 9 #18: use [`Srq::recv`]).
-    pub fn recv(&self, dst: Option<&MrLocal<T>>, offset: usize, len: usize, op_context: u64) -> Result<()> {
-        const OP: &str = "rpma_recv";
-        let buf = recv_buf(OP, &self.peer.inner, dst, offset, len)?;
-        self.qp().post_recv(buf, op_context).map_err(|e| e.in_op(OP))
+    /// The backend's queue pair, for controls a backend offers beyond this API (e.g. the mock's
+    /// link cut and event injection). Part of the backend contract ([`crate::transport`]), which
+    /// is not semver-stable.
+    #[must_use]
+    pub fn backend(&self) -> &T::Qp {
+        self.qp()
     }
 
     /// The peer the connection was made from.
     #[must_use]
     pub fn peer(&self) -> &Peer<T> {
         &self.peer
-    }
-
-    /// The backend's queue pair.
-    #[must_use]
-    pub fn raw(&self) -> &T::Qp {
-        self.qp()
     }
 }
 
@@ -861,7 +592,7 @@ mod tests {
         }
         assert_eq!(polled(Ok(4), 4), Ok(4));
         assert_eq!(polled(Ok(1), 4), Ok(1));
-        assert_eq!(polled(Ok(0), 4).map_err(|e| e.kind()), Err(ErrorKind::NoCompletion));
+        assert_eq!(polled(Ok(0), 4), Ok(0));
         let e = polled(Err(Error::provider("ibv_poll_cq", 5)), 4).expect_err("a failed poll");
         assert_eq!((e.kind(), e.op(), e.errno()), (ErrorKind::Provider, "rpma_cq_get_wc", Some(5)));
     }

@@ -11,8 +11,10 @@ use std::fmt;
 
 /// The kind of an error: librpma's `RPMA_E_*` codes.
 ///
-/// The discriminants are the C values, so `kind as i32 == RPMA_E_*`.
+/// The discriminants are the C values, so `kind as i32 == RPMA_E_*`. New kinds may be added
+/// (each mapped to one of librpma's codes), hence `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 #[repr(i32)]
 pub enum ErrorKind {
     /// `RPMA_E_UNKNOWN`: unknown error.
@@ -105,15 +107,18 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// `rpma_err_2str()`: the string of any integer return value of a librpma function.
-///
-/// `0` is `"Success"`; an `RPMA_E_*` value gets its string; anything else is `"Unknown error"`.
-#[must_use]
-pub fn err_2str(code: i32) -> &'static str {
-    if code == 0 {
-        return "Success";
+impl ErrorKind {
+    /// The string librpma's `rpma_err_2str()` gives for any integer return value of a librpma
+    /// function: `0` is `"Success"`, an `RPMA_E_*` value gets its string, anything else is
+    /// `"Unknown error"`.
+    #[doc(alias = "rpma_err_2str")]
+    #[must_use]
+    pub fn describe_code(code: i32) -> &'static str {
+        if code == 0 {
+            return "Success";
+        }
+        Self::from_code(code).map_or("Unknown error", Self::as_str)
     }
-    ErrorKind::from_code(code).map_or("Unknown error", ErrorKind::as_str)
 }
 
 /// An error of an rpma operation: its [`ErrorKind`] plus context.
@@ -189,9 +194,19 @@ impl Error {
     }
 }
 
+/// Structured: every field by name (for logs and test failures); [`Display`](fmt::Display) is the
+/// sentence for people.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("op", &self.op);
+        if let Some(errno) = self.errno {
+            d.field("errno", &errno);
+        }
+        if let Some(detail) = &self.detail {
+            d.field("detail", detail);
+        }
+        d.finish()
     }
 }
 
@@ -246,12 +261,12 @@ mod tests {
         ];
         for (kind, code, s) in expected {
             assert_eq!(kind.code(), code);
-            assert_eq!(err_2str(code), s);
+            assert_eq!(ErrorKind::describe_code(code), s);
             assert_eq!(ErrorKind::from_code(code), Some(kind));
         }
-        assert_eq!(err_2str(0), "Success");
-        assert_eq!(err_2str(-1), "Unknown error");
-        assert_eq!(err_2str(-100_010), "Unknown error");
+        assert_eq!(ErrorKind::describe_code(0), "Success");
+        assert_eq!(ErrorKind::describe_code(-1), "Unknown error");
+        assert_eq!(ErrorKind::describe_code(-100_010), "Unknown error");
         assert_eq!(ErrorKind::from_code(1), None);
     }
 
@@ -265,10 +280,17 @@ mod tests {
         assert_eq!(Error::inval("x", "y").kind(), ErrorKind::Inval);
     }
 
+    #[test]
+    fn debug_is_structured() {
+        let e = Error::provider("rpma_read", 12).with_detail("post failed");
+        assert_eq!(format!("{e:?}"), r#"Error { kind: Provider, op: "rpma_read", errno: 12, detail: "post failed" }"#);
+        assert_eq!(format!("{:?}", Error::new(ErrorKind::Inval, "x")), r#"Error { kind: Inval, op: "x" }"#);
+    }
+
     proptest::proptest! {
         #[test]
         fn err_2str_total(code in proptest::prelude::any::<i32>()) {
-            let s = err_2str(code);
+            let s = ErrorKind::describe_code(code);
             match ErrorKind::from_code(code) {
                 Some(k) => proptest::prop_assert_eq!(s, k.as_str()),
                 None if code == 0 => proptest::prop_assert_eq!(s, "Success"),

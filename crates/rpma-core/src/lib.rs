@@ -48,6 +48,7 @@ pub mod descriptor;
 mod error;
 pub mod log;
 mod mr;
+mod op;
 mod peer;
 pub mod transport;
 mod types;
@@ -56,11 +57,12 @@ pub mod validate;
 pub use cfg::{ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE};
 pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
 pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
-pub use error::{err_2str, Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
+pub use op::{AtomicWrite, Flush, LocalSlice, Post, Read, Recv, RemoteAt, RemoteSlice, Send, SendKind, Write};
 pub use peer::{Device, Peer, PeerCfg};
-pub use transport::{Capabilities, MrBuffer, Transport};
+pub use transport::{Capabilities, Transport};
 pub use types::{
-    conn_event_2str, Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, Wc, WcOpcode, WcStatus,
-    ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_TIMEOUT_MS,
+    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, Wc, WcOpcode, WcStatus, ADVISE_FLAG_FLUSH,
+    ATOMIC_WRITE_ALIGNMENT, DEFAULT_TIMEOUT,
 };

@@ -3,22 +3,34 @@
 use std::fmt;
 use std::sync::Arc;
 
+use rpma_mem::{MemError, Memory, VolatileSlice};
+
 use crate::descriptor::{MrDescriptor, MR_DESCRIPTOR_SIZE};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::peer::{Peer, PeerInner};
-use crate::transport::{MrBackend, MrBuffer, Transport};
+use crate::transport::{MrBackend, Transport};
 use crate::types::{Advice, Usage};
 use crate::validate;
 
 /// A registered local memory region (`struct rpma_mr_local`) that owns its bytes.
 ///
-/// The bytes can be written by the device or by a remote peer at any moment, so they are
-/// reached by copy only ([`MrLocal::read`], [`MrLocal::write`]); no reference to them is handed
-/// out. Dropping the region deregisters it before its memory is freed, and a connection that
-/// posted an operation on it keeps the registration alive until that operation is retired.
+/// The region owns the [`Memory`] it was registered with and gives it back on
+/// [`dereg`](MrLocal::dereg). Its bytes are reached in two ways (`docs/memory.md`):
+/// - always, through a [`VolatileSlice`] ([`MrLocal::volatile`], and the copying shorthands
+///   [`read`](MrLocal::read), [`write`](MrLocal::write), [`to_vec`](MrLocal::to_vec)): the device
+///   or a remote peer may change them at any moment, so no reference to them is made (rule M2);
+/// - as a plain `&mut [u8]` ([`MrLocal::as_mut_slice`]) only when nothing else can touch them:
+///   `&mut self` (no operation is being built on the region), no remote access granted by its
+///   usage, and no operation in flight holding it (rule M3).
+///
+/// Dropping the region deregisters it before its memory is freed; a connection that posted an
+/// operation on it keeps the registration alive until that operation is retired (rule V4).
+///
+/// `Send + Sync`: every access through `&self` is a volatile copy.
 pub struct MrLocal<T: Transport> {
     pub(crate) mr: Arc<T::Mr>,
     usage: Usage,
+    remote_access: bool,
     _peer: Arc<PeerInner<T>>,
 }
 
@@ -32,44 +44,81 @@ impl<T: Transport> fmt::Debug for MrLocal<T> {
     }
 }
 
+/// The `Error` of a memory failure in operation `op`.
+pub(crate) fn mem_error(op: &'static str, e: &MemError) -> Error {
+    let kind = match e {
+        MemError::Alloc { .. } | MemError::HugePages { .. } => ErrorKind::NoMem,
+        MemError::Io { .. } => ErrorKind::Provider,
+        _ => ErrorKind::Inval,
+    };
+    let err = match (kind, e.errno()) {
+        (ErrorKind::Provider, Some(errno)) => Error::provider(op, errno),
+        _ => Error::new(kind, op),
+    };
+    err.with_detail(&e.to_string())
+}
+
 impl<T: Transport> Peer<T> {
-    /// `rpma_mr_reg`: allocates `buf` and registers it for `usage`.
+    /// `rpma_mr_reg`: registers `memory` for `usage`; the region owns it until
+    /// [`MrLocal::dereg`] gives it back.
+    ///
+    /// ```
+    /// # fn f<T: rpma_core::Transport>(peer: &rpma_core::Peer<T>) -> rpma_core::Result<()> {
+    /// use rpma_core::Usage;
+    /// use rpma_mem::Memory;
+    /// let mr = peer.reg_mr(Memory::from_vec(vec![0; 4096]), Usage::WRITE_SRC)?;
+    /// let v = mr.dereg()?.map(|m| m.into_vec());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the buffer is empty (`size == 0`) or `usage` is
-    /// empty or has bits outside [`Usage::all()`]; [`NoMem`](crate::ErrorKind::NoMem) if the
-    /// memory cannot be allocated; [`Provider`](crate::ErrorKind::Provider) if the registration
-    /// fails.
-    pub fn reg_mr(&self, buf: MrBuffer, usage: Usage) -> Result<MrLocal<T>> {
+    /// [`Inval`](crate::ErrorKind::Inval) if the memory is empty or `usage` is empty or has bits
+    /// outside [`Usage::all()`]; [`Provider`](crate::ErrorKind::Provider) if the registration
+    /// fails (the memory is released then).
+    #[doc(alias = "rpma_mr_reg")]
+    pub fn reg_mr(&self, memory: Memory, usage: Usage) -> Result<MrLocal<T>> {
         const OP: &str = "rpma_mr_reg";
-        if buf.is_empty() {
+        if memory.is_empty() {
             return Err(Error::inval(OP, "size is 0"));
         }
         validate::usage(OP, usage)?;
-        let mr = self.transport().reg_mr(&self.inner.pd, buf, usage).map_err(|e| e.in_op(OP))?;
-        Ok(MrLocal { mr: Arc::new(mr), usage, _peer: Arc::clone(&self.inner) })
+        let mr = self.transport().reg_mr(&self.inner.pd, memory, usage).map_err(|e| e.in_op(OP))?;
+        let remote_access = usage.remote_readable()
+            || usage.remote_writable()
+            || (self.inner.caps.iwarp && usage.intersects(Usage::READ_DST | Usage::RECV));
+        Ok(MrLocal { mr: Arc::new(mr), usage, remote_access, _peer: Arc::clone(&self.inner) })
     }
 
-    /// Shorthand for [`Peer::reg_mr`] with a page-aligned buffer of `len` zeroed bytes.
+    /// Registers `len` zeroed, page-aligned bytes (what librpma's examples register).
     ///
     /// # Errors
-    /// As [`Peer::reg_mr`].
+    /// [`Inval`](crate::ErrorKind::Inval) if `len == 0` or `usage` is invalid;
+    /// [`NoMem`](crate::ErrorKind::NoMem) if the memory cannot be allocated; as [`Peer::reg_mr`].
     pub fn alloc_mr(&self, len: usize, usage: Usage) -> Result<MrLocal<T>> {
-        self.reg_mr(MrBuffer::PageAligned(len), usage)
+        let memory = Memory::page_aligned(len).map_err(|e| mem_error("rpma_mr_reg", &e))?;
+        self.reg_mr(memory, usage)
     }
 }
 
 impl<T: Transport> MrLocal<T> {
     /// `rpma_mr_get_ptr`: the registered base address (as the peer sees it in descriptors).
+    #[doc(alias = "rpma_mr_get_ptr")]
     #[must_use]
     pub fn addr(&self) -> u64 {
         self.mr.addr()
     }
 
     /// `rpma_mr_get_size`: the registered length.
+    #[doc(alias = "rpma_mr_get_size")]
     #[must_use]
     pub fn len(&self) -> usize {
         self.mr.len()
+    }
+
+    /// The remote key peers use to reach the region (also in its descriptor).
+    #[must_use]
+    pub fn rkey(&self) -> u32 {
+        self.mr.rkey()
     }
 
     /// Whether the region is empty (never: registration rejects zero sizes).
@@ -84,10 +133,11 @@ impl<T: Transport> MrLocal<T> {
         self.usage
     }
 
-    /// The backend's region.
+    /// Whether a remote peer may access the region (its usage grants a remote read, write or
+    /// flush; on iWARP also a read destination or receive buffer, which need remote write).
     #[must_use]
-    pub fn raw(&self) -> &Arc<T::Mr> {
-        &self.mr
+    pub const fn remote_access(&self) -> bool {
+        self.remote_access
     }
 
     /// `rpma_mr_get_descriptor`: the 21-byte descriptor a remote peer needs to access the
@@ -95,6 +145,7 @@ impl<T: Transport> MrLocal<T> {
     ///
     /// SECURITY: a descriptor grants access to the region to whoever holds it; exchange it over
     /// a channel you trust.
+    #[doc(alias = "rpma_mr_get_descriptor")]
     #[must_use]
     pub fn descriptor(&self) -> [u8; MR_DESCRIPTOR_SIZE] {
         MrDescriptor {
@@ -107,9 +158,39 @@ impl<T: Transport> MrLocal<T> {
     }
 
     /// `rpma_mr_get_descriptor_size`: always 21.
+    #[doc(alias = "rpma_mr_get_descriptor_size")]
     #[must_use]
     pub const fn descriptor_size(&self) -> usize {
         MR_DESCRIPTOR_SIZE
+    }
+
+    /// The region's bytes as a [`VolatileSlice`]: copies in and out, single-value volatile and
+    /// atomic accesses (e.g. polling a byte a peer writes), never a reference (rule M2).
+    #[must_use]
+    pub fn volatile(&self) -> VolatileSlice<'_> {
+        self.mr.memory()
+    }
+
+    /// The region's bytes as a plain mutable slice, to fill or read data in place (zero copy).
+    ///
+    /// Sound because nothing else can touch the bytes while the slice lives (rule M3): `&mut
+    /// self` means no operation is being built on the region in this thread or another, the
+    /// usage grants no remote access, and no operation posted earlier is still in flight.
+    ///
+    /// # Errors
+    /// [`Inval`](crate::ErrorKind::Inval) if the usage grants remote access (a peer may write
+    /// or read the bytes at any time: use [`MrLocal::volatile`]);
+    /// [`Again`](crate::ErrorKind::Again) if an operation posted on the region has not been
+    /// retired yet (poll its completion, or a later signaled one of the same queue, first).
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        const OP: &str = "MrLocal::as_mut_slice";
+        if self.remote_access {
+            return Err(Error::inval(OP, "remote peers may access this region: use volatile()"));
+        }
+        Arc::get_mut(&mut self.mr)
+            .and_then(|mr| mr.memory_mut())
+            .map(Memory::as_mut_slice)
+            .ok_or_else(|| Error::new(ErrorKind::Again, OP).with_detail("an operation in flight holds the region"))
     }
 
     /// Copies `dst.len()` bytes at `offset` out of the region.
@@ -119,9 +200,7 @@ impl<T: Transport> MrLocal<T> {
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if `[offset, offset + dst.len())` is outside the region.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
-        validate::local_range("MrLocal::read", self.mr.len(), offset, dst.len())?;
-        self.mr.read(offset, dst);
-        Ok(())
+        self.volatile().read(offset, dst).map_err(|e| mem_error("MrLocal::read", &e))
     }
 
     /// Copies `len` bytes at `offset` into a new vector.
@@ -129,10 +208,8 @@ impl<T: Transport> MrLocal<T> {
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region.
     pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
-        validate::local_range("MrLocal::to_vec", self.mr.len(), offset, len)?;
-        let mut v = vec![0u8; len];
-        self.mr.read(offset, &mut v);
-        Ok(v)
+        let v = self.volatile().subslice(offset, len).map_err(|e| mem_error("MrLocal::to_vec", &e))?;
+        Ok(v.to_vec())
     }
 
     /// Copies `src` into the region at `offset`.
@@ -140,9 +217,7 @@ impl<T: Transport> MrLocal<T> {
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if `[offset, offset + src.len())` is outside the region.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
-        validate::local_range("MrLocal::write", self.mr.len(), offset, src.len())?;
-        self.mr.write(offset, src);
-        Ok(())
+        self.volatile().write(offset, src).map_err(|e| mem_error("MrLocal::write", &e))
     }
 
     /// `rpma_mr_advise`: advises the provider about `[offset, offset + len)` (e.g. prefetch an
@@ -153,6 +228,7 @@ impl<T: Transport> MrLocal<T> {
     /// unlike librpma, spec 9 #13), or the provider rejects the advice or flags;
     /// [`NoSupp`](crate::ErrorKind::NoSupp) if advising is not supported;
     /// [`Provider`](crate::ErrorKind::Provider) on other provider failures.
+    #[doc(alias = "rpma_mr_advise")]
     pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
         const OP: &str = "rpma_mr_advise";
         validate::local_range(OP, self.mr.len(), offset, len)?;
@@ -162,17 +238,19 @@ impl<T: Transport> MrLocal<T> {
         self.mr.advise(offset, len, advice, flags).map_err(|e| e.in_op(OP))
     }
 
-    /// `rpma_mr_dereg`: deregisters the region now and reports a failure. (Dropping it
-    /// deregisters too, logging a failure.) If a connection still holds the region for an
-    /// operation in flight, deregistration happens when that operation is retired.
+    /// `rpma_mr_dereg`: deregisters the region now and gives its memory back. (Dropping it
+    /// deregisters too, logging a failure.) If an operation in flight still holds the region,
+    /// deregistration happens when that operation is retired, the memory is freed then, and
+    /// this returns `Ok(None)`.
     ///
     /// # Errors
-    /// [`Provider`](crate::ErrorKind::Provider) if deregistration fails; the region is gone all
-    /// the same (spec 9 #10).
-    pub fn dereg(self) -> Result<()> {
+    /// [`Provider`](crate::ErrorKind::Provider) if deregistration fails: the device may still
+    /// reach the memory, so it is leaked, never freed (rule M1).
+    #[doc(alias = "rpma_mr_dereg")]
+    pub fn dereg(self) -> Result<Option<Memory>> {
         match Arc::try_unwrap(self.mr) {
             Ok(mr) => mr.dereg().map_err(|e| e.in_op("rpma_mr_dereg")),
-            Err(_) => Ok(()),
+            Err(_) => Ok(None),
         }
     }
 }
@@ -189,6 +267,7 @@ pub struct MrRemote {
 
 impl MrRemote {
     /// `rpma_mr_remote_from_descriptor`.
+    #[doc(alias = "rpma_mr_remote_from_descriptor")]
     ///
     /// SECURITY: a tampered descriptor redirects operations; exchange descriptors over a
     /// channel you trust.
@@ -201,6 +280,7 @@ impl MrRemote {
     }
 
     /// `rpma_mr_remote_get_size`.
+    #[doc(alias = "rpma_mr_remote_get_size")]
     #[must_use]
     pub const fn len(&self) -> u64 {
         self.desc.len
@@ -231,6 +311,7 @@ impl MrRemote {
     }
 
     /// `rpma_mr_remote_get_flush_type`: the flush-type bits of the remote usage.
+    #[doc(alias = "rpma_mr_remote_get_flush_type")]
     #[must_use]
     pub const fn flush_type(&self) -> Usage {
         self.desc.usage().intersection(Usage::FLUSH_TYPES)

@@ -1,7 +1,6 @@
 //! Devices, peers and peer configurations.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::descriptor::{decode_peer_cfg, encode_peer_cfg, PEER_CFG_DESCRIPTOR_SIZE};
@@ -66,9 +65,10 @@ impl<T: Transport> Device<T> {
         &self.transport
     }
 
-    /// The backend's device object.
+    /// The backend's device object (part of the backend contract, [`crate::transport`], which is
+    /// not semver-stable).
     #[must_use]
-    pub fn raw(&self) -> &T::Device {
+    pub fn backend(&self) -> &T::Device {
         &self.dev
     }
 }
@@ -166,16 +166,10 @@ impl<T: Transport> Peer<T> {
 /// A peer configuration (`struct rpma_peer_cfg`): what a peer tells its remote side about
 /// itself (whether RDMA writes land directly in its persistent memory).
 ///
-/// Setters take `&self` (atomic), so one configuration may be shared between threads.
-#[derive(Debug, Default)]
+/// A plain builder; `Copy`, `Send + Sync`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerCfg {
-    direct_write_to_pmem: AtomicBool,
-}
-
-impl Clone for PeerCfg {
-    fn clone(&self) -> Self {
-        Self { direct_write_to_pmem: AtomicBool::new(self.direct_write_to_pmem()) }
-    }
+    direct_write_to_pmem: bool,
 }
 
 impl PeerCfg {
@@ -187,15 +181,18 @@ impl PeerCfg {
 
     /// `rpma_peer_cfg_set_direct_write_to_pmem`: declares that an RDMA write to this node lands
     /// persistently in its PMem (e.g. DDIO off). Gates [`FlushType::Persistent`](crate::FlushType).
-    pub fn set_direct_write_to_pmem(&self, supported: bool) -> &Self {
-        self.direct_write_to_pmem.store(supported, Ordering::Relaxed);
+    #[doc(alias = "rpma_peer_cfg_set_direct_write_to_pmem")]
+    #[must_use]
+    pub const fn with_direct_write_to_pmem(mut self, supported: bool) -> Self {
+        self.direct_write_to_pmem = supported;
         self
     }
 
     /// `rpma_peer_cfg_get_direct_write_to_pmem`.
+    #[doc(alias = "rpma_peer_cfg_get_direct_write_to_pmem")]
     #[must_use]
-    pub fn direct_write_to_pmem(&self) -> bool {
-        self.direct_write_to_pmem.load(Ordering::Relaxed)
+    pub const fn direct_write_to_pmem(&self) -> bool {
+        self.direct_write_to_pmem
     }
 
     /// `rpma_peer_cfg_get_descriptor`: the 1-byte descriptor to send to the remote peer.
@@ -220,6 +217,6 @@ impl PeerCfg {
     /// [`Inval`](crate::ErrorKind::Inval) if `desc` is empty.
     pub fn from_descriptor(desc: &[u8]) -> Result<Self> {
         let v = decode_peer_cfg(desc)?;
-        Ok(Self { direct_write_to_pmem: AtomicBool::new(v) })
+        Ok(Self { direct_write_to_pmem: v })
     }
 }

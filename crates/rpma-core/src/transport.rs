@@ -27,6 +27,8 @@ use std::fmt::Debug;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+use rpma_mem::{Memory, VolatileSlice};
+
 use crate::error::Result;
 use crate::types::{Advice, ContextType, FlushType, Usage, Wc};
 
@@ -79,45 +81,6 @@ impl Capabilities {
             max_private_data_connect: 56,
             max_private_data_accept: 196,
         }
-    }
-}
-
-/// Where the bytes of a local memory region come from. The region owns them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MrBuffer {
-    /// `len` zeroed bytes on the heap.
-    Heap(usize),
-    /// `len` zeroed bytes starting on a page boundary (what librpma's examples register).
-    PageAligned(usize),
-    /// The first `len` bytes of the file at `path`, shared with the file: the file is created if
-    /// missing and extended with zeros to `len` if shorter; the region starts with the file's
-    /// contents. What the region holds reaches the file no later than deregistration (the
-    /// mapping is synced then); a backend may make it durable earlier (the mock writes a range
-    /// back when a persistent flush covers it). As with librpma, real persistence of a remote
-    /// write needs persistent memory (a DAX-mapped file); on a page-cache file the bytes are as
-    /// durable as the kernel's writeback makes them.
-    File {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Bytes to register (from offset 0 of the file).
-        len: usize,
-    },
-}
-
-impl MrBuffer {
-    /// The length of the buffer in bytes.
-    #[must_use]
-    pub const fn len(&self) -> usize {
-        match self {
-            Self::Heap(l) | Self::PageAligned(l) | Self::File { len: l, .. } => *l,
-        }
-    }
-
-    /// Whether the buffer is empty.
-    #[must_use]
-    pub const fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -275,13 +238,14 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// to `NoMem` and with errno 0 to `Unknown`, as `rpma_peer_new`).
     fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
 
-    /// Allocates `buf` and registers it with the access rights `usage` maps to (spec 3.2). If
+    /// Registers `memory` (which the region then owns) with the access rights `usage` maps to
+    /// (spec 3.2). If
     /// the registration fails with `EOPNOTSUPP` and the device is ODP-capable, it is retried
     /// once with on-demand paging (`IBV_ACCESS_ON_DEMAND`, spec 8.8).
     ///
     /// # Errors
-    /// `NoMem` if the buffer cannot be allocated; `Provider` if registration fails.
-    fn reg_mr(&self, pd: &Arc<Self::Pd>, buf: MrBuffer, usage: Usage) -> Result<Self::Mr>;
+    /// `Provider` if registration fails.
+    fn reg_mr(&self, pd: &Arc<Self::Pd>, memory: Memory, usage: Usage) -> Result<Self::Mr>;
 
     /// Creates a shared receive queue of `rq_size` entries and, if `rcq_size > 0`, its own
     /// receive CQ with a private completion channel.
@@ -309,11 +273,11 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     ) -> Result<Self::Qp>;
 }
 
-/// A registered local memory region that owns its bytes.
+/// A registered local memory region that owns its [`Memory`].
 ///
-/// Access to the bytes is by copy only: the device and remote peers may write them at any time,
-/// so no reference to them is ever handed out. Offsets and lengths are validated by rpma-core.
-/// Dropping the region deregisters it before its bytes are freed.
+/// The bytes are reached through a [`VolatileSlice`] (the device and remote peers may write them
+/// at any time, rule M2 of `docs/memory.md`). Dropping the region deregisters it before its
+/// memory is freed; a memory whose deregistration failed is leaked (rule M1).
 pub trait MrBackend: Send + Sync + 'static {
     /// The registered address (`ibv_mr->addr`, the `raddr` of the descriptor).
     fn addr(&self) -> u64;
@@ -325,20 +289,23 @@ pub trait MrBackend: Send + Sync + 'static {
     }
     /// The remote key.
     fn rkey(&self) -> u32;
-    /// Copies `dst.len()` bytes at `offset` out of the region.
-    fn read(&self, offset: usize, dst: &mut [u8]);
-    /// Copies `src` into the region at `offset`.
-    fn write(&self, offset: usize, src: &[u8]);
+    /// The region's bytes.
+    fn memory(&self) -> VolatileSlice<'_>;
+    /// The region's memory, if this handle is its only holder inside the backend (`None` if,
+    /// e.g., a table of remotely reachable regions shares it). rpma-core calls it only with no
+    /// operation in flight and no remote access granted (rule M3).
+    fn memory_mut(&mut self) -> Option<&mut Memory>;
     /// `ibv_advise_mr` on `[offset, offset + len)`.
     ///
     /// # Errors
     /// `NoSupp` if not supported, `Inval` for `EFAULT`/`EINVAL`, else `Provider`.
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()>;
-    /// Deregisters the region now, reporting a failure.
+    /// Deregisters the region now and gives its memory back (`None` if the backend must keep
+    /// it a little longer and frees it itself).
     ///
     /// # Errors
-    /// `Provider` if deregistration fails (the region is gone all the same).
-    fn dereg(self) -> Result<()>;
+    /// `Provider` if deregistration fails: the memory is then leaked, never freed (rule M1).
+    fn dereg(self) -> Result<Option<Memory>>;
 }
 
 /// A completion queue and its completion channel.

@@ -144,17 +144,21 @@ impl fmt::Display for ConnEvent {
     }
 }
 
-/// `rpma_utils_conn_event_2str()` for a raw `enum rpma_conn_event` value.
-#[must_use]
-pub fn conn_event_2str(event: i32) -> &'static str {
-    match event {
-        -1 => ConnEvent::Undefined.as_str(),
-        0 => ConnEvent::Established.as_str(),
-        1 => ConnEvent::Closed.as_str(),
-        2 => ConnEvent::Lost.as_str(),
-        3 => ConnEvent::Rejected.as_str(),
-        4 => ConnEvent::Unreachable.as_str(),
-        _ => "Unsupported connection event",
+impl ConnEvent {
+    /// The string librpma's `rpma_utils_conn_event_2str()` gives for a raw
+    /// `enum rpma_conn_event` value (`"Unsupported connection event"` for any other integer).
+    #[doc(alias = "rpma_utils_conn_event_2str")]
+    #[must_use]
+    pub const fn describe_code(event: i32) -> &'static str {
+        match event {
+            -1 => ConnEvent::Undefined.as_str(),
+            0 => ConnEvent::Established.as_str(),
+            1 => ConnEvent::Closed.as_str(),
+            2 => ConnEvent::Lost.as_str(),
+            3 => ConnEvent::Rejected.as_str(),
+            4 => ConnEvent::Unreachable.as_str(),
+            _ => "Unsupported connection event",
+        }
     }
 }
 
@@ -189,6 +193,12 @@ pub enum WcStatus {
 }
 
 impl WcStatus {
+    /// Whether the operation succeeded (`IBV_WC_SUCCESS`).
+    #[must_use]
+    pub const fn is_success(self) -> bool {
+        matches!(self, Self::Success)
+    }
+
     /// The raw `enum ibv_wc_status` value.
     #[must_use]
     pub const fn raw(self) -> u32 {
@@ -314,7 +324,7 @@ pub struct Wc {
 }
 
 impl Wc {
-    /// A zeroed completion, to fill arrays handed to [`Cq::get_wc`](crate::Cq::get_wc).
+    /// A zeroed completion, to fill arrays handed to [`Cq::poll`](crate::Cq::poll).
     pub const EMPTY: Self = Self {
         wr_id: 0,
         status: WcStatus::Success,
@@ -346,8 +356,9 @@ pub enum Advice {
 /// `IBV_ADVISE_MR_FLAG_FLUSH`: a flag of [`MrLocal::advise`](crate::MrLocal::advise).
 pub const ADVISE_FLAG_FLUSH: u32 = 1;
 
-/// `RPMA_DEFAULT_TIMEOUT_MS`.
-pub const DEFAULT_TIMEOUT_MS: i32 = 1000;
+/// `RPMA_DEFAULT_TIMEOUT_MS`: the default connection-establishment timeout, 1000 ms.
+#[doc(alias = "RPMA_DEFAULT_TIMEOUT_MS")]
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1000);
 /// `RPMA_ATOMIC_WRITE_ALIGNMENT`: alignment and size of [`Conn::atomic_write`](crate::Conn::atomic_write).
 pub const ATOMIC_WRITE_ALIGNMENT: usize = 8;
 
@@ -367,13 +378,13 @@ mod tests {
 
     #[test]
     fn conn_event_strings() {
-        assert_eq!(conn_event_2str(-1), "Undefined connection event");
-        assert_eq!(conn_event_2str(0), "Connection established");
-        assert_eq!(conn_event_2str(1), "Connection closed");
-        assert_eq!(conn_event_2str(2), "Connection lost");
-        assert_eq!(conn_event_2str(3), "Connection rejected");
-        assert_eq!(conn_event_2str(4), "Connection unreachable");
-        assert_eq!(conn_event_2str(5), "Unsupported connection event");
+        assert_eq!(ConnEvent::describe_code(-1), "Undefined connection event");
+        assert_eq!(ConnEvent::describe_code(0), "Connection established");
+        assert_eq!(ConnEvent::describe_code(1), "Connection closed");
+        assert_eq!(ConnEvent::describe_code(2), "Connection lost");
+        assert_eq!(ConnEvent::describe_code(3), "Connection rejected");
+        assert_eq!(ConnEvent::describe_code(4), "Connection unreachable");
+        assert_eq!(ConnEvent::describe_code(5), "Unsupported connection event");
         assert_eq!(ConnEvent::Lost.to_string(), "Connection lost");
     }
 

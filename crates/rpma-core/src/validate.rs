@@ -8,6 +8,18 @@ use crate::mr::MrRemote;
 use crate::transport::{Capabilities, LocalBuf, RemoteBuf};
 use crate::types::{CompletionFlags, FlushType, Usage, ATOMIC_WRITE_ALIGNMENT};
 
+/// A queue or CQ size against the device's limit (librpma passed it on and the provider failed;
+/// rpma-rs refuses it first, so no backend tries to allocate an absurd queue).
+///
+/// # Errors
+/// `Inval`.
+pub fn queue_size(op: &'static str, what: &'static str, size: u32, max: u32) -> Result<()> {
+    if size > max {
+        return Err(Error::inval(op, &format!("{what} {size} exceeds the device's limit {max}")));
+    }
+    Ok(())
+}
+
 /// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (spec 9 #4).
 ///
 /// # Errors

@@ -45,8 +45,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use rpma_core::transport::{MrBuffer, QueueConfig, Transport};
+use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
+use rpma_mem::Memory;
 
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
@@ -380,8 +381,8 @@ impl Transport for MockFabric {
         })
     }
 
-    fn reg_mr(&self, pd: &Arc<MockPd>, buf: MrBuffer, usage: Usage) -> Result<MockMr> {
-        mem::reg_mr(pd, &buf, usage)
+    fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
+        mem::reg_mr(pd, memory, usage)
     }
 
     fn create_srq(&self, pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {

@@ -1,19 +1,22 @@
-//! Registered memory: buffers owned by the region, access rights as librpma maps usages, and
-//! copies between regions that take their locks in a global order.
+//! Registered memory: the [`Memory`] a region owns, access rights as librpma maps usages, and
+//! copies between regions.
 //!
-//! A [`MrBuffer::File`] region starts with the file's first `len` bytes (the file is created and
-//! extended with zeros as needed); a persistent flush covering a range writes that range back
-//! to the file at once (at the responder, before the flush completes), and deregistration
-//! writes the whole region back. A write that was never persistently flushed reaches the file
-//! only at deregistration.
+//! The bytes are reached only through `rpma_mem`'s [`VolatileSlice`] (rule M2 of
+//! `docs/memory.md`): a remote write racing with a local copy gives torn bytes, as on a NIC,
+//! never undefined behaviour. Only regions a peer may reach are entered in the PD's rkey table;
+//! a local-only region is held by its handle alone, which is what lets rpma-core hand out a
+//! plain `&mut [u8]` to it (rule M3).
+//!
+//! A file-mapped region (`rpma_mem::MapOptions`): a persistent flush covering a range syncs
+//! that range to the file at once (at the responder, before the flush completes), and
+//! deregistration syncs the whole region.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 
-use rpma_core::transport::{MrBackend, MrBuffer};
+use rpma_core::transport::MrBackend;
 use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
+use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 
 use crate::counters::{Kind, Live};
 use crate::MockPd;
@@ -29,6 +32,11 @@ pub(crate) struct Access {
 }
 
 impl Access {
+    /// Whether a remote peer may reach the region at all.
+    pub(crate) const fn remote(self) -> bool {
+        self.remote_read || self.remote_write || self.flush_global || self.flush_persistent
+    }
+
     pub(crate) fn of(usage: Usage, native_flush: bool, iwarp: bool) -> Self {
         let flush_read = !native_flush && usage.intersects(Usage::FLUSH_TYPES);
         Self {
@@ -42,15 +50,12 @@ impl Access {
 }
 
 pub(crate) struct MrShared {
-    pub(crate) id: u64,
     pub(crate) addr: u64,
     pub(crate) len: usize,
     pub(crate) rkey: u32,
     pub(crate) access: Access,
     pub(crate) valid: AtomicBool,
-    data: RwLock<Box<[u8]>>,
-    /// The file behind a [`MrBuffer::File`] region.
-    file: Option<File>,
+    data: Memory,
     _live: Live,
 }
 
@@ -62,85 +67,42 @@ impl MrShared {
         (end <= self.len as u64).then_some(off as usize)
     }
 
-    pub(crate) fn read_at(&self, offset: usize, dst: &mut [u8]) {
-        let g = self.data.read().unwrap_or_else(PoisonError::into_inner);
-        dst.copy_from_slice(&g[offset..offset + dst.len()]);
+    /// `len` bytes at `offset` (validated by the caller: rpma-core for local buffers,
+    /// [`MrShared::offset_of`] for remote ones).
+    pub(crate) fn bytes(&self, offset: usize, len: usize) -> VolatileSlice<'_> {
+        self.data.volatile().subslice(offset, len).expect("a range checked against the region")
     }
 
-    pub(crate) fn write_at(&self, offset: usize, src: &[u8]) {
-        let mut g = self.data.write().unwrap_or_else(PoisonError::into_inner);
-        g[offset..offset + src.len()].copy_from_slice(src);
-    }
-
-    /// Writes `[offset, offset + len)` (clamped to the region) back to the region's file, if it
-    /// has one (a persistent flush at the responder). A no-op for memory-only regions.
-    pub(crate) fn persist(&self, offset: usize, len: usize) -> std::io::Result<()> {
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
+    /// Syncs `[offset, offset + len)` (clamped to the region) to the region's file, if it is a
+    /// file mapping (a persistent flush at the responder). A no-op for memory-only regions.
+    pub(crate) fn persist(&self, offset: usize, len: usize) -> std::result::Result<(), rpma_mem::MemError> {
         let end = offset.saturating_add(len).min(self.len);
-        if offset >= end {
+        if offset >= end || !matches!(self.data.kind(), MemoryKind::File | MemoryKind::DevDax) {
             return Ok(());
         }
-        let g = self.data.read().unwrap_or_else(PoisonError::into_inner);
-        file.write_all_at(&g[offset..end], offset as u64)
+        self.data.flush(offset, end - offset)
     }
 }
 
-/// Opens (creating and extending as needed) the file of a [`MrBuffer::File`] region and reads its
-/// first `len` bytes into `v`.
-fn load_file(path: &std::path::Path, v: &mut [u8]) -> Result<File> {
-    let errno = |op: &'static str, e: &std::io::Error| {
-        Error::provider(op, e.raw_os_error().unwrap_or(5)).with_detail(&format!("{}: {e}", path.display()))
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| errno("open", &e))?;
-    let size = file.metadata().map_err(|e| errno("fstat", &e))?.len();
-    if size < v.len() as u64 {
-        file.set_len(v.len() as u64).map_err(|e| errno("ftruncate", &e))?;
-    }
-    file.read_exact_at(v, 0).map_err(|e| errno("pread", &e))?;
-    Ok(file)
-}
-
-/// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`, locking the two regions in
-/// the order of their ids (one lock if they are the same region).
+/// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` (the same region too; the
+/// ranges may overlap).
 pub(crate) fn copy(src: &MrShared, src_off: usize, dst: &MrShared, dst_off: usize, len: usize) {
     if len == 0 {
         return;
     }
-    if src.id == dst.id {
-        let mut g = dst.data.write().unwrap_or_else(PoisonError::into_inner);
-        g.copy_within(src_off..src_off + len, dst_off);
-        return;
-    }
-    let copy_into = |s: &[u8], d: &mut [u8]| d[dst_off..dst_off + len].copy_from_slice(&s[src_off..src_off + len]);
-    if src.id < dst.id {
-        let s = src.data.read().unwrap_or_else(PoisonError::into_inner);
-        let mut d = dst.data.write().unwrap_or_else(PoisonError::into_inner);
-        copy_into(&s, &mut d);
-    } else {
-        let mut d = dst.data.write().unwrap_or_else(PoisonError::into_inner);
-        let s = src.data.read().unwrap_or_else(PoisonError::into_inner);
-        copy_into(&s, &mut d);
-    }
+    src.bytes(src_off, len).copy_to(&dst.bytes(dst_off, len)).expect("equal lengths");
 }
 
 /// A registered region of the mock: owns its bytes; dropping it deregisters it (remote accesses
 /// by its rkey then fail with a remote access error).
 pub struct MockMr {
-    pub(crate) shared: Arc<MrShared>,
+    shared: Option<Arc<MrShared>>,
     pd: Arc<MockPd>,
 }
 
 impl std::fmt::Debug for MockMr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockMr").field("addr", &self.shared.addr).field("len", &self.shared.len).finish()
+        f.debug_struct("MockMr").field("addr", &self.shared().addr).field("len", &self.shared().len).finish()
     }
 }
 
@@ -155,79 +117,84 @@ fn register(f: &crate::FabricInner, odp_capable: bool) -> Result<()> {
     }
 }
 
-pub(crate) fn reg_mr(pd: &Arc<MockPd>, buf: &MrBuffer, usage: Usage) -> Result<MockMr> {
+pub(crate) fn reg_mr(pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
     let f = &pd.fabric;
     register(f, pd.caps.odp)?;
-    let len = buf.len();
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| Error::new(ErrorKind::NoMem, "rpma_mr_reg"))?;
-    v.resize(len, 0u8);
-    let file = match buf {
-        MrBuffer::File { path, .. } => Some(load_file(path, &mut v)?),
-        _ => None,
-    };
+    let len = memory.len();
     let base = f.next_addr(len);
-    let addr = match buf {
-        MrBuffer::PageAligned(_) | MrBuffer::File { .. } => base,
-        // A heap buffer is not page-aligned: model malloc's 16-byte alignment.
-        _ => base + 16,
+    let addr = match memory.kind() {
+        MemoryKind::Heap | MemoryKind::Vec | MemoryKind::Boxed => base + 16,
+        // Page-aligned allocations and mappings: the base is page-aligned.
+        _ => base,
     };
+    let access = Access::of(usage, pd.caps.native_flush, pd.caps.iwarp);
     let shared = Arc::new(MrShared {
-        id: f.next_id(),
         addr,
         len,
         rkey: f.next_num(),
-        access: Access::of(usage, pd.caps.native_flush, pd.caps.iwarp),
+        access,
         valid: AtomicBool::new(true),
-        data: RwLock::new(v.into_boxed_slice()),
-        file,
+        data: memory,
         _live: f.live(Kind::Mr),
     });
-    pd.mrs.write().unwrap_or_else(PoisonError::into_inner).insert(shared.rkey, Arc::clone(&shared));
-    Ok(MockMr { shared, pd: Arc::clone(pd) })
+    if access.remote() {
+        pd.mrs.write().unwrap_or_else(PoisonError::into_inner).insert(shared.rkey, Arc::clone(&shared));
+    }
+    Ok(MockMr { shared: Some(shared), pd: Arc::clone(pd) })
 }
 
 impl MockMr {
-    /// Deregisters the region (once) and writes a file-backed region back to its file.
-    fn deregister(&self) -> Result<()> {
-        if !self.shared.valid.swap(false, Ordering::SeqCst) {
+    /// The region (present until deregistration).
+    pub(crate) fn shared(&self) -> &Arc<MrShared> {
+        self.shared.as_ref().expect("region present until deregistered")
+    }
+
+    /// Deregisters the region (once): takes it out of the rkey table and syncs a file-mapped
+    /// region to its file. The mock has no device that could still reach the memory, so unlike
+    /// a real backend it is freed even when an injected `ibv_dereg_mr` failure is reported.
+    fn deregister(&self, mr: &MrShared) -> Result<()> {
+        if !mr.valid.swap(false, Ordering::SeqCst) {
             return Ok(());
         }
-        self.pd.mrs.write().unwrap_or_else(PoisonError::into_inner).remove(&self.shared.rkey);
-        self.shared.persist(0, self.shared.len).map_err(|e| {
-            Error::provider("ibv_dereg_mr", e.raw_os_error().unwrap_or(5))
-                .with_detail(&format!("writing the region back to its file: {e}"))
+        if mr.access.remote() {
+            self.pd.mrs.write().unwrap_or_else(PoisonError::into_inner).remove(&mr.rkey);
+        }
+        mr.persist(0, mr.len).map_err(|e| {
+            Error::provider("ibv_dereg_mr", e.errno().unwrap_or(5))
+                .with_detail(&format!("syncing the region to its file: {e}"))
         })
     }
 }
 
 impl Drop for MockMr {
     fn drop(&mut self) {
-        if let Err(e) = self.deregister() {
-            rpma_core::rpma_log!(Error, "{e}");
+        if let Some(shared) = self.shared.take() {
+            if let Err(e) = self.deregister(&shared) {
+                rpma_core::rpma_log!(Error, "{e}");
+            }
         }
     }
 }
 
 impl MrBackend for MockMr {
     fn addr(&self) -> u64 {
-        self.shared.addr
+        self.shared().addr
     }
 
     fn len(&self) -> usize {
-        self.shared.len
+        self.shared().len
     }
 
     fn rkey(&self) -> u32 {
-        self.shared.rkey
+        self.shared().rkey
     }
 
-    fn read(&self, offset: usize, dst: &mut [u8]) {
-        self.shared.read_at(offset, dst);
+    fn memory(&self) -> VolatileSlice<'_> {
+        self.shared().data.volatile()
     }
 
-    fn write(&self, offset: usize, src: &[u8]) {
-        self.shared.write_at(offset, src);
+    fn memory_mut(&mut self) -> Option<&mut Memory> {
+        self.shared.as_mut().and_then(Arc::get_mut).map(|s| &mut s.data)
     }
 
     fn advise(&self, _offset: usize, _len: usize, advice: Advice, flags: u32) -> Result<()> {
@@ -242,16 +209,19 @@ impl MrBackend for MockMr {
         if flags & !rpma_core::ADVISE_FLAG_FLUSH != 0 {
             return Err(Error::inval("ibv_advise_mr", "unknown advise flags"));
         }
-        if advice == Advice::PrefetchWrite && !self.shared.access.local_write {
+        if advice == Advice::PrefetchWrite && !self.shared().access.local_write {
             return Err(Error::inval("ibv_advise_mr", "PREFETCH_WRITE needs a locally writable region"));
         }
         Ok(())
     }
 
-    fn dereg(self) -> Result<()> {
+    fn dereg(mut self) -> Result<Option<Memory>> {
         let r = self.pd.fabric.faults.check("ibv_dereg_mr");
-        let w = self.deregister();
-        drop(self);
-        r.and(w)
+        let shared = self.shared.take().expect("region present until deregistered");
+        let w = self.deregister(&shared);
+        r.and(w)?;
+        // Deregistered: no new access can start. A remote operation still copying holds the
+        // region, which then frees the memory itself.
+        Ok(Arc::try_unwrap(shared).ok().map(|s| s.data))
     }
 }

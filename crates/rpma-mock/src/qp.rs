@@ -222,7 +222,7 @@ fn deliver(m: &Msg, b: &RecvBuf) {
         return;
     }
     if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
-        copy(&src.shared, *soff, &dst.shared, b.offset, m.len);
+        copy(src.shared(), *soff, dst.shared(), b.offset, m.len);
     }
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
     if let Some(s) = m.sender.upgrade() {
@@ -730,7 +730,7 @@ fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcSta
                 return WcStatus::RemAccessErr;
             };
             if let Some(l) = &wr.local {
-                copy(mr, off, &l.mr.shared, l.offset, wr.len);
+                copy(mr, off, l.mr.shared(), l.offset, wr.len);
             }
         }
         SendOp::Write | SendOp::WriteImm(_) => {
@@ -738,7 +738,7 @@ fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcSta
                 return WcStatus::RemAccessErr;
             };
             if let Some(l) = &wr.local {
-                copy(&l.mr.shared, l.offset, mr, off, wr.len);
+                copy(l.mr.shared(), l.offset, mr, off, wr.len);
             }
         }
         SendOp::AtomicWrite(bytes) => {
@@ -748,7 +748,7 @@ fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcSta
             if caps.native_atomic_write && rb.addr % 8 != 0 {
                 return WcStatus::RemInvReqErr;
             }
-            mr.write_at(off, &bytes);
+            mr.bytes(off, 8).write(0, &bytes).expect("8 bytes inside the region");
         }
         SendOp::Flush(t) if caps.native_flush => {
             let allowed = match t {
@@ -773,7 +773,7 @@ fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcSta
                 return WcStatus::RemAccessErr;
             }
             let mut sink = [0u8; 8];
-            mr.read_at(off.min(mr.len - n), &mut sink[..n]);
+            mr.bytes(off.min(mr.len - n), n).read(0, &mut sink[..n]).expect("inside the region");
             if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
                 return WcStatus::RemOpErr;
             }
