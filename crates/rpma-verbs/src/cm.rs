@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rdma_sys as ffi;
 use rpma_core::transport::{
-    CmEvent, CqSlot, ListenerBackend, LocalBuf, MrBuffer, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
+    CmEvent, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
 };
 #[cfg(rpma_native_flush)]
 use rpma_core::FlushType;
@@ -27,6 +27,12 @@ const LOOKUP_TIMEOUT_MS: i32 = 1000;
 /// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: let librdmacm use the device's limits.
 const RDMA_MAX_RESP_RES: u8 = 0xFF;
 const RDMA_MAX_INIT_DEPTH: u8 = 0xFF;
+
+/// The 8-byte destination of the emulated flush's RDMA Read.
+fn flush_buffer() -> Result<rpma_mem::Memory> {
+    rpma_mem::Memory::page_aligned(8)
+        .map_err(|e| Error::new(ErrorKind::NoMem, "rpma_conn_req_new").with_detail(&e.to_string()))
+}
 
 fn cstring(op: &'static str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::provider(op, libc::EINVAL).with_detail("string contains a NUL byte"))
@@ -246,7 +252,7 @@ fn build_qp(
     let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(Arc::clone(&sq)), main_recv)?;
     let rcq = if want_rcq { Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, recv_ring)?) } else { None };
     let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
-    let flush_mr = if caps.native_flush { None } else { Some(reg_mr(pd, &MrBuffer::PageAligned(8), Usage::READ_DST)?) };
+    let flush_mr = if caps.native_flush { None } else { Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?) };
     let native_ops = caps.native_atomic_write || caps.native_flush;
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_qp_init_attr_ex>::zeroed();
     // SAFETY: zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.

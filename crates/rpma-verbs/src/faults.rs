@@ -63,8 +63,9 @@ pub enum Resource {
     EventChannel,
     /// `rdma_getaddrinfo` results.
     AddrInfo,
-    /// File mappings (`mmap`).
-    Mapping,
+    /// Memory regions whose deregistration failed: their memory is leaked, never freed, since
+    /// the device may still reach it (rule M1 of `docs/memory.md`).
+    LeakedMr,
 }
 
 impl Resource {
@@ -79,7 +80,7 @@ impl Resource {
         Self::CmId,
         Self::EventChannel,
         Self::AddrInfo,
-        Self::Mapping,
+        Self::LeakedMr,
     ];
 
     const fn index(self) -> usize {

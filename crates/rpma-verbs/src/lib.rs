@@ -68,8 +68,9 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use rdma_sys as ffi;
-use rpma_core::transport::{MrBuffer, QueueConfig, Transport};
+use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
+use rpma_mem::Memory;
 
 use crate::sys::{call, release, track};
 
@@ -226,8 +227,8 @@ impl Transport for Verbs {
         Ok(VerbsPd { pd, dev: dev.clone(), caps: caps.clone() })
     }
 
-    fn reg_mr(&self, pd: &Arc<VerbsPd>, buf: MrBuffer, usage: Usage) -> Result<VerbsMr> {
-        mr::reg_mr(pd, &buf, usage)
+    fn reg_mr(&self, pd: &Arc<VerbsPd>, memory: Memory, usage: Usage) -> Result<VerbsMr> {
+        mr::reg_mr(pd, memory, usage)
     }
 
     fn create_srq(&self, pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
