@@ -11,10 +11,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use rpma::generic::{Device, Ep, Peer};
 use rpma::log::{self, LogLevel, LogRecord, Threshold};
 use rpma::mock::MockFabric;
-use rpma::{ContextType, ErrorKind};
+use rpma::{ContextType, Device, Ep, ErrorKind, Peer};
 
 /// One record of the `log` facade: level, target, message, file, line.
 type FacadeRecord = (::log::Level, String, String, Option<String>, Option<u32>);

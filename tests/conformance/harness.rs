@@ -2,8 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use rpma::generic::{Conn, ConnCfg, ConnReq, Device, Ep, MrLocal, Peer};
-use rpma::{Capabilities, ConnEvent, ContextType, ErrorKind, MrRemote, Transport, Usage, Wc};
+use rpma::{
+    Capabilities, Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Cq, Device, Ep, ErrorKind, MrLocal, MrRemote, Peer,
+    Transport, Usage, Wc,
+};
 
 /// A backend under test.
 pub trait Backend: Send + Sync + 'static {
@@ -89,25 +91,29 @@ pub fn remote<T: Transport>(mr: &MrLocal<T>) -> MrRemote {
 }
 
 /// Polls `cq` until a completion arrives (fails after 10 s: a case never hangs).
-pub fn next_wc<T: Transport>(cq: rpma::generic::Cq<'_, T>) -> Wc {
+pub fn next_wc<T: Transport>(cq: Cq<'_, T>) -> Wc {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match cq.get_wc1() {
-            Ok(wc) => return wc,
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {
+        match cq.next_wc() {
+            Ok(Some(wc)) => return wc,
+            Ok(None) => {
                 assert!(Instant::now() < deadline, "no completion within 10 s");
                 std::thread::yield_now();
             }
-            Err(e) => panic!("get_wc failed: {e}"),
+            Err(e) => panic!("next_wc failed: {e}"),
         }
     }
 }
 
-/// Asserts that nothing is (or becomes, within a short grace period) available on `cq`.
-pub fn assert_no_wc<T: Transport>(cq: rpma::generic::Cq<'_, T>) {
+/// Asserts that nothing is (or becomes, within a short grace period) available on `cq`: an
+/// empty queue polls as `Ok(None)` (librpma's `RPMA_E_NO_COMPLETION`).
+pub fn assert_no_wc<T: Transport>(cq: Cq<'_, T>) {
     std::thread::sleep(Duration::from_millis(20));
-    let e = cq.get_wc1().expect_err("unexpected completion");
-    assert_eq!(e.kind(), ErrorKind::NoCompletion, "{e}");
+    match cq.next_wc() {
+        Ok(None) => {}
+        Ok(Some(wc)) => panic!("unexpected completion {wc:?}"),
+        Err(e) => panic!("next_wc failed: {e}"),
+    }
 }
 
 /// Asserts a result failed with `kind`.

@@ -6,8 +6,7 @@
 //! `peer_delete__invalid_peer_ptr` / `__null_peer`; `*__malloc_ERRNO` (allocation failure
 //! aborts).
 
-use rpma::generic::{Device, Peer};
-use rpma::{conn_event_2str, err_2str, ConnEvent, ContextType, ErrorKind, Usage};
+use rpma::{ConnEvent, ContextType, Device, ErrorKind, Peer, Usage};
 
 use super::harness::{assert_kind, Backend, Case};
 use crate::cases;
@@ -145,38 +144,38 @@ fn peer_delete__objects_keep_peer_alive<B: Backend>(b: &B) {
 }
 
 fn conn_event_2str__CONN_UNDEFINED<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(-1), "Undefined connection event");
-    assert_eq!(conn_event_2str(ConnEvent::Undefined as i32), "Undefined connection event");
+    assert_eq!(ConnEvent::describe_code(-1), "Undefined connection event");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Undefined as i32), "Undefined connection event");
 }
 
 fn conn_event_2str__CONN_ESTABLISHED<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(0), "Connection established");
-    assert_eq!(conn_event_2str(ConnEvent::Established as i32), "Connection established");
+    assert_eq!(ConnEvent::describe_code(0), "Connection established");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Established as i32), "Connection established");
 }
 
 fn conn_event_2str__CONN_CLOSED<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(1), "Connection closed");
-    assert_eq!(conn_event_2str(ConnEvent::Closed as i32), "Connection closed");
+    assert_eq!(ConnEvent::describe_code(1), "Connection closed");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Closed as i32), "Connection closed");
 }
 
 fn conn_event_2str__CONN_LOST<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(2), "Connection lost");
-    assert_eq!(conn_event_2str(ConnEvent::Lost as i32), "Connection lost");
+    assert_eq!(ConnEvent::describe_code(2), "Connection lost");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Lost as i32), "Connection lost");
 }
 
 fn conn_event_2str__CONN_REJECTED<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(3), "Connection rejected");
-    assert_eq!(conn_event_2str(ConnEvent::Rejected as i32), "Connection rejected");
+    assert_eq!(ConnEvent::describe_code(3), "Connection rejected");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Rejected as i32), "Connection rejected");
 }
 
 fn conn_event_2str__CONN_UNREACHABLE<B: Backend>(_b: &B) {
-    assert_eq!(conn_event_2str(4), "Connection unreachable");
-    assert_eq!(conn_event_2str(ConnEvent::Unreachable as i32), "Connection unreachable");
+    assert_eq!(ConnEvent::describe_code(4), "Connection unreachable");
+    assert_eq!(ConnEvent::describe_code(ConnEvent::Unreachable as i32), "Connection unreachable");
 }
 
 fn conn_event_2str__CONN_UNSUPPORTED<B: Backend>(_b: &B) {
     for v in [5, 6, 100, -2, i32::MIN, i32::MAX] {
-        assert_eq!(conn_event_2str(v), "Unsupported connection event", "{v}");
+        assert_eq!(ConnEvent::describe_code(v), "Unsupported connection event", "{v}");
     }
 }
 
@@ -189,59 +188,59 @@ fn conn_event__as_str_and_display<B: Backend>(_b: &B) {
         ConnEvent::Rejected,
         ConnEvent::Unreachable,
     ] {
-        assert_eq!(e.as_str(), conn_event_2str(e as i32));
+        assert_eq!(e.as_str(), ConnEvent::describe_code(e as i32));
         assert_eq!(e.to_string(), e.as_str());
     }
 }
 
 fn err_2str__SUCCESS<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(0), "Success");
+    assert_eq!(ErrorKind::describe_code(0), "Success");
 }
 
 fn err_2str__E_UNKNOWN<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_000), "Unknown error");
-    assert_eq!(err_2str(ErrorKind::Unknown.code()), "Unknown error");
+    assert_eq!(ErrorKind::describe_code(-100_000), "Unknown error");
+    assert_eq!(ErrorKind::describe_code(ErrorKind::Unknown.code()), "Unknown error");
 }
 
 fn err_2str__E_NOSUPP<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_001), "Not supported");
+    assert_eq!(ErrorKind::describe_code(-100_001), "Not supported");
 }
 
 fn err_2str__E_PROVIDER<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_002), "Provider error occurred");
+    assert_eq!(ErrorKind::describe_code(-100_002), "Provider error occurred");
 }
 
 fn err_2str__E_NOMEM<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_003), "Out of memory");
+    assert_eq!(ErrorKind::describe_code(-100_003), "Out of memory");
 }
 
 fn err_2str__E_INVAL<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_004), "Invalid argument");
+    assert_eq!(ErrorKind::describe_code(-100_004), "Invalid argument");
 }
 
 fn err_2str__E_NO_COMPLETION<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_005), "No next completion available");
+    assert_eq!(ErrorKind::describe_code(-100_005), "No next completion available");
 }
 
 fn err_2str__E_NO_NEXT<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_006), "No next event available");
+    assert_eq!(ErrorKind::describe_code(-100_006), "No next event available");
 }
 
 fn err_2str__E_AGAIN<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_007), "Temporary error, try again");
+    assert_eq!(ErrorKind::describe_code(-100_007), "Temporary error, try again");
 }
 
 fn err_2str__E_SHARED_CHANNEL<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_008), "Completion channel is shared");
+    assert_eq!(ErrorKind::describe_code(-100_008), "Completion channel is shared");
 }
 
 fn err_2str__E_NOT_SHARED_CHNL<B: Backend>(_b: &B) {
-    assert_eq!(err_2str(-100_009), "Completion channel is not shared");
+    assert_eq!(ErrorKind::describe_code(-100_009), "Completion channel is not shared");
 }
 
 fn err_2str__unknown_code<B: Backend>(_b: &B) {
     for c in [1, -1, 22, -22, -99_999, -100_010, i32::MIN, i32::MAX] {
-        assert_eq!(err_2str(c), "Unknown error", "{c}");
+        assert_eq!(ErrorKind::describe_code(c), "Unknown error", "{c}");
     }
 }
 
@@ -264,7 +263,7 @@ fn error_kind__codes<B: Backend>(_b: &B) {
         assert_eq!(k.code(), code);
         assert_eq!(k as i32, code);
         assert_eq!(ErrorKind::from_code(code), Some(k));
-        assert_eq!(err_2str(code), k.as_str());
+        assert_eq!(ErrorKind::describe_code(code), k.as_str());
         assert_eq!(k.to_string(), k.as_str());
     }
     for c in [0, 1, -1, -100_010, -99_999] {

@@ -183,7 +183,13 @@ impl MapOptions {
             if !self.create {
                 return Err(MemError::TooShort { path: path.to_path_buf(), size, needed });
             }
-            file.set_len(needed).map_err(|source| MemError::Io { op: "set_len", path: path.to_path_buf(), source })?;
+            // No file is longer than off_t allows: say so as ftruncate would (std would give a
+            // conversion error without an errno).
+            let result = match i64::try_from(needed) {
+                Ok(_) => file.set_len(needed),
+                Err(_) => Err(io::Error::from_raw_os_error(libc::EFBIG)),
+            };
+            result.map_err(|source| MemError::Io { op: "set_len", path: path.to_path_buf(), source })?;
         }
         Ok(Range { len, map_len: len, kind: MemoryKind::File })
     }

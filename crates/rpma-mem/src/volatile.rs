@@ -203,15 +203,21 @@ impl<'a> VolatileSlice<'a> {
         Ok(())
     }
 
+    /// The alignment `atomic_at` checks, which `AtomicU64::from_ptr` requires.
+    const ATOMIC_ALIGN: usize = {
+        assert!(std::mem::align_of::<AtomicU64>() == 8);
+        8
+    };
+
     /// The `u64` at `offset`, for atomic access: checks the range and the alignment.
     #[inline]
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64> {
         let p = self.ptr_at(offset, 8)?;
-        if p as usize % 8 != 0 {
+        if p as usize % Self::ATOMIC_ALIGN != 0 {
             return Err(MemError::BadAlignment {
                 what: "the address of an atomic u64 is not a multiple of 8",
                 value: p as u64,
-                align: 8,
+                align: Self::ATOMIC_ALIGN,
             });
         }
         // SAFETY: [M2] [M4] p..p + 8 is inside the view (checked) and 8-aligned (checked), so it
