@@ -122,8 +122,8 @@ impl MapOptions {
         if self.len == Some(0) {
             return Err(MemError::Empty);
         }
-        // Refuse what must not even be opened (a FIFO would block a reader, a socket fails with
-        // ENXIO) before opening; the open file is checked again below.
+        // Refuse what must not even be opened (opening a FIFO, a tty or a tape may block or act
+        // on the device; a socket fails with ENXIO); the open file is checked again below.
         if let Ok(meta) = fs::metadata(path) {
             classify(path, &meta, sys)?;
         }

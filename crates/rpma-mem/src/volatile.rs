@@ -205,7 +205,7 @@ impl<'a> VolatileSlice<'a> {
 
     /// The alignment `atomic_at` checks, which `AtomicU64::from_ptr` requires.
     const ATOMIC_ALIGN: usize = {
-        assert!(std::mem::align_of::<AtomicU64>() == 8);
+        assert!(align_of::<AtomicU64>() == 8);
         8
     };
 
