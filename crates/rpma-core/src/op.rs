@@ -19,7 +19,7 @@ use crate::validate::{self, RemoteAccess};
 fn resolve(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.checked_add(1).unwrap_or(usize::MAX),
+        Bound::Excluded(&s) => s.saturating_add(1),
         Bound::Unbounded => 0,
     };
     let end = match range.end_bound() {

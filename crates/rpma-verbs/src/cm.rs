@@ -47,7 +47,7 @@ impl AddrInfo {
         let node = cstring(OP, addr)?;
         let service = port.map(|p| cstring(OP, p)).transpose()?;
         let mut hints = std::mem::MaybeUninit::<ffi::rdma_addrinfo>::zeroed();
-        // SAFETY: zeroed is a valid `rdma_addrinfo` (null pointers, zero lengths); we set two
+        // SAFETY: [V2] zeroed is a valid `rdma_addrinfo` (null pointers, zero lengths); we set two
         // plain integer fields.
         let hints = unsafe {
             let h = hints.as_mut_ptr();
@@ -58,7 +58,7 @@ impl AddrInfo {
             hints.assume_init()
         };
         let mut res: *mut ffi::rdma_addrinfo = std::ptr::null_mut();
-        // SAFETY: valid NUL-terminated strings (or null service), valid hints and out-pointer.
+        // SAFETY: [V2] valid NUL-terminated strings (or null service), valid hints and out-pointer.
         let r = call!("rdma_getaddrinfo", -1, unsafe {
             ffi::rdma_getaddrinfo(
                 node.as_ptr(),
@@ -77,19 +77,19 @@ impl AddrInfo {
     }
 
     fn src(&self) -> *mut libc::sockaddr {
-        // SAFETY: a list returned by `rdma_getaddrinfo`, alive until drop.
+        // SAFETY: [V1] a list returned by `rdma_getaddrinfo`, alive until drop.
         unsafe { (*self.0.as_ptr()).ai_src_addr }
     }
 
     fn dst(&self) -> *mut libc::sockaddr {
-        // SAFETY: as in `src`.
+        // SAFETY: [V1] as in `src`.
         unsafe { (*self.0.as_ptr()).ai_dst_addr }
     }
 }
 
 impl Drop for AddrInfo {
     fn drop(&mut self) {
-        // SAFETY: returned by `rdma_getaddrinfo`, freed once.
+        // SAFETY: [V1] returned by `rdma_getaddrinfo`, freed once.
         unsafe { ffi::rdma_freeaddrinfo(self.0.as_ptr()) };
         track!(AddrInfo, -1);
     }
@@ -100,7 +100,7 @@ struct EventChannel(NonNull<ffi::rdma_event_channel>);
 
 impl EventChannel {
     fn new() -> Result<Self> {
-        // SAFETY: no preconditions.
+        // SAFETY: [V2] no preconditions.
         let ch = call!("rdma_create_event_channel", std::ptr::null_mut(), unsafe { ffi::rdma_create_event_channel() });
         let ch = NonNull::new(ch).map(Self).ok_or_else(|| Error::provider("rdma_create_event_channel", errno()))?;
         track!(EventChannel, 1);
@@ -116,20 +116,30 @@ impl EventChannel {
 
 impl Drop for EventChannel {
     fn drop(&mut self) {
-        // SAFETY: created by us, no id uses it any more (ids are destroyed first), once.
+        // SAFETY: [V1] created by us, no id uses it any more (ids are destroyed first), once.
         unsafe { ffi::rdma_destroy_event_channel(self.0.as_ptr()) };
         track!(EventChannel, -1);
     }
 }
 
 /// An owned CM id (destroyed on drop unless taken).
-struct CmId(NonNull<ffi::rdma_cm_id>);
+///
+/// librdmacm counts the CM ids bound to a device (`ucma_get_device`/`ucma_put_device` in
+/// `cma.c`): while one exists, the device context it opened stays open, even if the device is
+/// removed (it is then closed when the count drops to zero). A [`VerbsDevice`] holds the id of
+/// its lookup in an `Arc` for that reason (rule V1).
+pub(crate) struct CmId(NonNull<ffi::rdma_cm_id>);
+
+// SAFETY: [V3] librdmacm's calls on an id are thread-safe; the id is only destroyed by `Drop`.
+unsafe impl Send for CmId {}
+// SAFETY: [V3] as above; a shared `CmId` is never used for anything but keeping it alive.
+unsafe impl Sync for CmId {}
 
 impl CmId {
     /// `rdma_create_id` on `channel` (synchronous mode if null).
     fn new(channel: *mut ffi::rdma_event_channel) -> Result<Self> {
         let mut id: *mut ffi::rdma_cm_id = std::ptr::null_mut();
-        // SAFETY: `channel` is a live channel or null; valid out-pointer.
+        // SAFETY: [V2] `channel` is a live channel or null; valid out-pointer.
         let r = call!("rdma_create_id", -1, unsafe {
             ffi::rdma_create_id(channel, &mut id, std::ptr::null_mut(), ffi::rdma_port_space::RDMA_PS_TCP)
         });
@@ -148,34 +158,35 @@ impl CmId {
     }
 
     fn verbs(&self) -> *mut ffi::ibv_context {
-        // SAFETY: a live id.
+        // SAFETY: [V1] a live id.
         unsafe { (*self.0.as_ptr()).verbs }
     }
 }
 
 impl Drop for CmId {
     fn drop(&mut self) {
-        // SAFETY: a live id whose events were all acked, destroyed once.
+        // SAFETY: [V1] a live id whose events were all acked, destroyed once.
         let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.0.as_ptr()) });
         if r != 0 {
-            log::error!("rdma_destroy_id failed: errno {}", errno());
+            rpma_core::rpma_log!(Error, "rdma_destroy_id failed: errno {}", errno());
         }
     }
 }
 
 /// `rpma_utils_get_ibv_context`.
 pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice> {
+    crate::fork_setup();
     let ai = AddrInfo::new(addr, None, kind == ContextType::Local)?;
     let id = CmId::new(std::ptr::null_mut())?;
     match kind {
         ContextType::Local => {
-            // SAFETY: a live id and the address `rdma_getaddrinfo` returned.
+            // SAFETY: [V1, V2] a live id and the address `rdma_getaddrinfo` returned.
             if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
                 return Err(Error::provider("rdma_bind_addr", errno()));
             }
         }
         ContextType::Remote => {
-            // SAFETY: as above; a synchronous id, so this waits for the resolution.
+            // SAFETY: [V1, V2] as above; a synchronous id, so this waits for the resolution.
             if call!("rdma_resolve_addr", -1, unsafe {
                 ffi::rdma_resolve_addr(id.0.as_ptr(), ai.src(), ai.dst(), LOOKUP_TIMEOUT_MS)
             }) != 0
@@ -188,9 +199,11 @@ pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice
         Error::provider(if kind == ContextType::Local { "rdma_bind_addr" } else { "rdma_resolve_addr" }, libc::ENODEV)
             .with_detail("no RDMA device for this address")
     })?;
-    // SAFETY: a live id.
+    // SAFETY: [V1] a live id.
     let port = unsafe { (*id.0.as_ptr()).port_num };
-    Ok(VerbsDevice { ctx, port })
+    // The id keeps librdmacm's reference on the device, hence the context, for as long as the
+    // device handle or anything made from it lives (see `CmId`).
+    Ok(VerbsDevice { ctx, port, _anchor: Arc::new(id) })
 }
 
 fn check_device(pd: &VerbsPd, ctx: *mut ffi::ibv_context, op: &'static str) -> Result<()> {
@@ -211,13 +224,13 @@ pub(crate) fn connect_request(
     let ai = AddrInfo::new(addr, Some(port), false)?;
     let id = CmId::new(std::ptr::null_mut())?;
     let timeout = cfg.timeout_ms;
-    // SAFETY: a live synchronous id and the addresses `rdma_getaddrinfo` returned.
+    // SAFETY: [V1, V2] a live synchronous id and the addresses `rdma_getaddrinfo` returned.
     if call!("rdma_resolve_addr", -1, unsafe { ffi::rdma_resolve_addr(id.0.as_ptr(), ai.src(), ai.dst(), timeout) })
         != 0
     {
         return Err(Error::provider("rdma_resolve_addr", errno()));
     }
-    // SAFETY: as above.
+    // SAFETY: [V1] as above.
     if call!("rdma_resolve_route", -1, unsafe { ffi::rdma_resolve_route(id.0.as_ptr(), timeout) }) != 0 {
         return Err(Error::provider("rdma_resolve_route", errno()));
     }
@@ -255,7 +268,7 @@ fn build_qp(
     let flush_mr = if caps.native_flush { None } else { Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?) };
     let native_ops = caps.native_atomic_write || caps.native_flush;
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_qp_init_attr_ex>::zeroed();
-    // SAFETY: zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.
+    // SAFETY: [V1, V2] zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.
     let r = unsafe {
         let a = attr.as_mut_ptr();
         (*a).send_cq = cq.as_ptr();
@@ -282,18 +295,18 @@ fn build_qp(
         return Err(Error::provider("rdma_create_qp", errno()));
     }
     track!(Qp, 1);
-    // SAFETY: `rdma_create_qp_ex` succeeded, so the id holds the QP.
+    // SAFETY: [V1] `rdma_create_qp_ex` succeeded, so the id holds the QP.
     let qp = unsafe { (*id.as_ptr()).qp };
     let Some(qp) = NonNull::new(qp) else {
         return Err(Error::provider("rdma_create_qp", libc::EIO));
     };
     let qpx = if native_ops {
-        // SAFETY: the QP was created with send-ops flags, so it is an extended QP.
+        // SAFETY: [V1] the QP was created with send-ops flags, so it is an extended QP.
         NonNull::new(unsafe { ffi::ibv_qp_to_qp_ex(qp.as_ptr()) })
     } else {
         None
     };
-    // SAFETY: a live QP.
+    // SAFETY: [V1] a live QP.
     let qp_num = unsafe { (*qp.as_ptr()).qp_num };
     Ok(VerbsQp {
         id,
@@ -342,7 +355,7 @@ impl RawEvent {
     fn get(ch: NonNull<ffi::rdma_event_channel>) -> Result<Self> {
         const OP: &str = "rdma_get_cm_event";
         let mut ev: *mut ffi::rdma_cm_event = std::ptr::null_mut();
-        // SAFETY: a live channel and a valid out-pointer.
+        // SAFETY: [V1, V2] a live channel and a valid out-pointer.
         if call!("rdma_get_cm_event", -1, unsafe { ffi::rdma_get_cm_event(ch.as_ptr(), &mut ev) }) != 0 {
             return Err(match errno() {
                 libc::ENODATA | libc::EAGAIN => Error::new(ErrorKind::NoEvent, OP),
@@ -353,17 +366,17 @@ impl RawEvent {
     }
 
     fn kind(&self) -> u32 {
-        // SAFETY: an event not yet acked.
+        // SAFETY: [V2] an event not yet acked.
         unsafe { (*self.ev.as_ptr()).event }
     }
 
     fn id(&self) -> *mut ffi::rdma_cm_id {
-        // SAFETY: as above.
+        // SAFETY: [V2] as above.
         unsafe { (*self.ev.as_ptr()).id }
     }
 
     fn private_data(&self) -> Box<[u8]> {
-        // SAFETY: for connection events the union holds `conn`; its private data pointer and
+        // SAFETY: [V2] for connection events the union holds `conn`; its private data pointer and
         // length come from librdmacm and are valid until the event is acked.
         unsafe {
             let c = &(*self.ev.as_ptr()).param.conn;
@@ -376,7 +389,7 @@ impl RawEvent {
     }
 
     fn ack(self) -> Result<()> {
-        // SAFETY: acked once (consumes self).
+        // SAFETY: [V1] acked once (consumes self).
         let r = release!("rdma_ack_cm_event", -1, unsafe { ffi::rdma_ack_cm_event(self.ev.as_ptr()) });
         if r == 0 {
             Ok(())
@@ -423,10 +436,10 @@ pub struct VerbsQp {
     pd: Arc<VerbsPd>,
 }
 
-// SAFETY: the id, QP and channel are used only through thread-safe librdmacm/libibverbs calls;
+// SAFETY: [V3] the id, QP and channel are used only through thread-safe librdmacm/libibverbs calls;
 // the extended-QP builder calls (`ibv_wr_*`) are made under the send ring's lock.
 unsafe impl Send for VerbsQp {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for VerbsQp {}
 
 impl std::fmt::Debug for VerbsQp {
@@ -440,7 +453,7 @@ impl std::fmt::Debug for VerbsQp {
 
 impl VerbsQp {
     fn qp(&self) -> *mut ffi::ibv_qp {
-        // SAFETY: the id is alive until teardown, which only happens through `self` by value
+        // SAFETY: [V1] the id is alive until teardown, which only happens through `self` by value
         // or on drop.
         unsafe { (*self.id.as_ptr()).qp }
     }
@@ -455,15 +468,24 @@ impl VerbsQp {
                 first = r;
             }
         };
-        // SAFETY: the id is alive; destroying its QP first (nothing posts any more: teardown
-        // runs with the QP owned by value or being dropped).
-        unsafe { ffi::rdma_destroy_qp(self.id.as_ptr()) };
-        track!(Qp, -1);
+        // `ibv_destroy_qp` rather than `rdma_destroy_qp`, which ignores its result. (For a QP
+        // created on our own CQs, `rdma_destroy_qp` does nothing else.)
+        let qp = self.qp();
+        // SAFETY: [V1] the id and its QP are alive, the QP is destroyed once (guarded by
+        // `torn`); nothing posts any more (teardown runs with the QP owned by value or dropped).
+        let r = release!(Qp: "ibv_destroy_qp", errno(), unsafe { ffi::ibv_destroy_qp(qp) });
+        if r != 0 {
+            let e = Error::provider("ibv_destroy_qp", ret_errno(r));
+            self.abandon(&e);
+            return Err(e);
+        }
+        // SAFETY: [V1] the id is alive; its QP is gone, so it must not refer to it any more.
+        unsafe { (*self.id.as_ptr()).qp = std::ptr::null_mut() };
         if let Some(r) = &self.rcq {
             note(r.release());
         }
         note(self.cq.release());
-        // SAFETY: every event of this id was acked when taken; destroyed once.
+        // SAFETY: [V1] every event of this id was acked when taken; destroyed once.
         let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.id.as_ptr()) });
         if r != 0 {
             note(Err(Error::provider("rdma_destroy_id", errno())));
@@ -476,15 +498,43 @@ impl VerbsQp {
         if let Some(m) = &self.flush_mr {
             note(m.deregister());
         }
-        // SAFETY: its only id was destroyed above; destroyed once.
+        // SAFETY: [V1] its only id was destroyed above; destroyed once.
         unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
         track!(EventChannel, -1);
         first
     }
 
+    /// The QP could not be destroyed, so the device may still execute its work requests (V4)
+    /// and it still refers to its CQs, SRQ, PD and context (V1): every one of them is leaked,
+    /// never released, with the regions its unretired work requests reference and the flush
+    /// buffer. Reported through the log and [`crate::leaks`].
+    fn abandon(&self, why: &Error) {
+        self.sq.abandon(why);
+        if let Some(rq) = &self.rq {
+            rq.abandon(why);
+        }
+        if let Some(srq) = &self._srq {
+            std::mem::forget(Arc::clone(srq));
+        }
+        if let Some(m) = &self.flush_mr {
+            m.abandon(why);
+        }
+        self.cq.abandon();
+        if let Some(r) = &self.rcq {
+            r.abandon();
+        }
+        if let Some(c) = &self.shared {
+            c.abandon();
+        }
+        // The PD keeps the device handle, hence librdmacm's reference on the context. The CM id
+        // and its event channel are not destroyed either (the id is left to the QP).
+        std::mem::forget(Arc::clone(&self.pd));
+        crate::leak::qp(self.qp_num, why);
+    }
+
     fn post(&self, wr: &mut ffi::ibv_send_wr) -> Result<()> {
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the QP is alive; `wr` is a single, fully initialised work request whose
+        // SAFETY: [V2, V4] the QP is alive; `wr` is a single, fully initialised work request whose
         // scatter/gather list (if any) lives across the call.
         let r = call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(self.qp(), wr, &mut bad) });
         if r == 0 {
@@ -500,7 +550,7 @@ impl VerbsQp {
             return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
         };
         let q = qpx.as_ptr();
-        // SAFETY: an extended QP created with IBV_QP_EX_WITH_ATOMIC_WRITE; the builder calls are
+        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_ATOMIC_WRITE; the builder calls are
         // serialised by the send ring's lock; `bytes` lives across the calls.
         let r = unsafe {
             let Some(aw) = (*q).wr_atomic_write else {
@@ -530,7 +580,7 @@ impl VerbsQp {
             FlushType::Visibility => 1, // IBV_FLUSH_GLOBAL
             FlushType::Persistent => 2, // IBV_FLUSH_PERSISTENT
         };
-        // SAFETY: an extended QP created with IBV_QP_EX_WITH_FLUSH; builder calls serialised by
+        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_FLUSH; builder calls serialised by
         // the send ring's lock.
         let r = unsafe {
             let Some(fl) = (*q).wr_flush else {
@@ -553,7 +603,7 @@ impl VerbsQp {
 impl Drop for VerbsQp {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::error!("dropping a connection: {e}");
+            rpma_core::rpma_log!(Error, "dropping a connection: {e}");
         }
     }
 }
@@ -607,7 +657,7 @@ impl QpBackend<Verbs> for VerbsQp {
                 num_sge: i32::from(sge.is_some()),
             };
             let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-            // SAFETY: the QP is alive; one initialised work request whose SGE lives across the
+            // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE lives across the
             // call and describes a range inside a registration kept alive by the slot.
             let r = call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(self.qp(), &mut wr, &mut bad) });
             if r == 0 {
@@ -672,7 +722,7 @@ impl QpBackend<Verbs> for VerbsQp {
             }
         };
         self.sq.post(OP, wr.wr_id, mr, |id| {
-            // SAFETY: zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
+            // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
             let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
             w.wr_id = id;
             w.opcode = opcode;
@@ -692,18 +742,18 @@ impl QpBackend<Verbs> for VerbsQp {
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
         let mut param = conn_param(pdata);
         if self.incoming {
-            // SAFETY: a live id of an incoming request with its QP; `param` and the private
+            // SAFETY: [V2] a live id of an incoming request with its QP; `param` and the private
             // data live across the call.
             if call!("rdma_accept", -1, unsafe { ffi::rdma_accept(self.id.as_ptr(), &mut param) }) != 0 {
                 return Err(Error::provider("rdma_accept", errno()));
             }
         } else {
-            // SAFETY: a live id (synchronous until now) and our live channel.
+            // SAFETY: [V1] a live id (synchronous until now) and our live channel.
             if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(self.id.as_ptr(), self.evch.as_ptr()) }) != 0
             {
                 return Err(Error::provider("rdma_migrate_id", errno()));
             }
-            // SAFETY: a live, resolved id with its QP; `param` lives across the call.
+            // SAFETY: [V2] a live, resolved id with its QP; `param` lives across the call.
             if call!("rdma_connect", -1, unsafe { ffi::rdma_connect(self.id.as_ptr(), &mut param) }) != 0 {
                 return Err(Error::provider("rdma_connect", errno()));
             }
@@ -715,7 +765,7 @@ impl QpBackend<Verbs> for VerbsQp {
     fn reject(self) -> Result<()> {
         let mut r = Ok(());
         if self.incoming && !self.connected.load(Ordering::Acquire) {
-            // SAFETY: a live id of an incoming request never accepted.
+            // SAFETY: [V1] a live id of an incoming request never accepted.
             if call!("rdma_reject", -1, unsafe { ffi::rdma_reject(self.id.as_ptr(), std::ptr::null(), 0) }) != 0 {
                 r = Err(Error::provider("rdma_reject", errno()));
             }
@@ -725,7 +775,7 @@ impl QpBackend<Verbs> for VerbsQp {
     }
 
     fn event_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the channel's fd is open until teardown, which needs `self` by value or drop.
+        // SAFETY: [V1] the channel's fd is open until teardown, which needs `self` by value or drop.
         unsafe { BorrowedFd::borrow_raw((*self.evch.as_ptr()).fd) }
     }
 
@@ -748,7 +798,7 @@ impl QpBackend<Verbs> for VerbsQp {
     }
 
     fn disconnect(&self) -> Result<()> {
-        // SAFETY: a live id.
+        // SAFETY: [V1] a live id.
         if call!("rdma_disconnect", -1, unsafe { ffi::rdma_disconnect(self.id.as_ptr()) }) != 0 {
             return Err(Error::provider("rdma_disconnect", errno()));
         }
@@ -768,9 +818,9 @@ pub struct VerbsListener {
     torn: AtomicBool,
 }
 
-// SAFETY: the id and channel are used only through thread-safe librdmacm calls.
+// SAFETY: [V3] the id and channel are used only through thread-safe librdmacm calls.
 unsafe impl Send for VerbsListener {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for VerbsListener {}
 
 impl std::fmt::Debug for VerbsListener {
@@ -783,12 +833,12 @@ pub(crate) fn listen(pd: &Arc<VerbsPd>, addr: &str, port: &str) -> Result<VerbsL
     let evch = EventChannel::new()?;
     let id = CmId::new(evch.0.as_ptr())?;
     let ai = AddrInfo::new(addr, Some(port), true)?;
-    // SAFETY: a live id and the address `rdma_getaddrinfo` returned.
+    // SAFETY: [V1, V2] a live id and the address `rdma_getaddrinfo` returned.
     if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
         return Err(Error::provider("rdma_bind_addr", errno()));
     }
     check_device(pd, id.verbs(), "rdma_bind_addr")?;
-    // SAFETY: a live, bound id.
+    // SAFETY: [V1] a live, bound id.
     if call!("rdma_listen", -1, unsafe { ffi::rdma_listen(id.0.as_ptr(), 0) }) != 0 {
         return Err(Error::provider("rdma_listen", errno()));
     }
@@ -800,10 +850,10 @@ impl VerbsListener {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // SAFETY: a live id whose events were all acked; destroyed once.
+        // SAFETY: [V1] a live id whose events were all acked; destroyed once.
         let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.id.as_ptr()) });
         let r = if r == 0 { Ok(()) } else { Err(Error::provider("rdma_destroy_id", errno())) };
-        // SAFETY: its only id is gone; destroyed once.
+        // SAFETY: [V1] its only id is gone; destroyed once.
         unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
         track!(EventChannel, -1);
         r
@@ -813,14 +863,14 @@ impl VerbsListener {
 impl Drop for VerbsListener {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::error!("dropping an endpoint: {e}");
+            rpma_core::rpma_log!(Error, "dropping an endpoint: {e}");
         }
     }
 }
 
 impl ListenerBackend<Verbs> for VerbsListener {
     fn fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: open until teardown, which needs `self` by value or drop.
+        // SAFETY: [V1] open until teardown, which needs `self` by value or drop.
         unsafe { BorrowedFd::borrow_raw((*self.evch.as_ptr()).fd) }
     }
 
@@ -838,7 +888,7 @@ impl ListenerBackend<Verbs> for VerbsListener {
         // librdmacm created this id for the request.
         track!(CmId, 1);
         let pdata = ev.private_data();
-        // SAFETY: the id of an event not yet acked.
+        // SAFETY: [V2] the id of an event not yet acked.
         let ctx = unsafe { (*id.as_ptr()).verbs };
         let built = check_device(&self.pd, ctx, "rdma_create_qp")
             .and_then(|()| EventChannel::new())
@@ -846,7 +896,7 @@ impl ListenerBackend<Verbs> for VerbsListener {
         match built {
             Ok(qp) => {
                 ev.ack()?;
-                // SAFETY: a live id (its event acked) and the QP's live channel.
+                // SAFETY: [V1] a live id (its event acked) and the QP's live channel.
                 if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(id.as_ptr(), qp.evch.as_ptr()) }) != 0 {
                     let e = Error::provider("rdma_migrate_id", errno());
                     let _ = qp.reject();
@@ -855,13 +905,13 @@ impl ListenerBackend<Verbs> for VerbsListener {
                 Ok(qp)
             }
             Err(e) => {
-                // SAFETY: the request's id, rejected, then destroyed after its event is acked.
+                // SAFETY: [V1] the request's id, rejected, then destroyed after its event is acked.
                 let _ = call!("rdma_reject", -1, unsafe { ffi::rdma_reject(id.as_ptr(), std::ptr::null(), 0) });
                 let a = ev.ack();
-                // SAFETY: as above; every event of this id is acked now.
+                // SAFETY: [V1] as above; every event of this id is acked now.
                 let d = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(id.as_ptr()) });
                 if d != 0 {
-                    log::error!("rdma_destroy_id of a failed request: errno {}", errno());
+                    rpma_core::rpma_log!(Error, "rdma_destroy_id of a failed request: errno {}", errno());
                 }
                 a?;
                 Err(e)
@@ -883,9 +933,9 @@ pub struct VerbsSrq {
     _pd: Arc<VerbsPd>,
 }
 
-// SAFETY: the SRQ is used only through thread-safe libibverbs calls; the ring locks itself.
+// SAFETY: [V3] the SRQ is used only through thread-safe libibverbs calls; the ring locks itself.
 unsafe impl Send for VerbsSrq {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for VerbsSrq {}
 
 impl std::fmt::Debug for VerbsSrq {
@@ -905,7 +955,7 @@ pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Resu
         srq_context: std::ptr::null_mut(),
         attr: ffi::ibv_srq_attr { max_wr: rq_size, max_sge: 1, srq_limit: 0 },
     };
-    // SAFETY: a live PD and a valid attribute struct.
+    // SAFETY: [V2] a live PD and a valid attribute struct.
     let srq = call!("ibv_create_srq", std::ptr::null_mut(), unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) });
     let srq = NonNull::new(srq).ok_or_else(|| Error::provider("ibv_create_srq", errno()))?;
     track!(Srq, 1);
@@ -921,7 +971,7 @@ impl VerbsSrq {
         if let Some(c) = &self.rcq {
             r = r.and(c.release()).and(c.channel().release());
         }
-        // SAFETY: no QP uses the SRQ any more (each holds an `Arc` of it); destroyed once.
+        // SAFETY: [V1] no QP uses the SRQ any more (each holds an `Arc` of it); destroyed once.
         let d = release!(Srq: "ibv_destroy_srq", errno(), unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) });
         if d != 0 && r.is_ok() {
             r = Err(Error::provider("ibv_destroy_srq", ret_errno(d)));
@@ -933,7 +983,7 @@ impl VerbsSrq {
 impl Drop for VerbsSrq {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::error!("dropping a shared receive queue: {e}");
+            rpma_core::rpma_log!(Error, "dropping a shared receive queue: {e}");
         }
     }
 }
@@ -950,7 +1000,7 @@ impl SrqBackend<Verbs> for VerbsSrq {
                 num_sge: i32::from(sge.is_some()),
             };
             let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-            // SAFETY: a live SRQ; one initialised work request whose SGE lives across the call.
+            // SAFETY: [V2, V4] a live SRQ; one initialised work request whose SGE lives across the call.
             let r = call!("ibv_post_srq_recv", errno(), unsafe {
                 ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad)
             });

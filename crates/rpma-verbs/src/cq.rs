@@ -22,14 +22,14 @@ pub(crate) struct Channel {
     destroyed: AtomicBool,
 }
 
-// SAFETY: a completion channel is used only through thread-safe libibverbs calls.
+// SAFETY: [V3] a completion channel is used only through thread-safe libibverbs calls.
 unsafe impl Send for Channel {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for Channel {}
 
 impl Channel {
     pub(crate) fn new(ctx: *mut ffi::ibv_context) -> Result<Arc<Self>> {
-        // SAFETY: `ctx` is an open device context.
+        // SAFETY: [V1] `ctx` is an open device context.
         let ch = call!("ibv_create_comp_channel", std::ptr::null_mut(), unsafe { ffi::ibv_create_comp_channel(ctx) });
         let ch = NonNull::new(ch).ok_or_else(|| Error::provider("ibv_create_comp_channel", errno()))?;
         track!(CompChannel, 1);
@@ -37,7 +37,7 @@ impl Channel {
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the channel's fd stays open until the channel is destroyed, which happens
+        // SAFETY: [V1] the channel's fd stays open until the channel is destroyed, which happens
         // only when the last holder releases it (not while `&self` is borrowed) or at teardown
         // of the owner of that borrow.
         unsafe { BorrowedFd::borrow_raw((*self.ch.as_ptr()).fd) }
@@ -47,7 +47,7 @@ impl Channel {
     pub(crate) fn wait(&self) -> Result<*mut ffi::ibv_cq> {
         let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
         let mut ctx: *mut libc::c_void = std::ptr::null_mut();
-        // SAFETY: the channel is alive; the out-pointers are valid.
+        // SAFETY: [V2] the channel is alive; the out-pointers are valid.
         let r = call!("ibv_get_cq_event", -1, unsafe { ffi::ibv_get_cq_event(self.ch.as_ptr(), &mut cq, &mut ctx) });
         if r != 0 || cq.is_null() {
             let e = errno();
@@ -58,10 +58,10 @@ impl Channel {
                 err.with_detail(&std::io::Error::from_raw_os_error(e).to_string())
             });
         }
-        // SAFETY: `cq` is a CQ of this channel that reported an event; every CQ of a channel is
+        // SAFETY: [V1] `cq` is a CQ of this channel that reported an event; every CQ of a channel is
         // destroyed only after its events are acked, which we do right here.
         unsafe { ffi::ibv_ack_cq_events(cq, 1) };
-        // SAFETY: as above.
+        // SAFETY: [V1] as above.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq, 0) });
         if r != 0 {
             return Err(Error::provider("ibv_req_notify_cq", ret_errno(r)));
@@ -73,7 +73,7 @@ impl Channel {
         if self.destroyed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // SAFETY: destroyed once; every CQ on it was destroyed before (their owners release
+        // SAFETY: [V1] destroyed once; every CQ on it was destroyed before (their owners release
         // them first).
         let r = release!(CompChannel: "ibv_destroy_comp_channel", errno(), unsafe {
             ffi::ibv_destroy_comp_channel(self.ch.as_ptr())
@@ -86,10 +86,17 @@ impl Channel {
     }
 }
 
+impl Channel {
+    /// Leaves the channel to a queue pair that could not be destroyed: never destroyed.
+    pub(crate) fn abandon(&self) {
+        self.destroyed.store(true, Ordering::Release);
+    }
+}
+
 impl Drop for Channel {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::error!("{e}");
+            rpma_core::rpma_log!(Error, "{e}");
         }
     }
 }
@@ -107,9 +114,9 @@ pub struct VerbsCq {
     poll_lock: Mutex<()>,
 }
 
-// SAFETY: a CQ is used only through thread-safe libibverbs calls; the rings lock themselves.
+// SAFETY: [V3] a CQ is used only through thread-safe libibverbs calls; the rings lock themselves.
 unsafe impl Send for VerbsCq {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for VerbsCq {}
 
 impl std::fmt::Debug for VerbsCq {
@@ -135,14 +142,14 @@ impl VerbsCq {
             None => Channel::new(ctx)?,
         };
         let cqe = i32::try_from(size).unwrap_or(i32::MAX);
-        // SAFETY: `ctx` is open and `channel` belongs to it.
+        // SAFETY: [V1] `ctx` is open and `channel` belongs to it.
         let cq = call!("ibv_create_cq", std::ptr::null_mut(), unsafe {
             ffi::ibv_create_cq(ctx, cqe, std::ptr::null_mut(), channel.ch.as_ptr(), 0)
         });
         let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
         track!(Cq, 1);
         let me = Self { cq, destroyed: AtomicBool::new(false), send, recv, channel, shared, poll_lock: Mutex::new(()) };
-        // SAFETY: the CQ was just created.
+        // SAFETY: [V1] the CQ was just created.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
         if r != 0 {
             return Err(Error::provider("ibv_req_notify_cq", ret_errno(r)));
@@ -163,7 +170,7 @@ impl VerbsCq {
         if self.destroyed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // SAFETY: destroyed once; the QPs using it were destroyed before (owners release QPs
+        // SAFETY: [V1] destroyed once; the QPs using it were destroyed before (owners release QPs
         // first) and every event it produced was acked in `Channel::wait`.
         let r = release!(Cq: "ibv_destroy_cq", errno(), unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) });
         if r == 0 {
@@ -171,6 +178,13 @@ impl VerbsCq {
         } else {
             Err(Error::provider("ibv_destroy_cq", ret_errno(r)))
         }
+    }
+
+    /// Leaves the CQ to a queue pair that could not be destroyed: never destroyed (its
+    /// channel neither).
+    pub(crate) fn abandon(&self) {
+        self.destroyed.store(true, Ordering::Release);
+        self.channel.abandon();
     }
 
     fn translate(&self, w: &ffi::ibv_wc) -> Wc {
@@ -181,11 +195,11 @@ impl VerbsCq {
             self.send.as_ref().and_then(|r| r.complete(verbs_id))
         };
         let wr_id = user.unwrap_or_else(|| {
-            log::error!("completion of an unknown work request (verbs wr_id {verbs_id:#x})");
+            rpma_core::rpma_log!(Error, "completion of an unknown work request (verbs wr_id {verbs_id:#x})");
             u64::MAX
         });
         let with_imm = w.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
-        // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate data (network order).
+        // SAFETY: [V2] with IBV_WC_WITH_IMM the union holds the immediate data (network order).
         let imm = with_imm.then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
         Wc {
             wr_id,
@@ -202,7 +216,7 @@ impl VerbsCq {
 impl Drop for VerbsCq {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::error!("{e}");
+            rpma_core::rpma_log!(Error, "{e}");
         }
     }
 }
@@ -214,7 +228,7 @@ impl CqBackend for VerbsCq {
         let _g = self.poll_lock.lock().unwrap_or_else(PoisonError::into_inner);
         while filled < wc.len() {
             let want = (wc.len() - filled).min(POLL_BATCH);
-            // SAFETY: the CQ is alive; `raw` has room for `want` entries.
+            // SAFETY: [V2] the CQ is alive; `raw` has room for `want` entries.
             let n = call!("ibv_poll_cq", -errno(), unsafe {
                 ffi::ibv_poll_cq(self.cq.as_ptr(), want as i32, raw.as_mut_ptr().cast())
             });
@@ -223,7 +237,7 @@ impl CqBackend for VerbsCq {
             }
             let n = n as usize;
             for (dst, src) in wc[filled..filled + n].iter_mut().zip(&raw[..n]) {
-                // SAFETY: `ibv_poll_cq` filled the first `n` entries.
+                // SAFETY: [V2] `ibv_poll_cq` filled the first `n` entries.
                 *dst = self.translate(unsafe { src.assume_init_ref() });
             }
             filled += n;

@@ -10,7 +10,7 @@
 //!   A call that *creates or does* something (`rdma_create_id`, `ibv_reg_mr`, `rdma_connect`,
 //!   `ibv_post_send`, `ibv_poll_cq`, ...) is then **not made**: its wrapper returns what the C
 //!   call returns on failure (null, `-1`, the errno, a negative count, `MAP_FAILED`) with
-//!   `errno` set. A call that *releases* something (`ibv_dereg_mr`, `ibv_destroy_cq`,
+//!   `errno` set. A call that *releases* something (`ibv_dereg_mr`, `ibv_destroy_qp`, `ibv_destroy_cq`,
 //!   `rdma_destroy_id`, `rdma_ack_cm_event`, `ibv_dealloc_pd`, `munmap`, ...) is made all the
 //!   same and then reported as failed: a release that is not made leaks by construction (and
 //!   an unacked CM event makes `rdma_destroy_id` wait forever), so failing it this way tests
@@ -63,14 +63,11 @@ pub enum Resource {
     EventChannel,
     /// `rdma_getaddrinfo` results.
     AddrInfo,
-    /// Memory regions whose deregistration failed: their memory is leaked, never freed, since
-    /// the device may still reach it (rule M1 of `docs/memory.md`).
-    LeakedMr,
 }
 
 impl Resource {
     /// Every kind, in the order of [`Live::counts`].
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 9] = [
         Self::Pd,
         Self::Mr,
         Self::Cq,
@@ -80,7 +77,6 @@ impl Resource {
         Self::CmId,
         Self::EventChannel,
         Self::AddrInfo,
-        Self::LeakedMr,
     ];
 
     const fn index(self) -> usize {
@@ -92,7 +88,7 @@ impl Resource {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Live {
     /// The count of each kind, in the order of [`Resource::ALL`].
-    pub counts: [isize; 10],
+    pub counts: [isize; 9],
 }
 
 impl Live {
@@ -126,7 +122,7 @@ impl std::fmt::Display for Live {
     }
 }
 
-static LIVE: [AtomicIsize; 10] = [const { AtomicIsize::new(0) }; 10];
+static LIVE: [AtomicIsize; 9] = [const { AtomicIsize::new(0) }; 9];
 /// Checked calls since the last reset/arming.
 static CALLS: AtomicU64 = AtomicU64::new(0);
 /// The call number to fail (0: disarmed).
@@ -136,12 +132,14 @@ static FAIL_ERRNO: AtomicI32 = AtomicI32::new(0);
 struct Record {
     names: Vec<&'static str>,
     fired: Option<(u64, &'static str)>,
+    /// Armed by [`fail_next`]: the next call of this name fails.
+    fail_name: Option<&'static str>,
 }
 
 /// [`calls`] keeps at most this many names (the count goes on).
 const MAX_RECORDED: usize = 1 << 20;
 
-static RECORD: Mutex<Record> = Mutex::new(Record { names: Vec::new(), fired: None });
+static RECORD: Mutex<Record> = Mutex::new(Record { names: Vec::new(), fired: None, fail_name: None });
 
 fn record() -> MutexGuard<'static, Record> {
     RECORD.lock().unwrap_or_else(PoisonError::into_inner)
@@ -154,6 +152,7 @@ pub fn reset() {
     let mut r = record();
     r.names.clear();
     r.fired = None;
+    r.fail_name = None;
 }
 
 /// The number of checked calls since the last [`reset`] or [`fail_nth`].
@@ -177,9 +176,18 @@ pub fn fail_nth(n: u64, errno: i32) {
     FAIL_AT.store(n, Ordering::SeqCst);
 }
 
+/// Resets the count (as [`reset`]) and arms the check by name: the next checked call named
+/// `name` (e.g. `"ibv_dereg_mr"`) fails with `errno`, once.
+pub fn fail_next(name: &'static str, errno: i32) {
+    reset();
+    FAIL_ERRNO.store(errno, Ordering::SeqCst);
+    record().fail_name = Some(name);
+}
+
 /// Disarms the check (the count goes on).
 pub fn disarm() {
     FAIL_AT.store(0, Ordering::SeqCst);
+    record().fail_name = None;
 }
 
 /// The armed failure that was injected since arming, if any: (call number, call name).
@@ -211,7 +219,8 @@ pub(crate) fn check(name: &'static str) -> Option<i32> {
     if r.names.len() < MAX_RECORDED {
         r.names.push(name);
     }
-    if FAIL_AT.load(Ordering::SeqCst) == n {
+    if FAIL_AT.load(Ordering::SeqCst) == n || r.fail_name == Some(name) {
+        r.fail_name = None;
         r.fired = Some((n, name));
         drop(r);
         let e = FAIL_ERRNO.load(Ordering::SeqCst);
@@ -222,7 +231,7 @@ pub(crate) fn check(name: &'static str) -> Option<i32> {
 }
 
 fn set_errno(e: i32) {
-    // SAFETY: `__errno_location` returns the calling thread's errno slot, always valid.
+    // SAFETY: [V2] `__errno_location` returns the calling thread's errno slot, always valid.
     unsafe { *libc::__errno_location() = e };
 }
 

@@ -15,19 +15,31 @@
 //! static-inline verbs (`ibv_post_send`, `ibv_poll_cq`, `ibv_req_notify_cq`, ...). The safe
 //! `sideway` crate lacks shared receive queues, which librpma's API exposes, so this crate
 //! writes its own thin safe layer instead. All `unsafe` of rpma-rs lives here; every block says
-//! why it is sound.
+//! why it is sound, naming the rule of docs/memory.md it relies on (`// SAFETY: [V1] ...`).
 //!
 //! ## Ownership and lifetimes
-//! - A device context comes from librdmacm, which keeps its contexts open for the life of the
-//!   process (exactly what librpma relies on), so a [`VerbsDevice`] is a plain handle.
+//! - A device context comes from librdmacm, which opens it for the first CM id bound to the
+//!   device and closes it once the device is gone (hot removal, driver unload) and no CM id
+//!   refers to it any more (`ucma_get_device`/`ucma_put_device` in rdma-core's `cma.c`). A
+//!   [`VerbsDevice`] therefore keeps the CM id of its lookup (bound to the device) alive in an
+//!   `Arc`, and every object made on the device holds the device handle through its PD: the
+//!   context stays open as long as any of them exists (rule V1 of docs/memory.md). librpma's
+//!   `rpma_utils_get_ibv_context` destroys that id at once and relies on the context outliving
+//!   it, which is only true while the device is not removed.
 //! - A [`VerbsPd`] owns the protection domain; every memory region, SRQ, listener and QP holds
 //!   an `Arc` of it, so the PD is deallocated only after all of them.
 //! - A [`VerbsMr`] owns its bytes (heap, page-aligned, or a shared file mapping) and
-//!   deregisters the region before freeing them. Every work request posted with a region keeps
+//!   deregisters the region before freeing them. If `ibv_dereg_mr` fails the device may still
+//!   access them: they are leaked (never freed or unmapped), the error is returned by `dereg`
+//!   (logged by a drop) and the leak logged and counted ([`leaks`]). Every work request posted with a region keeps
 //!   an `Arc` of it in a preallocated per-queue slot until its completion is polled (or, for an
 //!   unsignaled send, until a later signaled completion of the same send queue is polled, as
 //!   the hardware retires them), so the device never touches freed memory; slots still held
-//!   when a QP is destroyed are released after the QP is gone.
+//!   when a QP is destroyed are released after the QP is gone. A QP is destroyed with
+//!   `ibv_destroy_qp` (whose result `rdma_destroy_qp` would ignore); if that fails, the QP may
+//!   still run its work requests, so the regions its slots hold, its CQs and channels, CM id,
+//!   event channel, SRQ and PD (hence the device context) are leaked, never released, and the
+//!   error is returned and reported as above.
 //! - A QP holds an `Arc` of its SRQ; its CQs and completion channels are destroyed after the QP
 //!   and before its CM identifier's event channel, in the order the verbs API requires.
 //!
@@ -36,6 +48,21 @@
 //! queue involved (a send queue's slot ring, a receive queue's slot pool); no global lock and no
 //! allocation on the data path. Posting beyond the configured `sq_size`/`rq_size` fails with
 //! `ENOMEM` as the mock does, whatever size the provider rounded the queue up to.
+//!
+//! ## Fork
+//! The first device lookup makes `fork()` safe for registered memory (rule V5 of
+//! docs/memory.md): nothing to do if `ibv_is_fork_initialized()` says the kernel copies pinned
+//! pages on fork (`IBV_FORK_UNNEEDED`, Linux 5.13+) or fork support is on already
+//! (`RDMAV_FORK_SAFE=1`, or the application called `ibv_fork_init`); else it calls
+//! `ibv_fork_init()`. [`fork_safety`] tells which applies. After `fork()` the parent keeps using
+//! all its rpma objects; the child must neither use nor drop any of them (it should `exec` or
+//! `_exit`); it sees its own copy of private registered memory (`Unneeded`) or none of it
+//! (`Enabled`: an access faults), while shared file mappings stay shared. See docs/memory.md,
+//! "Fork".
+//!
+//! ## Logging
+//! Every message goes through rpma-core's log module (`rpma_log!`), so librpma's threshold and
+//! log function (`rpma_core::log`) govern them with the rest of rpma-rs.
 //!
 //! ## Non-blocking fds
 //! As with librpma, set `O_NONBLOCK` on an endpoint's, connection's or completion channel's fd
@@ -59,13 +86,14 @@ mod cm;
 mod cq;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
+mod leak;
 mod mr;
 mod ring;
 mod sys;
 
 use std::ffi::CStr;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rdma_sys as ffi;
 use rpma_core::transport::{QueueConfig, Transport};
@@ -76,6 +104,7 @@ use crate::sys::{call, release, track};
 
 pub use cm::{VerbsListener, VerbsQp, VerbsSrq};
 pub use cq::VerbsCq;
+pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;
 
 /// The inline data size of every QP (librpma's `RPMA_MAX_INLINE_DATA`): room for the emulated
@@ -98,17 +127,76 @@ impl Verbs {
     }
 }
 
-/// A device context, as librdmacm opened it.
+/// What `fork()` does to the memory this process registered (`ibv_is_fork_initialized`), see
+/// the crate docs, section "fork".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkSafety {
+    /// The kernel copies the pages pinned by registrations into the child at `fork()` (Linux
+    /// 5.13 and later, `IBV_FORK_UNNEEDED`): the parent's registrations keep their pages; the
+    /// child gets private copies of private memory (a shared mapping stays shared).
+    Unneeded,
+    /// `ibv_fork_init()` is in effect (`IBV_FORK_ENABLED`): registered ranges are not mapped in
+    /// the child at all (`MADV_DONTFORK`); the parent's registrations keep their pages.
+    Enabled,
+    /// Neither (`IBV_FORK_DISABLED`): after `fork()`, the parent's first write to a registered
+    /// page moves it to a new page the device does not see. Only when `ibv_fork_init()` could
+    /// not be called in time (something registered memory before rpma-verbs' first lookup).
+    Disabled,
+}
+
+/// The fork safety of the process now (`ibv_is_fork_initialized`).
+#[must_use]
+pub fn fork_safety() -> ForkSafety {
+    // SAFETY: [V2] no arguments; it reads libibverbs' global state, under its own lock.
+    match unsafe { ffi::ibv_is_fork_initialized() } {
+        ffi::IBV_FORK_UNNEEDED => ForkSafety::Unneeded,
+        ffi::IBV_FORK_ENABLED => ForkSafety::Enabled,
+        _ => ForkSafety::Disabled,
+    }
+}
+
+/// Makes `fork()` safe for registered memory, once per process, before rpma-verbs' first
+/// registration (rule V5): nothing if the kernel copies pinned pages on fork or fork support is
+/// already on (`RDMAV_FORK_SAFE`, or the application called `ibv_fork_init`); else
+/// `ibv_fork_init()`. Called by every device lookup (a registration needs a device).
+pub(crate) fn fork_setup() -> ForkSafety {
+    static DONE: OnceLock<ForkSafety> = OnceLock::new();
+    *DONE.get_or_init(|| {
+        if fork_safety() != ForkSafety::Disabled {
+            return fork_safety();
+        }
+        // SAFETY: [V2] no arguments; [V5] called before this crate registers any memory.
+        let r = unsafe { ffi::ibv_fork_init() };
+        if r != 0 {
+            rpma_core::rpma_log!(
+                Warning,
+                "ibv_fork_init failed (errno {r}): memory registered before rpma-verbs' first device lookup; \
+                 fork() is unsafe for registered memory in this process"
+            );
+        }
+        fork_safety()
+    })
+}
+
+/// A device context, as librdmacm opened it, kept open by the CM id of the lookup.
+///
+/// librdmacm owns the context: it opens it when the first CM id binds to the device and closes
+/// it when the device was removed and the last CM id bound to it is destroyed. The handle
+/// therefore holds (in an `Arc` shared by its clones) the CM id its lookup bound to the device;
+/// every PD holds a device handle, and every region, CQ, SRQ, listener and QP holds its PD, so
+/// the context outlives all of them (rule V1 of docs/memory.md).
 #[derive(Clone)]
 pub struct VerbsDevice {
     ctx: NonNull<ffi::ibv_context>,
     port: u8,
+    /// The CM id bound to this device by the lookup: librdmacm's reference on the context.
+    _anchor: Arc<cm::CmId>,
 }
 
-// SAFETY: an `ibv_context` is thread-safe (libibverbs serialises what needs it) and stays open
-// for the life of the process (librdmacm never closes the contexts it opened).
+// SAFETY: [V3] an `ibv_context` is thread-safe (libibverbs serialises what needs it); [V1] it
+// stays open while `_anchor` lives.
 unsafe impl Send for VerbsDevice {}
-// SAFETY: as above; the handle is only read.
+// SAFETY: [V3] as above; the handle is only read.
 unsafe impl Sync for VerbsDevice {}
 
 impl std::fmt::Debug for VerbsDevice {
@@ -127,8 +215,9 @@ impl VerbsDevice {
     /// The device name (e.g. `rxe0`, `mlx5_0`).
     #[must_use]
     pub fn name(&self) -> String {
-        // SAFETY: the context is open for the life of the process; `device` points to the
-        // device it was opened on and `name` is a NUL-terminated array inside it.
+        // SAFETY: [V1] the context stays open while `_anchor` (librdmacm's reference) lives;
+        // `device` points to the device it was opened on (kept by the open context) and `name`
+        // is a NUL-terminated array inside it.
         unsafe {
             let dev = (*self.ctx.as_ptr()).device;
             if dev.is_null() {
@@ -143,7 +232,7 @@ impl VerbsDevice {
     }
 
     fn is_iwarp(&self) -> bool {
-        // SAFETY: see `name`.
+        // SAFETY: [V1] see `name`.
         unsafe {
             let dev = (*self.ctx.as_ptr()).device;
             !dev.is_null() && (*dev).transport_type == ffi::ibv_transport_type::IBV_TRANSPORT_IWARP
@@ -158,9 +247,9 @@ pub struct VerbsPd {
     caps: Capabilities,
 }
 
-// SAFETY: a PD is only used as an argument of thread-safe verbs calls.
+// SAFETY: [V3] a PD is only used as an argument of thread-safe verbs calls.
 unsafe impl Send for VerbsPd {}
-// SAFETY: as above.
+// SAFETY: [V3] as above.
 unsafe impl Sync for VerbsPd {}
 
 impl std::fmt::Debug for VerbsPd {
@@ -171,10 +260,10 @@ impl std::fmt::Debug for VerbsPd {
 
 impl Drop for VerbsPd {
     fn drop(&mut self) {
-        // SAFETY: every object created in this PD holds an `Arc` of it, so none is left.
+        // SAFETY: [V1] every object created in this PD holds an `Arc` of it, so none is left.
         let r = release!(Pd: "ibv_dealloc_pd", sys::errno(), unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) });
         if r != 0 {
-            log::error!("ibv_dealloc_pd failed: errno {r}");
+            rpma_core::rpma_log!(Error, "ibv_dealloc_pd failed: errno {r}");
         }
     }
 }
@@ -219,7 +308,8 @@ impl Transport for Verbs {
     }
 
     fn alloc_pd(&self, dev: &VerbsDevice, caps: &Capabilities) -> Result<VerbsPd> {
-        // SAFETY: the context is open (see `VerbsDevice`).
+        // SAFETY: [V1] the context is open while `dev` lives (see `VerbsDevice`); the PD keeps
+        // a clone of `dev`.
         let pd = call!("ibv_alloc_pd", std::ptr::null_mut(), unsafe { ffi::ibv_alloc_pd(dev.ctx()) });
         // The errno as reported: rpma-core maps ENOMEM to NoMem (as `rpma_peer_new`).
         let pd = NonNull::new(pd).ok_or_else(|| Error::provider("ibv_alloc_pd", sys::errno()))?;
@@ -253,7 +343,7 @@ impl Transport for Verbs {
 /// `ibv_query_device_ex` + `ibv_query_port`, mapped to [`Capabilities`].
 fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_device_attr_ex>::zeroed();
-    // SAFETY: the context is open; `attr` is a zeroed, writable attribute struct of the size the
+    // SAFETY: [V2] the context is open; `attr` is a zeroed, writable attribute struct of the size the
     // wrapper passes on; a null input is allowed.
     let r = call!("ibv_query_device_ex", sys::errno(), unsafe {
         ffi::ibv_query_device_ex(dev.ctx(), std::ptr::null(), attr.as_mut_ptr())
@@ -261,17 +351,17 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     if r != 0 {
         return Err(Error::provider("ibv_query_device_ex", r.abs()));
     }
-    // SAFETY: the struct was zero-initialised (a valid value for this plain C struct) and filled.
+    // SAFETY: [V2] the struct was zero-initialised (a valid value for this plain C struct) and filled.
     let attr = unsafe { attr.assume_init() };
     let mut port = std::mem::MaybeUninit::<ffi::ibv_port_attr>::zeroed();
-    // SAFETY: as above, for the port attributes of the port the CM bound the address to.
+    // SAFETY: [V2] as above, for the port attributes of the port the CM bound the address to.
     let r = call!("ibv_query_port", sys::errno(), unsafe {
         ffi::___ibv_query_port(dev.ctx(), dev.port.max(1), port.as_mut_ptr())
     });
     if r != 0 {
         return Err(Error::provider("ibv_query_port", r.abs()));
     }
-    // SAFETY: zero-initialised and filled by the provider.
+    // SAFETY: [V2] zero-initialised and filled by the provider.
     let port = unsafe { port.assume_init() };
     let flags = attr.device_cap_flags_ex;
     let odp_general = attr.odp_caps.general_caps & u64::from(ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0) != 0;

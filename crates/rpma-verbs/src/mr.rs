@@ -1,9 +1,9 @@
 //! Registered memory: the [`Memory`] a region owns (allocated or mapped by `rpma-mem`), access
-//! rights as librpma maps usages, and deregistration that never frees memory the device may
+//! rights as librpma maps usages, and deregistration that never releases memory the device may
 //! still reach (rule M1 of `docs/memory.md`).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as ffi;
@@ -52,9 +52,10 @@ pub struct VerbsMr {
     lkey: u32,
     rkey: u32,
     local_write: bool,
-    deregistered: AtomicBool,
-    /// The registered bytes: present until deregistration gives them back, or leaked (never
-    /// freed) when deregistration fails.
+    /// [`REGISTERED`], [`DEREGISTERED`] or [`LEAKED`].
+    state: AtomicU8,
+    /// The registered bytes: given back by `dereg`, released by `Drop` once deregistered, or
+    /// leaked (never released) when the device may still reach them (rule M1).
     mem: Option<Memory>,
     pd: Arc<VerbsPd>,
 }
@@ -62,7 +63,7 @@ pub struct VerbsMr {
 // SAFETY: [V3] the registration is only used in thread-safe verbs calls; [M2] the bytes are only
 // reached through `Memory`'s volatile view, never by reference.
 unsafe impl Send for VerbsMr {}
-// SAFETY: [V3] as above; methods taking `&self` mutate nothing but an atomic flag.
+// SAFETY: [V3] as above; methods taking `&self` mutate nothing but an atomic state.
 unsafe impl Sync for VerbsMr {}
 
 impl std::fmt::Debug for VerbsMr {
@@ -77,8 +78,8 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
     let acc = access(usage, caps.native_flush, caps.iwarp);
     let reg = |acc: u32| {
         // SAFETY: [M1] `mem` owns `len` bytes at `as_ptr()`, which outlive the registration (the
-        // region deregisters before releasing them, and leaks them if that fails); [V1] the PD is
-        // alive (we hold an `Arc`).
+        // region releases them only after a successful deregistration); [V1] the PD is alive (we
+        // hold an `Arc`).
         call!("ibv_reg_mr", std::ptr::null_mut(), unsafe {
             ffi::ibv_reg_mr(pd.as_ptr(), mem.as_ptr().cast(), len, acc as i32)
         })
@@ -99,7 +100,7 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
         lkey,
         rkey,
         local_write: acc & ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 != 0,
-        deregistered: AtomicBool::new(false),
+        state: AtomicU8::new(REGISTERED),
         mem: Some(mem),
         pd: Arc::clone(pd),
     })
@@ -114,51 +115,59 @@ impl VerbsMr {
             lkey: self.lkey,
         }
     }
-
-    /// Deregisters now (once; later calls and the drop do nothing).
-    pub(crate) fn deregister(&self) -> Result<()> {
-        if self.deregistered.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        // SAFETY: [V1] registered in `reg_mr`, deregistered once (guarded by the flag); [V4] no work
-        // request uses it any more (each holds an `Arc` of the region until retired).
-        let r = release!(Mr: "ibv_dereg_mr", errno(), unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) });
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(Error::provider("ibv_dereg_mr", ret_errno(r)))
-        }
-    }
 }
 
+// ---- Deregistration and release of the bytes (rule M1).
+
+/// The region is registered.
+const REGISTERED: u8 = 0;
+/// The region was deregistered: its bytes may be released.
+const DEREGISTERED: u8 = 1;
+/// Deregistration failed, or the region was abandoned with a queue pair that could not be
+/// destroyed: the device may still access the bytes, so they are never released.
+const LEAKED: u8 = 2;
+
 impl VerbsMr {
-    /// Deregisters and gives the memory back; on failure the device may still reach the
-    /// memory, so it is leaked (rule M1) and the failure returned.
-    fn release(&mut self) -> Result<Option<Memory>> {
-        match self.deregister() {
-            Ok(()) => Ok(self.mem.take()),
-            Err(e) => {
-                if let Some(mem) = self.mem.take() {
-                    rpma_core::rpma_log!(
-                        Error,
-                        "ibv_dereg_mr failed: leaking the region's {} bytes at {:#x}, which the device may still reach",
-                        mem.len(),
-                        self.addr
-                    );
-                    track!(LeakedMr, 1);
-                    mem.leak();
-                }
-                Err(e)
-            }
+    /// Deregisters now (once; later calls and the drop do nothing). If `ibv_dereg_mr` fails
+    /// the region is marked leaked (its bytes are never released), the leak is reported (see
+    /// [`crate::leaks`]) and the error returned.
+    pub(crate) fn deregister(&self) -> Result<()> {
+        if self.state.compare_exchange(REGISTERED, DEREGISTERED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Ok(());
+        }
+        // SAFETY: [V1] registered in `reg_mr`, deregistered once (guarded by `state`); [V4] no
+        // work request uses it any more (each holds an `Arc` of the region until retired).
+        let r = release!(Mr: "ibv_dereg_mr", errno(), unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) });
+        if r == 0 {
+            return Ok(());
+        }
+        let e = Error::provider("ibv_dereg_mr", ret_errno(r));
+        self.state.store(LEAKED, Ordering::Release);
+        crate::leak::region(self.addr, self.len, &e);
+        Err(e)
+    }
+
+    /// Abandons the region without deregistering it: a queue pair that may still use it could
+    /// not be destroyed. Its registration and bytes are leaked and reported.
+    pub(crate) fn abandon(&self, why: &dyn std::fmt::Display) {
+        if self.state.compare_exchange(REGISTERED, LEAKED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            crate::leak::region(self.addr, self.len, why);
         }
     }
 }
 
 impl Drop for VerbsMr {
     fn drop(&mut self) {
-        if let Err(e) = self.release() {
+        if let Err(e) = self.deregister() {
             rpma_core::rpma_log!(Error, "dropping a memory region: {e}");
         }
+        if *self.state.get_mut() == LEAKED {
+            // The device may still reach the bytes: never release them (rule M1).
+            if let Some(mem) = self.mem.take() {
+                mem.leak();
+            }
+        }
+        // Otherwise `mem`, if still here, is released after this, i.e. after deregistration.
     }
 }
 
@@ -180,7 +189,11 @@ impl MrBackend for VerbsMr {
     }
 
     fn memory_mut(&mut self) -> Option<&mut Memory> {
-        self.mem.as_mut()
+        if *self.state.get_mut() == REGISTERED {
+            self.mem.as_mut()
+        } else {
+            None
+        }
     }
 
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
@@ -197,10 +210,11 @@ impl MrBackend for VerbsMr {
             Advice::PrefetchWrite => ffi::ib_uverbs_advise_mr_advice::IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE,
             Advice::PrefetchNoFault => ffi::ib_uverbs_advise_mr_advice::IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
         };
-        // SAFETY: [V1] the PD is alive; [V2] `sge` describes a range inside this registration
-        // (validated by rpma-core) and lives across the call.
-        let r =
-            call!("ibv_advise_mr", errno(), unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), adv, flags, &mut sge, 1) });
+        let r = call!("ibv_advise_mr", errno(), {
+            // SAFETY: [V1, V2] the PD is alive; `sge` describes a range inside this registration
+            // (validated by rpma-core) and lives across the call.
+            unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), adv, flags, &mut sge, 1) }
+        });
         match ret_errno(r) {
             0 => Ok(()),
             libc::EOPNOTSUPP => Err(Error::new(ErrorKind::NoSupp, OP)),
@@ -210,6 +224,7 @@ impl MrBackend for VerbsMr {
     }
 
     fn dereg(mut self) -> Result<Option<Memory>> {
-        self.release()
+        self.deregister()?;
+        Ok(self.mem.take())
     }
 }

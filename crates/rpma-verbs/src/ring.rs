@@ -29,6 +29,15 @@ impl Slot {
     }
 }
 
+/// Abandons the regions held by `slots` (work requests not retired) and keeps the ring alive
+/// forever: their queue pair could not be destroyed, so the device may still use them (V4).
+fn abandon_slots<T: Send + Sync + 'static>(ring: &Arc<T>, slots: &[Slot], why: &dyn std::fmt::Display) {
+    for mr in slots.iter().filter_map(|s| s.mr.as_ref()) {
+        mr.abandon(why);
+    }
+    std::mem::forget(Arc::clone(ring));
+}
+
 struct SendInner {
     slots: Box<[Slot]>,
     /// Sequence number of the oldest unretired work request.
@@ -72,6 +81,13 @@ impl SendRing {
         slot.mr = mr.map(Arc::clone);
         g.tail += 1;
         Ok(())
+    }
+
+    /// The queue pair could not be destroyed: leaks the ring with the regions its unretired
+    /// work requests reference (they are reported as leaked).
+    pub(crate) fn abandon(self: &Arc<Self>, why: &dyn std::fmt::Display) {
+        let g = lock(&self.inner);
+        abandon_slots(self, &g.slots, why);
     }
 
     /// Retires the work request in slot `idx` and all before it; returns its user `wr_id`.
@@ -136,6 +152,12 @@ impl RecvRing {
         slot.mr = mr.map(Arc::clone);
         slot.busy = true;
         Ok(())
+    }
+
+    /// As [`SendRing::abandon`], for the receives posted and not completed.
+    pub(crate) fn abandon(self: &Arc<Self>, why: &dyn std::fmt::Display) {
+        let g = lock(&self.inner);
+        abandon_slots(self, &g.slots, why);
     }
 
     /// Retires the receive in the slot of verbs `wr_id`; returns its user `wr_id`.
