@@ -19,8 +19,17 @@ cargo fmt --all -- --check
 step "coverage docs: every test cited in docs/errors.md and docs/upstream-tests.md exists"
 scripts/check-coverage-docs.sh
 
-step "cargo clippy (all targets, all features)"
-cargo clippy --workspace --all-targets --all-features -- -D warnings
+step "cargo clippy (all targets, all features; every unsafe block documented)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings -D clippy::undocumented_unsafe_blocks
+
+step "cargo doc (all features, no warning)"
+RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --all-features --no-deps
+
+step "every SAFETY comment names its rule of docs/memory.md"
+if grep -rn --include=*.rs -E '// SAFETY:' crates src tests | grep -vE '// SAFETY: \[[MV][0-9]+\]'; then
+    echo "error: a SAFETY comment above does not start with its rule, e.g. // SAFETY: [M2] ..." >&2
+    exit 1
+fi
 
 step "dependency guard: the default build pulls in no -sys crate"
 if cargo tree -e normal -p rpma --prefix none | grep -E -- '-sys( |$)'; then
