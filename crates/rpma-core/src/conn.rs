@@ -15,6 +15,8 @@ use crate::types::{ConnEvent, Wc};
 use crate::validate;
 
 /// A completion queue (`struct rpma_cq`), borrowed from its connection or shared RQ.
+///
+/// `Send + Sync` (`Copy`): polling from several threads is allowed, as in librpma.
 pub struct Cq<'a, T: Transport> {
     cq: &'a T::Cq,
     shared: bool,
@@ -111,6 +113,8 @@ impl<T: Transport> AsFd for Cq<'_, T> {
 
 /// A shared receive queue (`struct rpma_srq`): one set of receive buffers for several
 /// connections. Cheap to clone (a handle); connections using it keep it alive.
+///
+/// `Send + Sync`: receives may be posted from several threads.
 pub struct Srq<T: Transport> {
     srq: Arc<T::Srq>,
     _peer: Arc<PeerInner<T>>,
@@ -206,8 +210,8 @@ fn queue_config<'a, T: Transport>(
 
 /// A listening endpoint (`struct rpma_ep`), the passive side's source of connection requests.
 ///
-/// Used by one thread at a time (librpma's rule; `next_conn_req` takes `&self` but the event
-/// channel is one stream).
+/// `Send + Sync`, but used by one thread at a time in practice (librpma's rule;
+/// `next_conn_req` takes `&self` but the event channel is one stream).
 pub struct Ep<T: Transport> {
     listener: Option<T::Listener>,
     peer: Peer<T>,
@@ -281,6 +285,8 @@ impl<T: Transport> AsFd for Ep<T> {
 /// A connection request (`struct rpma_conn_req`): outgoing ([`ConnReq::new`]) or incoming
 /// ([`Ep::next_conn_req`]). [`ConnReq::connect`] turns it into a [`Conn`]; dropping it (or
 /// [`ConnReq::delete`]) rejects an incoming request and abandons an outgoing one.
+///
+/// `Send + Sync`.
 pub struct ConnReq<T: Transport> {
     qp: Option<T::Qp>,
     shared: bool,
@@ -399,7 +405,7 @@ impl<T: Transport> ConnReq<T> {
 /// A connection (`struct rpma_conn`).
 ///
 /// Thread safety follows librpma (spec 8.11): data-path operations, getters, `next_event`,
-/// `wait` and `disconnect` may be called from several threads at once (`&self`).
+/// `wait` and `disconnect` may be called from several threads at once (`&self`): `Send + Sync`.
 pub struct Conn<T: Transport> {
     qp: Option<T::Qp>,
     shared: bool,

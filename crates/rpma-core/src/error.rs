@@ -121,7 +121,8 @@ impl ErrorKind {
     }
 }
 
-/// An error of an rpma operation: its [`ErrorKind`] plus context.
+/// An error of an rpma operation: its [`ErrorKind`] plus context. `Send + Sync + 'static`, so
+/// it converts into `Box<dyn std::error::Error + Send + Sync>` and `std::io::Error`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,

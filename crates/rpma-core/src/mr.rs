@@ -259,7 +259,7 @@ impl<T: Transport> MrLocal<T> {
 ///
 /// Plain data: it holds no resource. Its content comes from the remote peer and is untrusted:
 /// operations check offsets against the size it claims, and the responder checks the real
-/// registration.
+/// registration. `Copy`, `Send + Sync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MrRemote {
     desc: MrDescriptor,

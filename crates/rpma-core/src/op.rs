@@ -44,7 +44,7 @@ fn checked(op: &'static str, (start, end): (usize, usize)) -> Result<(usize, usi
 /// A range of a local region: the local side of an operation ([`MrLocal::slice`]).
 ///
 /// Made without checks; the operation it is posted with checks it against the region and the
-/// region's usage.
+/// region's usage. `Copy`, `Send + Sync` (a borrow of the region).
 pub struct LocalSlice<'a, T: Transport> {
     mr: &'a MrLocal<T>,
     start: usize,
@@ -136,6 +136,8 @@ impl MrRemote {
 /// [`Flush`], [`Send`]).
 ///
 /// Defaults: [`CompletionFlags::ALWAYS`] (a completion always appears) and operation context 0.
+/// `Send + Sync` (borrows of the connection and the regions): build it on one thread, post it on
+/// another if you like.
 #[must_use = "an operation does nothing until it is posted with .post()"]
 pub struct Post<'c, T: Transport, K> {
     conn: &'c Conn<T>,

@@ -8,7 +8,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{Capabilities, Transport};
 use crate::types::ContextType;
 
-/// An RDMA device context of a transport (librpma's `struct ibv_context *`).
+/// An RDMA device context of a transport (librpma's `struct ibv_context *`). `Send + Sync`,
+/// cheap to clone.
 #[derive(Clone)]
 pub struct Device<T: Transport> {
     pub(crate) transport: T,
@@ -84,7 +85,7 @@ pub(crate) struct PeerInner<T: Transport> {
 ///
 /// Cheap to clone (a handle). Every object made from a peer keeps it alive, so the protection
 /// domain is released only after the last of them (librpma left this to the caller: deleting a
-/// peer with live regions made `ibv_dealloc_pd` fail and leak).
+/// peer with live regions made `ibv_dealloc_pd` fail and leak). `Send + Sync`.
 pub struct Peer<T: Transport> {
     pub(crate) inner: Arc<PeerInner<T>>,
 }

@@ -1,6 +1,9 @@
 //! The backend contract: what a transport (the in-memory mock, libibverbs + librdmacm, ...)
 //! implements so that the public API of rpma-core runs on it.
 //!
+//! **Not semver-stable**: this contract changes with the backends' needs (the API above it
+//! does not). Implement it only in a backend crate that pins the exact rpma-core version.
+//!
 //! The public types ([`Peer`](crate::Peer), [`Conn`](crate::Conn), ...) are generic over a
 //! [`Transport`] and call it through static dispatch: no virtual call, no boxing on the data
 //! path. **All argument validation is done by rpma-core before a backend is called**; a

@@ -304,7 +304,7 @@ impl WcOpcode {
 /// A work completion: the fields of `struct ibv_wc` librpma users read.
 ///
 /// If `status` is not [`WcStatus::Success`], only `wr_id`, `status`, `qp_num` and `vendor_err`
-/// are meaningful (as in libibverbs).
+/// are meaningful (as in libibverbs). Plain data: `Copy`, `Send + Sync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wc {
     /// The operation context given when the operation was posted (librpma's `op_context`).
