@@ -189,6 +189,16 @@ mod tests {
             send_sync::<mock::Srq>();
             send_sync::<mock::Cq<'static>>();
             send_sync::<mock::MockFabric>();
+            type M = mock::MockFabric;
+            send_sync::<LocalSlice<'static, M>>();
+            send_sync::<RemoteAt<'static>>();
+            send_sync::<RemoteSlice<'static>>();
+            send_sync::<Post<'static, M, Write<'static, M>>>();
+            send_sync::<Post<'static, M, Read<'static, M>>>();
+            send_sync::<Post<'static, M, Send<'static, M>>>();
+            send_sync::<Post<'static, M, Flush<'static>>>();
+            send_sync::<Post<'static, M, AtomicWrite<'static>>>();
+            send_sync::<Recv<'static, M>>();
         }
         #[cfg(feature = "verbs")]
         {

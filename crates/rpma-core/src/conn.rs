@@ -484,7 +484,7 @@ impl<T: Transport> Conn<T> {
     }
 
     /// `rpma_conn_apply_remote_peer_cfg`: records whether the remote peer writes directly to
-    /// PMem; this alone gates [`FlushType::Persistent`].
+    /// PMem; this alone gates [`FlushType::Persistent`](crate::FlushType::Persistent).
     pub fn apply_remote_peer_cfg(&self, pcfg: &PeerCfg) {
         self.direct_write_to_pmem.store(pcfg.direct_write_to_pmem(), Ordering::Relaxed);
     }
