@@ -3,40 +3,22 @@
 //! flush / atomic write, and thread safety of the data path.
 #![allow(non_snake_case, missing_docs)]
 
-#[allow(dead_code, unused_macros)]
-#[path = "conformance/harness.rs"]
-mod harness;
-use harness::next_wc;
-
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rpma::mock::{LiveCounts, MockFabric};
+use rpma::mock::{Conn, ConnCfg, ConnReq, Cq, Device, Ep, LiveCounts, MockFabric, MrLocal, Peer, Srq};
 use rpma::transport::CmEvent;
 use rpma::{
     CompletionFlags, ConnEvent, ContextType, Error, ErrorKind, FlushType, MrRemote, SrqCfg, Usage, Wc, WcOpcode,
     WcStatus,
 };
 
-// The mock's API types: the top-level aliases (`rpma::Peer`, ...) follow the default transport,
-// which is the verbs backend when feature `verbs` is on.
-type Conn = rpma::generic::Conn<MockFabric>;
-type ConnCfg = rpma::generic::ConnCfg<MockFabric>;
-type ConnReq = rpma::generic::ConnReq<MockFabric>;
-type Cq<'a> = rpma::generic::Cq<'a, MockFabric>;
-type Device = rpma::generic::Device<MockFabric>;
-type Ep = rpma::generic::Ep<MockFabric>;
-type MrLocal = rpma::generic::MrLocal<MockFabric>;
-type Peer = rpma::generic::Peer<MockFabric>;
-type Srq = rpma::generic::Srq<MockFabric>;
-
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7777";
 const EIO: i32 = 5;
 const ENOMEM: i32 = 12;
-const ALWAYS: CompletionFlags = CompletionFlags::ALWAYS;
 const DEADLINE: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------------------------
@@ -88,9 +70,24 @@ fn assert_kind<T: std::fmt::Debug>(r: rpma::Result<T>, kind: ErrorKind, op: &str
     }
 }
 
+#[track_caller]
 fn assert_no_wc(cq: Cq<'_>) {
-    let e = cq.get_wc1().expect_err("unexpected completion");
-    assert_eq!(e.kind(), ErrorKind::NoCompletion, "{e}");
+    if let Some(wc) = cq.next_wc().expect("poll") {
+        panic!("unexpected completion {wc:?}");
+    }
+}
+
+/// The next completion, with a 10 s deadline.
+#[track_caller]
+fn next_wc(cq: Cq<'_>) -> Wc {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(wc) = cq.next_wc().expect("poll") {
+            return wc;
+        }
+        assert!(Instant::now() < deadline, "no completion within 10 s");
+        std::thread::yield_now();
+    }
 }
 
 /// The next connection event, with a 10 s deadline (the event fd must be non-blocking).
@@ -331,9 +328,9 @@ fn srq_recv__post_srq_recv_fails() {
     let srq = Srq::new(&p, None).unwrap();
     let mr = p.alloc_mr(64, Usage::RECV).unwrap();
     arm(&f, "ibv_post_srq_recv", EIO);
-    assert_provider(srq.recv(Some(&mr), 0, 64, 1), EIO, "rpma_srq_recv");
+    assert_provider(srq.recv(mr.slice(0..64)).context(1).post(), EIO, "rpma_srq_recv");
     f.faults().disarm();
-    assert!(srq.recv(Some(&mr), 0, 64, 1).is_ok());
+    assert!(srq.recv(mr.slice(0..64)).context(1).post().is_ok());
 }
 
 #[test]
@@ -342,18 +339,17 @@ fn srq_recv__retry_receives_the_message() {
     // message.
     let f = MockFabric::new();
     let speer = peer(&f);
-    let srq = Srq::new(&speer, Some(SrqCfg::new().set_rq_size(4).set_rcq_size(4))).unwrap();
-    let scfg = ConnCfg::new();
-    scfg.set_srq(&srq);
+    let srq = Srq::new(&speer, Some(&SrqCfg::new().with_rq_size(4).with_rcq_size(4))).unwrap();
+    let scfg = ConnCfg::new().with_srq(Some(&srq));
     let p = pair_with(&f, None, Some(&scfg));
     let rbuf = p.speer.alloc_mr(64, Usage::RECV).unwrap();
     let sbuf = p.cpeer.alloc_mr(64, Usage::SEND).unwrap();
     arm(&f, "ibv_post_srq_recv", EIO);
-    assert_provider(srq.recv(Some(&rbuf), 0, 64, 1), EIO, "rpma_srq_recv");
+    assert_provider(srq.recv(rbuf.slice(0..64)).context(1).post(), EIO, "rpma_srq_recv");
     f.faults().disarm();
-    srq.recv(Some(&rbuf), 0, 64, 2).unwrap();
+    srq.recv(rbuf.slice(0..64)).context(2).post().unwrap();
     sbuf.write(0, b"ping").unwrap();
-    p.client.send(Some(&sbuf), 0, 4, ALWAYS, 9).unwrap();
+    p.client.send(sbuf.slice(0..4)).context(9).post().unwrap();
     let wc = next_wc(srq.rcq().unwrap());
     assert_eq!((wc.wr_id, wc.status, wc.opcode, wc.byte_len), (2, WcStatus::Success, WcOpcode::Recv, 4));
     assert_no_wc(srq.rcq().unwrap());
@@ -441,8 +437,7 @@ fn conn_req_new__provider_errors() {
     ] {
         let f = MockFabric::new();
         let p = peer(&f);
-        let cfg = ConnCfg::new();
-        cfg.set_rcq_size(4);
+        let cfg = ConnCfg::new().with_rcq_size(4);
         arm(&f, name, EIO);
         assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "rpma_conn_req_new");
         f.faults().disarm();
@@ -459,8 +454,7 @@ fn conn_req_new__rcq_creation_fails_second_cq() {
     // The receive CQ is the second CQ created: failing it must release the first.
     let f = MockFabric::new();
     let p = peer(&f);
-    let cfg = ConnCfg::new();
-    cfg.set_rcq_size(4);
+    let cfg = ConnCfg::new().with_rcq_size(4);
     f.faults().fail_nth(2, EIO, Some("ibv_create_cq"));
     assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "rpma_conn_req_new");
     f.faults().disarm();
@@ -474,13 +468,13 @@ fn conn_req_recv__post_recv_fails() {
     let req = h.ep.next_conn_req(None).unwrap();
     let rbuf = h.speer.alloc_mr(64, Usage::RECV).unwrap();
     arm(&f, "ibv_post_recv", EIO);
-    assert_provider(req.recv(&rbuf, 0, 64, 1), EIO, "rpma_conn_req_recv");
+    assert_provider(req.recv(rbuf.slice(0..64)).context(1).post(), EIO, "rpma_conn_req_recv");
     f.faults().disarm();
-    req.recv(&rbuf, 0, 64, 2).unwrap();
+    req.recv(rbuf.slice(0..64)).context(2).post().unwrap();
     let server = req.connect(None).unwrap();
     assert_eq!(next_event(&h.client), ConnEvent::Established);
     let sbuf = h.cpeer.alloc_mr(64, Usage::SEND).unwrap();
-    h.client.send(Some(&sbuf), 0, 8, ALWAYS, 3).unwrap();
+    h.client.send(sbuf.slice(0..8)).context(3).post().unwrap();
     let wc = next_wc(server.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::Recv));
     assert_no_wc(server.cq());
@@ -582,7 +576,7 @@ fn conn_disconnect__disconnect_fails() {
     // Nothing happened: the connection still works and a retry disconnects.
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
-    p.client.write(None, 0, None, 0, 0, ALWAYS, 1).unwrap();
+    p.client.write_empty().context(1).post().unwrap();
     assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
     // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     p.client.disconnect().unwrap();
@@ -602,8 +596,7 @@ fn conn_delete__destroy_fails() {
         "rdma_destroy_event_channel",
     ] {
         let f = MockFabric::new();
-        let cfg = ConnCfg::new();
-        cfg.set_rcq_size(4).set_compl_channel(true);
+        let cfg = ConnCfg::new().with_rcq_size(4).with_shared_channel(true);
         let p = pair_with(&f, Some(&cfg), None);
         // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
         p.client.disconnect().unwrap();
@@ -627,11 +620,11 @@ fn post_send_fault(rpma_op: &str, post: impl Fn(&Fixture, u64) -> rpma::Result<(
     let fx = fixture();
     // Receives for the message-consuming operations.
     let rbuf = fx.p.speer.alloc_mr(64, Usage::RECV).unwrap();
-    fx.p.server.recv(Some(&rbuf), 0, 64, 100).unwrap();
+    fx.p.server.recv(rbuf.slice(0..64)).context(100).post().unwrap();
     arm(&fx.f, "ibv_post_send", EIO);
     assert_provider(post(&fx, 1), EIO, rpma_op);
     fx.f.faults().disarm();
-    assert_eq!(fx.p.client.raw().sq_in_use(), 0, "a failed post takes no send-queue slot");
+    assert_eq!(fx.p.client.backend().sq_in_use(), 0, "a failed post takes no send-queue slot");
     assert_no_wc(fx.p.client.cq());
     post(&fx, 2).unwrap();
     let wc = next_wc(fx.p.client.cq());
@@ -643,7 +636,7 @@ fn post_send_fault(rpma_op: &str, post: impl Fn(&Fixture, u64) -> rpma::Result<(
 fn read__post_send_fails() {
     post_send_fault(
         "rpma_read",
-        |fx, ctx| fx.p.client.read(Some(&fx.src), 0, Some(&fx.rdst), 0, 8, ALWAYS, ctx),
+        |fx, ctx| fx.p.client.read(fx.src.slice(0..8), fx.rdst.at(0)).context(ctx).post(),
         WcOpcode::RdmaRead,
     );
 }
@@ -652,7 +645,7 @@ fn read__post_send_fails() {
 fn write__post_send_fails() {
     post_send_fault(
         "rpma_write",
-        |fx, ctx| fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, ctx),
+        |fx, ctx| fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
 }
@@ -661,7 +654,7 @@ fn write__post_send_fails() {
 fn write_with_imm__post_send_fails() {
     post_send_fault(
         "rpma_write_with_imm",
-        |fx, ctx| fx.p.client.write_with_imm(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 7, ctx),
+        |fx, ctx| fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).imm(7).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
 }
@@ -670,7 +663,7 @@ fn write_with_imm__post_send_fails() {
 fn atomic_write__post_send_fails() {
     post_send_fault(
         "rpma_atomic_write",
-        |fx, ctx| fx.p.client.atomic_write(&fx.rdst, 0, [1; 8], ALWAYS, ctx),
+        |fx, ctx| fx.p.client.atomic_write(fx.rdst.at(0), [1; 8]).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
 }
@@ -679,21 +672,21 @@ fn atomic_write__post_send_fails() {
 fn flush__post_send_fails() {
     post_send_fault(
         "rpma_flush",
-        |fx, ctx| fx.p.client.flush(&fx.rdst, 0, 8, FlushType::Visibility, ALWAYS, ctx),
+        |fx, ctx| fx.p.client.flush(fx.rdst.slice(0..8), FlushType::Visibility).context(ctx).post(),
         WcOpcode::RdmaRead,
     );
 }
 
 #[test]
 fn send__post_send_fails() {
-    post_send_fault("rpma_send", |fx, ctx| fx.p.client.send(Some(&fx.src), 0, 8, ALWAYS, ctx), WcOpcode::Send);
+    post_send_fault("rpma_send", |fx, ctx| fx.p.client.send(fx.src.slice(0..8)).context(ctx).post(), WcOpcode::Send);
 }
 
 #[test]
 fn send_with_imm__post_send_fails() {
     post_send_fault(
         "rpma_send_with_imm",
-        |fx, ctx| fx.p.client.send_with_imm(Some(&fx.src), 0, 8, ALWAYS, 5, ctx),
+        |fx, ctx| fx.p.client.send(fx.src.slice(0..8)).imm(5).context(ctx).post(),
         WcOpcode::Send,
     );
 }
@@ -702,10 +695,10 @@ fn send_with_imm__post_send_fails() {
 fn recv__post_recv_fails() {
     let fx = fixture();
     arm(&fx.f, "ibv_post_recv", EIO);
-    assert_provider(fx.p.server.recv(Some(&fx.dst), 0, 64, 1), EIO, "rpma_recv");
+    assert_provider(fx.p.server.recv(fx.dst.slice(0..64)).context(1).post(), EIO, "rpma_recv");
     fx.f.faults().disarm();
-    fx.p.server.recv(Some(&fx.dst), 0, 64, 2).unwrap();
-    fx.p.client.send(Some(&fx.src), 0, 8, ALWAYS, 3).unwrap();
+    fx.p.server.recv(fx.dst.slice(0..64)).context(2).post().unwrap();
+    fx.p.client.send(fx.src.slice(0..8)).context(3).post().unwrap();
     let wc = next_wc(fx.p.server.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::Recv));
     assert_no_wc(fx.p.server.cq());
@@ -714,10 +707,10 @@ fn recv__post_recv_fails() {
 #[test]
 fn cq_get_wc__poll_cq_fails() {
     let fx = fixture();
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 42).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_poll_cq", EIO);
     let mut wc = [Wc::EMPTY; 4];
-    assert_provider(fx.p.client.cq().get_wc(&mut wc), EIO, "rpma_cq_get_wc");
+    assert_provider(fx.p.client.cq().poll(&mut wc), EIO, "rpma_cq_get_wc");
     fx.f.faults().disarm();
     // The completion was not consumed by the failed poll.
     let wc = next_wc(fx.p.client.cq());
@@ -728,7 +721,7 @@ fn cq_get_wc__poll_cq_fails() {
 fn cq_wait__req_notify_cq_fails() {
     let fx = fixture();
     nonblock(fx.p.client.cq().fd());
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 42).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_req_notify_cq", EIO);
     assert_provider(fx.p.client.cq().wait(), EIO, "rpma_cq_wait");
     fx.f.faults().disarm();
@@ -737,7 +730,7 @@ fn cq_wait__req_notify_cq_fails() {
     assert_eq!((wc.wr_id, wc.status), (42, WcStatus::Success));
     // As on hardware, the CQ stays unarmed after a failed re-arm: a later wait (non-blocking
     // here) reports no completion instead of hanging.
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 43).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(43).post().unwrap();
     assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "rpma_cq_wait");
     assert_eq!(next_wc(fx.p.client.cq()).wr_id, 43);
 }
@@ -746,7 +739,7 @@ fn cq_wait__req_notify_cq_fails() {
 fn cq_wait__get_cq_event_fails() {
     let fx = fixture();
     nonblock(fx.p.client.cq().fd());
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 42).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_get_cq_event", EIO);
     // librpma: a failed ibv_get_cq_event is RPMA_E_NO_COMPLETION.
     assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "rpma_cq_wait");
@@ -758,8 +751,7 @@ fn cq_wait__get_cq_event_fails() {
 
 fn shared_channel_fixture() -> Fixture {
     let f = MockFabric::new();
-    let cfg = ConnCfg::new();
-    cfg.set_rcq_size(4).set_compl_channel(true);
+    let cfg = ConnCfg::new().with_rcq_size(4).with_shared_channel(true);
     let p = pair_with(&f, Some(&cfg), None);
     nonblock(p.client.compl_fd().unwrap());
     let src = p.cpeer.alloc_mr(4096, Usage::WRITE_SRC | Usage::SEND | Usage::RECV).unwrap();
@@ -771,14 +763,14 @@ fn shared_channel_fixture() -> Fixture {
 #[test]
 fn conn_wait__req_notify_cq_fails() {
     let fx = shared_channel_fixture();
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 42).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_req_notify_cq", EIO);
     assert_provider(fx.p.client.wait(), EIO, "rpma_conn_wait");
     fx.f.faults().disarm();
     assert_eq!(next_wc(fx.p.client.cq()).wr_id, 42);
     // The receive CQ is still armed: a wait for it succeeds.
-    fx.p.client.recv(Some(&fx.src), 0, 64, 7).unwrap();
-    fx.p.server.send(Some(&fx.dst), 0, 8, ALWAYS, 8).unwrap();
+    fx.p.client.recv(fx.src.slice(0..64)).context(7).post().unwrap();
+    fx.p.server.send(fx.dst.slice(0..8)).context(8).post().unwrap();
     let (cq, is_rcq) = fx.p.client.wait().unwrap();
     assert!(is_rcq);
     assert_eq!(next_wc(cq).wr_id, 7);
@@ -787,7 +779,7 @@ fn conn_wait__req_notify_cq_fails() {
 #[test]
 fn conn_wait__get_cq_event_fails() {
     let fx = shared_channel_fixture();
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 8, ALWAYS, 42).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_get_cq_event", EIO);
     assert_kind(fx.p.client.wait(), ErrorKind::NoCompletion, "rpma_conn_wait");
     fx.f.faults().disarm();
@@ -809,16 +801,15 @@ const TIMEOUT: &str = "timeout: the flow stalled";
 fn poll_wc(cq: Cq<'_>) -> rpma::Result<Wc> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        match cq.get_wc1() {
-            Ok(wc) if wc.status == WcStatus::Success => return Ok(wc),
-            Ok(wc) => return Err(flow_err(&format!("error completion {wc:?}"))),
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {
+        match cq.next_wc()? {
+            Some(wc) if wc.status == WcStatus::Success => return Ok(wc),
+            Some(wc) => return Err(flow_err(&format!("error completion {wc:?}"))),
+            None => {
                 if Instant::now() > deadline {
                     return Err(flow_err(TIMEOUT));
                 }
                 std::thread::yield_now();
             }
-            Err(e) => return Err(e),
         }
     }
 }
@@ -853,10 +844,9 @@ fn flow(f: &MockFabric) -> rpma::Result<()> {
     let ep = Ep::listen(&speer, ADDR, PORT)?;
     nonblock(ep.fd());
 
-    let ccfg = ConnCfg::new();
-    ccfg.set_rcq_size(4);
+    let ccfg = ConnCfg::new().with_rcq_size(4);
     let creq = ConnReq::new(&cpeer, ADDR, PORT, Some(&ccfg))?;
-    creq.recv(&src, 1024, 64, 20)?;
+    creq.recv(src.slice(1024..1088)).context(20).post()?;
     let client = creq.connect(Some(b"client-hello"))?;
     nonblock(client.event_fd());
 
@@ -872,7 +862,7 @@ fn flow(f: &MockFabric) -> rpma::Result<()> {
     if !sreq.private_data().starts_with(b"client-hello") {
         return Err(flow_err("wrong connect private data"));
     }
-    sreq.recv(&srecv, 0, 64, 10)?;
+    sreq.recv(srecv.slice(0..64)).context(10).post()?;
     let server = sreq.connect(Some(&dst.descriptor()))?;
     nonblock(server.event_fd());
     wait_event(&client, ConnEvent::Established)?;
@@ -880,21 +870,21 @@ fn flow(f: &MockFabric) -> rpma::Result<()> {
     let rdst = MrRemote::from_descriptor(client.private_data())?;
 
     src.write(0, b"persist me")?;
-    client.write(Some(&rdst), 0, Some(&src), 0, 10, ALWAYS, 1)?;
+    client.write(rdst.at(0), src.slice(0..10)).context(1).post()?;
     poll_wc(client.cq())?;
-    client.flush(&rdst, 0, 10, FlushType::Visibility, ALWAYS, 2)?;
+    client.flush(rdst.slice(0..10), FlushType::Visibility).context(2).post()?;
     poll_wc(client.cq())?;
     if dst.to_vec(0, 10)? != b"persist me" {
         return Err(flow_err("write did not land"));
     }
-    client.send(Some(&src), 0, 10, ALWAYS, 3)?;
+    client.send(src.slice(0..10)).context(3).post()?;
     poll_wc(client.cq())?;
     let wc = poll_wc(server.cq())?;
     if wc.wr_id != 10 || srecv.to_vec(0, 10)? != b"persist me" {
         return Err(flow_err("wrong message"));
     }
     srecv.write(0, b"ack")?;
-    server.send(Some(&srecv), 0, 3, ALWAYS, 11)?;
+    server.send(srecv.slice(0..3)).context(11).post()?;
     poll_wc(server.cq())?;
     let rcq = client.rcq().ok_or_else(|| flow_err("no rcq"))?;
     if poll_wc(rcq)?.wr_id != 20 || src.to_vec(1024, 3)? != b"ack" {
@@ -990,18 +980,16 @@ fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
     let dev = Device::lookup(f, ADDR, ContextType::Local)?;
     let speer = Peer::new(&dev)?;
     let cpeer = Peer::new(&dev)?;
-    let srq = Srq::new(&speer, Some(SrqCfg::new().set_rq_size(4).set_rcq_size(4)))?;
+    let srq = Srq::new(&speer, Some(&SrqCfg::new().with_rq_size(4).with_rcq_size(4)))?;
     let sbuf = speer.alloc_mr(64, Usage::RECV | Usage::SEND)?;
     let cbuf = cpeer.alloc_mr(64, Usage::SEND | Usage::RECV)?;
     let ep = Ep::listen(&speer, ADDR, PORT)?;
     nonblock(ep.fd());
-    let ccfg = ConnCfg::new();
-    ccfg.set_rcq_size(2).set_compl_channel(true);
+    let ccfg = ConnCfg::new().with_rcq_size(2).with_shared_channel(true);
     let client = ConnReq::new(&cpeer, ADDR, PORT, Some(&ccfg))?.connect(None)?;
     nonblock(client.event_fd());
     nonblock(client.compl_fd()?);
-    let scfg = ConnCfg::new();
-    scfg.set_srq(&srq);
+    let scfg = ConnCfg::new().with_srq(Some(&srq));
     let deadline = Instant::now() + Duration::from_secs(2);
     let sreq = loop {
         match ep.next_conn_req(Some(&scfg)) {
@@ -1017,9 +1005,9 @@ fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
     wait_event(&client, ConnEvent::Established)?;
     wait_event(&server, ConnEvent::Established)?;
 
-    srq.recv(Some(&sbuf), 0, 64, 1)?;
-    client.recv(Some(&cbuf), 0, 64, 2)?;
-    client.send_with_imm(None, 0, 0, ALWAYS, 77, 3)?;
+    srq.recv(sbuf.slice(0..64)).context(1).post()?;
+    client.recv(cbuf.slice(0..64)).context(2).post()?;
+    client.send_empty().imm(77).context(3).post()?;
     let rcq = srq.rcq().ok_or_else(|| flow_err("no srq rcq"))?;
     let wc = poll_wc(rcq)?;
     if wc.imm_data != Some(77) {
@@ -1032,14 +1020,13 @@ fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
     while got != (true, true) {
         match client.wait() {
             Ok((cq, is_rcq)) => loop {
-                match cq.get_wc1() {
-                    Ok(wc) if wc.status != WcStatus::Success => {
+                match cq.next_wc()? {
+                    Some(wc) if wc.status != WcStatus::Success => {
                         return Err(flow_err(&format!("error completion {wc:?}")))
                     }
-                    Ok(_) if is_rcq => got.1 = true,
-                    Ok(_) => got.0 = true,
-                    Err(e) if e.kind() == ErrorKind::NoCompletion => break,
-                    Err(e) => return Err(e),
+                    Some(_) if is_rcq => got.1 = true,
+                    Some(_) => got.0 = true,
+                    None => break,
                 }
             },
             Err(e) if e.kind() == ErrorKind::NoCompletion => {
@@ -1051,7 +1038,7 @@ fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
             Err(e) => return Err(e),
         }
         if got.0 && !replied {
-            server.send(None, 0, 0, ALWAYS, 4)?;
+            server.send_empty().context(4).post()?;
             poll_wc(server.cq())?;
             replied = true;
         }
@@ -1082,8 +1069,7 @@ fn fault_sweep__srq_shared_channel_flow() {
 fn live__counts_while_alive_and_zero_after_drop() {
     let f = MockFabric::new();
     assert!(f.live().is_zero());
-    let ccfg = ConnCfg::new();
-    ccfg.set_rcq_size(4).set_compl_channel(true);
+    let ccfg = ConnCfg::new().with_rcq_size(4).with_shared_channel(true);
     let p = pair_with(&f, Some(&ccfg), None);
     // Peers: 2 PDs. Listener: 1 plus its CM event channel. Client: main CQ + receive CQ on one
     // shared completion channel, plus its CM event channel. Server: one CQ with a private
@@ -1113,12 +1099,10 @@ fn live__counts_while_alive_and_zero_after_drop() {
 fn live__private_channels_and_srq() {
     let f = MockFabric::new();
     let speer = peer(&f);
-    let srq = Srq::new(&speer, Some(SrqCfg::new().set_rq_size(4).set_rcq_size(4))).unwrap();
+    let srq = Srq::new(&speer, Some(&SrqCfg::new().with_rq_size(4).with_rcq_size(4))).unwrap();
     assert_eq!(f.live(), LiveCounts { pds: 1, srqs: 1, cqs: 1, channels: 1, ..LiveCounts::default() });
-    let scfg = ConnCfg::new();
-    scfg.set_srq(&srq);
-    let ccfg = ConnCfg::new();
-    ccfg.set_rcq_size(4);
+    let scfg = ConnCfg::new().with_srq(Some(&srq));
+    let ccfg = ConnCfg::new().with_rcq_size(4);
     let p = pair_with(&f, Some(&ccfg), Some(&scfg));
     // Client: 2 CQs, 2 private channels + CM channel; server: 1 CQ (receives go to the SRQ's
     // CQ), 1 channel + CM channel; listener channel; SRQ CQ + channel.
@@ -1147,7 +1131,7 @@ fn live__posted_buffers_keep_region_until_flushed() {
     // connection releases it.
     let fx = fixture();
     let rbuf = fx.p.speer.alloc_mr(64, Usage::RECV).unwrap();
-    fx.p.server.recv(Some(&rbuf), 0, 64, 1).unwrap();
+    fx.p.server.recv(rbuf.slice(0..64)).context(1).post().unwrap();
     drop(rbuf);
     assert_eq!(fx.f.live().mrs, 3);
     let Fixture { f, p, src, dst, rdst: _ } = fx;
@@ -1164,9 +1148,9 @@ fn live__posted_buffers_keep_region_until_flushed() {
 fn cut_link__both_sides_lost_and_work_flushed() {
     let fx = fixture();
     let rbuf = fx.p.speer.alloc_mr(128, Usage::RECV).unwrap();
-    fx.p.server.recv(Some(&rbuf), 0, 64, 1).unwrap();
-    fx.p.server.recv(Some(&rbuf), 64, 64, 2).unwrap();
-    fx.p.client.raw().cut_link();
+    fx.p.server.recv(rbuf.slice(0..64)).context(1).post().unwrap();
+    fx.p.server.recv(rbuf.slice(64..128)).context(2).post().unwrap();
+    fx.p.client.backend().cut_link();
     assert_eq!(next_event(&fx.p.client), ConnEvent::Lost);
     assert_eq!(next_event(&fx.p.server), ConnEvent::Lost);
     // Posted receives are flushed.
@@ -1180,17 +1164,17 @@ fn cut_link__both_sides_lost_and_work_flushed() {
     assert_no_wc(fx.p.server.cq());
     // Later posts complete with an error status; nothing lands.
     fx.src.write(0, b"lost").unwrap();
-    fx.p.client.write(Some(&fx.rdst), 0, Some(&fx.src), 0, 4, ALWAYS, 3).unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..4)).context(3).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!(wc.wr_id, 3);
     assert_ne!(wc.status, WcStatus::Success);
     assert_eq!(fx.dst.to_vec(0, 4).unwrap(), [0; 4]);
     // Even an unsignaled one reports its error.
-    fx.p.client.send(Some(&fx.src), 0, 4, CompletionFlags::ON_ERROR, 4).unwrap();
+    fx.p.client.send(fx.src.slice(0..4)).flags(CompletionFlags::ON_ERROR).context(4).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!(wc.wr_id, 4);
     assert_ne!(wc.status, WcStatus::Success);
-    fx.p.server.recv(Some(&rbuf), 0, 64, 5).unwrap();
+    fx.p.server.recv(rbuf.slice(0..64)).context(5).post().unwrap();
     let wc = next_wc(fx.p.server.cq());
     assert_eq!((wc.wr_id, wc.status), (5, WcStatus::WrFlushErr));
     // Nothing else happens; the connection can still be released cleanly.
@@ -1207,9 +1191,9 @@ fn cut_link__both_sides_lost_and_work_flushed() {
 fn cut_link__pending_send_fails() {
     // A send waiting for a receive buffer (RNR) is failed by the link loss.
     let fx = fixture();
-    fx.p.client.send(Some(&fx.src), 0, 8, ALWAYS, 1).unwrap();
+    fx.p.client.send(fx.src.slice(0..8)).context(1).post().unwrap();
     assert_no_wc(fx.p.client.cq());
-    fx.p.server.raw().cut_link();
+    fx.p.server.backend().cut_link();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!(wc.wr_id, 1);
     assert_ne!(wc.status, WcStatus::Success);
@@ -1223,7 +1207,7 @@ fn fixture_client_in_error() -> Fixture {
     let mut desc = fx.dst.descriptor();
     desc[16] ^= 0xff; // corrupt the rkey
     let bad = MrRemote::from_descriptor(&desc).unwrap();
-    fx.p.client.read(Some(&fx.src), 0, Some(&bad), 0, 8, ALWAYS, 1).unwrap();
+    fx.p.client.read(fx.src.slice(0..8), bad.at(0)).context(1).post().unwrap();
     assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
     fx
 }
@@ -1257,7 +1241,7 @@ fn conn_next_event__peer_disconnects_after_error_completion() {
 #[test]
 fn conn_next_event__unexpected_event() {
     let p = pair(&MockFabric::new());
-    p.client.raw().inject_event(CmEvent::Other(99));
+    p.client.backend().inject_event(CmEvent::Other(99));
     assert_kind(p.client.next_event(), ErrorKind::Unknown, "rpma_conn_next_event");
     // The event was consumed; the connection goes on.
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
@@ -1280,7 +1264,7 @@ fn conn_next_event__raw_event_mapping() {
         (CmEvent::Rejected, ConnEvent::Rejected),
         (CmEvent::Unreachable, ConnEvent::Unreachable),
     ] {
-        p.server.raw().inject_event(raw);
+        p.server.backend().inject_event(raw);
         assert_eq!(next_event(&p.server), want, "{raw:?}");
     }
 }
@@ -1293,17 +1277,21 @@ fn conn_next_event__raw_event_mapping() {
 /// returns, in completion order, (buffer context, message) pairs.
 fn receive_order(f: MockFabric) -> Vec<(u64, u8)> {
     const N: u32 = 32;
-    let cfg = ConnCfg::new();
-    cfg.set_rq_size(N).set_sq_size(N).set_cq_size(2 * N);
+    let cfg = ConnCfg::new().with_rq_size(N).with_sq_size(N).with_cq_size(2 * N);
     let p = pair_with(&f, Some(&cfg), Some(&cfg));
     let rbuf = p.speer.alloc_mr(N as usize * 8, Usage::RECV).unwrap();
     let sbuf = p.cpeer.alloc_mr(N as usize * 8, Usage::SEND).unwrap();
     for i in 0..N as usize {
-        p.server.recv(Some(&rbuf), i * 8, 8, i as u64).unwrap();
+        p.server.recv(rbuf.slice(i * 8..i * 8 + 8)).context(i as u64).post().unwrap();
         sbuf.write(i * 8, &[i as u8; 8]).unwrap();
     }
     for j in 0..N as usize {
-        p.client.send(Some(&sbuf), j * 8, 8, CompletionFlags::ON_ERROR, 1000 + j as u64).unwrap();
+        p.client
+            .send(sbuf.slice(j * 8..j * 8 + 8))
+            .flags(CompletionFlags::ON_ERROR)
+            .context(1000 + j as u64)
+            .post()
+            .unwrap();
     }
     let mut order = Vec::new();
     for _ in 0..N {
@@ -1346,6 +1334,60 @@ fn recv__ordered_receives_is_fifo() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// local-only regions: out of the rkey table
+// ---------------------------------------------------------------------------------------------
+
+/// A descriptor of `mr` whose usage byte claims remote read and write (a lying peer).
+fn forged_rw(mr: &MrLocal) -> MrRemote {
+    let mut desc = mr.descriptor();
+    desc[20] = (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8;
+    MrRemote::from_descriptor(&desc).unwrap()
+}
+
+#[test]
+fn mr_reg__local_only_region_is_unreachable_by_its_rkey() {
+    // A region whose usage grants no remote access is not in the mock's rkey table: a remote
+    // read or write naming its rkey fails at the responder whatever the descriptor claims, and
+    // touches no byte. That is what makes `as_mut_slice` sound for it (rule M3).
+    let local_only = Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND | Usage::RECV;
+    for op in ["read", "write"] {
+        let fx = fixture();
+        let mut target = fx.p.speer.alloc_mr(64, local_only).unwrap();
+        assert!(!target.remote_access());
+        target.as_mut_slice().unwrap().fill(0xAB);
+        let forged = forged_rw(&target);
+        fx.src.write(0, &[1; 8]).unwrap();
+        match op {
+            "read" => fx.p.client.read(fx.src.slice(0..8), forged.at(0)).context(1).post().unwrap(),
+            _ => fx.p.client.write(forged.at(0), fx.src.slice(0..8)).context(1).post().unwrap(),
+        }
+        let wc = next_wc(fx.p.client.cq());
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr), "{op}");
+        assert_eq!(target.to_vec(0, 64).unwrap(), [0xAB; 64], "{op}: the region is untouched");
+        assert_eq!(fx.src.to_vec(0, 8).unwrap(), [1; 8], "{op}: nothing was read");
+        // Still exclusively ours.
+        assert_eq!(target.as_mut_slice().unwrap().len(), 64);
+    }
+}
+
+#[test]
+fn mr_reg__iwarp_read_destination_is_remotely_writable() {
+    // On iWARP a read destination needs remote write access: such a region is in the rkey
+    // table, a (forged) remote write lands in it, and no plain `&mut [u8]` is handed out.
+    let mut caps = rpma::Capabilities::roce_defaults();
+    caps.iwarp = true;
+    let fx = fixture_on(MockFabric::builder().capabilities(caps).build());
+    let mut target = fx.p.speer.alloc_mr(64, Usage::READ_DST).unwrap();
+    assert!(target.remote_access());
+    assert_kind(target.as_mut_slice().map(|s| s.len()), ErrorKind::Inval, "MrLocal::as_mut_slice");
+    fx.src.write(0, b"iwarp!!!").unwrap();
+    fx.p.client.write(forged_rw(&target).at(8), fx.src.slice(0..8)).context(1).post().unwrap();
+    let wc = next_wc(fx.p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!(target.to_vec(8, 8).unwrap(), b"iwarp!!!");
+}
+
+// ---------------------------------------------------------------------------------------------
 // native vs emulated flush and atomic write
 // ---------------------------------------------------------------------------------------------
 
@@ -1353,10 +1395,10 @@ fn recv__ordered_receives_is_fifo() {
 fn flush__native_completes_with_flush_opcode() {
     let fx = fixture_on(MockFabric::builder().native(true, true).build());
     assert!(fx.p.client.peer().capabilities().native_flush);
-    fx.p.client.flush(&fx.rdst, 0, 4096, FlushType::Visibility, ALWAYS, 1).unwrap();
+    fx.p.client.flush(fx.rdst.slice(0..4096), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (1, WcStatus::Success, WcOpcode::Flush));
-    fx.p.client.atomic_write(&fx.rdst, 8, 0x0102_0304_0506_0708u64.to_le_bytes(), ALWAYS, 2).unwrap();
+    fx.p.client.atomic_write(fx.rdst.at(8), 0x0102_0304_0506_0708u64.to_le_bytes()).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::AtomicWrite));
     assert_eq!(fx.dst.to_vec(8, 8).unwrap(), 0x0102_0304_0506_0708u64.to_le_bytes());
@@ -1366,10 +1408,10 @@ fn flush__native_completes_with_flush_opcode() {
 fn flush__emulated_completes_with_read_opcode() {
     let fx = fixture();
     assert!(!fx.p.client.peer().capabilities().native_flush);
-    fx.p.client.flush(&fx.rdst, 0, 4096, FlushType::Visibility, ALWAYS, 1).unwrap();
+    fx.p.client.flush(fx.rdst.slice(0..4096), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (1, WcStatus::Success, WcOpcode::RdmaRead));
-    fx.p.client.atomic_write(&fx.rdst, 8, [9; 8], ALWAYS, 2).unwrap();
+    fx.p.client.atomic_write(fx.rdst.at(8), [9; 8]).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::RdmaWrite));
     assert_eq!(fx.dst.to_vec(8, 8).unwrap(), [9; 8]);
@@ -1381,11 +1423,11 @@ fn read_flush_only_region(f: MockFabric) -> WcStatus {
     let target = fx.p.speer.alloc_mr(4096, Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT).unwrap();
     let rt = remote(&target);
     // Flushing it works either way.
-    fx.p.client.flush(&rt, 0, 64, FlushType::Visibility, ALWAYS, 1).unwrap();
+    fx.p.client.flush(rt.slice(0..64), FlushType::Visibility).context(1).post().unwrap();
     assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::Success);
     // rpma-core lets the read through (flush usages imply remote read under APM); the
     // responder decides.
-    fx.p.client.read(Some(&fx.src), 0, Some(&rt), 0, 64, ALWAYS, 2).unwrap();
+    fx.p.client.read(fx.src.slice(0..64), rt.at(0)).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!(wc.wr_id, 2);
     wc.status
@@ -1410,7 +1452,7 @@ fn flush__native_needs_the_flush_usage_at_the_responder() {
     let mut desc = target.descriptor();
     desc[20] |= Usage::FLUSH_TYPE_VISIBILITY.bits() as u8;
     let rt = MrRemote::from_descriptor(&desc).unwrap();
-    fx.p.client.flush(&rt, 0, 64, FlushType::Visibility, ALWAYS, 1).unwrap();
+    fx.p.client.flush(rt.slice(0..64), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr));
 }
@@ -1438,8 +1480,7 @@ fn conn__concurrent_writes_complete_once() {
     const THREADS: u64 = 4;
     const PER: u64 = 64;
     let f = MockFabric::new();
-    let cfg = ConnCfg::new();
-    cfg.set_sq_size((THREADS * PER) as u32).set_cq_size((THREADS * PER) as u32);
+    let cfg = ConnCfg::new().with_sq_size((THREADS * PER) as u32).with_cq_size((THREADS * PER) as u32);
     let p = pair_with(&f, Some(&cfg), None);
     let src = p.cpeer.alloc_mr(4096, Usage::WRITE_SRC).unwrap();
     let dst = p.speer.alloc_mr((THREADS * PER * 8) as usize, Usage::WRITE_DST).unwrap();
@@ -1456,12 +1497,17 @@ fn conn__concurrent_writes_complete_once() {
                 for i in 0..PER {
                     let ctx = (t << 32) | i;
                     let off = ((t * PER + i) * 8) as usize;
-                    p.client.write(Some(&rdst), off, Some(src), t as usize * 8, 8, ALWAYS, ctx).unwrap();
+                    p.client
+                        .write(rdst.at(off), src.slice(t as usize * 8..t as usize * 8 + 8))
+                        .context(ctx)
+                        .post()
+                        .unwrap();
                 }
                 // Poll until every thread's operations completed (any thread may reap any).
                 loop {
                     let mut wc = [Wc::EMPTY; 8];
-                    match p.client.cq().get_wc(&mut wc) {
+                    match p.client.cq().poll(&mut wc) {
+                        Ok(0) => std::thread::yield_now(),
                         Ok(n) => {
                             let mut g = done.lock().unwrap();
                             for w in &wc[..n] {
@@ -1469,7 +1515,6 @@ fn conn__concurrent_writes_complete_once() {
                                 g.push(w.wr_id);
                             }
                         }
-                        Err(e) if e.kind() == ErrorKind::NoCompletion => std::thread::yield_now(),
                         Err(e) => panic!("{e}"),
                     }
                     if done.lock().unwrap().len() as u64 >= THREADS * PER {
@@ -1485,7 +1530,7 @@ fn conn__concurrent_writes_complete_once() {
     let mut want: Vec<u64> = (0..THREADS).flat_map(|t| (0..PER).map(move |i| (t << 32) | i)).collect();
     want.sort_unstable();
     assert_eq!(got, want, "every op context completes exactly once");
-    assert_eq!(p.client.raw().sq_in_use(), 0);
+    assert_eq!(p.client.backend().sq_in_use(), 0);
     for t in 0..THREADS {
         for i in 0..PER {
             let off = ((t * PER + i) * 8) as usize;
@@ -1677,23 +1722,22 @@ fn conn_next_event__ack_cm_event_fails() {
 fn conn_wait__get_cq_event_UNKNOWN() {
     // A shared channel without a receive CQ: an event naming the receive CQ is of an unknown CQ.
     let f = MockFabric::new();
-    let cfg = ConnCfg::new();
-    cfg.set_compl_channel(true);
+    let cfg = ConnCfg::new().with_shared_channel(true);
     let p = pair_with(&f, Some(&cfg), None);
     nonblock(p.client.compl_fd().unwrap());
     assert!(p.client.rcq().is_none());
-    assert!(p.client.raw().inject_cq_event(rpma::transport::CqSlot::Receive));
+    assert!(p.client.backend().inject_cq_event(rpma::transport::CqSlot::Receive));
     assert_kind(p.client.wait(), ErrorKind::Unknown, "rpma_conn_wait");
     // Waiting goes on for the main CQ.
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let dst = p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
-    p.client.write(Some(&remote(&dst)), 0, Some(&src), 0, 8, ALWAYS, 5).unwrap();
+    p.client.write(remote(&dst).at(0), src.slice(0..8)).context(5).post().unwrap();
     let (cq, is_rcq) = p.client.wait().unwrap();
     assert!(!is_rcq);
     assert_eq!(next_wc(cq).wr_id, 5);
     // Not shared: nothing to inject into.
     let q = pair(&MockFabric::new());
-    assert!(!q.client.raw().inject_cq_event(rpma::transport::CqSlot::Main));
+    assert!(!q.client.backend().inject_cq_event(rpma::transport::CqSlot::Main));
 }
 
 #[test]
@@ -1800,9 +1844,7 @@ fn teardown_faults(scenario: fn(&MockFabric, &dyn Fn()) -> rpma::Result<()>, op:
 /// A connection configuration with a receive CQ and a shared completion channel: every
 /// teardown step exists.
 fn full_cfg() -> ConnCfg {
-    let cfg = ConnCfg::new();
-    cfg.set_rcq_size(4).set_compl_channel(true);
-    cfg
+    ConnCfg::new().with_rcq_size(4).with_shared_channel(true)
 }
 
 #[test]
