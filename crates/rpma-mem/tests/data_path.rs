@@ -5,7 +5,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use rpma_mem::Memory;
 
@@ -76,39 +75,4 @@ fn the_data_path_allocates_nothing() {
         a.flush(0, LEN).unwrap();
     }
     assert_eq!(allocs() - before, 0, "the data path allocated");
-}
-
-/// The best time of `f` over several rounds of `iters` calls.
-fn best(iters: u32, mut f: impl FnMut()) -> Duration {
-    (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            t.elapsed() / iters
-        })
-        .min()
-        .unwrap()
-}
-
-#[test]
-fn copies_of_64_kib_run_at_memcpy_speed() {
-    let src = vec![0x5Au8; LEN];
-    let mut dst = vec![0u8; LEN];
-    let a = Memory::zeroed(LEN).unwrap();
-    let b = Memory::zeroed(LEN).unwrap();
-    let (va, vb) = (a.volatile(), b.volatile());
-    let iters = 200;
-    let memcpy = best(iters, || black_box(&mut dst[..]).copy_from_slice(black_box(&src[..])));
-    let write = best(iters, || va.write(0, black_box(&src[..])).unwrap());
-    let read = best(iters, || va.read(0, black_box(&mut dst[..])).unwrap());
-    let copy_to = best(iters, || va.copy_to(black_box(&vb)).unwrap());
-    println!("64 KiB: memcpy {memcpy:?}, write {write:?}, read {read:?}, copy_to {copy_to:?}");
-    // Both sides are one memcpy/memmove call; allow for noise on a busy machine.
-    let limit = memcpy * 3 + Duration::from_micros(2);
-    for (name, t) in [("write", write), ("read", read), ("copy_to", copy_to)] {
-        assert!(t <= limit, "{name} of 64 KiB took {t:?}, memcpy {memcpy:?}");
-    }
-    assert_eq!(b.to_vec(), src);
 }
