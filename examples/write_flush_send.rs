@@ -5,23 +5,14 @@
 
 use std::thread;
 
-use rpma::mock::MockFabric;
+use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, Peer};
 use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage, WcOpcode, WcStatus};
-
-// The mock's API types: the top-level aliases (`rpma::Peer`, ...) follow the default transport,
-// which is the verbs backend when feature `verbs` is on.
-type Conn = rpma::generic::Conn<MockFabric>;
-type ConnCfg = rpma::generic::ConnCfg<MockFabric>;
-type ConnReq = rpma::generic::ConnReq<MockFabric>;
-type Device = rpma::generic::Device<MockFabric>;
-type Ep = rpma::generic::Ep<MockFabric>;
-type Peer = rpma::generic::Peer<MockFabric>;
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7204";
 const LEN: usize = 4096;
 
-fn main() -> Result<(), rpma::Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fabric = MockFabric::new();
     let dev = Device::lookup(&fabric, ADDR, ContextType::Local)?;
     let server_peer = Peer::new(&dev)?;
@@ -33,38 +24,37 @@ fn main() -> Result<(), rpma::Error> {
         let pmem = server_peer.alloc_mr(LEN, usage)?;
         let msg = server_peer.alloc_mr(64, Usage::RECV | Usage::SEND)?;
         // Private data: MR descriptor + peer-config descriptor (direct write to PMem).
-        let pcfg = PeerCfg::new();
-        pcfg.set_direct_write_to_pmem(true);
+        let pcfg = PeerCfg::new().with_direct_write_to_pmem(true);
         let mut pdata = pmem.descriptor().to_vec();
         pdata.extend_from_slice(&pcfg.descriptor());
 
         let req = ep.next_conn_req(None)?;
-        req.recv(&msg, 0, 64, 1)?;
+        req.recv(msg.slice(0..64)).context(1).post()?;
         let conn = req.connect(Some(&pdata))?;
         assert_eq!(conn.next_event()?, ConnEvent::Established);
 
         // Wait for the client's "done" message.
         let wc = loop {
-            match conn.cq().get_wc1() {
-                Ok(wc) => break wc,
-                Err(e) if e.kind() == rpma::ErrorKind::NoCompletion => thread::yield_now(),
-                Err(e) => return Err(e),
+            match conn.cq().next_wc()? {
+                Some(wc) => break wc,
+                None => thread::yield_now(),
             }
         };
         assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
         let received = msg.to_vec(0, wc.byte_len as usize)?;
         println!("server: received {:?}", String::from_utf8_lossy(&received));
         msg.write(0, b"bye")?;
-        conn.send(Some(&msg), 0, 3, CompletionFlags::ALWAYS, 2)?;
+        conn.send(msg.slice(0..3)).context(2).post()?;
         assert_eq!(conn.next_event()?, ConnEvent::Closed);
         conn.delete()?;
         pmem.to_vec(0, 13)
     });
 
     let peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Remote)?)?;
-    let src = peer.alloc_mr(LEN, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV)?;
-    let cfg = ConnCfg::new();
-    cfg.set_sq_size(16).set_cq_size(16);
+    // The client's memory: the source of the write, the destination of the read, and its
+    // message buffers. No remote peer can reach it, so it is filled in place (zero copy).
+    let mut src = peer.alloc_mr(LEN, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV)?;
+    let cfg = ConnCfg::new().with_sq_size(16).with_cq_size(16);
     let req = ConnReq::new(&peer, ADDR, PORT, Some(&cfg))?;
     let conn = req.connect(None)?;
     assert_eq!(conn.next_event()?, ConnEvent::Established);
@@ -72,18 +62,19 @@ fn main() -> Result<(), rpma::Error> {
     let remote = MrRemote::from_descriptor(&pdata[..rpma::MR_DESCRIPTOR_SIZE])?;
     conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&pdata[rpma::MR_DESCRIPTOR_SIZE..])?);
 
-    src.write(0, b"Hello, world!")?;
-    conn.write(Some(&remote), 0, Some(&src), 0, 13, CompletionFlags::ON_ERROR, 10)?;
-    conn.flush(&remote, 0, 13, FlushType::Persistent, CompletionFlags::ALWAYS, 11)?;
+    src.as_mut_slice()?[..13].copy_from_slice(b"Hello, world!");
+    conn.write(remote.at(0), src.slice(0..13)).flags(CompletionFlags::ON_ERROR).context(10).post()?;
+    conn.flush(remote.slice(0..13), FlushType::Persistent).context(11).post()?;
     let wc = wait(&conn)?;
     println!("client: wrote and flushed 13 bytes (completion {:?} for op {})", wc.opcode, wc.wr_id);
-    conn.read(Some(&src), 100, Some(&remote), 0, 13, CompletionFlags::ALWAYS, 12)?;
+    conn.read(src.slice(100..113), remote.at(0)).context(12).post()?;
     wait(&conn)?;
     println!("client: read back {:?}", String::from_utf8_lossy(&src.to_vec(100, 13)?));
 
-    src.write(200, b"done")?;
-    conn.recv(Some(&src), 300, 64, 13)?;
-    conn.send(Some(&src), 200, 4, CompletionFlags::ALWAYS, 14)?;
+    // The write, the flush and the read are completed (retired): `src` is ours again.
+    src.as_mut_slice()?[200..204].copy_from_slice(b"done");
+    conn.recv(src.slice(300..364)).context(13).post()?;
+    conn.send(src.slice(200..204)).context(14).post()?;
     let mut got_reply = false;
     while !got_reply {
         let wc = wait(&conn)?;
@@ -100,15 +91,14 @@ fn main() -> Result<(), rpma::Error> {
     Ok(())
 }
 
-fn wait(conn: &Conn) -> Result<rpma::Wc, rpma::Error> {
+fn wait(conn: &Conn) -> rpma::Result<rpma::Wc> {
     // Poll first; wait for a completion event only when the CQ is empty (the CQ is armed, so
     // a completion arriving in between still raises an event).
     loop {
-        match conn.cq().get_wc1() {
-            Ok(wc) if wc.status == WcStatus::Success => return Ok(wc),
-            Ok(wc) => panic!("operation {} failed: {:?}", wc.wr_id, wc.status),
-            Err(e) if e.kind() == rpma::ErrorKind::NoCompletion => conn.cq().wait()?,
-            Err(e) => return Err(e),
+        match conn.cq().next_wc()? {
+            Some(wc) if wc.status.is_success() => return Ok(wc),
+            Some(wc) => panic!("operation {} failed: {:?}", wc.wr_id, wc.status),
+            None => conn.cq().wait()?,
         }
     }
 }
