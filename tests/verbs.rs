@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use conformance::Backend;
-use rpma::generic::Device;
-use rpma::verbs::Verbs;
+use rpma::verbs::{Device, Verbs};
 use rpma::{Capabilities, ContextType};
 
 struct VerbsBackend {
@@ -98,7 +97,7 @@ fn main() {
 mod verbs_only {
     use std::time::{Duration, Instant};
 
-    use rpma::{CompletionFlags, ConnEvent, ErrorKind, Usage, WcStatus};
+    use rpma::{Conn, ConnEvent, ConnReq, ErrorKind, Transport, Usage, WcStatus};
 
     use super::conformance::harness::{mr, next_wc, pair, remote, Backend, Case};
     use super::VerbsBackend;
@@ -116,7 +115,7 @@ mod verbs_only {
     fn no_listener_event(b: &VerbsBackend) {
         let t = b.transport();
         let p = super::conformance::harness::peer(b, &t);
-        let req = rpma::generic::ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+        let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
         let client = req.connect(None).unwrap();
         let ev = next_event(&client);
         eprintln!("no listener: {ev:?}");
@@ -124,7 +123,7 @@ mod verbs_only {
         client.delete().unwrap();
     }
 
-    fn set_nonblocking<T: rpma::Transport>(c: &rpma::generic::Conn<T>) {
+    fn set_nonblocking<T: Transport>(c: &Conn<T>) {
         let fd = c.event_fd();
         nix::fcntl::fcntl(
             std::os::fd::AsRawFd::as_raw_fd(&fd),
@@ -134,7 +133,7 @@ mod verbs_only {
     }
 
     /// The next connection event (fails after 20 s).
-    fn next_event<T: rpma::Transport>(c: &rpma::generic::Conn<T>) -> ConnEvent {
+    fn next_event<T: Transport>(c: &Conn<T>) -> ConnEvent {
         let deadline = Instant::now() + Duration::from_secs(20);
         set_nonblocking(c);
         loop {
@@ -163,12 +162,12 @@ mod verbs_only {
             *x = !*x;
         }
         let bad = rpma::MrRemote::from_descriptor(&desc).expect("descriptor");
-        p.client.write(Some(&bad), 0, Some(&src), 0, 64, CompletionFlags::ALWAYS, 7).unwrap();
+        p.client.write(bad.at(0), src.slice(..64)).context(7).post().unwrap();
         let wc = next_wc(p.client.cq());
         assert_eq!(wc.wr_id, 7);
         assert_eq!(wc.status, WcStatus::RemAccessErr, "{wc:?}");
         // The QP is in the error state: even a valid write is flushed.
-        p.client.write(Some(&good), 0, Some(&src), 0, 64, CompletionFlags::ALWAYS, 8).unwrap();
+        p.client.write(good.at(0), src.slice(..64)).context(8).post().unwrap();
         let wc = next_wc(p.client.cq());
         assert_eq!(wc.wr_id, 8);
         assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");

@@ -1,14 +1,19 @@
 //! Conformance cases: connection, shared-RQ and peer configurations (spec 4, 5.2, 6.2, 6.5, 6.6).
 //!
+//! The configurations are plain builders taken by value (`ConnCfg::new().with_sq_size(n)`).
+//!
 //! Type-enforced (no case): every `*_NULL` rule of `rpma_conn_cfg_*`, `rpma_srq_cfg_*` and
 //! `rpma_peer_cfg_*` (a configuration, out-pointer or descriptor pointer cannot be NULL), the
 //! `malloc_ERRNO` rules (allocation failure aborts in Rust), `rpma_conn_cfg_set_srq(cfg, NULL)`
-//! (an `&Srq` cannot be NULL; `clear_srq` unsets instead).
+//! (`with_srq(Option<&Srq>)`: `None` unsets), `rpma_conn_cfg_set_timeout` with a negative timeout
+//! (`conn_cfg_set_timeout__timeout_negative`: a `Duration` cannot be negative; a timeout above
+//! `i32::MAX` ms is refused by `ConnReq::new`).
 
-use rpma::generic::{ConnCfg, Srq};
+use std::time::Duration;
+
 use rpma::{
-    ErrorKind, PeerCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE,
-    DEFAULT_TIMEOUT_MS, PEER_CFG_DESCRIPTOR_SIZE,
+    ConnCfg, ErrorKind, PeerCfg, Srq, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE,
+    DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::harness::{assert_kind, peer, Backend, Case};
@@ -17,7 +22,6 @@ use crate::cases;
 pub fn cases<B: Backend>() -> Vec<Case<B>> {
     cases![
         conn_cfg_new__success,
-        conn_cfg_set_timeout__timeout_negative,
         conn_cfg_timeout__lifecycle,
         conn_cfg_cq_size__lifecycle,
         conn_cfg_cqe__lifecycle,
@@ -56,8 +60,8 @@ const SIZES: [u32; 7] = [0, 1, 10, 20, 4096, (i32::MAX as u32) + 1, u32::MAX];
 
 fn conn_cfg_new__success<B: Backend>(_b: &B) {
     let cfg = ConnCfg::<B::T>::new();
-    assert_eq!(cfg.timeout_ms(), 1000);
-    assert_eq!(cfg.timeout_ms(), DEFAULT_TIMEOUT_MS);
+    assert_eq!(cfg.timeout(), Duration::from_millis(1000));
+    assert_eq!(cfg.timeout(), DEFAULT_TIMEOUT);
     assert_eq!(cfg.cq_size(), 10);
     assert_eq!(cfg.cq_size(), DEFAULT_CQ_SIZE);
     assert_eq!(cfg.rcq_size(), 0);
@@ -66,113 +70,116 @@ fn conn_cfg_new__success<B: Backend>(_b: &B) {
     assert_eq!(cfg.sq_size(), DEFAULT_SQ_SIZE);
     assert_eq!(cfg.rq_size(), 10);
     assert_eq!(cfg.rq_size(), DEFAULT_RQ_SIZE);
-    assert!(!cfg.compl_channel());
+    assert!(!cfg.shared_channel());
     assert!(cfg.srq().is_none());
     // Default is the same as new.
     let d = ConnCfg::<B::T>::default();
     assert_eq!(
-        (d.timeout_ms(), d.cq_size(), d.rcq_size(), d.sq_size(), d.rq_size(), d.compl_channel(), d.srq().is_none()),
-        (1000, 10, 0, 10, 10, false, true)
+        (d.timeout(), d.cq_size(), d.rcq_size(), d.sq_size(), d.rq_size(), d.shared_channel(), d.srq().is_none()),
+        (Duration::from_millis(1000), 10, 0, 10, 10, false, true)
     );
 }
 
-fn conn_cfg_set_timeout__timeout_negative<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
-    cfg.set_timeout(1234).unwrap();
-    for t in [-1, -1000, i32::MIN] {
-        assert_kind(cfg.set_timeout(t).map(|_| ()), ErrorKind::Inval);
-        // A rejected value leaves the previous one in place.
-        assert_eq!(cfg.timeout_ms(), 1234);
-    }
-}
-
+/// Any duration is stored as given (one above `i32::MAX` ms is refused only when a request is
+/// made from it).
 fn conn_cfg_timeout__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
-    for t in [0, 1, 500, 1000, 5000, i32::MAX] {
-        let r = cfg.set_timeout(t).unwrap();
-        assert!(std::ptr::eq(r, &cfg), "set_timeout returns the configuration");
-        assert_eq!(cfg.timeout_ms(), t);
+    let mut cfg = ConnCfg::<B::T>::new();
+    for t in [
+        Duration::ZERO,
+        Duration::from_millis(1),
+        Duration::from_millis(500),
+        Duration::from_secs(1),
+        Duration::from_secs(5),
+        Duration::from_micros(1500),
+        Duration::from_millis(i32::MAX as u64),
+        Duration::from_millis(i32::MAX as u64 + 1),
+        Duration::MAX,
+    ] {
+        cfg = cfg.with_timeout(t);
+        assert_eq!(cfg.timeout(), t);
     }
+    // Only the timeout changes.
+    assert_eq!((cfg.cq_size(), cfg.rcq_size(), cfg.sq_size(), cfg.rq_size()), (10, 0, 10, 10));
 }
 
 fn conn_cfg_cq_size__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in [5, 123, 1 << 16] {
-        cfg.set_cq_size(s);
+        cfg = cfg.with_cq_size(s);
         assert_eq!(cfg.cq_size(), s);
     }
     // Only the CQ size changes.
     assert_eq!((cfg.rcq_size(), cfg.sq_size(), cfg.rq_size()), (0, 10, 10));
 }
 
-/// Sizes above INT_MAX are stored as given (librpma clips only when creating the CQ).
+/// Sizes above INT_MAX (and above any device's limit) are stored as given: the limit is checked
+/// when a request is made.
 fn conn_cfg_cqe__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in SIZES {
-        cfg.set_cq_size(s);
+        cfg = cfg.with_cq_size(s);
         assert_eq!(cfg.cq_size(), s);
     }
 }
 
 fn conn_cfg_rcq_size__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in [7, 0, 99] {
-        cfg.set_rcq_size(s);
+        cfg = cfg.with_rcq_size(s);
         assert_eq!(cfg.rcq_size(), s);
     }
     assert_eq!((cfg.cq_size(), cfg.sq_size(), cfg.rq_size()), (10, 10, 10));
 }
 
 fn conn_cfg_rcqe__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in SIZES {
-        cfg.set_rcq_size(s);
+        cfg = cfg.with_rcq_size(s);
         assert_eq!(cfg.rcq_size(), s);
     }
 }
 
 fn conn_cfg_sq_size__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in SIZES {
-        cfg.set_sq_size(s);
+        cfg = cfg.with_sq_size(s);
         assert_eq!(cfg.sq_size(), s);
     }
     assert_eq!((cfg.cq_size(), cfg.rcq_size(), cfg.rq_size()), (10, 0, 10));
 }
 
 fn conn_cfg_rq_size__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for s in SIZES {
-        cfg.set_rq_size(s);
+        cfg = cfg.with_rq_size(s);
         assert_eq!(cfg.rq_size(), s);
     }
     assert_eq!((cfg.cq_size(), cfg.rcq_size(), cfg.sq_size()), (10, 0, 10));
 }
 
 fn conn_cfg_get_compl_channel__get_default_success<B: Backend>(_b: &B) {
-    assert!(!ConnCfg::<B::T>::new().compl_channel());
+    assert!(!ConnCfg::<B::T>::new().shared_channel());
 }
 
 fn conn_cfg_compl_channel__lifecycle<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
+    let mut cfg = ConnCfg::<B::T>::new();
     for v in [true, false, true, true, false] {
-        cfg.set_compl_channel(v);
-        assert_eq!(cfg.compl_channel(), v);
+        cfg = cfg.with_shared_channel(v);
+        assert_eq!(cfg.shared_channel(), v);
     }
 }
 
 fn conn_cfg_setters__chain<B: Backend>(_b: &B) {
-    let cfg = ConnCfg::<B::T>::new();
-    cfg.set_timeout(42)
-        .unwrap()
-        .set_cq_size(11)
-        .set_rcq_size(12)
-        .set_sq_size(13)
-        .set_rq_size(14)
-        .set_compl_channel(true);
+    let cfg = ConnCfg::<B::T>::new()
+        .with_timeout(Duration::from_millis(42))
+        .with_cq_size(11)
+        .with_rcq_size(12)
+        .with_sq_size(13)
+        .with_rq_size(14)
+        .with_shared_channel(true);
     assert_eq!(
-        (cfg.timeout_ms(), cfg.cq_size(), cfg.rcq_size(), cfg.sq_size(), cfg.rq_size(), cfg.compl_channel()),
-        (42, 11, 12, 13, 14, true)
+        (cfg.timeout(), cfg.cq_size(), cfg.rcq_size(), cfg.sq_size(), cfg.rq_size(), cfg.shared_channel()),
+        (Duration::from_millis(42), 11, 12, 13, 14, true)
     );
 }
 
@@ -182,32 +189,28 @@ fn conn_cfg_srq__lifecycle<B: Backend>(b: &B) {
     let srq = Srq::new(&p, None).unwrap();
     let cfg = ConnCfg::<B::T>::new();
     assert!(cfg.srq().is_none());
-    cfg.set_srq(&srq);
-    let got = cfg.srq().expect("srq set");
+    let cfg = cfg.with_srq(Some(&srq));
     // The same SRQ: it has the receive CQ the default SRQ configuration creates.
-    assert!(got.rcq().is_some());
+    assert!(cfg.srq().expect("srq set").rcq().is_some());
     // Replacing it with an SRQ without a receive CQ is visible through get.
-    let scfg = SrqCfg::new();
-    scfg.set_rcq_size(0);
-    let srq2 = Srq::new(&p, Some(&scfg)).unwrap();
-    cfg.set_srq(&srq2);
+    let srq2 = Srq::new(&p, Some(&SrqCfg::new().with_rcq_size(0))).unwrap();
+    let cfg = cfg.with_srq(Some(&srq2));
     assert!(cfg.srq().expect("srq set").rcq().is_none());
     // The configuration keeps the SRQ alive after the caller's handle is gone.
     drop(srq2);
-    assert!(cfg.srq().is_some());
-    drop(got);
+    assert!(cfg.srq().expect("srq kept").rcq().is_none());
     srq.delete().unwrap();
 }
 
+/// `with_srq(None)` unsets the SRQ (librpma could not; its NULL-SRQ error is type-enforced).
 fn conn_cfg_srq__clear<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let srq = Srq::new(&p, None).unwrap();
-    let cfg = ConnCfg::<B::T>::new();
-    cfg.set_srq(&srq).clear_srq();
+    let cfg = ConnCfg::<B::T>::new().with_srq(Some(&srq)).with_srq(None);
     assert!(cfg.srq().is_none());
     // Clearing an unset SRQ is harmless.
-    cfg.clear_srq();
+    let cfg = cfg.with_srq(None);
     assert!(cfg.srq().is_none());
 }
 
@@ -215,29 +218,40 @@ fn conn_cfg_clone__copies_every_field<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let srq = Srq::new(&p, None).unwrap();
-    let cfg = ConnCfg::<B::T>::new();
-    cfg.set_timeout(7).unwrap().set_cq_size(1).set_rcq_size(2).set_sq_size(3).set_rq_size(4).set_compl_channel(true);
-    cfg.set_srq(&srq);
+    let cfg = ConnCfg::<B::T>::new()
+        .with_timeout(Duration::from_millis(7))
+        .with_cq_size(1)
+        .with_rcq_size(2)
+        .with_sq_size(3)
+        .with_rq_size(4)
+        .with_shared_channel(true)
+        .with_srq(Some(&srq));
     let c = cfg.clone();
     assert_eq!(
-        (c.timeout_ms(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.compl_channel()),
-        (7, 1, 2, 3, 4, true)
+        (c.timeout(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.shared_channel()),
+        (Duration::from_millis(7), 1, 2, 3, 4, true)
     );
     assert!(c.srq().is_some());
     // The original is unchanged by cloning.
-    assert_eq!((cfg.timeout_ms(), cfg.srq().is_some()), (7, true));
+    assert_eq!((cfg.timeout(), cfg.srq().is_some()), (Duration::from_millis(7), true));
 }
 
 fn conn_cfg_clone__independent<B: Backend>(_b: &B) {
     let cfg = ConnCfg::<B::T>::new();
     let c = cfg.clone();
-    cfg.set_timeout(1).unwrap().set_cq_size(2).set_rcq_size(3).set_sq_size(4).set_rq_size(5).set_compl_channel(true);
+    let cfg = cfg
+        .with_timeout(Duration::from_millis(1))
+        .with_cq_size(2)
+        .with_rcq_size(3)
+        .with_sq_size(4)
+        .with_rq_size(5)
+        .with_shared_channel(true);
     assert_eq!(
-        (c.timeout_ms(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.compl_channel()),
-        (1000, 10, 0, 10, 10, false)
+        (c.timeout(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.shared_channel()),
+        (Duration::from_millis(1000), 10, 0, 10, 10, false)
     );
-    c.set_sq_size(99);
-    assert_eq!(cfg.sq_size(), 4);
+    let c = c.with_sq_size(99);
+    assert_eq!((cfg.sq_size(), c.sq_size()), (4, 99));
 }
 
 /// spec 9 #1: librpma's code (20 / 20) wins over its man page (100 / 100).
@@ -248,53 +262,51 @@ fn srq_cfg_new__success<B: Backend>(_b: &B) {
     assert_eq!(DEFAULT_SRQ_SIZE, 20);
     let d = SrqCfg::default();
     assert_eq!((d.rq_size(), d.rcq_size()), (20, 20));
+    assert_eq!(c, d);
 }
 
 fn srq_cfg_rq_size__lifecycle<B: Backend>(_b: &B) {
-    let c = SrqCfg::new();
+    let mut c = SrqCfg::new();
     for s in [1, 100, 0, 4096] {
-        c.set_rq_size(s);
+        c = c.with_rq_size(s);
         assert_eq!(c.rq_size(), s);
     }
     assert_eq!(c.rcq_size(), 20);
 }
 
 fn srq_cfg_rcq_size__lifecycle<B: Backend>(_b: &B) {
-    let c = SrqCfg::new();
+    let mut c = SrqCfg::new();
     for s in [1, 100, 0, 4096] {
-        c.set_rcq_size(s);
+        c = c.with_rcq_size(s);
         assert_eq!(c.rcq_size(), s);
     }
     assert_eq!(c.rq_size(), 20);
 }
 
 fn srq_cfg_rcqe__lifecycle<B: Backend>(_b: &B) {
-    let c = SrqCfg::new();
     for s in SIZES {
-        c.set_rcq_size(s).set_rq_size(s);
+        let c = SrqCfg::new().with_rcq_size(s).with_rq_size(s);
         assert_eq!((c.rq_size(), c.rcq_size()), (s, s));
     }
 }
 
 fn srq_cfg_clone__independent<B: Backend>(_b: &B) {
-    let c = SrqCfg::new();
-    c.set_rq_size(5).set_rcq_size(6);
-    let k = c.clone();
+    let c = SrqCfg::new().with_rq_size(5).with_rcq_size(6);
+    let k = c;
     assert_eq!((k.rq_size(), k.rcq_size()), (5, 6));
-    c.set_rq_size(50).set_rcq_size(60);
+    let c = c.with_rq_size(50).with_rcq_size(60);
     assert_eq!((k.rq_size(), k.rcq_size()), (5, 6));
+    assert_eq!((c.rq_size(), c.rcq_size()), (50, 60));
 }
 
 fn srq_new__cfg_rcq_size_0_no_rcq<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    let c = SrqCfg::new();
-    c.set_rcq_size(0);
+    let c = SrqCfg::new().with_rcq_size(0);
     let srq = Srq::new(&p, Some(&c)).unwrap();
     assert!(srq.rcq().is_none());
     srq.delete().unwrap();
-    c.set_rcq_size(5);
-    let srq = Srq::new(&p, Some(&c)).unwrap();
+    let srq = Srq::new(&p, Some(&c.with_rcq_size(5))).unwrap();
     assert!(srq.rcq().is_some());
     srq.delete().unwrap();
 }
@@ -315,10 +327,9 @@ fn peer_cfg_new__success<B: Backend>(_b: &B) {
 }
 
 fn peer_cfg_direct_write_to_pmem__lifecycle<B: Backend>(_b: &B) {
-    let c = PeerCfg::new();
+    let mut c = PeerCfg::new();
     for v in [true, false, true, true, false] {
-        let r = c.set_direct_write_to_pmem(v);
-        assert!(std::ptr::eq(r, &c));
+        c = c.with_direct_write_to_pmem(v);
         assert_eq!(c.direct_write_to_pmem(), v);
     }
 }
@@ -332,12 +343,12 @@ fn peer_cfg_get_desc_size__success<B: Backend>(_b: &B) {
 
 fn peer_cfg_get_desc__lifecycle<B: Backend>(_b: &B) {
     for v in [false, true] {
-        let c = PeerCfg::new();
-        c.set_direct_write_to_pmem(v);
+        let c = PeerCfg::new().with_direct_write_to_pmem(v);
         let d = c.descriptor();
         assert_eq!(d, [u8::from(v)]);
         let back = PeerCfg::from_descriptor(&d).unwrap();
         assert_eq!(back.direct_write_to_pmem(), v);
+        assert_eq!(back, c);
     }
 }
 
@@ -366,10 +377,10 @@ fn peer_cfg_from_desc__longer_desc<B: Backend>(_b: &B) {
 }
 
 fn peer_cfg_clone__independent<B: Backend>(_b: &B) {
-    let c = PeerCfg::new();
-    c.set_direct_write_to_pmem(true);
-    let k = c.clone();
+    let c = PeerCfg::new().with_direct_write_to_pmem(true);
+    let k = c;
     assert!(k.direct_write_to_pmem());
-    c.set_direct_write_to_pmem(false);
+    let c = c.with_direct_write_to_pmem(false);
     assert!(k.direct_write_to_pmem());
+    assert!(!c.direct_write_to_pmem());
 }

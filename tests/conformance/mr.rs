@@ -1,7 +1,7 @@
 //! Conformance cases: local and remote memory regions (spec 5.1, 6.4, 8.8).
 //!
-//! Type-enforced (no case): `reg__NULL_peer`, `reg__NULL_ptr`, `reg__NULL_mr_ptr` (the buffer is
-//! allocated by the backend from an `MrBuffer`; a peer and the result cannot be NULL);
+//! Type-enforced (no case): `reg__NULL_peer`, `reg__NULL_ptr`, `reg__NULL_mr_ptr` (the region
+//! owns the `Memory` it is registered with; a peer and the result cannot be NULL);
 //! `dereg__NULL_mr_ptr`, `dereg__NULL_mr`; every `get_descriptor*__*_NULL`,
 //! `remote_from_descriptor__desc_NULL` / `__mr_ptr_NULL`, `remote_delete__*`,
 //! `remote_get_size__*_NULL`, `remote_get_flush_type__*_NULL`, `get_size__*_NULL`,
@@ -12,8 +12,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rpma::transport::MrBackend;
-use rpma::{Advice, ErrorKind, MrBuffer, MrRemote, Usage, ADVISE_FLAG_FLUSH, MR_DESCRIPTOR_SIZE};
+use rpma::{Advice, ErrorKind, Memory, MrRemote, Usage, ADVISE_FLAG_FLUSH, MR_DESCRIPTOR_SIZE};
 
 use super::harness::{assert_kind, mr, peer, remote, Backend, Case};
 use crate::cases;
@@ -71,6 +70,16 @@ const USAGES: [Usage; 8] = [
 
 const RW: Usage = Usage::READ_SRC.union(Usage::WRITE_DST).union(Usage::READ_DST).union(Usage::WRITE_SRC);
 
+/// `len` zeroed bytes of heap memory.
+fn heap(len: usize) -> Memory {
+    Memory::zeroed(len).expect("heap memory")
+}
+
+/// `len` zeroed, page-aligned bytes.
+fn page_aligned(len: usize) -> Memory {
+    Memory::page_aligned(len).expect("page-aligned memory")
+}
+
 /// A bounded property runner (a conformance case never runs long).
 fn runner() -> TestRunner {
     TestRunner::new(Config { cases: 64, failure_persistence: None, ..Config::default() })
@@ -79,7 +88,7 @@ fn runner() -> TestRunner {
 fn reg_dereg__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    let m = p.reg_mr(MrBuffer::PageAligned(4096), RW).unwrap();
+    let m = p.reg_mr(page_aligned(4096), RW).unwrap();
     assert_eq!(m.len(), 4096);
     assert!(!m.is_empty());
     assert_eq!(m.usage(), RW);
@@ -90,7 +99,7 @@ fn reg_dereg__success_each_usage<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     for u in USAGES.into_iter().chain([Usage::all(), Usage::FLUSH_TYPES, RW]) {
-        let m = p.reg_mr(MrBuffer::PageAligned(4096), u).unwrap_or_else(|e| panic!("reg {u:?}: {e}"));
+        let m = p.reg_mr(page_aligned(4096), u).unwrap_or_else(|e| panic!("reg {u:?}: {e}"));
         assert_eq!(m.usage(), u);
         assert_eq!(m.descriptor()[20], u.bits() as u8);
         m.dereg().unwrap();
@@ -100,18 +109,23 @@ fn reg_dereg__success_each_usage<B: Backend>(b: &B) {
 fn reg__0_size<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    assert_kind(p.reg_mr(MrBuffer::PageAligned(0), RW), ErrorKind::Inval);
-    assert_kind(p.reg_mr(MrBuffer::Heap(0), RW), ErrorKind::Inval);
-    assert_kind(p.alloc_mr(0, RW), ErrorKind::Inval);
+    // Empty memory of every kind a caller can hand over.
+    let e = p.reg_mr(Memory::from_vec(Vec::new()), RW).expect_err("a zero-size registration");
+    assert_eq!((e.kind(), e.op(), e.detail()), (ErrorKind::Inval, "rpma_mr_reg", Some("size is 0")), "{e}");
+    assert_kind(p.reg_mr(Memory::from_boxed(Box::new([])), RW), ErrorKind::Inval);
+    assert_kind(p.reg_mr(Memory::from_vec(Vec::with_capacity(4096)), RW), ErrorKind::Inval);
+    // The shorthand that allocates.
+    let e = p.alloc_mr(0, RW).expect_err("a zero-size allocation");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_mr_reg"), "{e}");
     // The size rule comes before the usage rule (librpma's check order); both give Inval.
-    assert_kind(p.reg_mr(MrBuffer::Heap(0), Usage::empty()), ErrorKind::Inval);
+    assert_kind(p.reg_mr(Memory::from_vec(Vec::new()), Usage::empty()), ErrorKind::Inval);
 }
 
 fn reg__0_usage<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    assert_kind(p.reg_mr(MrBuffer::PageAligned(4096), Usage::empty()), ErrorKind::Inval);
-    assert_kind(p.reg_mr(MrBuffer::Heap(64), Usage::empty()), ErrorKind::Inval);
+    assert_kind(p.reg_mr(page_aligned(4096), Usage::empty()), ErrorKind::Inval);
+    assert_kind(p.reg_mr(heap(64), Usage::empty()), ErrorKind::Inval);
 }
 
 fn reg__wrong_usage<B: Backend>(b: &B) {
@@ -119,7 +133,7 @@ fn reg__wrong_usage<B: Backend>(b: &B) {
     let p = peer(b, &t);
     for bits in [0x100, 0x1FF, 0x8000_0000, 0xFFFF_FF00, u32::MAX, 0x101] {
         let u = Usage::from_bits_retain(bits);
-        assert_kind(p.reg_mr(MrBuffer::PageAligned(4096), u), ErrorKind::Inval);
+        assert_kind(p.reg_mr(page_aligned(4096), u), ErrorKind::Inval);
     }
 }
 
@@ -127,7 +141,7 @@ fn reg__heap_buffer<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     for len in [1usize, 7, 100, 4096, 10_000] {
-        let m = p.reg_mr(MrBuffer::Heap(len), RW).unwrap();
+        let m = p.reg_mr(heap(len), RW).unwrap();
         assert_eq!(m.len(), len);
         assert_ne!(m.addr(), 0);
         m.write(0, &[0xAB]).unwrap();
@@ -140,7 +154,7 @@ fn reg__page_aligned_buffer<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     for len in [1usize, 100, 4096, 3 * 4096 + 5] {
-        let m = p.reg_mr(MrBuffer::PageAligned(len), RW).unwrap();
+        let m = p.reg_mr(page_aligned(len), RW).unwrap();
         assert_eq!(m.len(), len);
         assert_ne!(m.addr(), 0);
         assert_eq!(m.addr() % 4096, 0, "page-aligned buffer at {:#x}", m.addr());
@@ -155,7 +169,7 @@ fn reg__page_aligned_buffer<B: Backend>(b: &B) {
 fn reg__buffer_zeroed<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    for buf in [MrBuffer::Heap(1000), MrBuffer::PageAligned(5000)] {
+    for buf in [heap(1000), page_aligned(5000), Memory::aligned(3000, 256).unwrap()] {
         let len = buf.len();
         let m = p.reg_mr(buf, RW).unwrap();
         assert!(m.to_vec(0, len).unwrap().iter().all(|b| *b == 0));
@@ -172,7 +186,7 @@ fn reg__arbitrary_usage<B: Backend>(b: &B) {
         .run(&strategy, |bits| {
             let u = Usage::from_bits_retain(bits);
             let valid = bits != 0 && bits & !0xFF == 0;
-            match p.reg_mr(MrBuffer::Heap(64), u) {
+            match p.reg_mr(heap(64), u) {
                 Ok(m) => {
                     prop_assert!(valid, "usage {bits:#x} accepted");
                     prop_assert_eq!(m.usage(), u);
@@ -195,7 +209,9 @@ fn get_ptr__success<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let m = mr(&p, 4096, RW);
     assert_ne!(m.addr(), 0);
-    assert_eq!(m.addr(), m.raw().addr());
+    // The address a peer is told about.
+    assert_eq!(m.addr(), u64::from_le_bytes(m.descriptor()[0..8].try_into().unwrap()));
+    assert_eq!(m.addr(), remote(&m).addr());
     // Two live regions do not overlap.
     let m2 = mr(&p, 4096, RW);
     assert!(m.addr() + 4096 <= m2.addr() || m2.addr() + 4096 <= m.addr());
@@ -207,7 +223,8 @@ fn get_size__success<B: Backend>(b: &B) {
     for len in [1usize, 21, 4096, 65536] {
         let m = mr(&p, len, RW);
         assert_eq!(m.len(), len);
-        assert_eq!(m.raw().len(), len);
+        assert_eq!(m.volatile().len(), len);
+        assert_eq!(remote(&m).len(), len as u64);
     }
 }
 
@@ -229,7 +246,7 @@ fn get_descriptor__layout<B: Backend>(b: &B) {
     let d = m.descriptor();
     assert_eq!(d[0..8], m.addr().to_le_bytes());
     assert_eq!(d[8..16], 12345u64.to_le_bytes());
-    assert_eq!(d[16..20], m.raw().rkey().to_le_bytes());
+    assert_eq!(d[16..20], m.rkey().to_le_bytes());
     assert_eq!(d[20], 0x21);
 }
 
@@ -242,7 +259,7 @@ fn remote_from_descriptor__success<B: Backend>(b: &B) {
     assert_eq!(r.addr(), m.addr());
     assert_eq!(r.len(), 8192);
     assert!(!r.is_empty());
-    assert_eq!(r.rkey(), m.raw().rkey());
+    assert_eq!(r.rkey(), m.rkey());
     assert_eq!(r.usage(), u);
     assert_eq!(r.descriptor().encode(), m.descriptor());
     assert_eq!(remote(&m), r);
@@ -358,7 +375,7 @@ fn local_write_read__success<B: Backend>(b: &B) {
 fn local_to_vec__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    let m = p.reg_mr(MrBuffer::Heap(64), RW).unwrap();
+    let m = p.reg_mr(heap(64), RW).unwrap();
     let data: Vec<u8> = (0..64).collect();
     m.write(0, &data).unwrap();
     assert_eq!(m.to_vec(0, 64).unwrap(), data);
@@ -430,7 +447,7 @@ fn local_rw__arbitrary_ranges<B: Backend>(b: &B) {
     const SIZE: usize = 300;
     let t = b.transport();
     let p = peer(b, &t);
-    let m = p.reg_mr(MrBuffer::Heap(SIZE), RW).unwrap();
+    let m = p.reg_mr(heap(SIZE), RW).unwrap();
     let offset = prop_oneof![4 => 0usize..400, 1 => (usize::MAX - 400)..=usize::MAX];
     let strategy = (offset, 0usize..400, any::<u8>());
     runner()
@@ -461,9 +478,10 @@ fn dereg__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 4096, RW);
-    m.dereg().unwrap();
+    let back = m.dereg().unwrap().expect("no operation holds the region");
+    assert_eq!(back.len(), 4096);
     // Register again after deregistration, and drop (dereg on drop) instead.
-    let m = p.reg_mr(MrBuffer::Heap(10), RW).unwrap();
+    let m = p.reg_mr(heap(10), RW).unwrap();
     drop(m);
     // A region outlives the caller's peer handle.
     let m = mr(&p, 4096, RW);

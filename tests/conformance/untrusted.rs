@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpma::descriptor::MrDescriptor;
-use rpma::generic::{ConnReq, Ep, MrLocal};
 use rpma::transport::{ListenerBackend, QpBackend, QueueConfig};
 use rpma::{
-    CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Transport, Usage, WcStatus,
-    DEFAULT_TIMEOUT_MS,
+    ConnEvent, ConnReq, ContextType, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Transport, Usage, WcStatus,
+    DEFAULT_TIMEOUT,
 };
 
 use super::harness::{mr, next_wc, pair, peer, remote, Backend, Case, Pair};
@@ -110,7 +109,7 @@ fn untrusted__read_descriptor_longer_than_region<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let big = lie(MrDescriptor { len: 3 * SZ as u64, ..desc(&x.target) });
-    let r = x.p.client.read(Some(&x.local), 0, Some(&big), SZ - 8, 64, CompletionFlags::ALWAYS, 1);
+    let r = x.p.client.read(x.local.slice(0..64), big.at(SZ - 8)).context(1).post();
     assert_refused(&x.p, r, 1);
     x.assert_untouched();
 }
@@ -121,7 +120,7 @@ fn untrusted__read_address_of_neighbour_with_target_rkey<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let liar = lie(MrDescriptor { addr: desc(&x.after).addr, ..desc(&x.target) });
-    let r = x.p.client.read(Some(&x.local), 0, Some(&liar), 0, 64, CompletionFlags::ALWAYS, 2);
+    let r = x.p.client.read(x.local.slice(0..64), liar.at(0)).context(2).post();
     assert_refused(&x.p, r, 2);
     x.assert_untouched();
 }
@@ -133,7 +132,7 @@ fn untrusted__read_usage_not_granted<B: Backend>(b: &B) {
     let wo = mr(&x.p.speer, SZ, Usage::WRITE_DST);
     wo.write(0, &[SFILL; SZ]).unwrap();
     let liar = lie(MrDescriptor { usage: (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8, ..desc(&wo) });
-    let r = x.p.client.read(Some(&x.local), 0, Some(&liar), 0, 64, CompletionFlags::ALWAYS, 3);
+    let r = x.p.client.read(x.local.slice(0..64), liar.at(0)).context(3).post();
     assert_refused(&x.p, r, 3);
     x.assert_untouched();
     assert!(wo.to_vec(0, SZ).unwrap().iter().all(|b| *b == SFILL));
@@ -143,7 +142,7 @@ fn untrusted__write_address_of_neighbour_with_target_rkey<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let liar = lie(MrDescriptor { addr: desc(&x.before).addr, ..desc(&x.target) });
-    let r = x.p.client.write(Some(&liar), 0, Some(&x.local), 0, 256, CompletionFlags::ALWAYS, 4);
+    let r = x.p.client.write(liar.at(0), x.local.slice(0..256)).context(4).post();
     assert_refused(&x.p, r, 4);
     x.assert_untouched();
 }
@@ -153,7 +152,7 @@ fn untrusted__write_rkey_of_neighbour_with_target_address<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let liar = lie(MrDescriptor { rkey: desc(&x.after).rkey, ..desc(&x.target) });
-    let r = x.p.client.write(Some(&liar), 0, Some(&x.local), 0, 256, CompletionFlags::ALWAYS, 5);
+    let r = x.p.client.write(liar.at(0), x.local.slice(0..256)).context(5).post();
     assert_refused(&x.p, r, 5);
     x.assert_untouched();
 }
@@ -163,9 +162,9 @@ fn untrusted__write_with_imm_wrong_rkey<B: Backend>(b: &B) {
     let x = rig(b, &t);
     let rbuf = mr(&x.p.speer, SZ, Usage::RECV);
     rbuf.write(0, &[SFILL; SZ]).unwrap();
-    x.p.server.recv(Some(&rbuf), 0, SZ, 60).unwrap();
+    x.p.server.recv(rbuf.slice(..SZ)).context(60).post().unwrap();
     let liar = lie(MrDescriptor { rkey: desc(&x.target).rkey ^ 0x0080_0000, ..desc(&x.target) });
-    let r = x.p.client.write_with_imm(Some(&liar), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 7, 6);
+    let r = x.p.client.write(liar.at(0), x.local.slice(0..64)).imm(7).context(6).post();
     assert_refused(&x.p, r, 6);
     x.assert_untouched();
     assert!(rbuf.to_vec(0, SZ).unwrap().iter().all(|b| *b == SFILL), "receive buffer modified");
@@ -176,7 +175,7 @@ fn untrusted__atomic_write_past_region_end<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let big = lie(MrDescriptor { len: 2 * SZ as u64, ..desc(&x.target) });
-    let r = x.p.client.atomic_write(&big, SZ, [0x11; 8], CompletionFlags::ALWAYS, 7);
+    let r = x.p.client.atomic_write(big.at(SZ), [0x11; 8]).context(7).post();
     assert_refused(&x.p, r, 7);
     x.assert_untouched();
 }
@@ -188,7 +187,7 @@ fn untrusted__atomic_write_usage_not_granted<B: Backend>(b: &B) {
     let ro = mr(&x.p.speer, SZ, Usage::READ_SRC);
     ro.write(0, &[SFILL; SZ]).unwrap();
     let liar = lie(MrDescriptor { usage: (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8, ..desc(&ro) });
-    let r = x.p.client.atomic_write(&liar, 64, [0x22; 8], CompletionFlags::ALWAYS, 8);
+    let r = x.p.client.atomic_write(liar.at(64), [0x22; 8]).context(8).post();
     assert_refused(&x.p, r, 8);
     x.assert_untouched();
     assert!(ro.to_vec(0, SZ).unwrap().iter().all(|b| *b == SFILL), "read-only region modified");
@@ -199,7 +198,7 @@ fn untrusted__flush_past_region_end<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let big = lie(MrDescriptor { len: 2 * SZ as u64, ..desc(&x.target) });
-    let r = x.p.client.flush(&big, SZ + 256, 64, FlushType::Visibility, CompletionFlags::ALWAYS, 9);
+    let r = x.p.client.flush(big.slice(SZ + 256..SZ + 256 + 64), FlushType::Visibility).context(9).post();
     assert_refused(&x.p, r, 9);
     x.assert_untouched();
 }
@@ -209,13 +208,13 @@ fn untrusted__descriptor_range_wraps_address_space<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     let wrap = lie(MrDescriptor { addr: u64::MAX - 15, len: u64::MAX, ..desc(&x.target) });
-    let r = x.p.client.write(Some(&wrap), 0, Some(&x.local), 0, 64, CompletionFlags::ALWAYS, 10);
+    let r = x.p.client.write(wrap.at(0), x.local.slice(0..64)).context(10).post();
     assert_refused(&x.p, r, 10);
     x.assert_untouched();
     let t2 = b.transport();
     let y = rig(b, &t2);
     let wrap = lie(MrDescriptor { addr: u64::MAX - 15, len: u64::MAX, ..desc(&y.target) });
-    let r = y.p.client.read(Some(&y.local), 0, Some(&wrap), 8, 64, CompletionFlags::ALWAYS, 11);
+    let r = y.p.client.read(y.local.slice(0..64), wrap.at(8)).context(11).post();
     assert_refused(&y.p, r, 11);
     y.assert_untouched();
 }
@@ -230,10 +229,10 @@ fn oversized_message<B: Backend>(b: &B, imm: Option<u32>) {
     let dst = mr(&p.speer, SZ, Usage::RECV);
     dst.write(0, &[SFILL; SZ]).unwrap();
     let (off, len) = (1024, 64);
-    p.server.recv(Some(&dst), off, len, 50).unwrap();
+    p.server.recv(dst.slice(off..off + len)).context(50).post().unwrap();
     match imm {
-        None => p.client.send(Some(&src), 0, 512, CompletionFlags::ALWAYS, 1).unwrap(),
-        Some(i) => p.client.send_with_imm(Some(&src), 0, 512, CompletionFlags::ALWAYS, i, 1).unwrap(),
+        None => p.client.send(src.slice(0..512)).context(1).post().unwrap(),
+        Some(i) => p.client.send(src.slice(0..512)).imm(i).context(1).post().unwrap(),
     }
     let wc = next_wc(p.server.cq());
     assert_eq!(wc.wr_id, 50, "{wc:?}");
@@ -256,7 +255,7 @@ fn untrusted__send_with_imm_larger_than_posted_receive<B: Backend>(b: &B) {
 
 fn queue_config<'a, T: Transport>() -> QueueConfig<'a, T> {
     QueueConfig {
-        timeout_ms: DEFAULT_TIMEOUT_MS,
+        timeout_ms: i32::try_from(DEFAULT_TIMEOUT.as_millis()).expect("the default timeout fits i32 ms"),
         cq_size: 10,
         rcq_size: 0,
         sq_size: 10,
