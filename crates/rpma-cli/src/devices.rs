@@ -3,7 +3,7 @@
 //!
 //! What comes from where:
 //! - capabilities and limits: [`rpma::Capabilities`], through the selected backend
-//!   ([`rpma::generic::Device::capabilities`] of the device owning an address);
+//!   ([`rpma::Device::capabilities`] of the device owning an address);
 //! - on the mock: the fabric's devices and the addresses they own
 //!   ([`rpma::mock::MockFabric::devices`]); the mock models no ports or GIDs;
 //! - on verbs: the rpma API has no device enumeration, so devices, ports, port states, link
@@ -16,8 +16,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::Result;
-use rpma::generic::Device;
-use rpma::{Capabilities, ContextType, Transport};
+use rpma::{Capabilities, ContextType, Device, Transport};
 use serde::Serialize;
 
 /// What rpma needs to know about a device.

@@ -21,7 +21,7 @@ Start here:
   rpma bench --op write,read     the data path's latency and bandwidth (see `rpma bench --help`)
 
 Two processes over RDMA (a build with `--features verbs`):
-  rpma server --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent --file /mnt/pmem/f --direct-pmem-write
+  rpma server --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent --file /mnt/pmem/f --file-create --direct-pmem-write
   rpma client --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent
 Either side may be the C program of the librpma example with the same number.";
 
@@ -98,11 +98,16 @@ struct Conn {
     /// The server's port.
     #[arg(long, default_value_t = 7204)]
     port: u16,
-    /// Use this file as the side's memory (created and extended as needed; the first bytes hold
-    /// the examples' signature): read-to-persistent, write-to-persistent, flush-to-persistent,
-    /// atomic-write and flush-to-persistent-gpspm.
+    /// Use this file as the side's memory (the first bytes hold the examples' signature):
+    /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
+    /// flush-to-persistent-gpspm. It must exist and be long enough, unless --file-create. The
+    /// memory is a copy of the file, written back when the side persists a range and at the end
+    /// (this rpma cannot map files: see docs/cli.md).
     #[arg(long, value_name = "PATH")]
     file: Option<PathBuf>,
+    /// Create the --file if it is missing and extend it with zeros if it is too short.
+    #[arg(long, requires = "file")]
+    file_create: bool,
 }
 
 #[derive(Args, Debug)]
@@ -175,6 +180,10 @@ fn check_conn(c: &Conn, server: bool) -> Result<()> {
     if c.file.is_some() && c.scenario == Scenario::AtomicWrite && !server {
         bail!("--file is used by the atomic-write server only");
     }
+    if let (Some(path), Some(len)) = (&c.file, c.scenario.file_len(server)) {
+        // Before connecting anything: a file that cannot serve is a usage error.
+        rpma_cli::scenarios::common::check_file(path, len, c.file_create)?;
+    }
     Ok(())
 }
 
@@ -205,6 +214,7 @@ fn server(a: ServerArgs) -> Result<ExitCode> {
     }
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
+    o.file_create = a.conn.file_create;
     o.direct_write_to_pmem = a.direct_pmem_write;
     o.clients = usize::from(a.clients);
     o.srq_rcq = a.srq_rcq;
@@ -226,6 +236,7 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     }
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
+    o.file_create = a.conn.file_create;
     o.words = a.words;
     o.imm = a.imm;
     o.counter = a.counter;

@@ -87,8 +87,7 @@ mod tests {
     #[test]
     fn round_trip_and_layout() {
         let desc: [u8; MR_DESCRIPTOR_SIZE] = core::array::from_fn(|i| i as u8 + 1);
-        let pcfg = PeerCfg::new();
-        pcfg.set_direct_write_to_pmem(true);
+        let pcfg = PeerCfg::new().with_direct_write_to_pmem(true);
         let c = CommonData::new(17, &desc).with_pcfg(&pcfg);
         let b = c.encode().unwrap();
         assert_eq!(&b[0..2], &17u16.to_ne_bytes());

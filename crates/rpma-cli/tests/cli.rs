@@ -40,7 +40,18 @@ fn help_of_the_command_and_of_every_subcommand() {
         assert!(top.contains(sub), "{sub} missing from --help");
     }
     let client = stdout(&rpma(&["client", "--help"]));
-    for opt in ["--scenario", "--backend", "--addr", "--port", "--file", "--word", "--imm", "--rounds", "--retries"] {
+    for opt in [
+        "--scenario",
+        "--backend",
+        "--addr",
+        "--port",
+        "--file",
+        "--file-create",
+        "--word",
+        "--imm",
+        "--rounds",
+        "--retries",
+    ] {
         assert!(client.contains(opt), "{opt} missing from client --help");
     }
     let server = stdout(&rpma(&["server", "--help"]));
@@ -60,6 +71,7 @@ fn bad_arguments_give_one_line_and_exit_code_2() {
         &["demo", "extra"],
         &["server"],
         &["server", "--scenario", "connection"],
+        &["server", "-s", "03", "--addr", "10.0.0.1", "--file-create"],
         &["client", "-s", "10", "--addr", "10.0.0.1", "--imm", "4294967296"],
         &["client", "-s", "08", "--addr", "10.0.0.1", "--rounds", "-3"],
         &["client", "-s", "08", "--addr", "10.0.0.1", "--port", "70000"],
@@ -78,6 +90,11 @@ fn bad_arguments_give_one_line_and_exit_code_2() {
 
 #[test]
 fn runtime_errors_give_one_line_and_exit_code_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("x").display().to_string();
+    let short = dir.path().join("short").display().to_string();
+    std::fs::write(&short, b"abc").unwrap();
+    let tmp = dir.path().display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["server", "-s", "connection", "--backend", "mock", "--addr", "127.0.0.1"],
@@ -88,8 +105,22 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
         #[cfg(not(feature = "verbs"))]
         (vec!["client", "-s", "01", "--addr", "10.77.0.1"], "--features verbs"),
         #[cfg(not(feature = "verbs"))]
-        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", "/tmp/x"], "--features verbs"),
-        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", "/tmp/x"], "--file is not used by connection"),
+        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing, "--file-create"], "--features verbs"),
+        #[cfg(not(feature = "verbs"))]
+        (vec!["client", "-s", "05", "--addr", "10.77.0.1", "--file", &short, "--file-create"], "--features verbs"),
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", &missing], "--file is not used by connection"),
+        // A --file that cannot serve is refused before anything is connected.
+        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing], "does not exist (--file-create"),
+        (vec!["server", "-s", "07", "--addr", "10.77.0.1", "--file", &tmp], "is a directory"),
+        (vec!["client", "-s", "09", "--addr", "10.77.0.1", "--file", "/dev/null"], "not a devdax device"),
+        (
+            vec!["server", "-s", "05", "--addr", "10.77.0.1", "--file", &short],
+            "is 3 bytes long, this side needs 1041 bytes (--file-create extends it)",
+        ),
+        (
+            vec!["client", "-s", "04", "--addr", "10.77.0.1", "--file", &short],
+            "is 3 bytes long, this side needs 1045 bytes",
+        ),
         (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--direct-pmem-write"], "flush-to-persistent only"),
         (vec!["client", "-s", "07", "--addr", "10.77.0.1"], "at least one --word"),
         (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--word", "x"], "--word is used by"),

@@ -50,6 +50,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn server_opts(s: Scenario, dir: &std::path::Path) -> ServerOpts {
     let mut o = ServerOpts::new("127.0.0.1", "7204");
+    o.file_create = true;
     match s {
         Scenario::ReadToPersistent
         | Scenario::WriteToPersistent

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use rpma::mock::MockFabric;
-use rpma::FlushType;
+use rpma::{FlushType, MapOptions, MemError, Memory};
 use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Scenario, ServerOpts, SrqRcq};
 
 fn demo(s: Scenario) -> Vec<String> {
@@ -168,6 +168,138 @@ fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_dereg
     assert_eq!(s.in_file.as_deref(), Some(""));
     let file = std::fs::read(&path).unwrap();
     assert_eq!(&file[17..29], b"Hello world!");
+}
+
+/// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file.
+/// The `rpma` command cannot do this (it has no unsafe code and the API no safe mapping), so the
+/// tests hand it to the scenarios.
+fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
+    // SAFETY: [M5] the file is in this test's own temporary directory; nothing truncates it
+    // while it is mapped.
+    unsafe { MapOptions::new().create(create).len(len).map(path) }
+}
+
+#[test]
+fn s05_a_persistent_flush_reaches_a_copied_file_only_at_deregistration() {
+    // The `rpma` command's --file: a copy of the file, written back at deregistration. A peer's
+    // persistent flush cannot reach the file before (what a safe mapping would fix).
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let mut so = e.server();
+    so.file = Some(dir.path().join("pmem"));
+    so.direct_write_to_pmem = true;
+    let co = e.client();
+    let (s, c) = run_pair(
+        move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s05_flush_to_persistent::client(&tc, &co)),
+    )
+    .unwrap();
+    assert_eq!(c[0].flush_type, FlushType::Persistent);
+    assert!(!s.mapped);
+    assert_eq!(s.in_file.as_deref(), Some(""));
+    assert_eq!(s.file_after.as_deref(), Some("Hello world!"));
+}
+
+#[test]
+fn s05_with_a_mapped_file_the_flushed_bytes_are_in_the_file_before_deregistration() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    let mut so = e.server();
+    so.file = Some(dir.path().join("pmem"));
+    so.map_file = Some(map_file);
+    so.direct_write_to_pmem = true;
+    let mut co = e.client();
+    co.file = Some(dir.path().join("client"));
+    co.map_file = Some(map_file);
+    let (s, c) = run_pair(
+        move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s05_flush_to_persistent::client(&tc, &co)),
+    )
+    .unwrap();
+    assert_eq!(c[0].flush_type, FlushType::Persistent);
+    assert!(s.mapped);
+    assert_eq!(s.in_file.as_deref(), Some("Hello world!"));
+    assert_eq!(s.file_after.as_deref(), Some("Hello world!"));
+    // The client's mapped hello was translated in place and persisted.
+    let client = std::fs::read(dir.path().join("client")).unwrap();
+    assert_eq!(&client[17 + 4..17 + 4 + "\u{a1}Hola Mundo!".len()], "\u{a1}Hola Mundo!".as_bytes());
+}
+
+#[test]
+fn s03_and_s07_on_mapped_files_keep_their_content_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::new();
+    let (sfile, cfile) = (dir.path().join("server"), dir.path().join("client"));
+    for (round, expected) in ["Hello world!", "\u{a1}Hola Mundo!"].into_iter().enumerate() {
+        let (ts, tc) = (t.clone(), t.clone());
+        let mut so = e.server();
+        (so.file, so.map_file) = (Some(sfile.clone()), Some(map_file as sc::common::MapFile));
+        let mut co = e.client();
+        (co.file, co.map_file) = (Some(cfile.clone()), Some(map_file as sc::common::MapFile));
+        let (s, c) = run_pair(
+            move |ready| sc::s03_read_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+            one(move || sc::s03_read_to_persistent::client(&tc, &co)),
+        )
+        .unwrap();
+        assert_eq!((c[0].sent.as_str(), s.new.as_str()), (expected, expected), "round {round}");
+    }
+    let log = dir.path().join("log");
+    for words in [vec!["one"], vec!["two", "three"]] {
+        let (ts, tc) = (t.clone(), t.clone());
+        let mut so = e.server();
+        (so.file, so.map_file) = (Some(log.clone()), Some(map_file as sc::common::MapFile));
+        let mut co = e.client();
+        co.words = words.iter().map(ToString::to_string).collect();
+        run_pair(
+            move |ready| sc::s07_atomic_write::server(&ts, &ServerOpts { ready, ..so }),
+            one(move || sc::s07_atomic_write::client(&tc, &co)),
+        )
+        .unwrap();
+    }
+    let file = std::fs::read(&log).unwrap();
+    assert_eq!(&file[16..30], b"one\0two\0three\0");
+}
+
+#[test]
+fn a_file_must_exist_and_be_long_enough_unless_created() {
+    use sc::common::check_file;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let msg = |r: anyhow::Result<()>| format!("{:#}", r.unwrap_err());
+    assert!(msg(check_file(&path, 10, false)).contains("does not exist (--file-create creates it)"));
+    check_file(&path, 10, true).unwrap();
+    assert!(!path.exists(), "checking changes nothing");
+    std::fs::write(&path, b"12345").unwrap();
+    assert!(msg(check_file(&path, 10, false)).contains("is 5 bytes long, this side needs 10 bytes"));
+    check_file(&path, 5, false).unwrap();
+    check_file(&path, 10, true).unwrap();
+    assert!(msg(check_file(dir.path(), 1, true)).contains("is a directory"));
+    assert!(msg(check_file(Path::new("/dev/null"), 1, true)).contains("not a devdax device"));
+
+    // A scenario refuses such a file (the server fails; the client finds no server).
+    let mut so = env(dir.path()).server();
+    so.file = Some(path.clone());
+    so.file_create = false;
+    let err = sc::s04_write_to_persistent::server(&MockFabric::new(), &so).unwrap_err();
+    assert!(format!("{err:#}").contains("this side needs 1041 bytes"), "{err:#}");
+    // With --file-create the file is extended (and, lacking the signature, initialized).
+    so.file_create = true;
+    let co = env(dir.path()).client();
+    let t = MockFabric::new();
+    let (ts, tc) = (t.clone(), t);
+    run_pair(
+        move |ready| sc::s04_write_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s04_write_to_persistent::client(&tc, &co)),
+    )
+    .unwrap();
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(file.len(), 1041);
+    assert_eq!(&file[..17], b"RPMA_EXAMPLE_SIG\0");
 }
 
 #[test]

@@ -18,8 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use rpma::generic::Device;
-use rpma::verbs::Verbs;
+use rpma::verbs::{Device, Verbs};
 use rpma::ContextType;
 use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
 
@@ -129,7 +128,10 @@ impl Drop for Proc {
 /// The per-scenario arguments of `scripts/cli-verbs.sh`: server arguments, client arguments and
 /// the number of clients.
 fn scenario_args(s: Scenario, dir: &Path) -> (Vec<String>, Vec<String>, usize) {
-    let file = || vec!["--file".to_owned(), dir.join(format!("{}.pmem", s.name())).display().to_string()];
+    let file = || {
+        let path = dir.join(format!("{}.pmem", s.name())).display().to_string();
+        vec!["--file".to_owned(), path, "--file-create".to_owned()]
+    };
     let v = |a: &[&str]| a.iter().map(ToString::to_string).collect::<Vec<_>>();
     match s {
         Scenario::ReadToPersistent | Scenario::WriteToPersistent | Scenario::FlushToPersistentGpspm => {

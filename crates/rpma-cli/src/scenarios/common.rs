@@ -1,17 +1,20 @@
 //! What librpma's `examples/common` provides, on the rpma API: peers by address, connecting
 //! and accepting with private data, waiting for close, waiting for completions, the "hello"
-//! structure and memory mapped from a file with a signature check.
+//! structure and memory backed by a file with a signature check.
 
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
 use super::Stop;
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use rpma::generic::{Conn, ConnCfg, ConnReq, Cq, Device, Ep, MrLocal, Peer};
-use rpma::{ConnEvent, ContextType, ErrorKind, MrBuffer, Transport, Usage, Wc, WcOpcode, WcStatus};
+use rpma::{
+    Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Cq, Device, Ep, MemError, Memory, MrLocal, Peer, Transport, Usage,
+    Wc, WcOpcode, WcStatus,
+};
 
 /// `KILOBYTE`.
 pub const KILOBYTE: usize = 1024;
@@ -174,11 +177,10 @@ pub fn disconnect_and_wait_close<T: Transport>(conn: Conn<T>) -> Result<()> {
 /// If waiting or polling fails.
 pub fn next_wc<T: Transport>(cq: &Cq<'_, T>) -> Result<Wc> {
     loop {
-        match cq.get_wc1() {
-            Ok(wc) => return Ok(wc),
-            Err(e) if e.kind() == ErrorKind::NoCompletion => cq.wait()?,
-            Err(e) => return Err(e.into()),
+        if let Some(wc) = cq.next_wc()? {
+            return Ok(wc);
         }
+        cq.wait()?;
     }
 }
 
@@ -193,10 +195,8 @@ pub fn next_wc<T: Transport>(cq: &Cq<'_, T>) -> Result<Wc> {
 pub fn next_wc_or_event<T: Transport>(cq: &Cq<'_, T>, conn: &Conn<T>) -> Result<Wc> {
     let mut event_pending = false;
     loop {
-        match cq.get_wc1() {
-            Ok(wc) => return Ok(wc),
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {}
-            Err(e) => return Err(e.into()),
+        if let Some(wc) = cq.next_wc()? {
+            return Ok(wc);
         }
         if event_pending {
             let ev = conn.next_event()?;
@@ -236,16 +236,11 @@ pub fn wait_or_event<T: Transport>(cq: &Cq<'_, T>, conns: &[&Conn<T>]) -> Result
 /// If polling fails or a completion is not successful.
 pub fn drain<T: Transport>(cq: &Cq<'_, T>) -> Result<usize> {
     let mut n = 0;
-    loop {
-        match cq.get_wc1() {
-            Ok(wc) => {
-                check_wc(&wc, wc.opcode)?;
-                n += 1;
-            }
-            Err(e) if e.kind() == ErrorKind::NoCompletion => return Ok(n),
-            Err(e) => return Err(e.into()),
-        }
+    while let Some(wc) = cq.next_wc()? {
+        check_wc(&wc, wc.opcode)?;
+        n += 1;
     }
+    Ok(n)
 }
 
 /// Checks that `wc` is successful and of the `expected` opcode.
@@ -287,20 +282,14 @@ pub fn wait_flush<T: Transport>(cq: &Cq<'_, T>) -> Result<Wc> {
 /// If waiting or polling fails.
 pub fn next_wc_shared<T: Transport>(conn: &Conn<T>) -> Result<(Wc, bool)> {
     for (cq, is_rcq) in [(Some(conn.cq()), false), (conn.rcq(), true)] {
-        if let Some(cq) = cq {
-            match cq.get_wc1() {
-                Ok(wc) => return Ok((wc, is_rcq)),
-                Err(e) if e.kind() == ErrorKind::NoCompletion => {}
-                Err(e) => return Err(e.into()),
-            }
+        if let Some(wc) = cq.map(|cq| cq.next_wc()).transpose()?.flatten() {
+            return Ok((wc, is_rcq));
         }
     }
     loop {
         let (cq, is_rcq) = conn.wait()?;
-        match cq.get_wc1() {
-            Ok(wc) => return Ok((wc, is_rcq)),
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {}
-            Err(e) => return Err(e.into()),
+        if let Some(wc) = cq.next_wc()? {
+            return Ok((wc, is_rcq));
         }
     }
 }
@@ -339,6 +328,101 @@ pub fn translate<T: Transport>(mr: &MrLocal<T>, offset: usize) -> Result<String>
 /// Initializes fresh memory: writes at the given offset of the region, returns the bytes written.
 pub type InitFn<'a, T> = &'a dyn Fn(&MrLocal<T>, usize) -> Result<usize>;
 
+/// Maps `len` bytes of the file at `path` (creating and extending it if `create`) as memory, so
+/// that the registered memory is the file itself (librpma's `pmem_map_file`).
+///
+/// This is how a caller that may use `rpma::MapOptions::map` (an `unsafe` constructor: rule M5
+/// of `docs/memory.md`) hands a mapping to the scenarios. rpma-cli itself has no unsafe code and
+/// the facade offers no safe way to map a file, so the command leaves it unset and a `--file` is
+/// backed by a copy ([`Mem::file`]).
+pub type MapFile = fn(path: &Path, len: usize, create: bool) -> std::result::Result<Memory, MemError>;
+
+/// A side's `--file`: where it is, whether it may be created or extended, and how to map it.
+#[derive(Clone, Copy, Debug)]
+pub struct FileSource<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// Create it if it is missing and extend it with zeros if it is too short (`--file-create`);
+    /// otherwise it must exist and be long enough.
+    pub create: bool,
+    /// Map it with this function instead of copying it.
+    pub map: Option<MapFile>,
+}
+
+/// Whether the character device `rdev` is a devdax device (sysfs: its subsystem is `dax`).
+fn is_devdax(rdev: u64) -> bool {
+    let (major, minor) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+    std::fs::canonicalize(format!("/sys/dev/char/{major}:{minor}/subsystem"))
+        .is_ok_and(|p| p.file_name().is_some_and(|n| n == "dax"))
+}
+
+fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: bool) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let p = path.display();
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        bail!("--file {p} is a directory, not a file");
+    }
+    if ft.is_char_device() {
+        if is_devdax(meta.rdev()) {
+            bail!(
+                "--file {p} is a devdax device, which can only be mapped: this rpma cannot map memory \
+                 (no safe mapping in the rpma API yet); use a file on a DAX file system"
+            );
+        }
+        bail!("--file {p} is a character device that is not a devdax device");
+    }
+    if !ft.is_file() {
+        bail!("--file {p} is not a regular file");
+    }
+    if meta.len() < len as u64 && !create {
+        bail!("--file {p} is {} bytes long, this side needs {len} bytes (--file-create extends it)", meta.len());
+    }
+    Ok(())
+}
+
+/// Checks, without changing anything, that the file at `path` can hold `len` bytes of a side's
+/// memory: it exists (or `create`), is a regular file (not a directory, a device, a FIFO or a
+/// socket) and is at least `len` bytes long (or `create`, which extends it).
+///
+/// # Errors
+/// Saying which of these it is not.
+pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) => check_metadata(path, &meta, len, create),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("--file {} does not exist (--file-create creates it)", path.display())
+        }
+        Err(e) => Err(e).with_context(|| format!("examining --file {}", path.display())),
+    }
+}
+
+/// Opens the file at `path` for `len` bytes of memory ([`check_file`]), creating and extending it
+/// if `create`.
+fn open_file(path: &Path, len: usize, create: bool) -> Result<File> {
+    check_file(path, len, create)?;
+    let p = path.display();
+    let f =
+        OpenOptions::new().read(true).write(true).create(create).open(path).with_context(|| format!("opening {p}"))?;
+    // The file opened is the one to check (the path may have changed since).
+    let meta = f.metadata().with_context(|| format!("examining {p}"))?;
+    check_metadata(path, &meta, len, create)?;
+    if meta.len() < len as u64 {
+        f.set_len(len as u64).with_context(|| format!("extending {p} to {len} bytes"))?;
+    }
+    Ok(f)
+}
+
+/// The file behind a [`Mem`].
+#[derive(Debug)]
+struct Backing {
+    path: PathBuf,
+    file: File,
+    /// The registered memory is a mapping of the file (else a copy of it).
+    mapped: bool,
+}
+
 /// Memory of a scenario: a region and where its user data starts.
 #[derive(Debug)]
 pub struct Mem<T: Transport> {
@@ -346,8 +430,7 @@ pub struct Mem<T: Transport> {
     pub mr: MrLocal<T>,
     /// Where the user data starts (after the signature, for a file).
     pub data_offset: usize,
-    /// The backing file, if any (then `persist` makes ranges durable).
-    pub file: Option<std::path::PathBuf>,
+    file: Option<Backing>,
 }
 
 impl<T: Transport> Mem<T> {
@@ -357,26 +440,22 @@ impl<T: Transport> Mem<T> {
     /// persisted), else `size` bytes of page-aligned memory initialized by `init`.
     ///
     /// # Errors
-    /// If the file cannot be opened or the memory registered.
+    /// If the file cannot be used ([`check_file`]) or the memory registered.
     pub fn new(
         peer: &Peer<T>,
-        file: Option<&Path>,
+        file: Option<FileSource<'_>>,
         size: usize,
         usage: Usage,
         init: Option<InitFn<'_, T>>,
     ) -> Result<Self> {
-        let Some(path) = file else {
+        let Some(src) = file else {
             let mr = peer.alloc_mr(size, usage)?;
             if let Some(init) = init {
                 init(&mr, 0)?;
             }
             return Ok(Self { mr, data_offset: 0, file: None });
         };
-        let len = SIGNATURE.len() + size;
-        let mr = peer
-            .reg_mr(MrBuffer::File { path: path.to_path_buf(), len }, usage)
-            .with_context(|| format!("registering {}", path.display()))?;
-        let mem = Self { mr, data_offset: SIGNATURE.len(), file: Some(path.to_path_buf()) };
+        let mem = Self::file(peer, src, SIGNATURE.len() + size, usage, SIGNATURE.len())?;
         let mut sig = vec![0u8; SIGNATURE.len()];
         mem.mr.read(0, &mut sig)?;
         if sig != SIGNATURE {
@@ -394,28 +473,84 @@ impl<T: Transport> Mem<T> {
         Ok(mem)
     }
 
+    /// Registers the first `len` bytes of the file for `usage`, user data at `data_offset`.
+    ///
+    /// With `src.map` the registered memory is the file's mapping: whatever lands in it (a
+    /// peer's write, too) is in the file. Without it (the `rpma` command: it has no safe way to
+    /// map a file) the region is a copy of the file's bytes, read once here: what lands in it
+    /// reaches the file when this side persists a range ([`Mem::persist`]) or deregisters
+    /// ([`Mem::dereg`] writes the whole region back); a peer's flush does not reach the file.
+    ///
+    /// # Errors
+    /// If the file cannot be used ([`check_file`]), read or mapped, or the memory registered.
+    pub fn file(peer: &Peer<T>, src: FileSource<'_>, len: usize, usage: Usage, data_offset: usize) -> Result<Self> {
+        let p = src.path.display();
+        let file = open_file(src.path, len, src.create)?;
+        let (memory, mapped) = match src.map {
+            // open_file created and extended the file as asked.
+            Some(map) => (map(src.path, len, false).with_context(|| format!("mapping {p}"))?, true),
+            None => {
+                let mut m = Memory::page_aligned(len).with_context(|| format!("allocating {len} bytes for {p}"))?;
+                // Not registered yet: a plain slice, filled in place.
+                file.read_exact_at(m.as_mut_slice(), 0).with_context(|| format!("reading {p}"))?;
+                (m, false)
+            }
+        };
+        let mr = peer.reg_mr(memory, usage).with_context(|| format!("registering {p}"))?;
+        Ok(Self { mr, data_offset, file: Some(Backing { path: src.path.to_path_buf(), file, mapped }) })
+    }
+
     /// Whether the memory is backed by a file ("PMem" in the examples' words).
     #[must_use]
     pub const fn is_pmem(&self) -> bool {
         self.file.is_some()
     }
 
-    /// `mem->persist`: writes `[offset, offset + len)` of the region to its file now (a no-op
-    /// without a file).
+    /// Whether the registered memory is the file's mapping (not a copy of it).
+    #[must_use]
+    pub fn is_mapped(&self) -> bool {
+        self.file.as_ref().is_some_and(|b| b.mapped)
+    }
+
+    /// The backing file, if any.
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|b| b.path.as_path())
+    }
+
+    /// `mem->persist`: makes `[offset, offset + len)` of the region durable in its file now (a
+    /// copy writes the range to the file; both `fdatasync` it). A no-op without a file.
     ///
     /// # Errors
-    /// If the range is outside the region or the file cannot be written.
+    /// If the range is outside the region or the file cannot be written or synced.
     pub fn persist(&self, offset: usize, len: usize) -> Result<()> {
-        let Some(path) = &self.file else {
+        let Some(b) = &self.file else {
             return Ok(());
         };
-        let bytes = self.mr.to_vec(offset, len)?;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        f.write_all_at(&bytes, offset as u64).with_context(|| format!("writing {}", path.display()))?;
-        f.sync_data().with_context(|| format!("syncing {}", path.display()))?;
+        let p = b.path.display();
+        if b.mapped {
+            ensure!(offset.checked_add(len).is_some_and(|end| end <= self.mr.len()), "persisting outside the region");
+        } else {
+            let bytes = self.mr.to_vec(offset, len)?;
+            b.file.write_all_at(&bytes, offset as u64).with_context(|| format!("writing {p}"))?;
+        }
+        b.file.sync_data().with_context(|| format!("syncing {p}"))?;
+        Ok(())
+    }
+
+    /// `rpma_mr_dereg`, then, for a copy of a file, writes the whole region back to the file and
+    /// syncs it (a mapping is synced and unmapped by its memory).
+    ///
+    /// # Errors
+    /// If deregistration or the write-back fails.
+    pub fn dereg(self) -> Result<()> {
+        let memory = self.mr.dereg()?;
+        if let Some(b) = self.file.filter(|b| !b.mapped) {
+            let p = b.path.display();
+            let mut m = memory.with_context(|| format!("{p}: an operation in flight still holds the region"))?;
+            b.file.write_all_at(m.as_slice(), 0).with_context(|| format!("writing {p}"))?;
+            b.file.sync_data().with_context(|| format!("syncing {p}"))?;
+        }
         Ok(())
     }
 

@@ -130,6 +130,10 @@ pub struct ServerOpts {
     pub port: String,
     /// A file to use as the server's memory (scenarios 03, 04, 05, 07, 09).
     pub file: Option<PathBuf>,
+    /// Create the file if missing and extend it if too short (else both are errors).
+    pub file_create: bool,
+    /// Map the file with this function instead of copying it (see [`common::MapFile`]).
+    pub map_file: Option<common::MapFile>,
     /// Declare direct write to PMem in the peer configuration (05).
     pub direct_write_to_pmem: bool,
     /// How many clients to serve (06, 13).
@@ -143,14 +147,16 @@ pub struct ServerOpts {
 }
 
 impl ServerOpts {
-    /// Defaults for `addr:port`: no file, no direct write, one client, SRQ completions on the
-    /// SRQ's CQ.
+    /// Defaults for `addr:port`: no file (a file given later must exist and is copied, not
+    /// mapped), no direct write, one client, SRQ completions on the SRQ's CQ.
     #[must_use]
     pub fn new(addr: &str, port: &str) -> Self {
         Self {
             addr: addr.to_owned(),
             port: port.to_owned(),
             file: None,
+            file_create: false,
+            map_file: None,
             direct_write_to_pmem: false,
             clients: 1,
             srq_rcq: SrqRcq::Srq,
@@ -169,6 +175,10 @@ pub struct ClientOpts {
     pub port: String,
     /// A file to use as the client's memory (03, 04, 05, 09: the hello structure).
     pub file: Option<PathBuf>,
+    /// Create the file if missing and extend it if too short (else both are errors).
+    pub file_create: bool,
+    /// Map the file with this function instead of copying it (see [`common::MapFile`]).
+    pub map_file: Option<common::MapFile>,
     /// Words to append to the remote log (07; the first is the message of 10).
     pub words: Vec<String>,
     /// Immediate data (10, 11).
@@ -186,14 +196,16 @@ pub struct ClientOpts {
 }
 
 impl ClientOpts {
-    /// Defaults for `addr:port`: no file, no words, imm 0, counter 0, 3 rounds, 10 retries
-    /// 500 ms apart.
+    /// Defaults for `addr:port`: no file (a file given later must exist and is copied, not
+    /// mapped), no words, imm 0, counter 0, 3 rounds, 10 retries 500 ms apart.
     #[must_use]
     pub fn new(addr: &str, port: &str) -> Self {
         Self {
             addr: addr.to_owned(),
             port: port.to_owned(),
             file: None,
+            file_create: false,
+            map_file: None,
             words: Vec::new(),
             imm: 0,
             counter: 0,
@@ -202,6 +214,24 @@ impl ClientOpts {
             retries: 10,
             retry_delay: Duration::from_millis(500),
         }
+    }
+}
+
+impl ServerOpts {
+    /// The server's file, if any, as the scenarios use it.
+    #[must_use]
+    pub fn file_source(&self) -> Option<common::FileSource<'_>> {
+        let (create, map) = (self.file_create, self.map_file);
+        self.file.as_deref().map(|path| common::FileSource { path, create, map })
+    }
+}
+
+impl ClientOpts {
+    /// The client's file, if any, as the scenarios use it.
+    #[must_use]
+    pub fn file_source(&self) -> Option<common::FileSource<'_>> {
+        let (create, map) = (self.file_create, self.map_file);
+        self.file.as_deref().map(|path| common::FileSource { path, create, map })
     }
 }
 
@@ -223,17 +253,21 @@ impl DemoEnv {
         Self { addr: "127.0.0.1".into(), port: "7204".into(), dir: dir.to_path_buf() }
     }
 
-    /// Server options for this environment.
+    /// Server options for this environment (files in `dir` are created as needed).
     #[must_use]
     pub fn server(&self) -> ServerOpts {
-        ServerOpts::new(&self.addr, &self.port)
+        let mut s = ServerOpts::new(&self.addr, &self.port);
+        s.file_create = true;
+        s
     }
 
-    /// Client options for this environment (short retry delay: the server is in process).
+    /// Client options for this environment (short retry delay: the server is in process; files
+    /// are created as needed).
     #[must_use]
     pub fn client(&self) -> ClientOpts {
         let mut c = ClientOpts::new(&self.addr, &self.port);
         c.retry_delay = Duration::from_millis(20);
+        c.file_create = true;
         c
     }
 }
@@ -392,6 +426,21 @@ impl Scenario {
             Self::MessagesPingPongWithSrq => "13-messages-ping-pong-with-srq",
             Self::SrqPingPong => "08srq-simple-messages-ping-pong-with-srq",
             Self::SharedChannel => "12scch-receive-completion-queue",
+        }
+    }
+
+    /// How many bytes of a `--file` the server (`server == true`) or the client side uses, or
+    /// `None` if that side takes no file.
+    #[must_use]
+    pub const fn file_len(self, server: bool) -> Option<usize> {
+        use common::{HELLO_STR_SIZE, HELLO_T_SIZE, SIGNATURE};
+        match (self, server) {
+            (Self::ReadToPersistent | Self::WriteToPersistent | Self::FlushToPersistent, true)
+            | (Self::FlushToPersistentGpspm, true) => Some(SIGNATURE.len() + HELLO_STR_SIZE),
+            (Self::ReadToPersistent | Self::WriteToPersistent | Self::FlushToPersistent, false)
+            | (Self::FlushToPersistentGpspm, false) => Some(SIGNATURE.len() + HELLO_T_SIZE),
+            (Self::AtomicWrite, true) => Some(s07_atomic_write::LOG_SIZE),
+            _ => None,
         }
     }
 

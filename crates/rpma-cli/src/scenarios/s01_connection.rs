@@ -4,8 +4,7 @@
 //! client retries a rejected (or not yet listened-to) request up to `retries` times.
 
 use anyhow::{ensure, Result};
-use rpma::generic::Ep;
-use rpma::Transport;
+use rpma::{Ep, Transport};
 
 use super::common::{
     accept, client_peer, connect, cstr, disconnect_and_wait_close, server_peer, wait_close_and_disconnect,

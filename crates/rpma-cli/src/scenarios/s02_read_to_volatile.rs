@@ -3,8 +3,7 @@
 //! whole region into a 1 KiB DRAM buffer (`READ_DST`) and waits for the RDMA Read completion.
 
 use anyhow::{ensure, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{Ep, MrRemote, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, cstr, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_wc,
@@ -75,7 +74,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let src = MrRemote::from_descriptor(&cd.mr_desc)?;
     let len = usize::try_from(src.len())?;
     ensure!(len <= KILOBYTE, "the remote region is too big ({len} > {KILOBYTE})");
-    conn.read(Some(&dst), 0, Some(&src), 0, len, CompletionFlags::ALWAYS, 0)?;
+    conn.read(dst.slice(0..len), src.at(0)).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
     let read = cstr(&dst.to_vec(0, len)?);
     disconnect_and_wait_close(conn)?;

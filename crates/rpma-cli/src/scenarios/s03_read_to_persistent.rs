@@ -5,8 +5,7 @@
 //! "¡Hola Mundo!") and persists that, so the next run sends the other language.
 
 use anyhow::{ensure, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{Ep, MrRemote, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, init_hello, server_peer, translate,
@@ -61,26 +60,19 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let peer = server_peer(t, &o.addr)?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_STR_SIZE, Usage::READ_DST, None)?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_STR_SIZE, Usage::READ_DST, None)?;
     let conn = accept(&ep, &o.stop, None, None, |_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
     let src = MrRemote::from_descriptor(&cd.mr_desc)?;
     let old = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
-    conn.read(
-        Some(&mem.mr),
-        mem.data_offset,
-        Some(&src),
-        usize::from(cd.data_offset),
-        HELLO_STR_SIZE,
-        CompletionFlags::ALWAYS,
-        0,
-    )?;
+    let dst = mem.mr.slice(mem.data_offset..mem.data_offset + HELLO_STR_SIZE);
+    conn.read(dst, src.at(usize::from(cd.data_offset))).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
     mem.persist(mem.data_offset, HELLO_STR_SIZE)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     disconnect_and_wait_close(conn)?;
     let persisted = mem.is_pmem();
-    mem.mr.dereg()?;
+    mem.dereg()?;
     ep.shutdown()?;
     Ok(ServerReport { old, new, persisted })
 }
@@ -91,7 +83,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
 /// If any step fails.
 pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let peer = client_peer(t, &o.addr)?;
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_T_SIZE, Usage::READ_SRC, Some(&init_hello))?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_T_SIZE, Usage::READ_SRC, Some(&init_hello))?;
     let sent = mem.string_at(mem.data_offset + HELLO_STR_OFFSET, HELLO_STR_SIZE)?;
     let data_offset = u16::try_from(mem.data_offset + HELLO_STR_OFFSET)?;
     let pdata = CommonData::new(data_offset, &mem.mr.descriptor()).encode()?;
@@ -99,7 +91,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     wait_close_and_disconnect(conn)?;
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
-    mem.mr.dereg()?;
+    mem.dereg()?;
     Ok(ClientReport { sent, translation })
 }
 

@@ -4,8 +4,7 @@
 //! translates its own hello. The server prints the value when the client has disconnected.
 
 use anyhow::{ensure, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, Transport, Usage, WcOpcode};
+use rpma::{CompletionFlags, Ep, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
@@ -69,7 +68,7 @@ impl Report for ClientReport {
 /// If any step fails.
 pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let peer = server_peer(t, &o.addr)?;
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_STR_SIZE, Usage::WRITE_DST | Usage::READ_SRC, None)?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_STR_SIZE, Usage::WRITE_DST | Usage::READ_SRC, None)?;
     let old = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
@@ -78,7 +77,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let pmem = mem.is_pmem();
-    mem.mr.dereg()?;
+    mem.dereg()?;
     ep.shutdown()?;
     Ok(ServerReport { old, new, pmem })
 }
@@ -89,22 +88,24 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
 /// If any step fails or the remote region is too small.
 pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let peer = client_peer(t, &o.addr)?;
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_T_SIZE, Usage::WRITE_SRC, Some(&init_hello))?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_T_SIZE, Usage::WRITE_SRC, Some(&init_hello))?;
     let written = mem.string_at(mem.data_offset + HELLO_STR_OFFSET, HELLO_STR_SIZE)?;
     let conn = connect(&peer, &o.addr, &o.port, None, None, o.retries, o.retry_delay)?;
     let raw_mr = peer.alloc_mr(RAW_BUFFER_SIZE, Usage::READ_DST)?;
     let cd = CommonData::decode(conn.private_data())?;
     let (dst, offset) = hello_target(&cd)?;
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
-    conn.write(Some(&dst), offset, Some(&mem.mr), src_off, HELLO_STR_SIZE, CompletionFlags::ON_ERROR, 0)?;
-    conn.read(Some(&raw_mr), 0, Some(&dst), 0, RAW_BUFFER_SIZE, CompletionFlags::ALWAYS, 0)?;
+    conn.write(dst.at(offset), mem.mr.slice(src_off..src_off + HELLO_STR_SIZE))
+        .flags(CompletionFlags::ON_ERROR)
+        .post()?;
+    conn.read(raw_mr.slice(..RAW_BUFFER_SIZE), dst.at(0)).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
     let mut raw = [0u8; RAW_BUFFER_SIZE];
     raw_mr.read(0, &mut raw)?;
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
     disconnect_and_wait_close(conn)?;
-    mem.mr.dereg()?;
+    mem.dereg()?;
     Ok(ClientReport { written, offset, raw, translation })
 }
 

@@ -8,8 +8,7 @@
 //! meanwhile), which exercises the same API calls and data flow.
 
 use anyhow::{ensure, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{Ep, MrRemote, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, cstr, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_wc,
@@ -66,7 +65,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
         let cd = CommonData::decode(conn.private_data())?;
         let src = MrRemote::from_descriptor(&cd.mr_desc)?;
         let offset = slot * MAX_NAME_SIZE;
-        conn.read(Some(&dst), offset, Some(&src), 0, MAX_NAME_SIZE, CompletionFlags::ALWAYS, slot as u64)?;
+        conn.read(dst.slice(offset..offset + MAX_NAME_SIZE), src.at(0)).context(slot as u64).post()?;
         let wc = wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
         ensure!(wc.wr_id == slot as u64, "completion of another read ({} != {slot})", wc.wr_id);
         names.push(cstr(&dst.to_vec(offset, MAX_NAME_SIZE)?));

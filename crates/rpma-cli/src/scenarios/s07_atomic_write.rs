@@ -10,9 +10,8 @@
 //! Deviation: the C client flushes 8 bytes after each word; this one flushes the whole word, so
 //! a persistent flush really covers what was written.
 
-use anyhow::{ensure, Context, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, FlushType, MrBuffer, MrRemote, PeerCfg, Transport, Usage, WcOpcode};
+use anyhow::{ensure, Result};
+use rpma::{CompletionFlags, Ep, FlushType, MrLocal, MrRemote, PeerCfg, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_flush,
@@ -84,12 +83,9 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let peer = server_peer(t, &o.addr)?;
     let flush = if o.file.is_some() { Usage::FLUSH_TYPE_PERSISTENT } else { Usage::FLUSH_TYPE_VISIBILITY };
     let usage = Usage::WRITE_DST | Usage::READ_SRC | flush;
-    let mem = match &o.file {
-        Some(path) => {
-            let mr = peer
-                .reg_mr(MrBuffer::File { path: path.clone(), len: LOG_SIZE }, usage)
-                .with_context(|| format!("registering {}", path.display()))?;
-            let mem = Mem { mr, data_offset: 0, file: Some(path.clone()) };
+    let mem = match o.file_source() {
+        Some(src) => {
+            let mem = Mem::file(&peer, src, LOG_SIZE, usage, 0)?;
             if mem.mr.to_vec(0, LOG_SIGNATURE_SIZE)? != LOG_SIGNATURE {
                 mem.mr.write(USED_OFFSET, &(DATA_OFFSET as u64).to_ne_bytes())?;
                 mem.persist(USED_OFFSET, 8)?;
@@ -99,9 +95,9 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
             mem
         }
         None => {
-            let mr = peer.alloc_mr(LOG_SIZE, usage)?;
-            mr.write(USED_OFFSET, &(DATA_OFFSET as u64).to_ne_bytes())?;
-            Mem { mr, data_offset: 0, file: None }
+            let init =
+                |mr: &MrLocal<T>, _| Ok(mr.write(USED_OFFSET, &(DATA_OFFSET as u64).to_ne_bytes()).map(|()| 8)?);
+            Mem::new(&peer, None, LOG_SIZE, usage, Some(&init))?
         }
     };
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
@@ -117,7 +113,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let words =
         data.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
     let pmem = mem.is_pmem();
-    mem.mr.dereg()?;
+    mem.dereg()?;
     ep.shutdown()?;
     Ok(ServerReport { words, used, pmem })
 }
@@ -130,14 +126,12 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     ensure!(!o.words.is_empty(), "atomic-write needs at least one --word");
     let peer = client_peer(t, &o.addr)?;
     let conn = connect(&peer, &o.addr, &o.port, None, None, o.retries, o.retry_delay)?;
-    let pcfg = PeerCfg::new();
-    pcfg.set_direct_write_to_pmem(true);
-    conn.apply_remote_peer_cfg(&pcfg);
+    conn.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
     let local = peer.alloc_mr(KILOBYTE, Usage::WRITE_SRC | Usage::READ_DST)?;
     let cd = CommonData::decode(conn.private_data())?;
     let remote = MrRemote::from_descriptor(&cd.mr_desc)?;
     let used_offset = usize::from(cd.data_offset);
-    conn.read(Some(&local), 0, Some(&remote), used_offset, 8, CompletionFlags::ALWAYS, 0)?;
+    conn.read(local.slice(..8), remote.at(used_offset)).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
     let mut b = [0u8; 8];
     local.read(0, &mut b)?;
@@ -157,11 +151,11 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         ensure!(used + size as u64 <= remote.len(), "Log size exhausted.");
         let at = usize::try_from(used)?;
         local.write(0, &bytes)?;
-        conn.write(Some(&remote), at, Some(&local), 0, size, CompletionFlags::ON_ERROR, 0)?;
-        conn.flush(&remote, at, size, flush_type, CompletionFlags::ON_ERROR, 0)?;
+        conn.write(remote.at(at), local.slice(..size)).flags(CompletionFlags::ON_ERROR).post()?;
+        conn.flush(remote.slice(at..at + size), flush_type).flags(CompletionFlags::ON_ERROR).post()?;
         used += size as u64;
-        conn.atomic_write(&remote, used_offset, used.to_ne_bytes(), CompletionFlags::ON_ERROR, 0)?;
-        conn.flush(&remote, used_offset, 8, flush_type, CompletionFlags::ALWAYS, FLUSH_ID)?;
+        conn.atomic_write(remote.at(used_offset), used.to_ne_bytes()).flags(CompletionFlags::ON_ERROR).post()?;
+        conn.flush(remote.slice(used_offset..used_offset + 8), flush_type).context(FLUSH_ID).post()?;
         let wc = wait_flush(&conn.cq())?;
         ensure!(wc.wr_id == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id);
     }

@@ -7,8 +7,7 @@
 //! Its flow is shared by the SRQ scenarios (`13`, `08srq`), whose servers differ.
 
 use anyhow::{ensure, Result};
-use rpma::generic::{Conn, ConnCfg, Ep, MrLocal};
-use rpma::{CompletionFlags, Transport, Usage, Wc, WcOpcode};
+use rpma::{CompletionFlags, Conn, ConnCfg, Ep, MrLocal, Transport, Usage, Wc, WcOpcode};
 
 use super::common::{
     accept, check_wc, client_peer, connect, disconnect_and_wait_close, next_wc, next_wc_shared, server_peer, wait_wc,
@@ -145,7 +144,9 @@ pub fn serve<T: Transport>(t: &T, o: &ServerOpts, cfg: Option<&ConnCfg<T>>, mode
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mr = peer.alloc_mr(2 * MSG_SIZE, Usage::RECV | Usage::SEND)?;
-    let conn = accept(&ep, &o.stop, cfg, None, |req| Ok(req.recv(&mr, RECV_OFFSET, MSG_SIZE, RECV_ID)?))?;
+    let conn = accept(&ep, &o.stop, cfg, None, |req| {
+        Ok(req.recv(mr.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE)).context(RECV_ID).post()?)
+    })?;
     let mut r = ServerReport::default();
     let (mut send_done, mut recv_done) = (true, false);
     loop {
@@ -155,10 +156,10 @@ pub fn serve<T: Transport>(t: &T, o: &ServerOpts, cfg: Option<&ConnCfg<T>>, mode
             break;
         }
         r.received.push(v);
-        conn.recv(Some(&mr), RECV_OFFSET, MSG_SIZE, RECV_ID)?;
+        conn.recv(mr.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE)).context(RECV_ID).post()?;
         let reply = v.wrapping_add(1);
         mr.write(SEND_OFFSET, &reply.to_ne_bytes())?;
-        conn.send(Some(&mr), SEND_OFFSET, MSG_SIZE, CompletionFlags::ALWAYS, SEND_ID)?;
+        conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE)).context(SEND_ID).post()?;
         r.sent.push(reply);
         (send_done, recv_done) = (false, false);
     }
@@ -179,9 +180,9 @@ pub fn ping<T: Transport>(t: &T, o: &ClientOpts, cfg: Option<&ConnCfg<T>>, mode:
     let mut r = ClientReport::default();
     let mut counter = o.counter;
     for _ in 0..o.rounds {
-        conn.recv(Some(&mr), RECV_OFFSET, MSG_SIZE, RECV_ID)?;
+        conn.recv(mr.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE)).context(RECV_ID).post()?;
         mr.write(SEND_OFFSET, &counter.to_ne_bytes())?;
-        conn.send(Some(&mr), SEND_OFFSET, MSG_SIZE, CompletionFlags::ALWAYS, SEND_ID)?;
+        conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE)).context(SEND_ID).post()?;
         r.sent.push(counter);
         let (mut send_done, mut recv_done) = (false, false);
         wait_send_and_recv(&conn, mode, &mut send_done, &mut recv_done)?;
@@ -189,7 +190,10 @@ pub fn ping<T: Transport>(t: &T, o: &ClientOpts, cfg: Option<&ConnCfg<T>>, mode:
         r.received.push(counter);
     }
     mr.write(SEND_OFFSET, &I_M_DONE.to_ne_bytes())?;
-    conn.send(Some(&mr), SEND_OFFSET, MSG_SIZE, CompletionFlags::ON_ERROR, SEND_ID)?;
+    conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE))
+        .flags(CompletionFlags::ON_ERROR)
+        .context(SEND_ID)
+        .post()?;
     disconnect_and_wait_close(conn)?;
     mr.dereg()?;
     Ok(r)

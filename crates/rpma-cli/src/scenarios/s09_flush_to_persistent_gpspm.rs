@@ -10,8 +10,7 @@
 use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
-use rpma::generic::{Conn, ConnCfg, Ep};
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, Wc, WcOpcode};
+use rpma::{CompletionFlags, Conn, ConnCfg, Ep, MrRemote, Transport, Usage, Wc, WcOpcode};
 
 use super::common::{
     accept, check_wc, client_peer, connect, cstr, disconnect_and_wait_close, init_hello, next_wc_shared, server_peer,
@@ -179,10 +178,7 @@ impl Report for ClientReport {
 }
 
 fn cfg<T: Transport>(shared: bool) -> ConnCfg<T> {
-    let cfg = ConnCfg::new();
-    cfg.set_rcq_size(RCQ_SIZE);
-    cfg.set_compl_channel(shared);
-    cfg
+    ConnCfg::new().with_rcq_size(RCQ_SIZE).with_shared_channel(shared)
 }
 
 /// The next completion on the main CQ (`rcq = false`) or the receive CQ, of `expected` opcode.
@@ -212,15 +208,16 @@ fn file_string(path: &Path, offset: usize) -> Result<String> {
 pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<ServerReport> {
     let peer = server_peer(t, &o.addr)?;
     let flush = if o.file.is_some() { Usage::FLUSH_TYPE_PERSISTENT } else { Usage::FLUSH_TYPE_VISIBILITY };
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_STR_SIZE, Usage::WRITE_DST | flush, None)?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_STR_SIZE, Usage::WRITE_DST | flush, None)?;
     let old = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let msg = peer.alloc_mr(HELLO_STR_SIZE, Usage::SEND | Usage::RECV | Usage::FLUSH_TYPE_VISIBILITY)?;
     let pdata = CommonData::new(u16::try_from(mem.data_offset)?, &mem.mr.descriptor()).encode()?;
     let cfg = cfg(shared);
-    let conn =
-        accept(&ep, &o.stop, Some(&cfg), Some(&pdata), |req| Ok(req.recv(&msg, RECV_OFFSET, MSG_SIZE_MAX, 0)?))?;
+    let conn = accept(&ep, &o.stop, Some(&cfg), Some(&pdata), |req| {
+        Ok(req.recv(msg.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE_MAX)).post()?)
+    })?;
     let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
     let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
     let request = FlushRequest::decode(&msg.to_vec(RECV_OFFSET, len)?)?;
@@ -229,12 +226,12 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
     mem.persist(usize::try_from(request.offset)?, usize::try_from(request.length)?)?;
     let resp = encode_response(request.op_context);
     msg.write(SEND_OFFSET, &resp)?;
-    conn.send(Some(&msg), SEND_OFFSET, resp.len(), CompletionFlags::ALWAYS, 0)?;
+    conn.send(msg.slice(SEND_OFFSET..SEND_OFFSET + resp.len())).post()?;
     wait_on(&conn, false, WcOpcode::Send, shared)?;
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
-    let in_file = mem.file.as_deref().map(|p| file_string(p, mem.data_offset)).transpose()?;
-    mem.mr.dereg()?;
+    let in_file = mem.path().map(|p| file_string(p, mem.data_offset)).transpose()?;
+    mem.dereg()?;
     msg.dereg()?;
     ep.shutdown()?;
     Ok(ServerReport { old, request, new, in_file })
@@ -246,7 +243,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
 /// If any step fails, the remote region is too small or the response does not match.
 pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<ClientReport> {
     let peer = client_peer(t, &o.addr)?;
-    let mem = Mem::new(&peer, o.file.as_deref(), HELLO_T_SIZE, Usage::WRITE_SRC, Some(&init_hello))?;
+    let mem = Mem::new(&peer, o.file_source(), HELLO_T_SIZE, Usage::WRITE_SRC, Some(&init_hello))?;
     let written = mem.string_at(mem.data_offset + HELLO_STR_OFFSET, HELLO_STR_SIZE)?;
     let msg = peer.alloc_mr(HELLO_STR_SIZE, Usage::SEND | Usage::RECV)?;
     let cfg = cfg(shared);
@@ -260,11 +257,13 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
         dst.len().saturating_sub(offset as u64)
     );
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
-    conn.write(Some(&dst), offset, Some(&mem.mr), src_off, HELLO_STR_SIZE, CompletionFlags::ON_ERROR, 0)?;
-    conn.recv(Some(&msg), RECV_OFFSET, MSG_SIZE_MAX, 0)?;
+    conn.write(dst.at(offset), mem.mr.slice(src_off..src_off + HELLO_STR_SIZE))
+        .flags(CompletionFlags::ON_ERROR)
+        .post()?;
+    conn.recv(msg.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE_MAX)).post()?;
     let req = FlushRequest { offset: offset as u64, length: HELLO_STR_SIZE as u64, op_context: FLUSH_ID }.encode();
     msg.write(SEND_OFFSET, &req)?;
-    conn.send(Some(&msg), SEND_OFFSET, req.len(), CompletionFlags::ALWAYS, 0)?;
+    conn.send(msg.slice(SEND_OFFSET..SEND_OFFSET + req.len())).post()?;
     wait_on(&conn, false, WcOpcode::Send, shared)?;
     let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
     let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
@@ -273,7 +272,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
     disconnect_and_wait_close(conn)?;
-    mem.mr.dereg()?;
+    mem.dereg()?;
     msg.dereg()?;
     Ok(ClientReport { written, offset, response, translation })
 }

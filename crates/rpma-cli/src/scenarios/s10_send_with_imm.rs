@@ -5,8 +5,7 @@
 //! the one announced.
 
 use anyhow::{ensure, Context, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, Transport, Usage, WcOpcode};
+use rpma::{Ep, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, cstr, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_wc,
@@ -63,7 +62,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let recv = peer.alloc_mr(KILOBYTE, Usage::RECV)?;
-    let conn = accept(&ep, &o.stop, None, None, |req| Ok(req.recv(&recv, 0, KILOBYTE, 0)?))?;
+    let conn = accept(&ep, &o.stop, None, None, |req| Ok(req.recv(recv.slice(..KILOBYTE)).post()?))?;
     let pdata = conn.private_data();
     ensure!(pdata.len() >= 4, "received connection's private data is too small ({} < 4)", pdata.len());
     let expected = u32::from_ne_bytes(pdata[..4].try_into()?);
@@ -94,8 +93,10 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         None => None,
     };
     let conn = connect(&peer, &o.addr, &o.port, None, Some(&o.imm.to_ne_bytes()), o.retries, o.retry_delay)?;
-    let len = if send.is_some() { KILOBYTE } else { 0 };
-    conn.send_with_imm(send.as_ref(), 0, len, CompletionFlags::ALWAYS, o.imm, 0)?;
+    match &send {
+        Some(mr) => conn.send(mr.slice(..KILOBYTE)).imm(o.imm).post()?,
+        None => conn.send_empty().imm(o.imm).post()?,
+    }
     wait_wc(&conn.cq(), WcOpcode::Send)?;
     disconnect_and_wait_close(conn)?;
     if let Some(mr) = send {

@@ -4,8 +4,7 @@
 //! `RECV_RDMA_WITH_IMM` and it checks that the immediate data equals the written value.
 
 use anyhow::{ensure, Context, Result};
-use rpma::generic::Ep;
-use rpma::{CompletionFlags, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{Ep, MrRemote, Transport, Usage, WcOpcode};
 
 use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_wc, KILOBYTE,
@@ -52,7 +51,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let pdata = CommonData::new(0, &dst.descriptor()).encode()?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
-    let conn = accept(&ep, &o.stop, None, Some(&pdata), |req| Ok(req.recv(&recv, 0, 1, 0)?))?;
+    let conn = accept(&ep, &o.stop, None, Some(&pdata), |req| Ok(req.recv(recv.slice(..1)).post()?))?;
     let wc = wait_wc(&conn.cq(), WcOpcode::RecvRdmaWithImm)?;
     let imm = wc.imm_data.context("received no immediate data")?;
     let mut b = [0u8; 4];
@@ -78,7 +77,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let dst = MrRemote::from_descriptor(&cd.mr_desc)?;
     src.write(0, &o.imm.to_ne_bytes())?;
     let at = usize::from(cd.data_offset);
-    conn.write_with_imm(Some(&dst), at, Some(&src), 0, KILOBYTE, CompletionFlags::ALWAYS, o.imm, 0)?;
+    conn.write(dst.at(at), src.slice(..KILOBYTE)).imm(o.imm).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaWrite)?;
     disconnect_and_wait_close(conn)?;
     src.dereg()?;

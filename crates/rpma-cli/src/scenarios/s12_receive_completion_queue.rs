@@ -4,8 +4,7 @@
 //! each side waits with `rpma_conn_wait`, which says which CQ has completions.
 
 use anyhow::{ensure, Result};
-use rpma::generic::ConnCfg;
-use rpma::Transport;
+use rpma::{ConnCfg, Transport};
 
 use super::s08_messages_ping_pong::{check_exchange, ping, serve, ClientReport, Completions, ServerReport};
 use super::{run_pair, side, ClientOpts, DemoEnv, ServerOpts};
@@ -14,9 +13,7 @@ use super::{run_pair, side, ClientOpts, DemoEnv, ServerOpts};
 pub const RCQ_SIZE: u32 = 10;
 
 fn cfg<T: Transport>(shared: bool) -> (ConnCfg<T>, Completions) {
-    let cfg = ConnCfg::new();
-    cfg.set_rcq_size(RCQ_SIZE);
-    cfg.set_compl_channel(shared);
+    let cfg = ConnCfg::new().with_rcq_size(RCQ_SIZE).with_shared_channel(shared);
     (cfg, if shared { Completions::SharedChannel } else { Completions::SeparateRcq })
 }
 

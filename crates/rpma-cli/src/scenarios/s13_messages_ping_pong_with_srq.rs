@@ -10,8 +10,7 @@
 //! signaled and drains each connection's CQ, so no number of rounds can exhaust a send queue.
 
 use anyhow::{bail, ensure, Context, Result};
-use rpma::generic::{ConnCfg, Ep, Srq};
-use rpma::{CompletionFlags, ConnEvent, ErrorKind, Transport, Usage, Wc, WcOpcode};
+use rpma::{ConnCfg, ConnEvent, Ep, Srq, Transport, Usage, Wc, WcOpcode};
 
 use super::common::{accept, check_wc, disconnect_and_wait_close, drain, server_peer, wait_or_event};
 use super::s08_messages_ping_pong::{check_exchange, get_u64, ClientReport, Completions, I_M_DONE, MSG_SIZE, SEND_ID};
@@ -46,15 +45,14 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     ensure!((1..=CLIENT_MAX).contains(&n), "--clients must be 1 to {CLIENT_MAX}");
     let peer = server_peer(t, &o.addr)?;
     let srq = Srq::new(&peer, None)?;
-    let cfg = ConnCfg::new();
-    cfg.set_srq(&srq);
+    let cfg = ConnCfg::new().with_srq(Some(&srq));
     let recv = peer.alloc_mr(CLIENT_MAX * MSG_SIZE, Usage::RECV)?;
     let send = peer.alloc_mr(CLIENT_MAX * MSG_SIZE, Usage::SEND)?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mut conns = Vec::new();
     for slot in 0..n {
-        srq.recv(Some(&recv), slot * MSG_SIZE, MSG_SIZE, slot as u64)?;
+        srq.recv(recv.slice(slot * MSG_SIZE..(slot + 1) * MSG_SIZE)).context(slot as u64).post()?;
         let conn = accept(&ep, &o.stop, Some(&cfg), None, |_| Ok(()))?;
         let qp = conn.qp_num();
         conns.push((conn, qp));
@@ -67,29 +65,26 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let mut event_pending: Option<usize> = None;
     let mut wcs = [Wc::EMPTY; CLIENT_MAX];
     while done < n {
-        let got = match rcq.get_wc(&mut wcs[..n]) {
-            Ok(got) => got,
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {
-                // A client that goes away while still exchanging ends the wait (its receives are
-                // the SRQ's: nothing is flushed to this CQ) once every such client is gone and
-                // nothing is left to take; finished ones close normally.
-                let waiting: Vec<usize> = (0..n).filter(|&i| !finished[i] && gone[i].is_none()).collect();
-                if waiting.is_empty() {
-                    let (i, ev) = (0..n).find_map(|i| gone[i].map(|ev| (i, ev))).context("no connection left")?;
-                    bail!("connection #{i} reported {ev} while waiting for a completion");
-                }
-                // A connection with an event pending is taken as gone only when no completion
-                // (sent before it went) is left to take.
-                if let Some(i) = event_pending.take() {
-                    gone[i] = Some(conns[i].0.next_event()?);
-                    continue;
-                }
-                let live: Vec<_> = waiting.iter().map(|&i| &conns[i].0).collect();
-                event_pending = wait_or_event(&rcq, &live)?.map(|j| waiting[j]);
+        let got = rcq.poll(&mut wcs[..n])?;
+        if got == 0 {
+            // A client that goes away while still exchanging ends the wait (its receives are
+            // the SRQ's: nothing is flushed to this CQ) once every such client is gone and
+            // nothing is left to take; finished ones close normally.
+            let waiting: Vec<usize> = (0..n).filter(|&i| !finished[i] && gone[i].is_none()).collect();
+            if waiting.is_empty() {
+                let (i, ev) = (0..n).find_map(|i| gone[i].map(|ev| (i, ev))).context("no connection left")?;
+                bail!("connection #{i} reported {ev} while waiting for a completion");
+            }
+            // A connection with an event pending is taken as gone only when no completion
+            // (sent before it went) is left to take.
+            if let Some(i) = event_pending.take() {
+                gone[i] = Some(conns[i].0.next_event()?);
                 continue;
             }
-            Err(e) => return Err(e.into()),
-        };
+            let live: Vec<_> = waiting.iter().map(|&i| &conns[i].0).collect();
+            event_pending = wait_or_event(&rcq, &live)?.map(|j| waiting[j]);
+            continue;
+        }
         for wc in &wcs[..got] {
             check_wc(wc, WcOpcode::Recv)?;
             let Some(idx) = conns.iter().position(|(_, qp)| *qp == wc.qp_num) else {
@@ -104,10 +99,10 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
                 continue;
             }
             r.received[idx].push(v);
-            srq.recv(Some(&recv), slot * MSG_SIZE, MSG_SIZE, slot as u64)?;
+            srq.recv(recv.slice(slot * MSG_SIZE..(slot + 1) * MSG_SIZE)).context(slot as u64).post()?;
             send.write(slot * MSG_SIZE, &v.wrapping_add(1).to_ne_bytes())?;
             let conn = &conns[idx].0;
-            conn.send(Some(&send), slot * MSG_SIZE, MSG_SIZE, CompletionFlags::ALWAYS, SEND_ID)?;
+            conn.send(send.slice(slot * MSG_SIZE..(slot + 1) * MSG_SIZE)).context(SEND_ID).post()?;
             drain(&conn.cq())?;
         }
     }

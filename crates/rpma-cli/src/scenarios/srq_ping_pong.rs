@@ -9,8 +9,7 @@
 //! completions (so no number of rounds can exhaust the send queue).
 
 use anyhow::{ensure, Context, Result};
-use rpma::generic::{ConnCfg, Ep, Srq};
-use rpma::{CompletionFlags, SrqCfg, Transport, Usage, WcOpcode};
+use rpma::{ConnCfg, Ep, Srq, SrqCfg, Transport, Usage, WcOpcode};
 
 use super::common::{accept, check_wc, disconnect_and_wait_close, drain, next_wc, next_wc_or_event, server_peer};
 use super::s08_messages_ping_pong::{
@@ -48,20 +47,19 @@ impl Report for ServerReport {
 /// If any step fails or a completion carries another QP number.
 pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     let peer = server_peer(t, &o.addr)?;
-    let srq_cfg = SrqCfg::new();
+    let mut srq_cfg = SrqCfg::new();
     if o.srq_rcq != SrqRcq::Srq {
-        srq_cfg.set_rcq_size(0);
+        srq_cfg = srq_cfg.with_rcq_size(0);
     }
     let srq = Srq::new(&peer, Some(&srq_cfg))?;
-    let cfg = ConnCfg::new();
+    let mut cfg = ConnCfg::new().with_srq(Some(&srq));
     if o.srq_rcq == SrqRcq::Conn {
-        cfg.set_rcq_size(RCQ_SIZE);
+        cfg = cfg.with_rcq_size(RCQ_SIZE);
     }
-    cfg.set_srq(&srq);
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let mr = peer.alloc_mr(2 * MSG_SIZE, Usage::RECV | Usage::SEND)?;
-    srq.recv(Some(&mr), RECV_OFFSET, MSG_SIZE, RECV_ID)?;
+    srq.recv(mr.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE)).context(RECV_ID).post()?;
     let conn = accept(&ep, &o.stop, Some(&cfg), None, |_| Ok(()))?;
     let qp_num = conn.qp_num();
     let mut received = Vec::new();
@@ -90,9 +88,9 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
             break;
         }
         received.push(v);
-        srq.recv(Some(&mr), RECV_OFFSET, MSG_SIZE, RECV_ID)?;
+        srq.recv(mr.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE)).context(RECV_ID).post()?;
         mr.write(SEND_OFFSET, &v.wrapping_add(1).to_ne_bytes())?;
-        conn.send(Some(&mr), SEND_OFFSET, MSG_SIZE, CompletionFlags::ALWAYS, SEND_ID)?;
+        conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE)).context(SEND_ID).post()?;
         if o.srq_rcq != SrqRcq::Main {
             drain(&conn.cq())?;
         }
