@@ -28,6 +28,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         reg__page_aligned_buffer,
         reg__buffer_zeroed,
         reg__arbitrary_usage,
+        reg__own_vec_content_kept,
         get_ptr__success,
         get_size__success,
         get_descriptor_size__success,
@@ -49,6 +50,10 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         local_rw__empty_range_at_end,
         local_rw__arbitrary_ranges,
         dereg__success,
+        dereg__hands_back_memory,
+        as_mut_slice__local_only_success,
+        as_mut_slice__remote_access_E_INVAL,
+        volatile__same_bytes_as_copies,
         advise__success,
         advise__range_outside,
         advise__failed_E_INVAL_flags,
@@ -550,4 +555,128 @@ fn advise__failed_E_INVAL_prefetch_write_read_only<B: Backend>(b: &B) {
     } else {
         assert_kind(r, ErrorKind::NoSupp);
     }
+}
+
+/// A caller's own vector is registered in place: its content is the region's, and what a
+/// region holds afterwards comes back with the vector (the same allocation).
+fn reg__own_vec_content_kept<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let v: Vec<u8> = (0..=255).cycle().take(1000).collect();
+    let m = p.reg_mr(Memory::from_vec(v.clone()), RW).unwrap();
+    assert_eq!(m.len(), 1000);
+    assert_eq!(m.to_vec(0, 1000).unwrap(), v);
+    m.write(0, b"new").unwrap();
+    let back = m.dereg().unwrap().expect("no operation holds the region");
+    let back = back.into_vec().expect("a vector comes back as a vector");
+    assert_eq!(&back[..3], b"new");
+    assert_eq!(back[3..], v[3..]);
+    // A boxed slice too.
+    let m = p.reg_mr(Memory::from_boxed(vec![7u8; 64].into_boxed_slice()), RW).unwrap();
+    assert_eq!(m.to_vec(0, 64).unwrap(), vec![7; 64]);
+    let back = m.dereg().unwrap().expect("no operation holds the region").into_boxed().expect("a box");
+    assert_eq!(&back[..], &[7u8; 64][..]);
+}
+
+/// `dereg` gives back the very memory the region owned (pointer equality), with the bytes
+/// written through the region.
+fn dereg__hands_back_memory<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    for u in [RW, Usage::WRITE_SRC, Usage::RECV] {
+        let m = p.reg_mr(page_aligned(8192), u).unwrap();
+        let ptr = m.volatile().as_ptr();
+        m.write(4000, b"kept").unwrap();
+        let back = m.dereg().unwrap().expect("no operation holds the region");
+        assert_eq!(back.as_ptr(), ptr, "usage {u:?}: another allocation came back");
+        assert_eq!(back.len(), 8192);
+        assert_eq!(back.volatile().subslice(4000, 4).unwrap().to_vec(), b"kept");
+    }
+}
+
+/// A region no remote peer may access (its usage grants no remote read, write or flush) can be
+/// used as a plain `&mut [u8]`, and what is written through it is the region's content.
+/// (On iWARP a read destination or receive buffer needs remote write access: not local-only.)
+fn as_mut_slice__local_only_success<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let iwarp = b.caps().iwarp;
+    let local_only = [
+        (Usage::WRITE_SRC, true),
+        (Usage::SEND, true),
+        (Usage::WRITE_SRC | Usage::SEND, true),
+        (Usage::READ_DST, !iwarp),
+        (Usage::RECV, !iwarp),
+        (Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND | Usage::RECV, !iwarp),
+    ];
+    for (u, ok) in local_only {
+        let mut m = p.alloc_mr(256, u).unwrap();
+        assert_eq!(m.remote_access(), !ok, "usage {u:?}");
+        if !ok {
+            assert_kind(m.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+            continue;
+        }
+        let s = m.as_mut_slice().unwrap_or_else(|e| panic!("usage {u:?}: {e}"));
+        assert_eq!(s.len(), 256);
+        assert!(s.iter().all(|&x| x == 0), "a fresh region is zeroed");
+        for (i, x) in s.iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        let want: Vec<u8> = (0..=255).collect();
+        assert_eq!(m.to_vec(0, 256).unwrap(), want);
+        // Copies in are seen through the slice too.
+        m.write(10, &[0xAA; 4]).unwrap();
+        assert_eq!(m.as_mut_slice().unwrap()[10..14], [0xAA; 4]);
+        m.dereg().unwrap();
+    }
+}
+
+/// A region a remote peer may read, write or flush never becomes a `&mut [u8]`: Inval (its
+/// bytes are reached by copies or the volatile view), and the region stays usable.
+fn as_mut_slice__remote_access_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    for u in [
+        Usage::READ_SRC,
+        Usage::WRITE_DST,
+        Usage::FLUSH_TYPE_VISIBILITY,
+        Usage::FLUSH_TYPE_PERSISTENT,
+        Usage::FLUSH_TYPES,
+        Usage::READ_SRC | Usage::WRITE_SRC,
+        Usage::WRITE_DST | Usage::SEND,
+        Usage::FLUSH_TYPE_VISIBILITY | Usage::WRITE_SRC | Usage::SEND | Usage::RECV,
+        Usage::all(),
+    ] {
+        let mut m = p.alloc_mr(64, u).unwrap();
+        assert!(m.remote_access(), "usage {u:?}");
+        let e = m.as_mut_slice().map(|s| s.len()).expect_err("a remotely accessible region as &mut [u8]");
+        assert_eq!(e.kind(), ErrorKind::Inval, "usage {u:?}: {e}");
+        m.write(0, &[1, 2, 3]).unwrap();
+        assert_eq!(m.volatile().to_vec()[..3], [1, 2, 3]);
+        m.dereg().unwrap();
+    }
+}
+
+/// The volatile view and the copying shorthands see the same bytes, both ways.
+fn volatile__same_bytes_as_copies<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let m = mr(&p, 4096, RW);
+    let v = m.volatile();
+    assert_eq!(v.len(), 4096);
+    v.write(100, b"volatile").unwrap();
+    assert_eq!(m.to_vec(100, 8).unwrap(), b"volatile");
+    m.write(200, &0x1122_3344_5566_7788u64.to_ne_bytes()).unwrap();
+    assert_eq!(v.load_u64(200, std::sync::atomic::Ordering::Acquire).unwrap(), 0x1122_3344_5566_7788);
+    v.store_u8(4095, 9).unwrap();
+    assert_eq!(m.to_vec(4095, 1).unwrap(), [9]);
+    assert_eq!(v.load_u8(100).unwrap(), b'v');
+    let sub = v.subslice(100, 8).unwrap();
+    assert_eq!(sub.to_vec(), b"volatile");
+    sub.fill(0);
+    assert_eq!(m.to_vec(100, 8).unwrap(), [0; 8]);
+    // Out of range is refused, not wrapped.
+    assert!(v.subslice(4090, 7).is_err());
+    assert!(v.load_u8(4096).is_err());
+    assert!(v.load_u64(4092, std::sync::atomic::Ordering::Relaxed).is_err());
 }

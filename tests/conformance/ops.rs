@@ -16,6 +16,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -43,6 +44,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         read__flags_4_means_on_error,
         read__untrusted_descriptor_wrong_rkey,
         read__proptest_bounds,
+        read__zero_copy_destination_via_as_mut_slice,
         // write
         write__flags_0,
         write__zero_byte_success,
@@ -60,6 +62,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         write__sq_size_exceeded,
         write__sq_slots_freed_by_signaled_completion,
         write__proptest_bounds,
+        write__zero_copy_source_via_as_mut_slice,
         // write with imm
         write_with_imm__flags_0,
         write_with_imm__zero_byte_success,
@@ -97,6 +100,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         send__COMPLETION_ON_ERROR_success,
         send__message_larger_than_recv_buffer,
         send__before_recv_posted_waits,
+        send__zero_copy_source_via_as_mut_slice,
         send_with_imm__flags_0,
         send_with_imm__src_range_out_of_bounds,
         send_with_imm__zero_byte_success,
@@ -107,6 +111,11 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         recv__success,
         recv__unordered_set,
         recv__rq_size_exceeded,
+        recv__zero_copy_read_via_as_mut_slice,
+        // the memory of operations in flight (issue 11)
+        as_mut_slice__recv_in_flight_E_AGAIN,
+        as_mut_slice__send_in_flight_E_AGAIN,
+        volatile__sees_remote_write_after_completion,
     ]
 }
 
@@ -1212,4 +1221,196 @@ fn recv__unordered_set<B: Backend>(b: &B) {
     assert_eq!(seen_msgs.len(), N);
     assert_no_wc(p.server.cq());
     assert_no_wc(p.client.cq());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The memory of operations: zero copy through `as_mut_slice`, regions held by operations in
+// flight, the volatile view of remotely written bytes (issue 11)
+// ---------------------------------------------------------------------------------------------
+
+/// A source filled in place through `as_mut_slice` (no copy) is what the peer's region gets; the
+/// same source is refilled for the next write once the completion of the last one was polled.
+fn write__zero_copy_source_via_as_mut_slice<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let target = mr(&p.speer, SZ, Usage::WRITE_DST);
+    let r = remote(&target);
+    let mut src = mr(&p.cpeer, SZ, Usage::WRITE_SRC);
+    let c = &p.client;
+    for round in 0..3u64 {
+        let data = pattern(30 + round, 700);
+        let s = src.as_mut_slice().expect("no operation holds the source");
+        s[..700].copy_from_slice(&data);
+        c.write(r.at(round as usize * 1024), src.slice(..700)).context(round).post().unwrap();
+        assert_ok_wc(next_wc(c.cq()), round, WcOpcode::RdmaWrite);
+        assert_eq!(target.to_vec(round as usize * 1024, 700).unwrap(), data, "round {round}");
+    }
+    assert_no_wc(c.cq());
+}
+
+/// A message composed in place through `as_mut_slice` is what the peer receives.
+fn send__zero_copy_source_via_as_mut_slice<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let dst = mr(&p.speer, SZ, Usage::RECV);
+    let mut src = mr(&p.cpeer, SZ, Usage::SEND);
+    for round in 0..3u64 {
+        let data = pattern(40 + round, 100 + round as usize);
+        src.as_mut_slice().expect("no operation holds the source")[..data.len()].copy_from_slice(&data);
+        p.server.recv(dst.slice(..)).context(100 + round).post().unwrap();
+        p.client.send(src.slice(..data.len())).context(round).post().unwrap();
+        assert_ok_wc(next_wc(p.client.cq()), round, WcOpcode::Send);
+        let wc = next_wc(p.server.cq());
+        assert_ok_wc(wc, 100 + round, WcOpcode::Recv);
+        assert_eq!(wc.byte_len as usize, data.len());
+        assert_eq!(dst.to_vec(0, data.len()).unwrap(), data, "round {round}");
+    }
+}
+
+/// A local-only receive buffer is read in place once its completion was polled, and reused.
+/// (On iWARP a receive buffer needs remote write access: it is never a plain slice.)
+fn recv__zero_copy_read_via_as_mut_slice<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let mut dst = mr(&p.speer, SZ, Usage::RECV);
+    let src = mr(&p.cpeer, SZ, Usage::SEND);
+    if b.caps().iwarp {
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        return;
+    }
+    for round in 0..2u64 {
+        let data = pattern(50 + round, 300);
+        src.write(0, &data).unwrap();
+        p.server.recv(dst.slice(SZ / 2..)).context(round).post().unwrap();
+        p.client.send(src.slice(..300)).context(10 + round).post().unwrap();
+        let wc = next_wc(p.server.cq());
+        assert_ok_wc(wc, round, WcOpcode::Recv);
+        let s = dst.as_mut_slice().expect("the receive was retired by polling its completion");
+        assert_eq!(&s[SZ / 2..SZ / 2 + wc.byte_len as usize], &data[..], "round {round}");
+        assert!(s[..SZ / 2].iter().all(|&v| v == 0), "bytes before the buffer changed");
+        s.fill(0);
+        assert_ok_wc(next_wc(p.client.cq()), 10 + round, WcOpcode::Send);
+    }
+}
+
+/// A local-only read destination holds the bytes read, in place, once the read's completion
+/// was polled. (On iWARP a read destination needs remote write access: never a plain slice.)
+fn read__zero_copy_destination_via_as_mut_slice<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let target = mr(&p.speer, SZ, Usage::READ_SRC);
+    let data = pattern(21, 512);
+    target.write(100, &data).unwrap();
+    let mut dst = mr(&p.cpeer, SZ, Usage::READ_DST);
+    p.client.read(dst.slice(1000..1512), remote(&target).at(100)).context(1).post().unwrap();
+    assert_ok_wc(next_wc(p.client.cq()), 1, WcOpcode::RdmaRead);
+    if b.caps().iwarp {
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        assert_eq!(dst.to_vec(1000, 512).unwrap(), data);
+        return;
+    }
+    let s = dst.as_mut_slice().expect("the read was retired by polling its completion");
+    assert_eq!(&s[1000..1512], &data[..]);
+    assert!(s[..1000].iter().chain(&s[1512..]).all(|&v| v == 0), "bytes outside the destination changed");
+}
+
+/// A receive posted on a region holds it: `as_mut_slice` is `Again` until a message arrived and
+/// its completion was polled (the receive stays posted until then, on every backend), then Ok
+/// and the message is in place. With two receives posted, one retired is not enough.
+fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let mut dst = mr(&p.speer, SZ, Usage::RECV);
+    let src = mr(&p.cpeer, SZ, Usage::SEND);
+    if b.caps().iwarp {
+        // A receive buffer grants remote write on iWARP: Inval, whatever is in flight (the
+        // send-side case covers Again there).
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        return;
+    }
+    dst.as_mut_slice().expect("nothing posted yet")[..4].copy_from_slice(b"init");
+    p.server.recv(dst.slice(..64)).context(1).post().unwrap();
+    let e = dst.as_mut_slice().map(|s| s.len()).expect_err("a posted receive holds the region");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Again, "MrLocal::as_mut_slice"), "{e}");
+    // It stays held while nothing arrives; copies still work.
+    assert_no_wc(p.server.cq());
+    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Again);
+    assert_eq!(dst.to_vec(0, 4).unwrap(), b"init");
+    src.write(0, b"hello").unwrap();
+    p.client.send(src.slice(..5)).context(2).post().unwrap();
+    assert_ok_wc(next_wc(p.client.cq()), 2, WcOpcode::Send);
+    assert_ok_wc(next_wc(p.server.cq()), 1, WcOpcode::Recv);
+    assert_eq!(&dst.as_mut_slice().expect("the receive was retired")[..5], b"hello");
+
+    // Two receives on the region: one message retires one of them only.
+    p.server.recv(dst.slice(..64)).context(3).post().unwrap();
+    p.server.recv(dst.slice(64..128)).context(4).post().unwrap();
+    p.client.send(src.slice(..5)).context(5).post().unwrap();
+    assert_ok_wc(next_wc(p.client.cq()), 5, WcOpcode::Send);
+    let first = next_wc(p.server.cq());
+    assert!(first.wr_id == 3 || first.wr_id == 4, "{first:?}");
+    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Again);
+    p.client.send_empty().context(6).post().unwrap();
+    assert_ok_wc(next_wc(p.client.cq()), 6, WcOpcode::Send);
+    let second = next_wc(p.server.cq());
+    assert_eq!(first.wr_id + second.wr_id, 7, "{first:?} {second:?}");
+    dst.as_mut_slice().expect("both receives were retired");
+}
+
+/// A send waiting for the peer's receive (receiver not ready) holds its source: `Again` until
+/// its completion was polled, and what arrives is what was in the source when it was posted.
+fn as_mut_slice__send_in_flight_E_AGAIN<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let dst = mr(&p.speer, SZ, Usage::RECV);
+    let mut src = mr(&p.cpeer, SZ, Usage::SEND);
+    src.as_mut_slice().expect("nothing posted yet")[..6].copy_from_slice(b"queued");
+    p.client.send(src.slice(..6)).context(1).post().unwrap();
+    assert_no_wc(p.client.cq());
+    let e = src.as_mut_slice().map(|s| s.len()).expect_err("a send in flight holds its source");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Again, "MrLocal::as_mut_slice"), "{e}");
+    p.server.recv(dst.slice(..64)).context(2).post().unwrap();
+    let wc = next_wc(p.server.cq());
+    assert_ok_wc(wc, 2, WcOpcode::Recv);
+    assert_eq!(dst.to_vec(0, wc.byte_len as usize).unwrap(), b"queued");
+    assert_ok_wc(next_wc(p.client.cq()), 1, WcOpcode::Send);
+    src.as_mut_slice().expect("the send was retired")[..6].copy_from_slice(b"reused");
+    assert_eq!(src.to_vec(0, 6).unwrap(), b"reused");
+}
+
+/// The target's volatile view sees what a remote write, atomic write or write with imm placed,
+/// once its completion arrived (the requester's, or the receiver's for the imm variant).
+fn volatile__sees_remote_write_after_completion<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let v = x.target.volatile();
+    assert_eq!(v.load_u8(100).unwrap(), 0);
+    let data = pattern(60, 256);
+    x.local.write(0, &data).unwrap();
+    c.write(x.r.at(100), x.local.slice(..256)).context(1).post().unwrap();
+    assert_ok_wc(next_wc(c.cq()), 1, WcOpcode::RdmaWrite);
+    assert_eq!(v.subslice(100, 256).unwrap().to_vec(), data);
+    assert_eq!(v.load_u8(100).unwrap(), data[0]);
+    let mut back = [0u8; 256];
+    v.read(100, &mut back).unwrap();
+    assert_eq!(back[..], data[..]);
+
+    // A commit word, read with an acquire load.
+    let word = 0x0123_4567_89AB_CDEFu64;
+    c.atomic_write(x.r.at(512), word.to_ne_bytes()).context(2).post().unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, atomic_opcode(b));
+    assert_eq!(v.load_u64(512, Ordering::Acquire).unwrap(), word);
+
+    // The receiver learns of a write with imm from its own completion.
+    let data2 = pattern(61, 128);
+    x.local.write(1024, &data2).unwrap();
+    x.p.server.recv_empty().context(3).post().unwrap();
+    c.write(x.r.at(2048), x.local.slice(1024..1152)).imm(IMM).context(4).post().unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_ok_wc(wc, 3, WcOpcode::RecvRdmaWithImm);
+    assert_eq!(v.subslice(2048, 128).unwrap().to_vec(), data2);
+    assert_ok_wc(next_wc(c.cq()), 4, WcOpcode::RdmaWrite);
+    // Untouched bytes stay zero.
+    assert!(v.subslice(0, 100).unwrap().to_vec().iter().all(|&b| b == 0));
 }
