@@ -28,8 +28,7 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use rpma::generic::{Conn, ConnReq, Device, Ep, Peer};
-use rpma::{ConnEvent, ContextType};
+use rpma::{Conn, ConnEvent, ConnReq, ContextType, Device, Ep, Peer};
 
 type T = rpma::verbs::Verbs;
 

@@ -7,10 +7,9 @@
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use rpma::generic::{Conn, ConnReq, Device, Ep, MrLocal, Peer};
 use rpma::{
-    CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, PeerCfg, Transport, Usage, Wc, WcOpcode,
-    WcStatus, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    CompletionFlags, Conn, ConnEvent, ConnReq, ContextType, Device, Ep, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
+    Transport, Usage, Wc, WcOpcode, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 /// Bytes of each region (the size both sides expect in the other's descriptor).
@@ -109,8 +108,7 @@ fn decode_pdata(pd: &[u8], want_usage: Usage, want_direct: bool) -> Res<(MrRemot
 }
 
 fn encode_pdata<T: Transport>(mr: &MrLocal<T>, direct: bool) -> Vec<u8> {
-    let pcfg = PeerCfg::new();
-    pcfg.set_direct_write_to_pmem(direct);
+    let pcfg = PeerCfg::new().with_direct_write_to_pmem(direct);
     let mut pd = mr.descriptor().to_vec();
     pd.extend_from_slice(&pcfg.descriptor());
     pd
@@ -121,10 +119,10 @@ fn next_wc<T: Transport>(conn: &Conn<T>) -> Res<Wc> {
     let start = Instant::now();
     let cq = conn.cq();
     loop {
-        match cq.get_wc1() {
-            Ok(wc) if wc.status == WcStatus::Success => return Ok(wc),
-            Ok(wc) => return Err(format!("completion of op {}: status {:?}", wc.wr_id, wc.status)),
-            Err(e) if e.kind() == ErrorKind::NoCompletion => {
+        match cq.next_wc() {
+            Ok(Some(wc)) if wc.status.is_success() => return Ok(wc),
+            Ok(Some(wc)) => return Err(format!("completion of op {}: status {:?}", wc.wr_id, wc.status)),
+            Ok(None) => {
                 // Bounded: a vanished peer must not leave us blocked forever.
                 let left = OP_TIMEOUT.saturating_sub(start.elapsed());
                 let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
@@ -135,7 +133,7 @@ fn next_wc<T: Transport>(conn: &Conn<T>) -> Res<Wc> {
                     Err(e) => return Err(format!("poll on the CQ fd: {e}")),
                 }
             }
-            Err(e) => return Err(format!("Cq::get_wc1: {e}")),
+            Err(e) => return Err(format!("Cq::next_wc: {e}")),
         }
     }
 }
@@ -205,16 +203,19 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     println!("LISTENING");
     let req = ep.next_conn_req(None).map_err(ctx("Ep::next_conn_req"))?;
     let (cmem, _) = decode_pdata(req.private_data(), usage_client(), false)?;
-    req.recv(&msg, 0, MSG_LEN, 1).map_err(ctx("ConnReq::recv"))?;
+    req.recv(msg.slice(0..MSG_LEN)).context(1).post().map_err(ctx("ConnReq::recv"))?;
     let conn = req.connect(Some(&pdata)).map_err(ctx("ConnReq::connect"))?;
     expect_event(&conn, ConnEvent::Established)?;
 
     // RDY: read the client's pattern, write ours into its memory, flush, then tell it.
     scratch.write(256, &pattern(T_SW, CHUNK)).map_err(ctx("MrLocal::write"))?;
-    conn.read(Some(&scratch), 0, Some(&cmem), C_PC, CHUNK, CompletionFlags::ALWAYS, 2).map_err(ctx("Conn::read"))?;
-    conn.write(Some(&cmem), C_SW, Some(&scratch), 256, CHUNK, CompletionFlags::ON_ERROR, 3)
+    conn.read(scratch.slice(0..CHUNK), cmem.at(C_PC)).context(2).post().map_err(ctx("Conn::read"))?;
+    conn.write(cmem.at(C_SW), scratch.slice(256..256 + CHUNK))
+        .flags(CompletionFlags::ON_ERROR)
+        .context(3)
+        .post()
         .map_err(ctx("Conn::write"))?;
-    conn.flush(&cmem, C_SW, CHUNK, FlushType::Visibility, CompletionFlags::ALWAYS, 4).map_err(ctx("Conn::flush"))?;
+    conn.flush(cmem.slice(C_SW..C_SW + CHUNK), FlushType::Visibility).context(4).post().map_err(ctx("Conn::flush"))?;
     for _ in 0..2 {
         let wc = next_wc(&conn)?;
         let ok = match wc.wr_id {
@@ -232,7 +233,7 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
         &pattern(T_PC, CHUNK),
     )?;
     set_msg(&msg, "RDY")?;
-    conn.send(Some(&msg), MSG_LEN, MSG_LEN, CompletionFlags::ALWAYS, 5).map_err(ctx("Conn::send"))?;
+    conn.send(msg.slice(MSG_LEN..2 * MSG_LEN)).context(5).post().map_err(ctx("Conn::send"))?;
     let mut sends = 1;
 
     for (step, want_tag) in STEPS.iter().enumerate() {
@@ -293,10 +294,10 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
             sends -= 1;
         }
         if step + 1 < STEPS.len() {
-            conn.recv(Some(&msg), 0, MSG_LEN, 1).map_err(ctx("Conn::recv"))?;
+            conn.recv(msg.slice(0..MSG_LEN)).context(1).post().map_err(ctx("Conn::recv"))?;
         }
         set_msg(&msg, &format!("OK {tag}"))?;
-        conn.send(Some(&msg), MSG_LEN, MSG_LEN, CompletionFlags::ALWAYS, 5).map_err(ctx("Conn::send"))?;
+        conn.send(msg.slice(MSG_LEN..2 * MSG_LEN)).context(5).post().map_err(ctx("Conn::send"))?;
         sends += 1;
     }
     while sends > 0 {
@@ -317,11 +318,11 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
 /// Posts the reply's receive (op 1), sends the step's message (op 2, with `imm` if given) and
 /// checks the reply.
 fn step_exchange<T: Transport>(conn: &Conn<T>, msg: &MrLocal<T>, tag: &str, imm: Option<u32>) -> Res<()> {
-    conn.recv(Some(msg), 0, MSG_LEN, 1).map_err(ctx("Conn::recv"))?;
+    conn.recv(msg.slice(0..MSG_LEN)).context(1).post().map_err(ctx("Conn::recv"))?;
     set_msg(msg, tag)?;
     match imm {
-        Some(imm) => conn.send_with_imm(Some(msg), MSG_LEN, MSG_LEN, CompletionFlags::ALWAYS, imm, 2),
-        None => conn.send(Some(msg), MSG_LEN, MSG_LEN, CompletionFlags::ALWAYS, 2),
+        Some(imm) => conn.send(msg.slice(MSG_LEN..2 * MSG_LEN)).imm(imm).context(2).post(),
+        None => conn.send(msg.slice(MSG_LEN..2 * MSG_LEN)).context(2).post(),
     }
     .map_err(ctx("Conn::send"))?;
     let wcs = await_ops(conn, &[&[WcOpcode::Recv], &[WcOpcode::Send]])?;
@@ -345,7 +346,7 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     let pdata = encode_pdata(&mem, false);
 
     let req = ConnReq::new(&peer, addr, port, None).map_err(ctx("ConnReq::new"))?;
-    req.recv(&msg, 0, MSG_LEN, 1).map_err(ctx("ConnReq::recv"))?;
+    req.recv(msg.slice(0..MSG_LEN)).context(1).post().map_err(ctx("ConnReq::recv"))?;
     let conn = req.connect(Some(&pdata)).map_err(ctx("ConnReq::connect"))?;
     expect_event(&conn, ConnEvent::Established)?;
     let (smem, spcfg) = decode_pdata(conn.private_data(), usage_server(), true)?;
@@ -372,14 +373,17 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
         [("WRITE-VIS", S_W1, T_W1, FlushType::Visibility), ("WRITE-PERS", S_W2, T_W2, FlushType::Persistent)]
     {
         mem.write(C_STAGE, &pattern(pat, CHUNK)).map_err(ctx("MrLocal::write"))?;
-        conn.write(Some(&smem), offset, Some(&mem), C_STAGE, CHUNK, CompletionFlags::ON_ERROR, 9)
+        conn.write(smem.at(offset), mem.slice(C_STAGE..C_STAGE + CHUNK))
+            .flags(CompletionFlags::ON_ERROR)
+            .context(9)
+            .post()
             .map_err(ctx("Conn::write"))?;
-        conn.flush(&smem, offset, CHUNK, flush_type, CompletionFlags::ALWAYS, 1).map_err(ctx("Conn::flush"))?;
+        conn.flush(smem.slice(offset..offset + CHUNK), flush_type).context(1).post().map_err(ctx("Conn::flush"))?;
         await_ops(&conn, &[flush_done])?;
         step_exchange(&conn, &msg, tag, None)?;
     }
 
-    conn.read(Some(&mem), C_READ, Some(&smem), S_PS, CHUNK, CompletionFlags::ALWAYS, 1).map_err(ctx("Conn::read"))?;
+    conn.read(mem.slice(C_READ..C_READ + CHUNK), smem.at(S_PS)).context(1).post().map_err(ctx("Conn::read"))?;
     await_ops(&conn, &[&[WcOpcode::RdmaRead]])?;
     expect_bytes(
         "READ: the server's pattern",
@@ -392,8 +396,11 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
 
     // WRITE-IMM: the write with imm is the step's message.
     mem.write(C_STAGE, &pattern(T_W3, CHUNK)).map_err(ctx("MrLocal::write"))?;
-    conn.recv(Some(&msg), 0, MSG_LEN, 1).map_err(ctx("Conn::recv"))?;
-    conn.write_with_imm(Some(&smem), S_W3, Some(&mem), C_STAGE, CHUNK, CompletionFlags::ALWAYS, IMM_WRITE, 2)
+    conn.recv(msg.slice(0..MSG_LEN)).context(1).post().map_err(ctx("Conn::recv"))?;
+    conn.write(smem.at(S_W3), mem.slice(C_STAGE..C_STAGE + CHUNK))
+        .imm(IMM_WRITE)
+        .context(2)
+        .post()
         .map_err(ctx("Conn::write_with_imm"))?;
     await_ops(&conn, &[&[WcOpcode::Recv], &[WcOpcode::RdmaWrite]])?;
     let reply = get_msg(&msg)?;
@@ -403,8 +410,11 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     println!("rust-client: WRITE-IMM ok");
 
     let value: [u8; 8] = pattern(T_ATOMIC, 8).try_into().expect("8 bytes");
-    conn.atomic_write(&smem, S_ATOMIC, value, CompletionFlags::ALWAYS, 1).map_err(ctx("Conn::atomic_write"))?;
-    conn.flush(&smem, S_ATOMIC, 8, FlushType::Visibility, CompletionFlags::ALWAYS, 2).map_err(ctx("Conn::flush"))?;
+    conn.atomic_write(smem.at(S_ATOMIC), value).context(1).post().map_err(ctx("Conn::atomic_write"))?;
+    conn.flush(smem.slice(S_ATOMIC..S_ATOMIC + 8), FlushType::Visibility)
+        .context(2)
+        .post()
+        .map_err(ctx("Conn::flush"))?;
     await_ops(&conn, &[&[WcOpcode::RdmaWrite, WcOpcode::AtomicWrite], flush_done])?;
     step_exchange(&conn, &msg, "ATOMIC", None)?;
 
