@@ -7,7 +7,7 @@
 //! `malloc_ERRNO` rules (allocation failure aborts in Rust), `rpma_conn_cfg_set_srq(cfg, NULL)`
 //! (`with_srq(Option<&Srq>)`: `None` unsets), `rpma_conn_cfg_set_timeout` with a negative timeout
 //! (`conn_cfg_set_timeout__timeout_negative`: a `Duration` cannot be negative; a timeout above
-//! `i32::MAX` ms is refused by `ConnReq::new`).
+//! `i32::MAX` ms is refused by `ConnReq::new`, conn.rs: `conn_req_new__timeout_above_i32_max_ms`).
 
 use std::time::Duration;
 
@@ -81,7 +81,7 @@ fn conn_cfg_new__success<B: Backend>(_b: &B) {
 }
 
 /// Any duration is stored as given (one above `i32::MAX` ms is refused only when a request is
-/// made from it).
+/// made from it: conn.rs `conn_req_new__timeout_above_i32_max_ms`).
 fn conn_cfg_timeout__lifecycle<B: Backend>(_b: &B) {
     let mut cfg = ConnCfg::<B::T>::new();
     for t in [
@@ -113,7 +113,7 @@ fn conn_cfg_cq_size__lifecycle<B: Backend>(_b: &B) {
 }
 
 /// Sizes above INT_MAX (and above any device's limit) are stored as given: the limit is checked
-/// when a request is made.
+/// when a request is made (conn.rs `conn_req_new__queue_size_above_device_limit`).
 fn conn_cfg_cqe__lifecycle<B: Backend>(_b: &B) {
     let mut cfg = ConnCfg::<B::T>::new();
     for s in SIZES {

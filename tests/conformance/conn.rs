@@ -43,6 +43,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         ep_next_conn_req__success,
         ep_next_conn_req__get_cm_event_ENODATA,
         ep_next_conn_req__shared_true_srq_rcq_not_NULL,
+        ep_next_conn_req__queue_size_above_device_limit,
         ep_shutdown__success,
         ep_shutdown__connections_survive,
         // connection requests
@@ -50,6 +51,9 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_req_new__addr_unknown_E_PROVIDER,
         conn_req_new__shared_true_srq_rcq_not_NULL,
         conn_req_new__shared_true_srq_without_rcq,
+        conn_req_new__queue_size_above_device_limit,
+        conn_req_new__queue_size_at_device_limit,
+        conn_req_new__timeout_above_i32_max_ms,
         conn_req_connect__pdata_NULL_pdata_len_0,
         conn_req_connect_via_accept__pdata_len_0_rejects,
         conn_req_connect__pdata_too_long,
@@ -66,6 +70,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_req_recv__success,
         conn_req_recv__success_outgoing,
         conn_req_recv__range_outside_dst,
+        conn_req_recv__range_inverted,
         conn_req_delete__incoming_rejects,
         conn_req_drop__incoming_rejects,
         conn_req_delete__outgoing,
@@ -106,6 +111,8 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         srq_new__success_cfg,
         srq_get_rcq__success,
         srq_recv__success,
+        srq_recv__range_inverted,
+        srq_new__queue_size_above_device_limit,
         srq_recv__two_connections_share_srq,
         srq_recv__srq_without_rcq_completions_on_conn_cq,
         srq_get_rcq__conn_rcq_none_with_srq_rcq,
@@ -1257,4 +1264,151 @@ fn srq_delete__success<B: Backend>(b: &B) {
     let scfg = scfg.with_srq(None);
     assert!(scfg.srq().is_none());
     srq.delete().unwrap();
+}
+
+// ----------------------------------------------------------------------------------------------
+// queue sizes against the device's limits, timeouts, ranges (issue 11)
+
+/// `limit + 1` (every device's limits are far below `u32::MAX`).
+fn above(limit: u32) -> u32 {
+    limit.checked_add(1).expect("a device limit below u32::MAX")
+}
+
+/// Configurations with one queue or CQ above the device's limit (and one with all of them).
+fn oversized_cfgs<T: Transport>(p: &Peer<T>) -> Vec<(&'static str, ConnCfg<T>)> {
+    let caps = p.capabilities();
+    let (qp, cq) = (above(caps.max_qp_wr), above(caps.max_cqe));
+    vec![
+        ("sq_size", ConnCfg::new().with_sq_size(qp)),
+        ("rq_size", ConnCfg::new().with_rq_size(qp)),
+        ("cq_size", ConnCfg::new().with_cq_size(cq)),
+        ("rcq_size", ConnCfg::new().with_rcq_size(cq)),
+        ("sq_size", ConnCfg::new().with_sq_size(u32::MAX)),
+        ("cq_size", ConnCfg::new().with_cq_size(u32::MAX).with_shared_channel(true)),
+        ("", ConnCfg::new().with_sq_size(qp).with_rq_size(qp).with_cq_size(cq).with_rcq_size(cq)),
+    ]
+}
+
+/// A queue or CQ larger than the device allows (`max_qp_wr`, `max_cqe`) is `Inval` before any
+/// provider call (librpma handed it to the provider, which failed or aborted).
+fn conn_req_new__queue_size_above_device_limit<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    assert_eq!(p.capabilities(), &b.caps());
+    for (what, cfg) in oversized_cfgs(&p) {
+        let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an oversized queue");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{cfg:?}: {e}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+    // Nothing was left half-built: the defaults still work.
+    ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap().delete().unwrap();
+}
+
+/// Sizes of exactly the device's limits pass the check (the provider may still refuse to build
+/// such queues, as its own error).
+fn conn_req_new__queue_size_at_device_limit<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let caps = p.capabilities().clone();
+    for cfg in [
+        ConnCfg::new().with_sq_size(caps.max_qp_wr),
+        ConnCfg::new().with_rq_size(caps.max_qp_wr),
+        ConnCfg::new().with_cq_size(caps.max_cqe),
+        ConnCfg::new().with_rcq_size(caps.max_cqe),
+    ] {
+        match ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)) {
+            Ok(req) => req.delete().unwrap(),
+            Err(e) => assert_ne!(e.kind(), ErrorKind::Inval, "{cfg:?}: a size at the limit refused: {e}"),
+        }
+    }
+}
+
+/// The incoming side checks the same limits; the refused request stays pending and a valid
+/// configuration takes it.
+fn ep_next_conn_req__queue_size_above_device_limit<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let client = req.connect(None).unwrap();
+    assert!(readable(l.ep.fd(), DEADLINE));
+    set_nonblocking(l.ep.fd());
+    for (what, cfg) in oversized_cfgs(&l.speer) {
+        let e = l.ep.next_conn_req(Some(&cfg)).expect_err("an oversized queue");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+    let server = incoming(&l.ep, None).connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
+/// An SRQ or its receive CQ larger than the device allows (`max_srq_wr`, `max_cqe`) is `Inval`.
+fn srq_new__queue_size_above_device_limit<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let caps = p.capabilities().clone();
+    let (rq, cq) = (above(caps.max_srq_wr), above(caps.max_cqe));
+    for (what, cfg) in [
+        ("rq_size", SrqCfg::new().with_rq_size(rq)),
+        ("rq_size", SrqCfg::new().with_rq_size(rq).with_rcq_size(0)),
+        ("rcq_size", SrqCfg::new().with_rcq_size(cq)),
+        ("rq_size", SrqCfg::new().with_rq_size(u32::MAX).with_rcq_size(u32::MAX)),
+    ] {
+        let e = Srq::new(&p, Some(&cfg)).expect_err("an oversized shared RQ");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_srq_new"), "{cfg:?}: {e}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+    // The defaults are within every device's limits.
+    Srq::new(&p, None).unwrap().delete().unwrap();
+}
+
+/// librpma took the timeout as an `int` of milliseconds: a `Duration` above `i32::MAX` ms is
+/// `Inval` when the request is made (a negative one cannot be written). At the limit, and
+/// sub-millisecond parts, are accepted.
+fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let max = Duration::from_millis(i32::MAX as u64);
+    for timeout in [max + Duration::from_millis(1), Duration::from_secs(u64::from(u32::MAX)), Duration::MAX] {
+        let cfg = ConnCfg::new().with_timeout(timeout);
+        let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a timeout above i32::MAX ms");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{timeout:?}: {e}");
+    }
+    for timeout in [max, max + Duration::from_micros(999), Duration::from_micros(1)] {
+        let cfg = ConnCfg::new().with_timeout(timeout);
+        ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg))
+            .unwrap_or_else(|e| panic!("{timeout:?}: {e}"))
+            .delete()
+            .unwrap();
+    }
+}
+
+/// An inverted range, and one ending at `usize::MAX` inclusive (its end does not fit a
+/// `usize`), are `Inval` when the receive is posted.
+fn srq_recv__range_inverted<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let dst = mr(&p, 64, recv_usage(b));
+    let (lo, hi) = (40, 8);
+    for r in [srq.recv(dst.slice(lo..hi)), srq.recv(dst.slice(..=usize::MAX)), srq.recv(dst.slice(8..=usize::MAX))] {
+        let e = r.context(1).post().expect_err("an inverted range");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_srq_recv"), "{e}");
+    }
+    // The same bounds the right way round are fine.
+    srq.recv(dst.slice(hi..lo)).context(2).post().unwrap();
+    srq.recv(dst.slice(..=63)).context(3).post().unwrap();
+}
+
+fn conn_req_recv__range_inverted<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let dst = mr(&p, 64, recv_usage(b));
+    let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
+    let (lo, hi) = (40, 8);
+    for r in [req.recv(dst.slice(lo..hi)), req.recv(dst.slice(..=usize::MAX)), req.recv(dst.slice(63..=usize::MAX))] {
+        let e = r.context(1).post().expect_err("an inverted range");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_recv"), "{e}");
+    }
+    req.recv(dst.slice(hi..=lo)).context(2).post().unwrap();
 }

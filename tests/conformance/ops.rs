@@ -36,6 +36,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         read__flags_0,
         read__zero_byte_success,
         read__local_range_out_of_bounds,
+        read__range_inverted,
         read__remote_range_beyond_descriptor_size,
         read__remote_usage_missing,
         read__dst_not_locally_writable,
@@ -49,6 +50,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         write__flags_0,
         write__zero_byte_success,
         write__local_range_out_of_bounds,
+        write__range_inverted,
         write__remote_range_beyond_descriptor_size,
         write__remote_usage_missing,
         write__success,
@@ -67,6 +69,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         write_with_imm__flags_0,
         write_with_imm__zero_byte_success,
         write_with_imm__local_range_out_of_bounds,
+        write_with_imm__range_inverted,
         write_with_imm__remote_range_beyond_descriptor_size,
         write_with_imm__remote_usage_missing,
         write_with_imm__success,
@@ -88,6 +91,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         flush__FLUSH_VISIBILITY_USAGE_EMPTY,
         flush__FLUSH_VISIBILITY_USAGE_PERSISTENT,
         flush__range_beyond_region,
+        flush__range_inverted,
         flush__success_FLUSH_TYPE_VISIBILITY,
         flush__success_FLUSH_TYPE_PERSISTENT,
         flush__COMPLETION_ON_ERROR_success,
@@ -95,6 +99,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         // send / send with imm / recv
         send__flags_0,
         send__src_range_out_of_bounds,
+        send__src_range_inverted,
         send__zero_byte_success,
         send__success,
         send__COMPLETION_ON_ERROR_success,
@@ -103,9 +108,11 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         send__zero_copy_source_via_as_mut_slice,
         send_with_imm__flags_0,
         send_with_imm__src_range_out_of_bounds,
+        send_with_imm__src_range_inverted,
         send_with_imm__zero_byte_success,
         send_with_imm__success,
         recv__dst_range_out_of_bounds,
+        recv__dst_range_inverted,
         recv__dst_not_locally_writable,
         recv__zero_length_success,
         recv__success,
@@ -199,6 +206,18 @@ fn conn_cfg<T: Transport>(sq: u32, rq: u32, cq: u32) -> ConnCfg<T> {
 
 fn peer_cfg(direct_write: bool) -> PeerCfg {
     PeerCfg::new().with_direct_write_to_pmem(direct_write)
+}
+
+/// Two bounds of a range, in the order given (a case that inverts them reads as `lo..hi` with
+/// `lo > hi`, which no lint objects to).
+fn bounds(a: usize, b: usize) -> (usize, usize) {
+    (a, b)
+}
+
+/// `64..8` of `m`: a range whose start is past its end.
+fn inverted<T: Transport>(m: &MrLocal<T>) -> LocalSlice<'_, T> {
+    let (lo, hi) = bounds(64, 8);
+    m.slice(lo..hi)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,6 +345,28 @@ fn rw_local_range<B: Backend>(b: &B, op: Rw) {
     assert_no_wc(c.cq());
 }
 
+/// An inverted range, and one ending at `usize::MAX` inclusive (its end does not fit), are
+/// `Inval` when posted; nothing is posted.
+fn rw_range_inverted<B: Backend>(b: &B, op: Rw) {
+    let t = b.transport();
+    let x = rig(b, &t);
+    let c = &x.p.client;
+    let l = &x.local;
+    let (lo, hi) = bounds(64, 8);
+    for bad in [l.slice(lo..hi), l.slice(lo..=hi), l.slice(..=usize::MAX), l.slice(8..=usize::MAX)] {
+        let e = rw(c, op, bad, x.r.at(0), CompletionFlags::ALWAYS, 1).expect_err("an inverted range");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, op.name()), "{bad:?}: {e}");
+    }
+    assert_no_wc(c.cq());
+    // The same bounds the right way round are fine.
+    if op == Rw::WriteImm {
+        x.p.server.recv_empty().context(77).post().unwrap();
+    }
+    rw(c, op, l.slice(hi..lo), x.r.at(0), CompletionFlags::ALWAYS, 2).unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, op.opcode());
+    assert_no_wc(c.cq());
+}
+
 fn rw_remote_range<B: Backend>(b: &B, op: Rw) {
     let t = b.transport();
     let x = rig(b, &t);
@@ -432,6 +473,7 @@ per_rw_op!(rw_flags_0 => read__flags_0, write__flags_0, write_with_imm__flags_0)
 per_rw_op!(rw_zero_byte => read__zero_byte_success, write__zero_byte_success, write_with_imm__zero_byte_success);
 per_rw_op!(rw_local_range =>
     read__local_range_out_of_bounds, write__local_range_out_of_bounds, write_with_imm__local_range_out_of_bounds);
+per_rw_op!(rw_range_inverted => read__range_inverted, write__range_inverted, write_with_imm__range_inverted);
 per_rw_op!(rw_remote_range =>
     read__remote_range_beyond_descriptor_size, write__remote_range_beyond_descriptor_size,
     write_with_imm__remote_range_beyond_descriptor_size);
@@ -902,6 +944,25 @@ fn flush__range_beyond_region<B: Backend>(b: &B) {
     assert_no_wc(c.cq());
 }
 
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+fn flush__range_inverted<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPES, true);
+    let r = remote(&m);
+    let c = &x.p.client;
+    let (lo, hi) = bounds(128, 64);
+    for ty in [FlushType::Visibility, FlushType::Persistent] {
+        for bad in [r.slice(lo..hi), r.slice(lo..=hi), r.slice(..=usize::MAX), r.slice(64..=usize::MAX)] {
+            let e = c.flush(bad, ty).context(1).post().expect_err("an inverted range");
+            assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_flush"), "{bad:?}: {e}");
+        }
+    }
+    assert_no_wc(c.cq());
+    c.flush(r.slice(hi..lo), FlushType::Visibility).context(2).post().unwrap();
+    assert_ok_wc(next_wc(c.cq()), 2, flush_opcode(b));
+    assert_no_wc(c.cq());
+}
+
 fn flush_success<B: Backend>(b: &B, ty: FlushType) {
     let t = b.transport();
     let (x, m) = flush_rig(b, &t, ty.required_usage(), ty == FlushType::Persistent);
@@ -1054,6 +1115,12 @@ fn send__src_range_out_of_bounds<B: Backend>(b: &B) {
     send_inval(b, None, |m| m.slice(usize::MAX..), CompletionFlags::ALWAYS);
 }
 
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+fn send__src_range_inverted<B: Backend>(b: &B) {
+    send_inval(b, None, inverted, CompletionFlags::ALWAYS);
+    send_inval(b, None, |m| m.slice(..=usize::MAX), CompletionFlags::ALWAYS);
+}
+
 fn send__zero_byte_success<B: Backend>(b: &B) {
     send_success(b, None, None, CompletionFlags::ALWAYS);
 }
@@ -1073,6 +1140,11 @@ fn send_with_imm__flags_0<B: Backend>(b: &B) {
 fn send_with_imm__src_range_out_of_bounds<B: Backend>(b: &B) {
     send_inval(b, Some(IMM), |m| m.slice(SZ - 4..SZ + 4), CompletionFlags::ALWAYS);
     send_inval(b, Some(IMM), |m| m.slice(usize::MAX..), CompletionFlags::ALWAYS);
+}
+
+fn send_with_imm__src_range_inverted<B: Backend>(b: &B) {
+    send_inval(b, Some(IMM), inverted, CompletionFlags::ALWAYS);
+    send_inval(b, Some(IMM), |m| m.slice(8..=usize::MAX), CompletionFlags::ALWAYS);
 }
 
 fn send_with_imm__zero_byte_success<B: Backend>(b: &B) {
@@ -1137,6 +1209,12 @@ fn recv_inval<B: Backend>(b: &B, pick: impl Fn(&MrLocal<B::T>) -> LocalSlice<'_,
 
 fn recv__dst_range_out_of_bounds<B: Backend>(b: &B) {
     recv_inval(b, |m| m.slice(SZ - 4..SZ + 4));
+}
+
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+fn recv__dst_range_inverted<B: Backend>(b: &B) {
+    recv_inval(b, inverted);
+    recv_inval(b, |m| m.slice(..=usize::MAX));
 }
 
 /// A receive buffer the device may not write (only `SEND` usage) is rejected.
