@@ -451,7 +451,7 @@ impl<T: Transport> Lane<T> {
         }
         let (c, r) = (&self.conn, &self.remote);
         let local = self.local.slice(off..off + size);
-        let range = r.slice(off..off + size);
+        let range = || r.slice(off..off + size);
         match op {
             Op::Read => c.read(local, r.at(off)).flags(all).context(id).post(),
             Op::Write => c.write(r.at(off), local).flags(all).context(id).post(),
@@ -460,8 +460,8 @@ impl<T: Transport> Lane<T> {
                 .flags(CompletionFlags::ON_ERROR)
                 .context(id)
                 .post()
-                .and_then(|()| c.flush(range, FlushType::Persistent).flags(all).context(id).post()),
-            Op::Flush => c.flush(range, FlushType::Persistent).flags(all).context(id).post(),
+                .and_then(|()| c.flush(range(), FlushType::Persistent).flags(all).context(id).post()),
+            Op::Flush => c.flush(range(), FlushType::Persistent).flags(all).context(id).post(),
             Op::AtomicWrite => c.atomic_write(r.at(off & !7), self.seq.to_le_bytes()).flags(all).context(id).post(),
             Op::Send => c.send(local).flags(all).context(SEND_TAG | id).post(),
             Op::SendImm => c.send(local).imm(slot as u32).flags(all).context(SEND_TAG | id).post(),
