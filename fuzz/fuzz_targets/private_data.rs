@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rpma::mock::MockFabric;
+use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
 use rpma::transport::{QpBackend, QueueConfig};
-use rpma::{ConnEvent, ConnReq, ContextType, Device, Ep, ErrorKind, Peer, Transport, DEFAULT_TIMEOUT_MS};
+use rpma::{ConnEvent, ContextType, ErrorKind, Transport, DEFAULT_TIMEOUT};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7100";
@@ -46,9 +46,9 @@ fuzz_target!(|input: Input| {
     let ep = Ep::listen(&speer, ADDR, PORT).unwrap();
     let cdata = input.connect.as_deref();
     if input.raw {
-        let pd = Arc::new(f.alloc_pd(dev.raw(), &caps).unwrap());
+        let pd = Arc::new(f.alloc_pd(dev.backend(), &caps).unwrap());
         let cfg = QueueConfig {
-            timeout_ms: DEFAULT_TIMEOUT_MS,
+            timeout_ms: i32::try_from(DEFAULT_TIMEOUT.as_millis()).unwrap(),
             cq_size: 4,
             rcq_size: 0,
             sq_size: 4,
