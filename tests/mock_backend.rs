@@ -1961,3 +1961,36 @@ fn conn_req_connect__flush_buffer_reg_fails_munmap_ignored() {
     f.faults().disarm();
     assert_eq!(f.live().qps, 0);
 }
+
+/// A receive buffer is released before its completion can be polled, whichever thread delivers
+/// the message: `as_mut_slice` right after the poll never sees `Again` (the mock once posted
+/// the completion before dropping its hold on the region).
+#[test]
+fn recv_region_is_free_once_its_completion_is_polled() {
+    const ROUNDS: usize = 2000;
+    let f = MockFabric::new();
+    let p = pair(&f);
+    let src = p.cpeer.alloc_mr(8, Usage::SEND).expect("src");
+    let mut inbox = p.speer.alloc_mr(8, Usage::RECV).expect("inbox");
+    let ready = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let cq = p.client.cq();
+            for _ in 0..ROUNDS {
+                ready.wait(); // the server has posted its receive
+                p.client.send(src.slice(..)).post().expect("send");
+                let wc = next_wc(cq); // retires the send-queue slot
+                assert_eq!(wc.status, WcStatus::Success);
+            }
+        });
+        let cq = p.server.cq();
+        for round in 0..ROUNDS {
+            p.server.recv(inbox.slice(..)).context(round as u64).post().expect("recv");
+            ready.wait();
+            let wc = next_wc(cq);
+            assert_eq!((wc.wr_id, wc.status), (round as u64, WcStatus::Success));
+            let bytes = inbox.as_mut_slice().unwrap_or_else(|e| panic!("round {round}: {e}"));
+            bytes[0] = 0;
+        }
+    });
+}

@@ -178,10 +178,13 @@ impl QpShared {
             }
             (None, None) => (Vec::new(), Vec::new()),
         };
-        for b in bufs {
-            self.recv_complete(b.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+        // Each region is released before its completion is posted (see `deliver`).
+        for RecvBuf { mr, wr_id, .. } in bufs {
+            drop(mr);
+            self.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
         }
-        for m in pending {
+        for mut m in pending {
+            drop(m.src.take());
             fail_sender(&m, WcStatus::WrFlushErr);
         }
     }
@@ -208,22 +211,28 @@ fn fail_sender(m: &Msg, status: WcStatus) {
 }
 
 /// Puts a message into a receive buffer and completes both sides.
-fn deliver(m: &Msg, b: &RecvBuf) {
+/// Takes both by value: the regions they hold are released before the completions are posted,
+/// so a region is free again (`MrLocal::as_mut_slice`) as soon as its completion can be polled.
+fn deliver(mut m: Msg, mut b: RecvBuf) {
     let Some(receiver) = m.receiver.upgrade() else {
-        fail_sender(m, WcStatus::RetryExcErr);
+        fail_sender(&m, WcStatus::RetryExcErr);
         return;
     };
     let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
     let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
     if !m.write_imm && m.len > b.len {
+        drop(b.mr.take());
+        drop(m.src.take());
         receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
         receiver.to_error();
-        fail_sender(m, WcStatus::RemInvReqErr);
+        fail_sender(&m, WcStatus::RemInvReqErr);
         return;
     }
     if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
         copy(src.shared(), *soff, dst.shared(), b.offset, m.len);
     }
+    drop(b.mr.take());
+    drop(m.src.take());
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
     if let Some(s) = m.sender.upgrade() {
         s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
@@ -247,7 +256,7 @@ fn arrive(receiver: &Arc<QpShared>, m: Msg) {
             }
         }
     };
-    deliver(&m, &buf);
+    deliver(m, buf);
 }
 
 /// A queue pair of the mock, with its CM identifier and event channel.
@@ -504,19 +513,19 @@ impl QpBackend<MockFabric> for MockQp {
         let Some(rq) = &s.rq else {
             return Err(Error::provider(OP, EINVAL).with_detail("the QP receives through a shared RQ"));
         };
+        if s.state() == ERROR {
+            s.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            return Ok(());
+        }
         let b = RecvBuf {
             mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
             offset: buf.as_ref().map_or(0, |b| b.offset),
             len: buf.as_ref().map_or(0, |b| b.len),
             wr_id,
         };
-        if s.state() == ERROR {
-            s.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
-            return Ok(());
-        }
         let matched = lock(rq).post(b, OP)?;
         if let Some((m, b)) = matched {
-            deliver(&m, &b);
+            deliver(m, b);
         }
         Ok(())
     }
@@ -953,7 +962,7 @@ impl SrqBackend<MockFabric> for MockSrq {
         };
         let matched = lock(&self.shared.side).post(b, OP)?;
         if let Some((m, b)) = matched {
-            deliver(&m, &b);
+            deliver(m, b);
         }
         Ok(())
     }
