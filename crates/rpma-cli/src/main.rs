@@ -101,8 +101,9 @@ struct Conn {
     /// Use this file as the side's memory (the first bytes hold the examples' signature):
     /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
     /// flush-to-persistent-gpspm. It must exist and be long enough, unless --file-create. The
-    /// memory is a copy of the file, written back when the side persists a range and at the end
-    /// (this rpma cannot map files: see docs/cli.md).
+    /// memory is a shared mapping of the file (MAP_SYNC where the file system offers it), so a
+    /// peer's writes and flushes land in the file itself. While rpma runs, no other program may
+    /// truncate or write the file.
     #[arg(long, value_name = "PATH")]
     file: Option<PathBuf>,
     /// Create the --file if it is missing and extend it with zeros if it is too short.
@@ -215,6 +216,7 @@ fn server(a: ServerArgs) -> Result<ExitCode> {
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
+    o.map_file = Some(rpma_cli::file_map::map_file);
     o.direct_write_to_pmem = a.direct_pmem_write;
     o.clients = usize::from(a.clients);
     o.srq_rcq = a.srq_rcq;
@@ -237,6 +239,7 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
+    o.map_file = Some(rpma_cli::file_map::map_file);
     o.words = a.words;
     o.imm = a.imm;
     o.counter = a.counter;

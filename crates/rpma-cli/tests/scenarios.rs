@@ -155,6 +155,7 @@ fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_dereg
     let path = dir.path().join("pmem");
     let mut so = e.server();
     so.file = Some(path.clone());
+    so.map_file = None; // a copy of the file: the library's fallback for callers that cannot map
     let co = e.client();
     let (s, c) = run_pair(
         move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
@@ -170,9 +171,8 @@ fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_dereg
     assert_eq!(&file[17..29], b"Hello world!");
 }
 
-/// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file.
-/// The `rpma` command cannot do this (it has no unsafe code and the API no safe mapping), so the
-/// tests hand it to the scenarios.
+/// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file
+/// (what the `rpma` command does too, with `rpma_cli::file_map::map_file`).
 fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
     // SAFETY: [M5] the file is in this test's own temporary directory; nothing truncates it
     // while it is mapped.
@@ -181,14 +181,15 @@ fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
 
 #[test]
 fn s05_a_persistent_flush_reaches_a_copied_file_only_at_deregistration() {
-    // The `rpma` command's --file: a copy of the file, written back at deregistration. A peer's
-    // persistent flush cannot reach the file before (what a safe mapping would fix).
+    // A copy of the file (the library's fallback when no `map_file` is given), written back at
+    // deregistration: a peer's persistent flush cannot reach the file before.
     let dir = tempfile::tempdir().unwrap();
     let e = env(dir.path());
     let t = MockFabric::new();
     let (ts, tc) = (t.clone(), t);
     let mut so = e.server();
     so.file = Some(dir.path().join("pmem"));
+    so.map_file = None;
     so.direct_write_to_pmem = true;
     let co = e.client();
     let (s, c) = run_pair(

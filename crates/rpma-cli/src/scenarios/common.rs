@@ -331,10 +331,8 @@ pub type InitFn<'a, T> = &'a dyn Fn(&MrLocal<T>, usize) -> Result<usize>;
 /// Maps `len` bytes of the file at `path` (creating and extending it if `create`) as memory, so
 /// that the registered memory is the file itself (librpma's `pmem_map_file`).
 ///
-/// This is how a caller that may use `rpma::MapOptions::map` (an `unsafe` constructor: rule M5
-/// of `docs/memory.md`) hands a mapping to the scenarios. rpma-cli itself has no unsafe code and
-/// the facade offers no safe way to map a file, so the command leaves it unset and a `--file` is
-/// backed by a copy ([`Mem::file`]).
+/// The `rpma` command sets [`crate::file_map::map_file`]; without one a `--file` is backed by a
+/// copy ([`Mem::file`]).
 pub type MapFile = fn(path: &Path, len: usize, create: bool) -> std::result::Result<Memory, MemError>;
 
 /// A side's `--file`: where it is, whether it may be created or extended, and how to map it.
@@ -366,8 +364,7 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: boo
     if ft.is_char_device() {
         if is_devdax(meta.rdev()) {
             bail!(
-                "--file {p} is a devdax device, which can only be mapped: this rpma cannot map memory \
-                 (no safe mapping in the rpma API yet); use a file on a DAX file system"
+                "--file {p} is a devdax device, which the rpma command does not use; use a file on a DAX file system"
             );
         }
         bail!("--file {p} is a character device that is not a devdax device");

@@ -253,11 +253,13 @@ impl DemoEnv {
         Self { addr: "127.0.0.1".into(), port: "7204".into(), dir: dir.to_path_buf() }
     }
 
-    /// Server options for this environment (files in `dir` are created as needed).
+    /// Server options for this environment (files in `dir` are created as needed and mapped:
+    /// `dir` is the demo's own, so nothing else truncates them).
     #[must_use]
     pub fn server(&self) -> ServerOpts {
         let mut s = ServerOpts::new(&self.addr, &self.port);
         s.file_create = true;
+        s.map_file = Some(crate::file_map::map_file);
         s
     }
 
@@ -268,6 +270,7 @@ impl DemoEnv {
         let mut c = ClientOpts::new(&self.addr, &self.port);
         c.retry_delay = Duration::from_millis(20);
         c.file_create = true;
+        c.map_file = Some(crate::file_map::map_file);
         c
     }
 }

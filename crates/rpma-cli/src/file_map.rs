@@ -1,0 +1,28 @@
+//! `--file`: the side's memory is a shared mapping of the file (librpma's examples map it with
+//! `pmem_map_file`), so what a peer writes and flushes lands in the file itself.
+//!
+//! This is the `rpma` command's one `unsafe` call: mapping a file is `unsafe` in `rpma-mem`
+//! (rule M5 of `docs/memory.md`: another program truncating the file would make an access raise
+//! SIGBUS, and another writer would change bytes under a plain slice). The command passes the
+//! promise on to its user, as every program that maps a file does: `rpma server --help` and
+//! `docs/cli.md` say that nothing else may truncate or write a `--file` while `rpma` runs.
+#![allow(unsafe_code)]
+
+use std::path::Path;
+
+use rpma::{MapOptions, MemError, Memory};
+
+/// Maps `len` bytes of the file at `path` (created and extended with zeros first if `create`),
+/// shared with the file ([`MapOptions::map`]); `MAP_SYNC` where the file system supports it.
+///
+/// # Errors
+/// A missing or too short file without `create`, a directory or special file, or a failing
+/// `open`/`mmap` ([`MemError`]).
+pub fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
+    let options = MapOptions::new().len(len).create(create);
+    // SAFETY: [M5] the user of `--file` promises that no other program truncates or writes the
+    // file while this process maps it (documented in `rpma server --help` and docs/cli.md); this
+    // process itself reaches the bytes only through the registered region (M2/M3 as for any
+    // region) and keeps the file at its length.
+    unsafe { options.map(path) }
+}
