@@ -16,6 +16,7 @@ use crate::validate::{self, RemoteAccess};
 
 /// Resolves a range against a length `len` as `(start, end)`; an inverted or overflowing range
 /// comes out with `start > end`, which validation rejects.
+#[inline]
 fn resolve(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
@@ -34,6 +35,7 @@ fn resolve(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
 }
 
 /// Checks a resolved range and returns `(offset, len)`.
+#[inline]
 fn checked(op: &'static str, (start, end): (usize, usize)) -> Result<(usize, usize)> {
     if start > end {
         return Err(Error::inval(op, "range start is past its end"));

@@ -181,6 +181,7 @@ impl MrBackend for MockMr {
         self.shared().addr
     }
 
+    #[inline]
     fn len(&self) -> usize {
         self.shared().len
     }
