@@ -97,7 +97,7 @@ pub struct RunResult {
 /// A whole benchmark report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BenchReport {
-    /// [`SCHEMA_VERSION`].
+    /// `SCHEMA_VERSION`.
     pub schema: u32,
     /// `"mock"` or `"verbs"`.
     pub backend: &'static str,
