@@ -176,7 +176,10 @@ mod verbs_only {
             } else {
                 assert!(aemu >= 1 && anat == 0, "no native atomic write, but: {before:?} -> {after:?}");
             }
-            eprintln!("native flush {}, native atomic write {}: {before:?} -> {after:?}", caps.native_flush, caps.native_atomic_write);
+            eprintln!(
+                "native flush {}, native atomic write {}: {before:?} -> {after:?}",
+                caps.native_flush, caps.native_atomic_write
+            );
         }
 
         /// With flush and atomic write required native (a process-wide policy: run in a child
@@ -204,7 +207,8 @@ mod verbs_only {
             let c = &p.client;
             let flush = c.flush(r.slice(0..64), FlushType::Visibility).context(1).post();
             let aw = c.atomic_write(r.at(0), [7; 8]).context(2).post();
-            for (ok, res, what) in [(caps.native_flush, flush, "flush"), (caps.native_atomic_write, aw, "atomic write")] {
+            for (ok, res, what) in [(caps.native_flush, flush, "flush"), (caps.native_atomic_write, aw, "atomic write")]
+            {
                 if ok {
                     res.unwrap();
                     let wc = next_wc(c.cq());

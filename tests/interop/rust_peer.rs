@@ -381,9 +381,10 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     println!("rust-client: RDY ok");
 
     let flush_done: &[WcOpcode] = &[WcOpcode::RdmaRead, WcOpcode::Flush];
-    for (tag, offset, pat, flush_type) in
-        [("WRITE-VIS", S_W1, T_W1, FlushType::Visibility), ("WRITE-PERS", S_W2, T_W2, if no_persistent() { FlushType::Visibility } else { FlushType::Persistent })]
-    {
+    for (tag, offset, pat, flush_type) in [
+        ("WRITE-VIS", S_W1, T_W1, FlushType::Visibility),
+        ("WRITE-PERS", S_W2, T_W2, if no_persistent() { FlushType::Visibility } else { FlushType::Persistent }),
+    ] {
         mem.write(C_STAGE, &pattern(pat, CHUNK)).map_err(ctx("MrLocal::write"))?;
         conn.write(smem.at(offset), mem.slice(C_STAGE..C_STAGE + CHUNK))
             .flags(CompletionFlags::ON_ERROR)

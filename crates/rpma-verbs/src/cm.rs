@@ -579,8 +579,9 @@ impl VerbsQp {
         } else {
             format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
         };
-        Error::new(ErrorKind::NoSupp, op)
-            .with_detail(&format!("native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"))
+        Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
+            "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
+        ))
     }
 
     /// Native atomic write through the extended-QP builder.

@@ -350,9 +350,7 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_device_attr_ex>::zeroed();
     // SAFETY: [V2] the context is open; `attr` is a zeroed, writable attribute struct of the size the
     // wrapper passes on; a null input is allowed.
-    let r = call!("ibv_query_device_ex", sys::errno(), unsafe {
-        sys::query_device_ex(dev.ctx(), attr.as_mut_ptr())
-    });
+    let r = call!("ibv_query_device_ex", sys::errno(), unsafe { sys::query_device_ex(dev.ctx(), attr.as_mut_ptr()) });
     if r != 0 {
         return Err(Error::provider("ibv_query_device_ex", r.abs()));
     }

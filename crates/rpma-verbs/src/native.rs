@@ -58,8 +58,7 @@ pub(crate) type WrFlushFn = unsafe extern "C" fn(*mut ffi::ibv_qp_ex, u32, u64, 
 
 /// The offset of `wr_flush` in `struct ibv_qp_ex`: right after `wr_atomic_write`, its last
 /// member in rdma-core 44.
-pub(crate) const WR_FLUSH_OFFSET: usize =
-    std::mem::offset_of!(ffi::ibv_qp_ex, wr_atomic_write) + size_of::<usize>();
+pub(crate) const WR_FLUSH_OFFSET: usize = std::mem::offset_of!(ffi::ibv_qp_ex, wr_atomic_write) + size_of::<usize>();
 
 #[cfg(rpma_native_flush)]
 const _: () = assert!(WR_FLUSH_OFFSET == std::mem::offset_of!(ffi::ibv_qp_ex, wr_flush));
@@ -101,7 +100,7 @@ fn provider_support(ctx: *mut ffi::ibv_context, name: &str, flush: bool, atomic_
 /// accepts it and fills in the matching function pointer. The probe's calls bypass fault
 /// injection and resource tracking: nothing of it outlives the call.
 fn probe(ctx: *mut ffi::ibv_context, send_op: u64) -> bool {
-    // SAFETY: [V1, V2] `ctx` is an open context (the caller holds its device); every object made
+    // SAFETY: [V1] `ctx` is an open context (the caller holds its device); every object made
     // here is destroyed before returning, QP first; the attribute struct is zeroed (valid) and
     // only the members its comp_mask names are read by the provider.
     unsafe {
@@ -115,13 +114,18 @@ fn probe(ctx: *mut ffi::ibv_context, send_op: u64) -> bool {
             let mut a: ffi::ibv_qp_init_attr_ex = std::mem::zeroed();
             a.send_cq = cq;
             a.recv_cq = cq;
-            a.cap = ffi::ibv_qp_cap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+            a.cap = ffi::ibv_qp_cap {
+                max_send_wr: 1,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            };
             a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
             a.comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
                 | ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             a.pd = pd;
-            a.send_ops_flags =
-                u64::from(ffi::ibv_qp_create_send_ops_flags::IBV_QP_EX_WITH_RDMA_WRITE.0) | send_op;
+            a.send_ops_flags = u64::from(ffi::ibv_qp_create_send_ops_flags::IBV_QP_EX_WITH_RDMA_WRITE.0) | send_op;
             let qp = crate::sys::create_qp_ex(ctx, &mut a);
             if !qp.is_null() {
                 let qpx = ffi::ibv_qp_to_qp_ex(qp);

@@ -31,7 +31,7 @@ unsafe fn verbs_ctx(ctx: *mut ffi::ibv_context) -> Option<*mut ffi::verbs_contex
 /// # Safety
 /// `ctx` is an open device context; `attr` points to a writable, zeroed attribute struct.
 pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_device_attr_ex) -> i32 {
-    // SAFETY: [V1, V2] per the contract; the op is read only when the provider's context is large
+    // SAFETY: [V1] per the contract; the op is read only when the provider's context is large
     // enough to have it (`sz`), and called with the size of the struct we pass.
     unsafe {
         if let Some(v) = verbs_ctx(ctx) {
@@ -57,7 +57,7 @@ pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi:
 /// `ctx` is an open device context; `attr` is a valid, initialised attribute struct whose
 /// objects (PD, CQs, SRQ) are alive.
 pub(crate) unsafe fn create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
-    // SAFETY: [V1, V2] per the contract, as in `query_device_ex`.
+    // SAFETY: [V1] per the contract, as in `query_device_ex`.
     unsafe {
         if let Some(v) = verbs_ctx(ctx) {
             let needed = size_of::<ffi::verbs_context>() - std::mem::offset_of!(ffi::verbs_context, create_qp_ex);
