@@ -5,6 +5,9 @@
 # and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs). Each binary prints
 # libtest's `test result:` line, which scripts/test-all.sh sums up.
 #
+# Both guest profiles run, debian12 then debian13 (see run_profile below), unless
+# SOFTROCE_PROFILE names one.
+#
 # Usage: scripts/test-verbs.sh [--install-deps] [TEST ARGS...]
 #   --install-deps  only install the missing host packages (as root), then exit
 #   TEST ARGS       passed to every test binary (e.g. a name filter, --nocapture)
@@ -92,17 +95,71 @@ case $(cd "$target_dir" && pwd -P)/ in
 esac
 export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1200}
 
-# shellcheck disable=SC2016 # expanded in the guest
-exec scripts/softroce/run.sh bash -c '
-    list=$1; shift
-    failed=()
-    tab=$(printf "\t")
-    while IFS=$tab read -r -u 3 dir exe; do
-        printf "\n== %s (in the VM, RPMA_TEST_DEVICE=%s) ==\n" "${exe##*/}" "$RPMA_TEST_DEVICE"
-        (cd "$dir" && "$exe" "$@" < /dev/null) || failed+=("${exe##*/}")
-    done 3< "$list"
-    if [ ${#failed[@]} -gt 0 ]; then
-        echo "test-verbs: FAILED: ${failed[*]}" >&2
-        exit 1
+# Guest profiles (scripts/softroce/README.md): SOFTROCE_PROFILE names one; unset, both run, one
+# VM each, with the same binaries: debian12 (kernel 6.1, rdma-core 44, librpma 1.2: emulated
+# flush and atomic write) and debian13 (kernel 6.12, rdma-core 56.1, librpma 1.3.0: native).
+if [ -n "${SOFTROCE_PROFILE:-}" ]; then profiles=("$SOFTROCE_PROFILE"); else profiles=(debian12 debian13); fi
+
+# run_profile PROFILE TEST ARGS...: the test binaries in one VM of PROFILE, then the counts of
+# native and emulated flushes and atomic writes that every rpma-verbs process wrote at exit
+# (RPMA_VERBS_OP_COUNTS). On debian13 a flush or atomic write must never be emulated:
+# RPMA_VERBS_NATIVE_ONLY makes an emulated one fail its test (NoSupp), and
+# RPMA_TEST_EXPECT_NATIVE makes tests/verbs.rs fail if detection missed the native verbs.
+run_profile() {
+    local profile=$1; shift
+    local counts=$target_dir/softroce-op-counts-$profile.txt t0=$SECONDS rc=0
+    rm -f "$counts"
+    local native=()
+    # (RPMA_INTEROP_NO_PERSISTENT: see tests/interop/peer.c and docs/native-ops.md)
+    [ "$profile" != debian13 ] || native=(RPMA_VERBS_NATIVE_ONLY=flush,atomic_write RPMA_TEST_EXPECT_NATIVE=flush,atomic_write
+                                          RPMA_INTEROP_NO_PERSISTENT=1)
+    if [ "$profile" = debian12 ]; then
+        echo "test-verbs: profile debian12: host userspace $(dpkg-query -W -f='${Package} ${Version}, ' libibverbs1 librpma0 2>/dev/null)guest kernel of scripts/softroce/run.sh"
     fi
-' test-verbs "$list" "$@"
+    # shellcheck disable=SC2016 # expanded in the guest
+    env SOFTROCE_PROFILE="$profile" RPMA_VERBS_OP_COUNTS="$counts" "${native[@]}" scripts/softroce/run.sh bash -c '
+        profile=$1 list=$2; shift 2
+        if [ -e /etc/softroce-packages ]; then
+            echo "test-verbs: profile $profile: kernel $(uname -r); guest userspace:" \
+                "$(grep -E "^(libc6|libibverbs1|ibverbs-providers|librdmacm1t64|librpma0) " /etc/softroce-packages | tr "\n" ";")"
+        else
+            echo "test-verbs: profile $profile: kernel $(uname -r)"
+        fi
+        ibv_devinfo -v 2>/dev/null | grep -m1 device_cap_flags_ex | sed "s/^[[:space:]]*/test-verbs: rxe0 /" || true
+        failed=()
+        tab=$(printf "\t")
+        while IFS=$tab read -r -u 3 dir exe; do
+            printf "\n== %s (in the VM, profile %s, RPMA_TEST_DEVICE=%s) ==\n" "${exe##*/}" "$profile" "$RPMA_TEST_DEVICE"
+            (cd "$dir" && "$exe" "$@" < /dev/null) || failed+=("${exe##*/}")
+        done 3< "$list"
+        if [ ${#failed[@]} -gt 0 ]; then
+            echo "test-verbs: FAILED ($profile): ${failed[*]}" >&2
+            exit 1
+        fi
+    ' test-verbs "$profile" "$list" "$@" || rc=$?
+    local fn=0 fe=0 fp=0 an=0 ae=0
+    if [ -s "$counts" ]; then
+        read -r fn fe fp an ae < <(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
+            END { printf "%d %d %d %d %d\n", v["flush_native"], v["flush_emulated"], v["flush_persistent_read"],
+                  v["atomic_write_native"], v["atomic_write_emulated"] }' "$counts")
+    fi
+    echo "test-verbs: profile $profile: $(wc -l < "$counts" 2>/dev/null || echo 0) rpma-verbs processes reported; $((SECONDS - t0)) s"
+    echo "native flush: $fn"
+    echo "native atomic write: $an"
+    echo "emulated flush: $fe"
+    echo "persistent flush as RDMA Read (by rule, native-flush device): $fp"
+    echo "emulated atomic write: $ae"
+    if [ "$profile" = debian13 ] && [ "$rc" = 0 ]; then
+        if [ "$fn" -eq 0 ] || [ "$an" -eq 0 ] || [ "$fe" -ne 0 ] || [ "$ae" -ne 0 ]; then
+            echo "test-verbs: FAILED (debian13): the native paths must be taken, and nothing emulated" >&2
+            rc=1
+        fi
+    fi
+    return "$rc"
+}
+
+status=0
+for p in "${profiles[@]}"; do
+    run_profile "$p" "$@" || status=1
+done
+exit $status

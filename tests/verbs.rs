@@ -107,7 +107,120 @@ mod verbs_only {
             ("verbs_only__write_bad_rkey_remote_access_error", write_bad_rkey as fn(&VerbsBackend)),
             ("verbs_only__peer_deleted_closed", peer_deleted_closed),
             ("verbs_only__no_listener_event", no_listener_event),
+            ("verbs_only__flush_atomic_write_native_iff_detected", native::native_iff_detected),
+            ("verbs_only__native_only_nosupp_without_native", native::native_only_nosupp),
         ]
+    }
+
+    /// Native flush and atomic write (issue 13): the path taken follows the detected
+    /// capabilities, proven by rpma-verbs' counters; `RPMA_TEST_EXPECT_NATIVE=flush,atomic_write`
+    /// (scripts/test-verbs.sh on debian13) makes missing detection a failure.
+    mod native {
+        use rpma::verbs::{native_only, op_counts, NativeOnly};
+        use rpma::{ErrorKind, FlushType, PeerCfg, Usage, WcStatus};
+
+        use super::super::conformance::harness::{mr, next_wc, pair, remote, Backend};
+        use super::super::VerbsBackend;
+
+        fn expected(what: &str) -> bool {
+            std::env::var("RPMA_TEST_EXPECT_NATIVE").is_ok_and(|v| v.split(',').any(|w| w.trim() == what))
+        }
+
+        /// write, flush (both types), atomic write, flush: data in place, and every flush and
+        /// atomic write took the native path exactly when the device has it.
+        pub fn native_iff_detected(b: &VerbsBackend) {
+            let caps = b.caps();
+            assert!(!expected("flush") || caps.native_flush, "native flush expected but not detected: {caps:?}");
+            assert!(
+                !expected("atomic_write") || caps.native_atomic_write,
+                "native atomic write expected but not detected: {caps:?}"
+            );
+            let t = b.transport();
+            let p = pair(b, &t);
+            p.client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
+            let dst = mr(&p.speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPES);
+            let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
+            let r = remote(&dst);
+            let data: Vec<u8> = (0..1024u32).map(|i| (i * 7 + 3) as u8).collect();
+            src.write(0, &data).unwrap();
+            let before = op_counts();
+            let c = &p.client;
+            c.write(r.at(8), src.slice(..1024)).context(1).post().unwrap();
+            c.flush(r.slice(8..1032), FlushType::Visibility).context(2).post().unwrap();
+            c.flush(r.slice(8..1032), FlushType::Persistent).context(3).post().unwrap();
+            c.atomic_write(r.at(0), 1024u64.to_le_bytes()).context(4).post().unwrap();
+            c.flush(r.slice(0..8), FlushType::Persistent).context(5).post().unwrap();
+            for id in 1..=5 {
+                let wc = next_wc(c.cq());
+                assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+            }
+            let after = op_counts();
+            let mut want = 1024u64.to_le_bytes().to_vec();
+            want.extend_from_slice(&data);
+            assert_eq!(dst.to_vec(0, 1032).unwrap(), want);
+            // Other cases run in parallel threads of this process: compare the direction only.
+            let (fnat, femu) = (after.flush_native - before.flush_native, after.flush_emulated - before.flush_emulated);
+            let (anat, aemu) = (
+                after.atomic_write_native - before.atomic_write_native,
+                after.atomic_write_emulated - before.atomic_write_emulated,
+            );
+            let pread = after.flush_persistent_read - before.flush_persistent_read;
+            if caps.native_flush {
+                // visibility: native; persistent: an RDMA Read by rule (docs/native-ops.md)
+                assert!(fnat >= 1 && femu == 0 && pread >= 2, "native flush detected, but: {before:?} -> {after:?}");
+            } else {
+                assert!(femu >= 3 && fnat == 0 && pread == 0, "no native flush, but: {before:?} -> {after:?}");
+            }
+            if caps.native_atomic_write {
+                assert!(anat >= 1 && aemu == 0, "native atomic write detected, but: {before:?} -> {after:?}");
+            } else {
+                assert!(aemu >= 1 && anat == 0, "no native atomic write, but: {before:?} -> {after:?}");
+            }
+            eprintln!(
+                "native flush {}, native atomic write {}: {before:?} -> {after:?}",
+                caps.native_flush, caps.native_atomic_write
+            );
+        }
+
+        /// With flush and atomic write required native (a process-wide policy: run in a child
+        /// process of this binary unless RPMA_VERBS_NATIVE_ONLY is set already), a device without
+        /// them answers NoSupp with a clear message, and nothing is posted; with them, they run.
+        pub fn native_only_nosupp(b: &VerbsBackend) {
+            let want = NativeOnly { flush: true, atomic_write: true };
+            if native_only() != want {
+                let exe = std::env::current_exe().unwrap();
+                let out = std::process::Command::new(exe)
+                    .args(["verbs_only__native_only_nosupp_without_native", "--exact", "--test-threads=1"])
+                    .env("RPMA_VERBS_NATIVE_ONLY", "flush,atomic_write")
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success() && text.contains("1 passed"), "child: {}\n{text}", out.status);
+                return;
+            }
+            let caps = b.caps();
+            let t = b.transport();
+            let p = pair(b, &t);
+            p.client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
+            let dst = mr(&p.speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPES);
+            let r = remote(&dst);
+            let c = &p.client;
+            let flush = c.flush(r.slice(0..64), FlushType::Visibility).context(1).post();
+            let aw = c.atomic_write(r.at(0), [7; 8]).context(2).post();
+            for (ok, res, what) in [(caps.native_flush, flush, "flush"), (caps.native_atomic_write, aw, "atomic write")]
+            {
+                if ok {
+                    res.unwrap();
+                    let wc = next_wc(c.cq());
+                    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                } else {
+                    let e = res.expect_err("emulated despite the native-only policy");
+                    assert_eq!(e.kind(), ErrorKind::NoSupp, "{e}");
+                    assert!(e.to_string().contains(&format!("native {what} required")), "{e}");
+                }
+            }
+            eprintln!("native only: flush {}, atomic write {}", caps.native_flush, caps.native_atomic_write);
+        }
     }
 
     /// Nobody listens on the port: record which event the device's CM reports (the conformance

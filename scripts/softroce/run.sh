@@ -34,6 +34,10 @@
 # the cache dir, where the boot image and the initramfs are built and kept.
 #
 # Knobs (environment, all optional):
+#   SOFTROCE_PROFILE        debian12 (default: the host's Debian 12 /usr and /etc, its kernel 6.1)
+#                           or debian13 (a Debian 13 root as /usr and /etc, kernel 6.12 with native
+#                           rxe flush and atomic write; fetched with a private apt configuration
+#                           under $SOFTROCE_CACHE/debian13, see README.md)
 #   SOFTROCE_CACHE          cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/rpma-rs/softroce)
 #   SOFTROCE_KERNEL         kernel package to boot (default: linux-image-amd64's dependency,
 #                           pinned in the cache on first use)
@@ -70,9 +74,22 @@ die()  { say "$*"; exit 125; }
 MODULES="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe rdma_ucm dummy"
 
 # ------------------------------------------------------------------ apt helpers
-apt_update() {
+# APTOPT: the options of the profile's apt (empty for debian12: the host's own apt; for
+# debian13 a private configuration under $PDIR/apt, see set_profile)
+APTOPT=()
+
+# apt_update_host: apt-get update of the host's lists (to install host packages)
+apt_update_host() {
     say "apt-get update"
     apt-get update -q >&2 || die "apt-get update failed"
+}
+
+# apt_update: apt-get update of the profile's lists (kernel and guest root downloads)
+apt_update() {
+    if [ ${#APTOPT[@]} -eq 0 ]; then apt_update_host; return; fi
+    say "apt-get update ($PROFILE lists, private to $PDIR/apt)"
+    apt-get "${APTOPT[@]}" update -q 2>&1 | { grep -v 'Download is performed unsandboxed' >&2 || true; }
+    [ "${PIPESTATUS[0]}" = 0 ] || die "apt-get update ($PROFILE) failed"
 }
 
 # apt_install PKG...: install, running apt-get update first only when needed
@@ -83,7 +100,7 @@ apt_install() {
     local cmd=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
                -o DPkg::Lock::Timeout=300 "$@")
     if ! "${cmd[@]}" >"$log" 2>&1; then
-        apt_update
+        apt_update_host
         "${cmd[@]}" >&2 || { rm -f "$log"; die "apt-get install $* failed"; }
     fi
     rm -f "$log"
@@ -98,8 +115,9 @@ host_packages() {
     compgen -G '/usr/lib/*-linux-gnu/libibverbs/librxe-rdmav*.so' >/dev/null || need+=(ibverbs-providers)
     compgen -G '/usr/lib/*-linux-gnu/librdmacm.so.1' >/dev/null || need+=(librdmacm1)
     command -v xz >/dev/null               || need+=(xz-utils)
-    local p
-    for p in ${SOFTROCE_PACKAGES:-}; do     # extra packages for CMD (it runs the host's /usr)
+    local p extra=${SOFTROCE_PACKAGES:-}
+    [ "$PROFILE" = debian12 ] || extra=     # debian13: they go into the guest root instead
+    for p in $extra; do                     # extra packages for CMD (it runs the host's /usr)
         dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
     done
     if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
@@ -107,13 +125,13 @@ host_packages() {
 
 # kernel_package: the kernel package linux-image-amd64 currently depends on
 kernel_package() {
-    apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
+    apt-cache "${APTOPT[@]}" depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
 }
 
 # download DIR PKG...: apt-get download into DIR (not installed)
 download() {
     local dir=$1; shift
-    (cd "$dir" && apt-get download -q "$@" 2>&1) | { grep -v 'Download is performed unsandboxed' >&2 || true; }
+    (cd "$dir" && apt-get "${APTOPT[@]}" download -q "$@" 2>&1) | { grep -v 'Download is performed unsandboxed' >&2 || true; }
 }
 
 # ------------------------------------------------------------------ guest init
@@ -170,6 +188,12 @@ until $B grep -q ACTIVE $P/state 2>/dev/null && $B cat $P/gids/* 2>/dev/null | $
     n=$((n + 1)); [ $n -le 500 ] || fail "rxe0 not ACTIVE with GID $GID after 10 s"
     $B usleep 20000
 done
+if [ -e $C/groot ]; then
+    # profile debian13: the Debian 13 root's /usr and /etc replace the host's (used until now
+    # for the setup above: ip, rdma)
+    $B umount /usr && $B mount -t 9p -o $O,ro,cache=loose gusr /usr || fail "cannot mount the guest root's /usr"
+    $B umount /etc && $B mount -t 9p -o $O,ro,cache=loose getc /etc || fail "cannot mount the guest root's /etc"
+fi
 $B cut -d' ' -f1 /proc/uptime > $C/t_cmd
 ulimit -l unlimited
 ulimit -n 65536
@@ -226,13 +250,15 @@ resolve_module() {
 
 # prepare_guest: sets KIMAGE and INITRD, fetching and building what is missing
 prepare_guest() {
-    mkdir -p "$CACHE/debs"
+    mkdir -p "$CACHE" || die "cannot create $CACHE"
     exec 9>"$CACHE/.lock"
     flock 9                                    # concurrent runs: one prepares, the others wait
-    rm -rf "$CACHE"/build.*                    # left over by an interrupted build
+    set_profile
+    mkdir -p "$PDIR/debs"
+    rm -rf "$CACHE"/build.* "$PDIR"/build.*    # left over by an interrupted build
     host_packages
 
-    local pinned=$CACHE/kernel.pkg
+    local pinned=$PDIR/kernel.pkg
     if [ -n "${SOFTROCE_KERNEL:-}" ]; then KPKG=$SOFTROCE_KERNEL
     elif [ -s "$pinned" ]; then KPKG=$(cat "$pinned")
     else
@@ -242,14 +268,15 @@ prepare_guest() {
     fi
 
     local bbdeb kdeb key
-    bbdeb=$(compgen -G "$CACHE/debs/busybox-static_*.deb" | tail -n1 || true)
-    kdeb=$(compgen -G "$CACHE/debs/${KPKG}_*.deb" | tail -n1 || true)
+    bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
+    kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
     key=$( { guest_init; echo "$MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
     KDIR=$CACHE/$KPKG
     INITRD=$KDIR/initrd-$key.gz
     KIMAGE=$(cat "$KDIR/image" 2>/dev/null || true)
     if [ -n "$kdeb" ] && [ -n "$bbdeb" ] && [ -s "$INITRD" ] && [ -n "$KIMAGE" ] && [ -s "$KIMAGE" ]; then
         touch "$INITRD"                         # in use: not stale
+        prepare_root
         flock -u 9
         return 0
     fi
@@ -259,17 +286,17 @@ prepare_guest() {
     [ -n "$kdeb" ] || want+=("$KPKG")
     [ -n "$bbdeb" ] || want+=(busybox-static)
     if [ ${#want[@]} -gt 0 ]; then
-        say "downloading ${want[*]} into $CACHE/debs"
-        if ! download "$CACHE/debs" "${want[@]}"; then
+        say "downloading ${want[*]} into $PDIR/debs"
+        if ! download "$PDIR/debs" "${want[@]}"; then
             apt_update
-            if ! download "$CACHE/debs" "${want[@]}" && [ -z "${SOFTROCE_KERNEL:-}" ] && [ -z "$kdeb" ]; then
+            if ! download "$PDIR/debs" "${want[@]}" && [ -z "${SOFTROCE_KERNEL:-}" ] && [ -z "$kdeb" ]; then
                 # the pinned kernel is gone from the archive: take the current one
                 KPKG=$(kernel_package); want=("$KPKG"); [ -n "$bbdeb" ] || want+=(busybox-static)
-                download "$CACHE/debs" "${want[@]}" || die "apt-get download ${want[*]} failed"
+                download "$PDIR/debs" "${want[@]}" || die "apt-get download ${want[*]} failed"
             fi
         fi
-        bbdeb=$(compgen -G "$CACHE/debs/busybox-static_*.deb" | tail -n1 || true)
-        kdeb=$(compgen -G "$CACHE/debs/${KPKG}_*.deb" | tail -n1 || true)
+        bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
+        kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
         if [ -z "$kdeb" ] || [ -z "$bbdeb" ]; then die "apt-get download ${want[*]} failed"; fi
         key=$( { guest_init; echo "$MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
         KDIR=$CACHE/$KPKG
@@ -310,7 +337,8 @@ prepare_guest() {
     # initramfs: static busybox, the modules, /init
     ROOT=$tmp/root
     mkdir -p "$ROOT/sb" "$ROOT/modules"
-    cp "$tmp/bb/bin/busybox" "$ROOT/sb/busybox"
+    local bb=$tmp/bb/bin/busybox; [ -e "$bb" ] || bb=$tmp/bb/usr/bin/busybox   # bookworm / trixie
+    cp "$bb" "$ROOT/sb/busybox"
     ORDER=()
     declare -gA KO=() SEEN=()
     local m
@@ -323,13 +351,106 @@ prepare_guest() {
     printf '%s\n' "${ORDER[@]}" > "$ROOT/modules/order"
     guest_init > "$ROOT/init"
     chmod 755 "$ROOT/init"
-    (cd "$ROOT" && find . | "$tmp/bb/bin/busybox" cpio -o -H newc 2>/dev/null | gzip -1) > "$INITRD.tmp"
+    (cd "$ROOT" && find . | "$bb" cpio -o -H newc 2>/dev/null | gzip -1) > "$INITRD.tmp"
     mv "$INITRD.tmp" "$INITRD"
     rm -rf "$tmp"
     info "initramfs modules: ${ORDER[*]}"
     # initramfs images of other versions of this script, unused for a day
     find "$KDIR" -maxdepth 1 -name 'initrd-*.gz' ! -newer "$INITRD" -mtime +1 -delete 2>/dev/null || true
+    prepare_root
     flock -u 9
+}
+
+# ------------------------------------------------------------------ profiles
+# Packages of the debian13 guest root (plus SOFTROCE_PACKAGES and their dependencies): a shell,
+# rdma-core 56 (verbs, CM, the rxe provider, the headers), librpma 1.3 with its headers, and a C
+# compiler (tests/interop.rs compiles its C librpma peer in the guest).
+ROOT_PACKAGES="bash coreutils dash grep sed mawk findutils libc-bin libc6 libgcc-s1 libibverbs1 ibverbs-providers librdmacm1t64
+               ibverbs-utils rdmacm-utils librpma0 librpma-dev libibverbs-dev librdmacm-dev gcc libc6-dev"
+# Bumped when the way a root is built changes (part of its cache key).
+ROOT_RECIPE=1
+
+# set_profile: PROFILE, PDIR (its cache dir) and APTOPT (its apt configuration)
+set_profile() {
+    PROFILE=${SOFTROCE_PROFILE:-debian12}
+    case $PROFILE in
+        debian12) PDIR=$CACHE; APTOPT=() ;;
+        debian13)
+            PDIR=$CACHE/debian13
+            local a=$PDIR/apt
+            APTOPT=(-o "Dir::Etc::SourceList=$a/sources.list" -o "Dir::Etc::SourceParts=$a/empty"
+                    -o Dir::Etc::Preferences=/nonexistent -o "Dir::Etc::PreferencesParts=$a/empty"
+                    -o "Dir::State=$a" -o "Dir::State::Lists=$a/lists" -o "Dir::State::status=$a/status"
+                    -o "Dir::Cache=$a/cache" -o "Dir::Cache::archives=$a/archives"
+                    -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o Debug::NoLocking=1
+                    -o APT::Install-Recommends=0 -o APT::Get::List-Cleanup=0)
+            mkdir -p "$a/lists/partial" "$a/archives/partial" "$a/cache" "$a/empty" || die "cannot create $a"
+            [ -e "$a/status" ] || : > "$a/status"   # nothing installed: apt resolves every dependency
+            local mirror
+            mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '$2 ~ /\/debian\/?$/ {print $2}';
+                        grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | grep -v security |
+                            awk '{for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}'; } | head -n1 || true)
+            echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror:-http://deb.debian.org/debian} trixie main" \
+                > "$a/sources.list.tmp" && mv "$a/sources.list.tmp" "$a/sources.list"
+            compgen -G "$a/lists/*_Packages*" >/dev/null || apt_update ;;
+        *) die "SOFTROCE_PROFILE must be debian12 or debian13, not '$PROFILE'" ;;
+    esac
+}
+
+# prepare_root: for debian13, sets GROOT to a Debian 13 root (its usr/ and etc/ become the guest's
+# /usr and /etc once rxe0 is up), unpacked from the packages of ROOT_PACKAGES and their
+# dependencies (dpkg-deb -x: no maintainer scripts run), built once per package list and kept.
+GROOT=
+prepare_root() {
+    [ "$PROFILE" = debian13 ] || return 0
+    local req key
+    req=$(echo "$ROOT_PACKAGES ${SOFTROCE_PACKAGES:-}" | tr -s ' \n' '\n\n' | sed '/^$/d' | sort -u)
+    key=$( { echo "recipe $ROOT_RECIPE"; echo "$req"; } | sha256sum | cut -c1-16)
+    GROOT=$PDIR/root-$key
+    if [ -e "$GROOT/.complete" ]; then touch "$GROOT/.complete"; return 0; fi
+    say "building the Debian 13 guest root from: $(echo "$req" | tr '\n' ' ')(once)"
+    # shellcheck disable=SC2086 # word splitting wanted
+    local sim
+    sim=$(apt-get "${APTOPT[@]}" install -s $req 2>&1) || {
+        apt_update
+        sim=$(apt-get "${APTOPT[@]}" install -s $req 2>&1) || { echo "$sim" >&2; die "cannot resolve the Debian 13 root's packages"; }
+    }
+    # shellcheck disable=SC2086
+    apt-get "${APTOPT[@]}" install -d -y -q $req 2>&1 | { grep -v -e 'Download is performed unsandboxed' \
+        -e '^Reading\|^Suggested\|^Recommended\|^Building\|^Get:\|^Fetched\|^Download complete\|^Need to get\|^After this\|^The following\|^  \|^[0-9]* upgraded' >&2 || true; }
+    [ "${PIPESTATUS[0]}" = 0 ] || die "apt-get install --download-only of the Debian 13 root failed"
+    local tmp; tmp=$(mktemp -d "$PDIR/build.XXXXXX")
+    local pkg ver deb n=0 versions=
+    while read -r pkg ver; do
+        deb=$PDIR/apt/archives/${pkg}_${ver//:/%3a}_amd64.deb
+        [ -e "$deb" ] || deb=$PDIR/apt/archives/${pkg}_${ver//:/%3a}_all.deb
+        [ -e "$deb" ] || die "missing $pkg $ver in $PDIR/apt/archives"
+        dpkg-deb -x "$deb" "$tmp" || die "cannot unpack ${deb##*/}"
+        n=$((n + 1)); versions+="$pkg $ver"$'\n'
+    done < <(echo "$sim" | sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*/\1 \2/p')
+    [ "$n" -gt 0 ] || die "no packages for the Debian 13 root"
+    # merged /usr: the guest links /bin, /lib, ... into /usr
+    local d
+    for d in bin sbin lib lib64; do
+        if [ -d "$tmp/$d" ] && [ ! -L "$tmp/$d" ]; then
+            mkdir -p "$tmp/usr/$d"; cp -a "$tmp/$d/." "$tmp/usr/$d/"; rm -rf "${tmp:?}/$d"
+        fi
+    done
+    # what maintainer scripts and alternatives would have made
+    [ -e "$tmp/usr/bin/sh" ] || ln -s dash "$tmp/usr/bin/sh"
+    [ -e "$tmp/usr/bin/cc" ] || ln -s gcc "$tmp/usr/bin/cc"
+    [ -e "$tmp/usr/bin/awk" ] || ln -s mawk "$tmp/usr/bin/awk"
+    [ -e "$tmp/usr/lib64/ld-linux-x86-64.so.2" ] || die "the Debian 13 root has no /usr/lib64/ld-linux-x86-64.so.2"
+    mkdir -p "$tmp/etc"
+    for d in passwd group hosts nsswitch.conf; do [ -e "$tmp/etc/$d" ] || cp /etc/$d "$tmp/etc/$d" 2>/dev/null || true; done
+    { echo "# softroce guest root, profile debian13 (scripts/softroce/run.sh): $n packages"
+      echo "$versions"; } > "$tmp/etc/softroce-packages"
+    : > "$tmp/.complete"
+    rm -rf "$GROOT"; mv "$tmp" "$GROOT"
+    info "Debian 13 root $GROOT: $n packages, $(du -sh "$GROOT" | cut -f1)"
+    # roots of other package lists, unused for a week
+    find "$PDIR" -maxdepth 1 -name 'root-*' ! -path "$GROOT" ! -newer "$GROOT/.complete" -mtime +7 \
+        -exec rm -rf {} + 2>/dev/null || true
 }
 
 # ------------------------------------------------------------------ shares
@@ -438,7 +559,7 @@ main() {
     done
 
     prepare_guest
-    info "kernel $KPKG, image $KIMAGE, initramfs $INITRD"
+    info "profile $PROFILE, kernel $KPKG, image $KIMAGE, initramfs $INITRD${GROOT:+, root $GROOT}"
 
     CTL=$(mktemp -d "${TMPDIR:-/tmp}/softroce.XXXXXX")
     trap cleanup EXIT
@@ -457,6 +578,13 @@ main() {
         QEMU_SHARES+=(-fsdev "local,id=$tag,path=/$tag,security_model=none,multidevs=remap,readonly=on"
                       -device "virtio-9p-pci,fsdev=$tag,mount_tag=$tag")
     done
+    if [ -n "$GROOT" ]; then             # debian13: the guest root's usr and etc
+        : > "$CTL/groot"
+        for tag in usr etc; do
+            QEMU_SHARES+=(-fsdev "local,id=g$tag,path=$GROOT/$tag,security_model=none,multidevs=remap,readonly=on"
+                          -device "virtio-9p-pci,fsdev=g$tag,mount_tag=g$tag")
+        done
+    fi
     NSHARE=0
     local d list
     IFS=: read -ra list <<< "${SOFTROCE_RO:-}"

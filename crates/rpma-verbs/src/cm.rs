@@ -10,8 +10,9 @@ use rdma_sys as ffi;
 use rpma_core::transport::{
     CmEvent, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
 };
-#[cfg(rpma_native_flush)]
 use rpma_core::FlushType;
+
+use crate::native::Counted;
 use rpma_core::{ContextType, Error, ErrorKind, Result, Usage};
 
 use crate::cq::{Channel, VerbsCq};
@@ -176,6 +177,7 @@ impl Drop for CmId {
 /// `rpma_utils_get_ibv_context`.
 pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice> {
     crate::fork_setup();
+    crate::native::init_env();
     let ai = AddrInfo::new(addr, None, kind == ContextType::Local)?;
     let id = CmId::new(std::ptr::null_mut())?;
     match kind {
@@ -265,7 +267,8 @@ fn build_qp(
     let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(Arc::clone(&sq)), main_recv)?;
     let rcq = if want_rcq { Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, recv_ring)?) } else { None };
     let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
-    let flush_mr = if caps.native_flush { None } else { Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?) };
+    // (with native flush too: persistent flushes are RDMA Reads, docs/native-ops.md)
+    let flush_mr = Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?);
     let native_ops = caps.native_atomic_write || caps.native_flush;
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_qp_init_attr_ex>::zeroed();
     // SAFETY: [V1, V2] zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.
@@ -330,19 +333,19 @@ fn build_qp(
 
 fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
     use ffi::ibv_qp_create_send_ops_flags as F;
-    let mut f = F::IBV_QP_EX_WITH_RDMA_WRITE.0
+    let f = F::IBV_QP_EX_WITH_RDMA_WRITE.0
         | F::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0
         | F::IBV_QP_EX_WITH_SEND.0
         | F::IBV_QP_EX_WITH_SEND_WITH_IMM.0
         | F::IBV_QP_EX_WITH_RDMA_READ.0;
+    let mut f = u64::from(f);
     if caps.native_atomic_write {
-        f |= F::IBV_QP_EX_WITH_ATOMIC_WRITE.0;
+        f |= crate::native::IBV_QP_EX_WITH_ATOMIC_WRITE;
     }
-    #[cfg(rpma_native_flush)]
     if caps.native_flush {
-        f |= F::IBV_QP_EX_WITH_FLUSH.0;
+        f |= crate::native::IBV_QP_EX_WITH_FLUSH;
     }
-    u64::from(f)
+    f
 }
 
 /// Takes the next event of a CM event channel: (type, status, private data, id, listen id).
@@ -413,6 +416,13 @@ fn conn_param(pdata: Option<&[u8]>) -> ffi::rdma_conn_param {
         srq: 0,
         qp_num: 0,
     }
+}
+
+/// A native operation of an extended QP.
+#[derive(Clone, Copy)]
+enum Native {
+    Flush,
+    AtomicWrite,
 }
 
 /// A connection's queue pair with its CM id and event channel.
@@ -544,6 +554,36 @@ impl VerbsQp {
         }
     }
 
+    /// Whether this QP has the function pointer of a native operation (librpma 1.3 decides per
+    /// QP the same way: `qpx->wr_flush` / `qpx->wr_atomic_write` set).
+    fn has_native(&self, op: Native) -> bool {
+        let Some(qpx) = self.qpx else {
+            return false;
+        };
+        let caps = self.pd.caps();
+        // SAFETY: [V2] a live extended QP; `wr_flush` is read only when the QP was created with
+        // IBV_QP_EX_WITH_FLUSH (native flush in the capabilities), which its provider accepted.
+        unsafe {
+            match op {
+                Native::AtomicWrite => (*qpx.as_ptr()).wr_atomic_write.is_some(),
+                Native::Flush => caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some(),
+            }
+        }
+    }
+
+    /// The `NoSupp` of a native-only operation that would be emulated.
+    fn no_native(&self, op: &'static str, what: &str, device_has_it: bool) -> Error {
+        let dev = self.pd.device().name();
+        let why = if device_has_it {
+            format!("this connection's QP on {dev} has no native {what}")
+        } else {
+            format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
+        };
+        Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
+            "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
+        ))
+    }
+
     /// Native atomic write through the extended-QP builder.
     fn post_atomic_write(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, bytes: &[u8; 8]) -> Result<()> {
         let Some(qpx) = self.qpx else {
@@ -570,7 +610,6 @@ impl VerbsQp {
     }
 
     /// Native flush through the extended-QP builder.
-    #[cfg(rpma_native_flush)]
     fn post_flush(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, len: usize, t: FlushType) -> Result<()> {
         let Some(qpx) = self.qpx else {
             return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
@@ -580,10 +619,11 @@ impl VerbsQp {
             FlushType::Visibility => 1, // IBV_FLUSH_GLOBAL
             FlushType::Persistent => 2, // IBV_FLUSH_PERSISTENT
         };
-        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_FLUSH; builder calls serialised by
+        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_FLUSH (so the provider, which
+        // accepted the flag when probed, has `wr_flush`: crate::native); builder calls serialised by
         // the send ring's lock.
         let r = unsafe {
-            let Some(fl) = (*q).wr_flush else {
+            let Some(fl) = crate::native::wr_flush(q) else {
                 return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
             };
             ffi::ibv_wr_start(q);
@@ -694,23 +734,34 @@ impl QpBackend<Verbs> for VerbsQp {
                 imm = Some(i);
                 O::IBV_WR_SEND_WITH_IMM
             }
-            SendOp::AtomicWrite(bytes) if caps.native_atomic_write => {
-                return self
-                    .sq
-                    .post(OP, wr.wr_id, None, |id| self.post_atomic_write(id, signaled, rkey, raddr, &bytes));
+            SendOp::AtomicWrite(bytes) if caps.native_atomic_write && self.has_native(Native::AtomicWrite) => {
+                self.sq.post(OP, wr.wr_id, None, |id| self.post_atomic_write(id, signaled, rkey, raddr, &bytes))?;
+                crate::native::count(Counted::AtomicWriteNative);
+                return Ok(());
             }
             SendOp::AtomicWrite(_) => {
+                if crate::native::native_only().atomic_write {
+                    return Err(self.no_native("rpma_atomic_write", "atomic write", caps.native_atomic_write));
+                }
                 // A fenced inline 8-byte write (spec 8.10): not executed before preceding reads
                 // (flushes) complete; inline data is copied at post time.
                 flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0 | ffi::ibv_send_flags::IBV_SEND_FENCE.0;
                 sge = Some(ffi::ibv_sge { addr: inline_bytes.as_ptr() as u64, length: 8, lkey: 0 });
                 O::IBV_WR_RDMA_WRITE
             }
-            #[cfg(rpma_native_flush)]
-            SendOp::Flush(t) if caps.native_flush => {
-                return self.sq.post(OP, wr.wr_id, None, |id| self.post_flush(id, signaled, rkey, raddr, wr.len, t));
+            SendOp::Flush(t @ FlushType::Visibility) if caps.native_flush && self.has_native(Native::Flush) => {
+                self.sq.post(OP, wr.wr_id, None, |id| self.post_flush(id, signaled, rkey, raddr, wr.len, t))?;
+                crate::native::count(Counted::FlushNative);
+                return Ok(());
             }
-            SendOp::Flush(_) => {
+            SendOp::Flush(t) => {
+                // A persistent flush is an RDMA Read even with native flush (docs/native-ops.md:
+                // the kernel grants persistent flush access on pmem only, and the initiator cannot
+                // know the target's memory); any other emulated flush obeys the native-only policy.
+                let by_rule = t == FlushType::Persistent && caps.native_flush;
+                if !by_rule && crate::native::native_only().flush {
+                    return Err(self.no_native("rpma_flush", "flush", caps.native_flush));
+                }
                 // APM (spec 8.9): an 8-byte RDMA Read at the flushed address into the
                 // connection's private buffer (no more than the region is described to hold).
                 let Some(fm) = &self.flush_mr else {
@@ -721,10 +772,17 @@ impl QpBackend<Verbs> for VerbsQp {
                 O::IBV_WR_RDMA_READ
             }
         };
+        let emulated = match wr.op {
+            SendOp::Flush(FlushType::Persistent) if caps.native_flush => Some(Counted::FlushPersistentRead),
+            SendOp::Flush(_) => Some(Counted::FlushEmulated),
+            SendOp::AtomicWrite(_) => Some(Counted::AtomicWriteEmulated),
+            _ => None,
+        };
+        let tag = if matches!(emulated, Some(Counted::FlushPersistentRead)) { crate::ring::FLUSH_READ_BIT } else { 0 };
         self.sq.post(OP, wr.wr_id, mr, |id| {
             // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
             let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-            w.wr_id = id;
+            w.wr_id = id | tag;
             w.opcode = opcode;
             w.send_flags = flags;
             if let Some(s) = sge.as_mut() {
@@ -736,7 +794,11 @@ impl QpBackend<Verbs> for VerbsQp {
             }
             w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
             self.post(&mut w)
-        })
+        })?;
+        if let Some(c) = emulated {
+            crate::native::count(c);
+        }
+        Ok(())
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {

@@ -10,7 +10,7 @@ use rdma_sys as ffi;
 use rpma_core::transport::CqBackend;
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
-use crate::ring::{RecvRing, SendRing, RECV_BIT};
+use crate::ring::{RecvRing, SendRing, FLUSH_READ_BIT, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};
 
 /// Completions polled per `ibv_poll_cq` call (a stack buffer: polling allocates nothing).
@@ -188,7 +188,8 @@ impl VerbsCq {
     }
 
     fn translate(&self, w: &ffi::ibv_wc) -> Wc {
-        let verbs_id = w.wr_id;
+        let flush_read = w.wr_id & FLUSH_READ_BIT != 0;
+        let verbs_id = w.wr_id & !FLUSH_READ_BIT;
         let user = if verbs_id & RECV_BIT != 0 {
             self.recv.as_ref().and_then(|r| r.complete(verbs_id))
         } else {
@@ -204,7 +205,11 @@ impl VerbsCq {
         Wc {
             wr_id,
             status: WcStatus::from_raw(w.status),
-            opcode: WcOpcode::from_raw(w.opcode),
+            opcode: if flush_read && w.opcode == ffi::ibv_wc_opcode::IBV_WC_RDMA_READ {
+                WcOpcode::Flush
+            } else {
+                WcOpcode::from_raw(w.opcode)
+            },
             vendor_err: w.vendor_err,
             byte_len: w.byte_len,
             imm_data: imm,

@@ -6,7 +6,7 @@
 //! completion channels (per CQ or shared), optional receive CQ and shared receive queue, and
 //! the operations mapped to work requests as librpma maps them (atomic write natively when the
 //! device reports IBTA 1.5 Atomic Write, else a fenced 8-byte inline write; flush natively when
-//! rdma-core provides `ibv_wr_flush` and the device reports both flush types, else an 8-byte
+//! the provider has `ibv_wr_flush` and the device reports both flush types, else an 8-byte
 //! RDMA Read after the writes, the Appliance Persistency Method).
 //!
 //! ## Why `rdma-sys`
@@ -69,9 +69,12 @@
 //! to make the corresponding wait return `NoEvent`/`NoCompletion` instead of blocking.
 //!
 //! ## Capabilities
-//! Native atomic write: `IB_UVERBS_DEVICE_ATOMIC_WRITE` in the extended device capabilities.
-//! Native flush: `cfg(rpma_native_flush)` (set by build.rs when `ibv_wr_flush` is in the
-//! installed `verbs.h`) and both `IB_UVERBS_DEVICE_FLUSH_*` bits. ODP: the device's RC ODP
+//! Native atomic write: `IB_UVERBS_DEVICE_ATOMIC_WRITE` in the extended device capabilities and
+//! a provider that accepts `IBV_QP_EX_WITH_ATOMIC_WRITE`. Native flush: both
+//! `IB_UVERBS_DEVICE_FLUSH_*` bits and a provider that accepts `IBV_QP_EX_WITH_FLUSH` (rdma-core
+//! 45+), probed at run time whatever rdma-core headers this crate was built with; see
+//! [`set_native_only`] (no emulation), [`op_counts`] (native and emulated operations posted) and
+//! docs/native-ops.md. ODP: the device's RC ODP
 //! read and write support. `advise_mr` is reported where ODP is (prefetching only applies to
 //! on-demand-paged regions); elsewhere `ibv_advise_mr` fails with `EOPNOTSUPP` → `NoSupp`.
 //! `max_inline_data` is the inline size this backend gives its QPs (8, as librpma).
@@ -88,6 +91,7 @@ mod cq;
 pub mod faults;
 mod leak;
 mod mr;
+mod native;
 mod ring;
 mod sys;
 
@@ -106,6 +110,7 @@ pub use cm::{VerbsListener, VerbsQp, VerbsSrq};
 pub use cq::VerbsCq;
 pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;
+pub use native::{native_only, op_counts, set_native_only, NativeOnly, OpCounts};
 
 /// The inline data size of every QP (librpma's `RPMA_MAX_INLINE_DATA`): room for the emulated
 /// atomic write.
@@ -345,9 +350,7 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_device_attr_ex>::zeroed();
     // SAFETY: [V2] the context is open; `attr` is a zeroed, writable attribute struct of the size the
     // wrapper passes on; a null input is allowed.
-    let r = call!("ibv_query_device_ex", sys::errno(), unsafe {
-        ffi::ibv_query_device_ex(dev.ctx(), std::ptr::null(), attr.as_mut_ptr())
-    });
+    let r = call!("ibv_query_device_ex", sys::errno(), unsafe { sys::query_device_ex(dev.ctx(), attr.as_mut_ptr()) });
     if r != 0 {
         return Err(Error::provider("ibv_query_device_ex", r.abs()));
     }
@@ -370,10 +373,7 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
         | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0;
     let odp = odp_general && rc_odp & rw == rw;
     let mut caps = Capabilities::roce_defaults();
-    caps.native_flush = cfg!(rpma_native_flush)
-        && flags & IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
-        && flags & IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
-    caps.native_atomic_write = flags & IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
+    (caps.native_flush, caps.native_atomic_write) = native::detect(dev.ctx(), &dev.name(), flags);
     caps.odp = odp;
     caps.advise_mr = odp;
     caps.iwarp = dev.is_iwarp();

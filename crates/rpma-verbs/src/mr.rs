@@ -17,8 +17,12 @@ use crate::VerbsPd;
 const IBV_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 const IBV_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
 
-/// The access flags librpma registers a usage with (spec 3.2).
-fn access(usage: Usage, native_flush: bool, iwarp: bool) -> u32 {
+/// The access flags librpma registers a usage with (spec 3.2), with the rules of
+/// docs/native-ops.md on a device with native flush: `FLUSH_TYPE_VISIBILITY` gets
+/// `IBV_ACCESS_FLUSH_GLOBAL` (librpma 1.3); `FLUSH_TYPE_PERSISTENT` gets `IBV_ACCESS_REMOTE_READ`
+/// (the persistent flushes of rpma-rs are RDMA Reads) plus, when `flush_persistent`,
+/// `IBV_ACCESS_FLUSH_PERSISTENT` (for librpma 1.3 initiators; the kernel grants it on pmem only).
+fn access(usage: Usage, native_flush: bool, iwarp: bool, flush_persistent: bool) -> u32 {
     let mut a = 0;
     if usage.contains(Usage::READ_SRC) {
         a |= ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0;
@@ -39,7 +43,10 @@ fn access(usage: Usage, native_flush: bool, iwarp: bool) -> u32 {
         a |= if native_flush { IBV_ACCESS_FLUSH_GLOBAL } else { ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0 };
     }
     if usage.contains(Usage::FLUSH_TYPE_PERSISTENT) {
-        a |= if native_flush { IBV_ACCESS_FLUSH_PERSISTENT } else { ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0 };
+        a |= ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0;
+        if native_flush && flush_persistent {
+            a |= IBV_ACCESS_FLUSH_PERSISTENT;
+        }
     }
     a
 }
@@ -75,7 +82,8 @@ impl std::fmt::Debug for VerbsMr {
 pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<VerbsMr> {
     let len = mem.len();
     let caps = pd.caps();
-    let acc = access(usage, caps.native_flush, caps.iwarp);
+    let persistent = caps.native_flush && usage.contains(Usage::FLUSH_TYPE_PERSISTENT);
+    let mut acc = access(usage, caps.native_flush, caps.iwarp, persistent);
     let reg = |acc: u32| {
         // SAFETY: [M1] `mem` owns `len` bytes at `as_ptr()`, which outlive the registration (the
         // region releases them only after a successful deregistration); [V1] the PD is alive (we
@@ -85,6 +93,16 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
         })
     };
     let mut p = reg(acc);
+    if p.is_null() && errno() == libc::EINVAL && persistent {
+        // The kernel grants persistent flush access on persistent memory only (rxe: "page can't
+        // be persistent"): register without it; our persistent flushes are RDMA Reads anyway.
+        rpma_core::rpma_log!(
+            Info,
+            "ibv_reg_mr: EINVAL with IBV_ACCESS_FLUSH_PERSISTENT (not persistent memory), registering without it"
+        );
+        acc = access(usage, caps.native_flush, caps.iwarp, false);
+        p = reg(acc);
+    }
     if p.is_null() && errno() == libc::EOPNOTSUPP && caps.odp {
         rpma_core::rpma_log!(Warning, "ibv_reg_mr: EOPNOTSUPP, retrying with IBV_ACCESS_ON_DEMAND (maybe FSDAX?)");
         p = reg(acc | ffi::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0);

@@ -12,6 +12,10 @@ use crate::mr::VerbsMr;
 
 /// Set in the verbs `wr_id` of receive work requests.
 pub(crate) const RECV_BIT: u64 = 1 << 63;
+/// Set in the verbs `wr_id` of a flush posted as an RDMA Read on a device with native flush (a
+/// persistent flush, docs/native-ops.md): its completion is reported as a flush, as every other
+/// flush on that device.
+pub(crate) const FLUSH_READ_BIT: u64 = 1 << 62;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)

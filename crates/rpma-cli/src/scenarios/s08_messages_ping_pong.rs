@@ -7,7 +7,7 @@
 //! Its flow is shared by the SRQ scenarios (`13`, `08srq`), whose servers differ.
 
 use anyhow::{ensure, Result};
-use rpma::{CompletionFlags, Conn, ConnCfg, Ep, MrLocal, Transport, Usage, Wc, WcOpcode};
+use rpma::{Conn, ConnCfg, Ep, MrLocal, Transport, Usage, Wc, WcOpcode};
 
 use super::common::{
     accept, check_wc, client_peer, connect, disconnect_and_wait_close, next_wc, next_wc_shared, server_peer, wait_wc,
@@ -190,10 +190,13 @@ pub fn ping<T: Transport>(t: &T, o: &ClientOpts, cfg: Option<&ConnCfg<T>>, mode:
         r.received.push(counter);
     }
     mr.write(SEND_OFFSET, &I_M_DONE.to_ne_bytes())?;
-    conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE))
-        .flags(CompletionFlags::ON_ERROR)
-        .context(SEND_ID)
-        .post()?;
+    // Signaled, and its completion awaited before disconnecting (librpma's example posts it
+    // with COMPLETION_ON_ERROR and disconnects at once): a disconnect moves the QP to the error
+    // state, which flushes a send not yet transmitted, and Linux 6.12's rxe transmits from a
+    // workqueue, so the server would never get I_M_DONE (seen on the debian13 Soft-RoCE guest).
+    conn.send(mr.slice(SEND_OFFSET..SEND_OFFSET + MSG_SIZE)).context(SEND_ID).post()?;
+    let (mut send_done, mut recv_done) = (false, true);
+    wait_send_and_recv(&conn, mode, &mut send_done, &mut recv_done)?;
     disconnect_and_wait_close(conn)?;
     mr.dereg()?;
     Ok(r)

@@ -1,0 +1,294 @@
+//! Native RDMA Flush and Atomic Write: run-time detection, the policy that forbids their
+//! emulation, and counters of the work requests posted either way.
+//!
+//! ## Detection (librpma 1.3's rules, decided at run time)
+//! librpma 1.3 decides at *compile time* whether its libibverbs knows the native verbs
+//! (`NATIVE_FLUSH_SUPPORTED`, `NATIVE_ATOMIC_WRITE_SUPPORTED`), then at run time:
+//! 1. a peer supports native flush when the device's `device_cap_flags_ex` has both
+//!    `IB_UVERBS_DEVICE_FLUSH_GLOBAL` and `IB_UVERBS_DEVICE_FLUSH_PERSISTENT` (bits 38, 39), and
+//!    native atomic write when it has `IB_UVERBS_DEVICE_ATOMIC_WRITE` (bit 40);
+//! 2. its QPs are then created with `IBV_QP_EX_WITH_FLUSH` / `IBV_QP_EX_WITH_ATOMIC_WRITE`, and
+//!    regions registered for a flush usage get `IBV_ACCESS_FLUSH_GLOBAL` /
+//!    `IBV_ACCESS_FLUSH_PERSISTENT` instead of `IBV_ACCESS_REMOTE_READ`;
+//! 3. an operation goes native when the QP's `wr_flush` / `wr_atomic_write` function pointer
+//!    is set, else it is emulated (flush: an 8-byte RDMA Read after the writes; atomic write: a
+//!    fenced inline 8-byte RDMA Write).
+//!
+//! rpma-verbs replaces the compile-time half with a run-time probe, so that one binary takes
+//! the native paths whether it was built against rdma-core 44 headers (which have neither
+//! `ibv_wr_flush` nor the flush bits) or 56 headers, and whichever rdma-core the process loads:
+//! when the kernel reports a capability bit, it creates one throw-away RC QP on the device with
+//! the corresponding send-ops flag. A provider that does not know the flag rejects the QP
+//! (rdma-core before 45 for `IBV_QP_EX_WITH_FLUSH`), and a provider that accepts it has the
+//! function pointer in its `ibv_qp_ex` (the struct only ever grows at its end, so `wr_flush` is
+//! the pointer right after `wr_atomic_write`, checked against the 56 headers when built with
+//! them). The answer is kept per device name for the life of the process. The kernel bits alone
+//! are not enough: rdma-core 44 on a 6.2+ kernel sees them but cannot post the verbs.
+//!
+//! Rule 3 also holds per connection: a QP whose function pointer is unexpectedly null falls
+//! back to the emulation, as in librpma (and is counted as emulated).
+//!
+//! ## Policy: native only
+//! [`set_native_only`] (or `RPMA_VERBS_NATIVE_ONLY=flush,atomic_write` in the environment, read
+//! at the first device lookup) makes an operation that would be emulated fail with `NoSupp`
+//! instead, with a message naming the device and what it lacks: for a caller to whom the
+//! emulation's semantics are not enough (e.g. an atomic write that must be one IBTA Atomic
+//! Write), and for tests that must prove the native path ran.
+//!
+//! ## Counters
+//! [`op_counts`] counts the flushes and atomic writes this process posted, native and emulated.
+//! With `RPMA_VERBS_OP_COUNTS=<file>` in the environment, each process that looked up a device
+//! appends one line with its counts to that file when it exits (`scripts/test-verbs.sh` sums
+//! them up and prints `native flush: N`, `native atomic write: N`).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use rdma_sys as ffi;
+
+/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+; not in the 44 headers).
+pub(crate) const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+pub(crate) const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+
+/// `ibv_qp_ex::wr_flush` (rdma-core 45+).
+pub(crate) type WrFlushFn = unsafe extern "C" fn(*mut ffi::ibv_qp_ex, u32, u64, usize, u8, u8);
+
+/// The offset of `wr_flush` in `struct ibv_qp_ex`: right after `wr_atomic_write`, its last
+/// member in rdma-core 44.
+pub(crate) const WR_FLUSH_OFFSET: usize = std::mem::offset_of!(ffi::ibv_qp_ex, wr_atomic_write) + size_of::<usize>();
+
+#[cfg(rpma_native_flush)]
+const _: () = assert!(WR_FLUSH_OFFSET == std::mem::offset_of!(ffi::ibv_qp_ex, wr_flush));
+#[cfg(not(rpma_native_flush))]
+const _: () = assert!(WR_FLUSH_OFFSET == size_of::<ffi::ibv_qp_ex>());
+
+/// `wr_flush` of an extended QP created with `IBV_QP_EX_WITH_FLUSH`.
+///
+/// # Safety
+/// `qpx` is a live extended QP whose provider accepted `IBV_QP_EX_WITH_FLUSH` (so its
+/// `ibv_qp_ex` has the member, rdma-core 45+).
+pub(crate) unsafe fn wr_flush(qpx: *mut ffi::ibv_qp_ex) -> Option<WrFlushFn> {
+    // SAFETY: [V2] per the contract the struct has a function pointer (or null) at this offset;
+    // `Option<fn>` has the layout of a nullable C function pointer.
+    unsafe { qpx.cast::<u8>().add(WR_FLUSH_OFFSET).cast::<Option<WrFlushFn>>().read() }
+}
+
+/// What the provider of a device accepts: (native flush, native atomic write).
+fn provider_support(ctx: *mut ffi::ibv_context, name: &str, flush: bool, atomic_write: bool) -> (bool, bool) {
+    static CACHE: OnceLock<Mutex<HashMap<String, (bool, bool)>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = format!("{name}/{flush}/{atomic_write}");
+    if let Some(v) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+        return *v;
+    }
+    let v = (flush && probe(ctx, IBV_QP_EX_WITH_FLUSH), atomic_write && probe(ctx, IBV_QP_EX_WITH_ATOMIC_WRITE));
+    rpma_core::rpma_log!(
+        Info,
+        "{name}: native flush {}, native atomic write {} (device bits: flush {flush}, atomic write {atomic_write}; \
+         provider probed)",
+        v.0,
+        v.1
+    );
+    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, v);
+    v
+}
+
+/// Creates (and destroys) an RC QP with `send_op` in its send-ops flags: whether the provider
+/// accepts it and fills in the matching function pointer. The probe's calls bypass fault
+/// injection and resource tracking: nothing of it outlives the call.
+fn probe(ctx: *mut ffi::ibv_context, send_op: u64) -> bool {
+    // SAFETY: [V1] `ctx` is an open context (the caller holds its device); every object made
+    // here is destroyed before returning, QP first; the attribute struct is zeroed (valid) and
+    // only the members its comp_mask names are read by the provider.
+    unsafe {
+        let pd = ffi::ibv_alloc_pd(ctx);
+        if pd.is_null() {
+            return false;
+        }
+        let cq = ffi::ibv_create_cq(ctx, 2, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        let mut ok = false;
+        if !cq.is_null() {
+            let mut a: ffi::ibv_qp_init_attr_ex = std::mem::zeroed();
+            a.send_cq = cq;
+            a.recv_cq = cq;
+            a.cap = ffi::ibv_qp_cap {
+                max_send_wr: 1,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            };
+            a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+            a.comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
+                | ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+            a.pd = pd;
+            a.send_ops_flags = u64::from(ffi::ibv_qp_create_send_ops_flags::IBV_QP_EX_WITH_RDMA_WRITE.0) | send_op;
+            let qp = crate::sys::create_qp_ex(ctx, &mut a);
+            if !qp.is_null() {
+                let qpx = ffi::ibv_qp_to_qp_ex(qp);
+                ok = !qpx.is_null()
+                    && if send_op == IBV_QP_EX_WITH_FLUSH {
+                        wr_flush(qpx).is_some()
+                    } else {
+                        (*qpx).wr_atomic_write.is_some()
+                    };
+                ffi::ibv_destroy_qp(qp);
+            }
+            ffi::ibv_destroy_cq(cq);
+        }
+        ffi::ibv_dealloc_pd(pd);
+        ok
+    }
+}
+
+/// (native flush, native atomic write) of a device: its kernel bits, confirmed by the provider.
+pub(crate) fn detect(ctx: *mut ffi::ibv_context, name: &str, cap_flags_ex: u64) -> (bool, bool) {
+    let flush = cap_flags_ex & crate::IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
+        && cap_flags_ex & crate::IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
+    let aw = cap_flags_ex & crate::IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
+    if !flush && !aw {
+        return (false, false);
+    }
+    provider_support(ctx, name, flush, aw)
+}
+
+// ------------------------------------------------------------------ policy
+
+static ONLY_FLUSH: AtomicBool = AtomicBool::new(false);
+static ONLY_ATOMIC_WRITE: AtomicBool = AtomicBool::new(false);
+
+/// Which operations must not be emulated: see [`set_native_only`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NativeOnly {
+    /// A flush on a device without native flush fails with `NoSupp` (no RDMA Read emulation).
+    pub flush: bool,
+    /// An atomic write on a device without native atomic write fails with `NoSupp` (no fenced
+    /// inline write).
+    pub atomic_write: bool,
+}
+
+/// Sets, for the whole process, which operations must be native: such an operation on a
+/// connection whose device lacks the native verb fails with `NoSupp` at post time, naming the
+/// device, instead of being emulated. Default: none (librpma's behaviour). The environment
+/// variable `RPMA_VERBS_NATIVE_ONLY` (`flush`, `atomic_write`, comma-separated) sets it at the
+/// first device lookup; a later call overrides it.
+pub fn set_native_only(only: NativeOnly) {
+    init_env();
+    ONLY_FLUSH.store(only.flush, Ordering::Relaxed);
+    ONLY_ATOMIC_WRITE.store(only.atomic_write, Ordering::Relaxed);
+}
+
+/// The current policy, see [`set_native_only`].
+#[must_use]
+pub fn native_only() -> NativeOnly {
+    init_env();
+    NativeOnly { flush: ONLY_FLUSH.load(Ordering::Relaxed), atomic_write: ONLY_ATOMIC_WRITE.load(Ordering::Relaxed) }
+}
+
+/// Reads `RPMA_VERBS_NATIVE_ONLY` and `RPMA_VERBS_OP_COUNTS` once (called by every device
+/// lookup and by the policy functions).
+pub(crate) fn init_env() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        if let Ok(v) = std::env::var("RPMA_VERBS_NATIVE_ONLY") {
+            for w in v.split(',').map(str::trim) {
+                match w {
+                    "flush" => ONLY_FLUSH.store(true, Ordering::Relaxed),
+                    "atomic_write" => ONLY_ATOMIC_WRITE.store(true, Ordering::Relaxed),
+                    "" => {}
+                    _ => rpma_core::rpma_log!(Warning, "RPMA_VERBS_NATIVE_ONLY: unknown operation '{w}' ignored"),
+                }
+            }
+        }
+        if std::env::var_os("RPMA_VERBS_OP_COUNTS").is_some() {
+            // SAFETY: [V2] registers a plain `extern "C" fn()` that only reads atomics and the
+            // environment and writes a file.
+            unsafe {
+                libc::atexit(report_at_exit);
+            }
+        }
+    });
+}
+
+// ------------------------------------------------------------------ counters
+
+static FLUSH_NATIVE: AtomicU64 = AtomicU64::new(0);
+static FLUSH_EMULATED: AtomicU64 = AtomicU64::new(0);
+static FLUSH_PERSISTENT_READ: AtomicU64 = AtomicU64::new(0);
+static AW_NATIVE: AtomicU64 = AtomicU64::new(0);
+static AW_EMULATED: AtomicU64 = AtomicU64::new(0);
+
+/// Flushes and atomic writes this process posted (successfully) through rpma-verbs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Native flushes (`ibv_wr_flush`).
+    pub flush_native: u64,
+    /// Flushes emulated (an 8-byte RDMA Read) because the device or QP has no native flush.
+    pub flush_emulated: u64,
+    /// Persistent flushes on a device with native flush: RDMA Reads by rule (docs/native-ops.md),
+    /// counted apart from `flush_emulated`.
+    pub flush_persistent_read: u64,
+    /// Native atomic writes (`ibv_wr_atomic_write`).
+    pub atomic_write_native: u64,
+    /// Emulated atomic writes (a fenced inline 8-byte RDMA Write).
+    pub atomic_write_emulated: u64,
+}
+
+/// The counts so far, see [`OpCounts`].
+#[must_use]
+pub fn op_counts() -> OpCounts {
+    OpCounts {
+        flush_native: FLUSH_NATIVE.load(Ordering::Relaxed),
+        flush_emulated: FLUSH_EMULATED.load(Ordering::Relaxed),
+        flush_persistent_read: FLUSH_PERSISTENT_READ.load(Ordering::Relaxed),
+        atomic_write_native: AW_NATIVE.load(Ordering::Relaxed),
+        atomic_write_emulated: AW_EMULATED.load(Ordering::Relaxed),
+    }
+}
+
+/// Which counter a posted operation adds to.
+#[derive(Clone, Copy)]
+pub(crate) enum Counted {
+    FlushNative,
+    FlushEmulated,
+    FlushPersistentRead,
+    AtomicWriteNative,
+    AtomicWriteEmulated,
+}
+
+pub(crate) fn count(c: Counted) {
+    let a = match c {
+        Counted::FlushNative => &FLUSH_NATIVE,
+        Counted::FlushEmulated => &FLUSH_EMULATED,
+        Counted::FlushPersistentRead => &FLUSH_PERSISTENT_READ,
+        Counted::AtomicWriteNative => &AW_NATIVE,
+        Counted::AtomicWriteEmulated => &AW_EMULATED,
+    };
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+extern "C" fn report_at_exit() {
+    let Some(path) = std::env::var_os("RPMA_VERBS_OP_COUNTS") else {
+        return;
+    };
+    let c = op_counts();
+    let exe = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let line = format!(
+        "pid={} exe={} flush_native={} flush_emulated={} flush_persistent_read={} atomic_write_native={} \
+         atomic_write_emulated={}\n",
+        std::process::id(),
+        exe.unwrap_or_default(),
+        c.flush_native,
+        c.flush_emulated,
+        c.flush_persistent_read,
+        c.atomic_write_native,
+        c.atomic_write_emulated
+    );
+    // one write(2) of one short line with O_APPEND: lines of concurrent processes do not mix
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
