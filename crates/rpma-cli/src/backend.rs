@@ -70,3 +70,22 @@ fn verbs<W: WithTransport>(_work: W) -> Result<W::Output> {
          (needs libibverbs-dev, librdmacm-dev, libclang-dev)"
     )
 }
+
+/// The per-backend hook of [`crate::native`]: the process-wide counts of flushes and atomic
+/// writes by path, on a backend that counts them (verbs: `rpma::verbs::op_counts()`), or `None`
+/// on one whose path follows the device's capabilities alone (the mock).
+#[must_use]
+pub fn op_counts<T: rpma::Transport>() -> Option<crate::native::OpCounts> {
+    #[cfg(feature = "verbs")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<rpma::verbs::Verbs>() {
+        let c = rpma::verbs::op_counts();
+        return Some(crate::native::OpCounts {
+            flush_native: c.flush_native,
+            flush_emulated: c.flush_emulated,
+            flush_persistent_read: c.flush_persistent_read,
+            atomic_write_native: c.atomic_write_native,
+            atomic_write_emulated: c.atomic_write_emulated,
+        });
+    }
+    None
+}

@@ -16,7 +16,8 @@
 //! any [`rpma::Transport`] that return a report, and a `demo` function that runs both sides in one
 //! process and checks what each side saw against the other. [`backend`] selects the transport
 //! from the command line (shared with [`bench`](mod@bench), the data-path benchmark), [`devices`] gathers
-//! device information.
+//! device information, and [`native`] says whether flushes and atomic writes went native or
+//! emulated.
 //!
 //! Every scenario keeps the data flow and the private-data layout of the librpma example it
 //! follows: the 28-byte `common_data` container ([`pdata::CommonData`]) with the memory
@@ -29,5 +30,6 @@ pub mod backend;
 pub mod bench;
 pub mod devices;
 pub mod file_map;
+pub mod native;
 pub mod pdata;
 pub mod scenarios;

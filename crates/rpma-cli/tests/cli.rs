@@ -157,6 +157,25 @@ fn demo_of_chosen_scenarios_by_name_and_number() {
     assert!(o.status.success(), "{out}");
     assert!(out.contains("3 passed, 0 failed"), "{out}");
     assert!(out.contains("atomic-write") && out.contains("shared-channel"));
+    assert!(out.contains("atomic write emulated (fenced RDMA Write)"), "{out}");
+}
+
+#[test]
+fn demo_reports_whether_flushes_and_atomic_writes_were_native() {
+    for (extra, want) in [
+        (None, "client: path: flush emulated (RDMA Read), atomic write emulated"),
+        (Some("--native"), "client: path: flush native, atomic write native; from the device's capabilities"),
+    ] {
+        let mut args = vec!["demo", "-s", "05", "-s", "07", "-s", "09"];
+        args.extend(extra);
+        let o = rpma(&args);
+        let out = stdout(&o);
+        assert!(o.status.success(), "{out}");
+        assert!(out.contains(want), "{want}: {out}");
+        assert!(out.contains("client: path: GPSPM, the server persists on request; no RDMA flush"), "{out}");
+        let native = if extra.is_some() { "(with native" } else { "(without native" };
+        assert!(out.contains(native), "{out}");
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rpma::mock::MockFabric;
 use rpma::{FlushType, MapOptions, MemError, Memory};
-use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Scenario, ServerOpts, SrqRcq};
+use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Report, Scenario, ServerOpts, SrqRcq};
 
 fn demo(s: Scenario) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
@@ -40,7 +40,9 @@ fn s04_write_to_persistent() {
 
 #[test]
 fn s05_flush_to_persistent() {
-    demo(Scenario::FlushToPersistent);
+    let l = demo(Scenario::FlushToPersistent);
+    let want = "client: path: flush emulated (RDMA Read); from the device's capabilities";
+    assert!(l.iter().any(|l| l == want), "{l:?}");
 }
 
 #[test]
@@ -50,7 +52,58 @@ fn s06_multiple_connections() {
 
 #[test]
 fn s07_atomic_write() {
-    demo(Scenario::AtomicWrite);
+    let l = demo(Scenario::AtomicWrite);
+    let want = "client: path: flush emulated (RDMA Read), atomic write emulated (fenced RDMA Write); \
+                from the device's capabilities";
+    assert!(l.iter().any(|l| l == want), "{l:?}");
+}
+
+/// On a mock device with native flush and atomic write, 05, 07 and 09 report the native path
+/// (09 posts no RDMA flush at all: the server persists on request), with the counts.
+#[test]
+fn flushes_and_atomic_writes_report_the_native_path() {
+    use rpma_cli::native::{OpCounts, OpPath, Source};
+    let dir = tempfile::tempdir().unwrap();
+    let e = env(dir.path());
+    let t = MockFabric::builder().native(true, true).build();
+
+    let (ts, tc) = (t.clone(), t.clone());
+    let mut so = e.server();
+    so.file = Some(dir.path().join("05.pmem"));
+    so.direct_write_to_pmem = true;
+    let co = e.client();
+    let (_, c) = run_pair(
+        move |ready| sc::s05_flush_to_persistent::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s05_flush_to_persistent::client(&tc, &co)),
+    )
+    .unwrap();
+    assert_eq!(c[0].ops.source, Source::Capabilities);
+    assert_eq!(c[0].ops.counts, OpCounts { flush_native: 1, ..OpCounts::default() });
+    assert!(c[0].lines().iter().any(|l| l == "path: flush native; from the device's capabilities"));
+
+    let (ts, tc) = (t.clone(), t.clone());
+    let so = e.server();
+    let mut co = e.client();
+    co.words = vec!["a".into(), "b".into(), "c".into()];
+    let (_, c) = run_pair(
+        move |ready| sc::s07_atomic_write::server(&ts, &ServerOpts { ready, ..so }),
+        one(move || sc::s07_atomic_write::client(&tc, &co)),
+    )
+    .unwrap();
+    let n = c[0].ops.counts;
+    assert_eq!((n.flush_native, n.atomic_write_native, n.flush_emulated, n.atomic_write_emulated), (6, 3, 0, 0));
+    assert_eq!((n.flush(), n.atomic_write()), (Some(OpPath::Native), Some(OpPath::Native)));
+
+    let (ts, tc) = (t.clone(), t);
+    let so = e.server();
+    let co = e.client();
+    let (_, c) = run_pair(
+        move |ready| sc::s09_flush_to_persistent_gpspm::server(&ts, &ServerOpts { ready, ..so }, false),
+        one(move || sc::s09_flush_to_persistent_gpspm::client(&tc, &co, false)),
+    )
+    .unwrap();
+    assert_eq!(c[0].ops.counts, OpCounts::default());
+    assert!(c[0].lines().iter().any(|l| l.contains("GPSPM") && l.contains("no RDMA flush")), "{:?}", c[0].lines());
 }
 
 #[test]

@@ -21,6 +21,7 @@ use super::common::{
     wait_close_and_disconnect, wait_flush, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
+use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
 
 /// The server's report.
@@ -62,6 +63,8 @@ pub struct ClientReport {
     pub written: String,
     /// The flush type used.
     pub flush_type: FlushType,
+    /// Whether the flush was native or emulated.
+    pub ops: OpUse,
     /// Its own hello after translation.
     pub translation: String,
 }
@@ -70,6 +73,7 @@ impl Report for ClientReport {
     fn lines(&self) -> Vec<String> {
         vec![
             format!("wrote {:?} and flushed {HELLO_STR_SIZE} bytes ({:?})", self.written, self.flush_type),
+            format!("path: {}", self.ops.describe()),
             format!("translated its hello to {:?}", self.translation),
         ]
     }
@@ -123,6 +127,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     conn.apply_remote_peer_cfg(&pcfg);
     let (dst, offset) = hello_target(&cd)?;
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
+    let watch = OpWatch::start::<T>(peer.capabilities());
     conn.write(dst.at(offset), mem.mr.slice(src_off..src_off + HELLO_STR_SIZE))
         .flags(CompletionFlags::ON_ERROR)
         .post()?;
@@ -130,11 +135,12 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     conn.flush(dst.slice(offset..offset + HELLO_STR_SIZE), flush_type).context(FLUSH_ID).post()?;
     let wc = wait_flush(&conn.cq())?;
     ensure!(wc.wr_id == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id);
+    let ops = watch.finish::<T>(1, 0);
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
     disconnect_and_wait_close(conn)?;
     mem.dereg()?;
-    Ok(ClientReport { written, flush_type, translation })
+    Ok(ClientReport { written, flush_type, ops, translation })
 }
 
 /// Both sides in one process (the server's memory a file in `env.dir`, direct write to PMem
@@ -153,6 +159,7 @@ pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
     let (s, c) =
         run_pair(move |ready| server(&ts, &ServerOpts { ready, ..so }), vec![Box::new(move || client(&tc, &co))])?;
     ensure!(c[0].flush_type == FlushType::Persistent, "client flushed {:?}", c[0].flush_type);
+    ensure!(c[0].ops.counts.flush().is_some(), "no flush counted: {:?}", c[0].ops);
     ensure!(s.new == c[0].written, "server holds {:?}, client wrote {:?}", s.new, c[0].written);
     let want = Some(c[0].written.as_str());
     ensure!(s.file_after.as_deref() == want, "the file held {:?} after deregistration", s.file_after);

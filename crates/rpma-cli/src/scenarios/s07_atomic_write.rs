@@ -18,6 +18,7 @@ use super::common::{
     wait_wc, Mem, FLUSH_ID, KILOBYTE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
+use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
 
 /// `LOG_SIGNATURE_SIZE`.
@@ -60,6 +61,8 @@ pub struct ClientReport {
     pub used_after: u64,
     /// The flush type used.
     pub flush_type: FlushType,
+    /// Whether the flushes and atomic writes were native or emulated.
+    pub ops: OpUse,
 }
 
 impl Report for ClientReport {
@@ -70,6 +73,7 @@ impl Report for ClientReport {
                 "appended {:?}: write, flush, atomic write of used, flush ({:?}) per word",
                 self.words, self.flush_type
             ),
+            format!("path: {}", self.ops.describe()),
             format!("used = {} at the end", self.used_after),
         ]
     }
@@ -143,6 +147,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         FlushType::Visibility
     };
     let mut used = used_before;
+    let watch = OpWatch::start::<T>(peer.capabilities());
     for word in &o.words {
         let mut bytes = word.as_bytes().to_vec();
         bytes.push(0);
@@ -159,9 +164,11 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         let wc = wait_flush(&conn.cq())?;
         ensure!(wc.wr_id == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id);
     }
+    let n = o.words.len() as u64;
+    let ops = watch.finish::<T>(2 * n, n);
     disconnect_and_wait_close(conn)?;
     local.dereg()?;
-    Ok(ClientReport { used_before, words: o.words.clone(), used_after: used, flush_type })
+    Ok(ClientReport { used_before, words: o.words.clone(), used_after: used, flush_type, ops })
 }
 
 /// Both sides in one process (the log a file in `env.dir`): the log must hold the words.
@@ -178,6 +185,8 @@ pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
     let (s, c) =
         run_pair(move |ready| server(&ts, &ServerOpts { ready, ..so }), vec![Box::new(move || client(&tc, &co))])?;
     ensure!(c[0].flush_type == FlushType::Persistent, "client flushed {:?}", c[0].flush_type);
+    let (fl, aw) = (c[0].ops.counts.flush(), c[0].ops.counts.atomic_write());
+    ensure!(fl.is_some() && aw.is_some(), "flushes or atomic writes not counted: {:?}", c[0].ops);
     ensure!(s.words == c[0].words, "log holds {:?}, client appended {:?}", s.words, c[0].words);
     ensure!(s.used == c[0].used_after, "log used {} != {}", s.used, c[0].used_after);
     let file = std::fs::read(&path)?;

@@ -17,6 +17,7 @@ use super::common::{
     translate, wait_close_and_disconnect, wait_wc, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
+use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
 
 /// `MSG_SIZE_MAX`.
@@ -164,6 +165,8 @@ pub struct ClientReport {
     pub offset: usize,
     /// The response's operation context.
     pub response: u64,
+    /// The RDMA flushes and atomic writes posted (none: the flush is a message).
+    pub ops: OpUse,
     /// Its own hello after translation.
     pub translation: String,
 }
@@ -172,6 +175,7 @@ impl Report for ClientReport {
     fn lines(&self) -> Vec<String> {
         vec![
             format!("wrote {:?} at remote offset {} and sent a flush request", self.written, self.offset),
+            format!("path: GPSPM, the server persists on request; {}", self.ops.describe()),
             format!("flush response op_context {:#x}; translated its hello to {:?}", self.response, self.translation),
         ]
     }
@@ -257,6 +261,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
         dst.len().saturating_sub(offset as u64)
     );
     let src_off = mem.data_offset + HELLO_STR_OFFSET;
+    let watch = OpWatch::start::<T>(peer.capabilities());
     conn.write(dst.at(offset), mem.mr.slice(src_off..src_off + HELLO_STR_SIZE))
         .flags(CompletionFlags::ON_ERROR)
         .post()?;
@@ -269,12 +274,13 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
     let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
     let response = decode_response(&msg.to_vec(RECV_OFFSET, len)?)?;
     ensure!(response == FLUSH_ID, "unexpected op_context value ({response:#x} != {FLUSH_ID:#x})");
+    let ops = watch.finish::<T>(0, 0);
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
     disconnect_and_wait_close(conn)?;
     mem.dereg()?;
     msg.dereg()?;
-    Ok(ClientReport { written, offset, response, translation })
+    Ok(ClientReport { written, offset, response, ops, translation })
 }
 
 /// Both sides in one process (the server's memory a file in `env.dir`): the written value must
