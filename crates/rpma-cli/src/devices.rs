@@ -60,9 +60,11 @@ pub struct CapsInfo {
     pub max_msg_size: u64,
     /// On-demand paging for RC reads and writes.
     pub odp: bool,
-    /// Native RDMA Atomic Write (else an 8-byte write fenced by the earlier operations).
+    /// Native RDMA Atomic Write (else an 8-byte write fenced by the earlier operations). On
+    /// verbs from rpma-verbs' run-time probe (kernel capability bit and provider support).
     pub native_atomic_write: bool,
-    /// Native RDMA Flush (else emulated with an 8-byte read after the write: APM).
+    /// Native RDMA Flush (else emulated with an 8-byte read after the write: APM). On verbs from
+    /// rpma-verbs' run-time probe (both flush capability bits and provider support).
     pub native_flush: bool,
     /// Maximum work requests of a shared receive queue.
     pub max_srq_wr: u32,
@@ -210,6 +212,16 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
+/// How a device's flushes go, for the listing: on verbs a persistent flush stays an RDMA Read
+/// even with native flush (docs/native-ops.md), on the mock both types are native.
+fn flush_path(backend: &str, native: bool) -> &'static str {
+    match (native, backend) {
+        (false, _) => "emulated (an 8-byte RDMA Read after the writes, APM)",
+        (true, "verbs") => "native (IBV_WR_FLUSH) to visibility; persistent flushes are RDMA Reads (by rule)",
+        (true, _) => "native (IBV_WR_FLUSH)",
+    }
+}
+
 /// The human-readable listing.
 #[must_use]
 pub fn render(devs: &[DeviceInfo]) -> String {
@@ -241,11 +253,13 @@ pub fn render(devs: &[DeviceInfo]) -> String {
             Some(c) => {
                 let _ = writeln!(s, "  max message size:     {} bytes", c.max_msg_size);
                 let _ = writeln!(s, "  on-demand paging:     {}", yes(c.odp));
-                let aw =
-                    if c.native_atomic_write { "yes" } else { "no (an 8-byte write fenced by the earlier operations)" };
-                let _ = writeln!(s, "  native atomic write:  {aw}");
-                let fl = if c.native_flush { "yes" } else { "no (emulated: an 8-byte read after the write, APM)" };
-                let _ = writeln!(s, "  native flush:         {fl}");
+                let _ = writeln!(s, "  flush:                {}", flush_path(&d.backend, c.native_flush));
+                let aw = if c.native_atomic_write {
+                    "native (IBV_WR_ATOMIC_WRITE)"
+                } else {
+                    "emulated (an 8-byte RDMA Write fenced by the earlier operations)"
+                };
+                let _ = writeln!(s, "  atomic write:         {aw}");
                 let _ = writeln!(s, "  SRQ:                  up to {} work requests", c.max_srq_wr);
                 let _ = writeln!(
                     s,
@@ -291,5 +305,27 @@ mod tests {
         assert_eq!(d[0].ports[0].gids, ["fe80:0000:0000:0000:0000:0000:0000:0001"]);
         assert_eq!(d[0].ports[0].netdevs, ["dummy0"]);
         assert!(render(&d).contains("capabilities:         unknown"));
+    }
+
+    #[test]
+    fn the_listing_says_native_or_emulated() {
+        let mut caps = Capabilities::roce_defaults();
+        let dev = |backend: &str, caps: &Capabilities| DeviceInfo {
+            backend: backend.into(),
+            name: "d".into(),
+            addresses: Vec::new(),
+            ports: Vec::new(),
+            capabilities: Some(CapsInfo::from(caps)),
+            note: None,
+        };
+        let s = render(&[dev("verbs", &caps)]);
+        assert!(s.contains("  flush:                emulated (an 8-byte RDMA Read"), "{s}");
+        assert!(s.contains("  atomic write:         emulated ("), "{s}");
+        caps.native_flush = true;
+        caps.native_atomic_write = true;
+        let s = render(&[dev("verbs", &caps), dev("mock", &caps)]);
+        assert!(s.contains("native (IBV_WR_FLUSH) to visibility; persistent flushes are RDMA Reads"), "{s}");
+        assert!(s.contains("  flush:                native (IBV_WR_FLUSH)\n"), "{s}");
+        assert_eq!(s.matches("  atomic write:         native (IBV_WR_ATOMIC_WRITE)").count(), 2, "{s}");
     }
 }

@@ -191,6 +191,19 @@ fn devices_json_parses_and_describes_the_mock_device() {
     assert!(d["addresses"].as_array().unwrap().iter().any(|a| a == "127.0.0.1"));
     let c = &d["capabilities"];
     assert_eq!(c["max_msg_size"], 1u64 << 31);
+    // The fields of docs/cli.md's schema, with their types.
+    for k in ["backend", "name", "addresses", "ports", "capabilities"] {
+        assert!(d.get(k).is_some(), "{k}: {d}");
+    }
+    assert!(d.get("note").is_none(), "note only when the capabilities are missing: {d}");
+    for k in ["odp", "native_atomic_write", "native_flush", "advise_mr", "iwarp"] {
+        assert!(c[k].is_boolean(), "{k}: {c}");
+    }
+    for k in ["max_msg_size", "max_srq_wr", "max_qp_wr", "max_cqe", "max_inline_data", "max_private_data_connect"] {
+        assert!(c[k].is_u64(), "{k}: {c}");
+    }
+    assert!(c["max_private_data_accept"].is_u64());
+    // The mock's own: neither native flush nor native atomic write.
     assert_eq!(c["native_flush"], false);
     assert_eq!(c["native_atomic_write"], false);
     assert_eq!(c["odp"], false);
@@ -202,8 +215,14 @@ fn devices_text_and_by_address() {
     let o = rpma(&["devices", "--addr", "10.77.0.1"]);
     let out = stdout(&o);
     assert!(o.status.success());
-    for s in ["mock0 (mock)", "max message size:", "native flush:", "native atomic write:", "on-demand paging:", "SRQ:"]
-    {
+    for s in [
+        "mock0 (mock)",
+        "max message size:",
+        "flush:                emulated (an 8-byte RDMA Read",
+        "atomic write:         emulated (",
+        "on-demand paging:",
+        "SRQ:",
+    ] {
         assert!(out.contains(s), "{s}: {out}");
     }
 }
