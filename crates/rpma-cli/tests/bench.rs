@@ -70,9 +70,17 @@ fn every_operation_reports_the_documented_json() {
         "7601",
         "--no-progress",
     ]);
-    assert_eq!(v["schema"], 1);
+    assert_eq!(v["schema"], 2);
     assert_eq!(v["backend"], "mock");
     assert_eq!(v["device"], "mock0");
+    assert_eq!(v["op_path_source"], "capabilities");
+    // Every run has the field: the mock device has no native flush, and only the flushing
+    // operations flush.
+    for r in v["results"].as_array().expect("results") {
+        let want =
+            if matches!(r["op"].as_str(), Some("write-flush" | "flush")) { "emulated".into() } else { Value::Null };
+        assert_eq!(r.get("op_path"), Some(&want), "{r}");
+    }
     let results = v["results"].as_array().expect("results");
     assert_eq!(results.len(), 14);
     let mut i = 0;
@@ -216,9 +224,25 @@ fn the_rpma_binary_prints_the_json_report() {
         .expect("run rpma");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(1), Some("mock")));
+    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(2), Some("mock")));
     assert_run(&v["results"][0], "write", 64, 20);
     assert_run(&v["results"][1], "send", 64, 20);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["bench", "--op", "write-flush,atomic-write", "--size", "8", "--iters", "20", "--port", "7605", "--json"])
+        .output()
+        .expect("run rpma");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(v["op_path_source"], "capabilities");
+    assert_eq!(
+        (v["results"][0]["op"].as_str(), v["results"][0]["op_path"].as_str()),
+        (Some("write-flush"), Some("emulated"))
+    );
+    assert_eq!(
+        (v["results"][1]["op"].as_str(), v["results"][1]["op_path"].as_str()),
+        (Some("atomic-write"), Some("emulated"))
+    );
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
         .args(["bench", "--op", "atomic-write", "--size", "16"])

@@ -34,6 +34,7 @@ use rpma::{
 use super::report::{Baseline, BenchReport, Latency, RunResult, SCHEMA_VERSION};
 use super::{Amount, Op, Plan, Role, MAX_QD, MAX_SIZE};
 use crate::backend::BackendKind;
+use crate::native::{OpCounts, OpPath, Source};
 
 /// The immediate data of the message that ends a connection's service.
 pub const STOP_IMM: u32 = u32::MAX;
@@ -835,6 +836,7 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
         per_thread[i % plan.threads].push(lane);
     }
     let barrier = Barrier::new(plan.threads + 1);
+    let mut counts: Vec<Option<OpCounts>> = Vec::with_capacity(runs.len() + 1);
     let failed = AtomicBool::new(false);
     let progress = Progress { run: AtomicUsize::new(0), done: AtomicU64::new(0), finished: AtomicBool::new(false) };
     let measured: Vec<Result<Vec<Measured>>> = std::thread::scope(|sc| {
@@ -846,15 +848,19 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
             })
             .collect();
         let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
-        // The coordinator takes part in the barriers to move the progress to each run.
+        // The coordinator takes part in the barriers to move the progress to each run, and
+        // reads the backend's flush and atomic-write counters as each measurement starts
+        // (every thread has finished the run's warm-up and the previous run).
         for i in 0..runs.len() {
             progress.done.store(0, Ordering::Relaxed);
             progress.run.store(i, Ordering::Release);
             barrier.wait();
             barrier.wait();
+            counts.push(crate::backend::op_counts::<T>());
         }
         let results =
             handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
+        counts.push(crate::backend::op_counts::<T>());
         progress.finished.store(true, Ordering::Release);
         let _ = monitor.join();
         results
@@ -868,7 +874,14 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
         }
     }
     let mut results = Vec::with_capacity(runs.len());
-    for (&(op, size), (ops, elapsed, hist)) in runs.iter().zip(per_run) {
+    for (i, (&(op, size), (ops, elapsed, hist))) in runs.iter().zip(per_run).enumerate() {
+        let path = op_path(
+            op,
+            ops,
+            peer.capabilities(),
+            counts.get(i).copied().flatten(),
+            counts.get(i + 1).copied().flatten(),
+        );
         let secs = elapsed.as_secs_f64().max(1e-9);
         let bytes = ops as f64 * size as f64;
         let gb_s = bytes / secs / 1e9;
@@ -890,15 +903,58 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
             gb_s,
             msg_rate: ops as f64 / secs,
             baseline,
+            op_path: path,
         });
     }
     Ok(results)
 }
 
+/// Whether a run's flushes or atomic writes went native: from the backend's counters between
+/// the start of its measurement and the start of the next run's (so the next run's warm-up,
+/// whose operations take the same path, counts too), else (the mock) the device's capabilities.
+/// `None` for an operation that posts neither.
+fn op_path(
+    op: Op,
+    ops: u64,
+    caps: &rpma::Capabilities,
+    before: Option<OpCounts>,
+    after: Option<OpCounts>,
+) -> Option<OpPath> {
+    let counts = match (before, after) {
+        (Some(b), Some(a)) => a.since(b),
+        _ => OpCounts::by_capabilities(
+            caps,
+            if op.flushes() { ops } else { 0 },
+            if op.atomic_writes() { ops } else { 0 },
+        ),
+    };
+    if op.flushes() {
+        counts.flush()
+    } else if op.atomic_writes() {
+        counts.atomic_write()
+    } else {
+        None
+    }
+}
+
+/// Where the report's `op_path`s come from on transport `T`.
+fn op_path_source<T: Transport>() -> Source {
+    if crate::backend::op_counts::<T>().is_some() {
+        Source::Counters
+    } else {
+        Source::Capabilities
+    }
+}
+
 /// Runs `plan` on `transport`.
 pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind) -> Result<BenchReport> {
-    let report =
-        |device: String, results| BenchReport { schema: SCHEMA_VERSION, backend: backend.name(), device, results };
+    let report = |device: String, results| BenchReport {
+        schema: SCHEMA_VERSION,
+        backend: backend.name(),
+        device,
+        op_path_source: op_path_source::<T>(),
+        results,
+    };
     let port = plan.port.to_string();
     match &plan.role {
         Role::Server => {
@@ -972,6 +1028,22 @@ mod tests {
         assert!(parse_request(&request_pdata(8, 0, &DESC)).is_err());
         assert!(parse_request(&request_pdata(MAX_SIZE + 1, 1, &DESC)).is_err());
         assert!(parse_request(&request_pdata(8, MAX_QD + 1, &DESC)).is_err());
+    }
+
+    #[test]
+    fn the_path_of_a_run_comes_from_the_counters_or_the_capabilities() {
+        let mut caps = rpma::Capabilities::roce_defaults();
+        assert_eq!(op_path(Op::Write, 10, &caps, None, None), None);
+        assert_eq!(op_path(Op::Flush, 10, &caps, None, None), Some(OpPath::Emulated));
+        caps.native_flush = true;
+        assert_eq!(op_path(Op::WriteFlush, 10, &caps, None, None), Some(OpPath::Native));
+        assert_eq!(op_path(Op::AtomicWrite, 10, &caps, None, None), Some(OpPath::Emulated));
+        // With counters (verbs), only the difference counts, and only the run's own kind.
+        let before = OpCounts { flush_emulated: 7, atomic_write_native: 3, ..OpCounts::default() };
+        let after = OpCounts { flush_persistent_read: 110, atomic_write_native: 9, ..before };
+        assert_eq!(op_path(Op::Flush, 100, &caps, Some(before), Some(after)), Some(OpPath::PersistentRead));
+        assert_eq!(op_path(Op::AtomicWrite, 100, &caps, Some(before), Some(after)), Some(OpPath::Native));
+        assert_eq!(op_path(Op::Read, 100, &caps, Some(before), Some(after)), None);
     }
 
     #[test]

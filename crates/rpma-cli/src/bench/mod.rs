@@ -97,6 +97,18 @@ impl Op {
         self.is_ping_pong() || matches!(self, Self::WritePingpong)
     }
 
+    /// Whether the operation posts a flush (`write-flush`, `flush`).
+    #[must_use]
+    pub const fn flushes(self) -> bool {
+        matches!(self, Self::WriteFlush | Self::Flush)
+    }
+
+    /// Whether the operation is an atomic write.
+    #[must_use]
+    pub const fn atomic_writes(self) -> bool {
+        matches!(self, Self::AtomicWrite)
+    }
+
     /// Whether the operation is one-sided with one completion per operation, so it may be
     /// signaled selectively (`--cq-mod`).
     #[must_use]

@@ -5,8 +5,10 @@ use std::io::Write;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::native::{OpPath, Source};
+
 /// The version of the JSON schema (`docs/bench.md`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +94,9 @@ pub struct RunResult {
     pub msg_rate: f64,
     /// The memcpy baseline (with `--baseline`).
     pub baseline: Option<Baseline>,
+    /// How the run's flushes (`write-flush`, `flush`) or atomic writes (`atomic-write`) went:
+    /// native, emulated, persistent read (verbs' rule) or mixed; `None` for the other operations.
+    pub op_path: Option<OpPath>,
 }
 
 /// A whole benchmark report.
@@ -103,6 +108,9 @@ pub struct BenchReport {
     pub backend: &'static str,
     /// The device the client used.
     pub device: String,
+    /// Where the results' `op_path` comes from: the backend's counters (verbs) or the device's
+    /// capabilities (the mock).
+    pub op_path_source: Source,
     /// One entry per operation and size, in the order run.
     pub results: Vec<RunResult>,
 }
@@ -131,7 +139,7 @@ impl BenchReport {
         writeln!(
             out,
             "backend,device,op,size,qd,conns,threads,ops,elapsed_s,latency_kind,lat_min_ns,lat_mean_ns,lat_p50_ns,\
-             lat_p90_ns,lat_p99_ns,lat_p99_9_ns,lat_max_ns,mb_s,gb_s,msg_rate,memcpy_gb_s,memcpy_ratio"
+             lat_p90_ns,lat_p99_ns,lat_p99_9_ns,lat_max_ns,mb_s,gb_s,msg_rate,memcpy_gb_s,memcpy_ratio,op_path"
         )?;
         for r in &self.results {
             let l = &r.latency_ns;
@@ -139,7 +147,7 @@ impl BenchReport {
                 r.baseline.map_or((String::new(), String::new()), |b| (gbs(b.gb_s), format!("{:.3}", b.ratio)));
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{}",
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{}",
                 self.backend,
                 self.device,
                 r.op,
@@ -161,14 +169,23 @@ impl BenchReport {
                 gbs(r.gb_s),
                 r.msg_rate,
                 bg,
-                br
+                br,
+                r.op_path.map_or("", OpPath::name)
             )?;
         }
         Ok(())
     }
 
     fn write_table(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        writeln!(out, "rpma bench: backend {}, device {}", self.backend, self.device)?;
+        let source = match self.op_path_source {
+            Source::Counters => "counted by rpma-verbs",
+            Source::Capabilities => "from the device's capabilities",
+        };
+        writeln!(
+            out,
+            "rpma bench: backend {}, device {} (path of flushes and atomic writes: {source})",
+            self.backend, self.device
+        )?;
         let baseline = self.results.iter().any(|r| r.baseline.is_some());
         write!(
             out,
@@ -191,7 +208,7 @@ impl BenchReport {
         if baseline {
             write!(out, " {:>11} {:>7}", "memcpy GB/s", "ratio")?;
         }
-        writeln!(out)?;
+        writeln!(out, " path")?;
         let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
         for r in &self.results {
             let l = &r.latency_ns;
@@ -216,8 +233,10 @@ impl BenchReport {
             )?;
             if let Some(b) = r.baseline {
                 write!(out, " {:>11} {:>7.3}", gbs(b.gb_s), b.ratio)?;
+            } else if baseline {
+                write!(out, " {:>11} {:>7}", "", "")?;
             }
-            writeln!(out)?;
+            writeln!(out, " {}", r.op_path.map_or("-", OpPath::name))?;
         }
         Ok(())
     }
@@ -236,6 +255,7 @@ mod tests {
             schema: SCHEMA_VERSION,
             backend: "mock",
             device: "mock0".into(),
+            op_path_source: Source::Capabilities,
             results: vec![RunResult {
                 op: "write",
                 size: 8,
@@ -250,6 +270,7 @@ mod tests {
                 gb_s: 64e-9,
                 msg_rate: 8.0,
                 baseline: Some(Baseline { gb_s: 10.0, ratio: 0.5 }),
+                op_path: None,
             }],
         }
     }
@@ -271,7 +292,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
         assert!(lines[1].starts_with("mock,mock0,write,8,1,1,1,4,"), "{}", lines[1]);
-        assert!(lines[1].ends_with(",10.000,0.500"), "{}", lines[1]);
+        assert!(lines[1].ends_with(",10.000,0.500,"), "{}", lines[1]);
     }
 
     #[test]
@@ -282,5 +303,29 @@ mod tests {
         assert!(s.contains("backend mock, device mock0"));
         assert!(s.lines().nth(2).unwrap().starts_with("write "), "{s}");
         assert!(s.contains("memcpy GB/s"));
+        assert!(s.lines().nth(1).unwrap().ends_with(" ratio path"), "{s}");
+        assert!(s.lines().nth(2).unwrap().ends_with(" -"), "{s}");
+    }
+
+    #[test]
+    fn the_path_of_flushes_is_in_every_format() {
+        let mut r = report();
+        r.results[0].op = "write-flush";
+        r.results[0].op_path = Some(OpPath::Emulated);
+        let mut v = Vec::new();
+        r.write(OutputFormat::Json, &mut v).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(2), Some("capabilities")));
+        assert_eq!(j["results"][0]["op_path"], "emulated");
+        let mut v = Vec::new();
+        r.write(OutputFormat::Csv, &mut v).unwrap();
+        let s = String::from_utf8(v).unwrap();
+        assert!(s.lines().next().unwrap().ends_with(",op_path"));
+        assert!(s.lines().nth(1).unwrap().ends_with(",emulated"), "{s}");
+        let mut v = Vec::new();
+        r.write(OutputFormat::Table, &mut v).unwrap();
+        let s = String::from_utf8(v).unwrap();
+        assert!(s.lines().nth(2).unwrap().ends_with(" emulated"), "{s}");
+        assert!(s.contains("from the device's capabilities"), "{s}");
     }
 }
