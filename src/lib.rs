@@ -120,6 +120,7 @@ pub mod transport {
 }
 
 /// Aliases of the whole API for one transport `$t`.
+#[cfg(any(feature = "mock", feature = "verbs"))]
 macro_rules! backend_aliases {
     ($t:ty, $name:literal) => {
         #[doc = concat!("A device of the ", $name, " transport.")]
