@@ -109,7 +109,84 @@ mod verbs_only {
             ("verbs_only__no_listener_event", no_listener_event),
             ("verbs_only__flush_atomic_write_native_iff_detected", native::native_iff_detected),
             ("verbs_only__native_only_nosupp_without_native", native::native_only_nosupp),
+            ("verbs_only__fork_after_registration", fork_after_registration),
         ]
+    }
+
+    /// docs/memory.md, "Fork": registered memory, a connection, then `fork()`; the child writes
+    /// into its copy of both registered buffers and exits. The parent's bytes are untouched, the
+    /// device still reads and writes the parent's pages (also after the parent writes them again
+    /// with the CPU, the case copy-on-write would break), and the connection keeps working.
+    fn fork_after_registration(b: &VerbsBackend) {
+        use nix::libc;
+        use rpma::verbs::ForkSafety;
+
+        let t = b.transport();
+        let p = pair(b, &t);
+        let safety = rpma::verbs::fork_safety();
+        eprintln!("fork safety: {safety:?}");
+        assert_ne!(safety, ForkSafety::Disabled, "rpma-verbs leaves fork unsafe");
+        let dst = mr(&p.speer, 4096, Usage::WRITE_DST | Usage::READ_SRC);
+        let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC | Usage::READ_DST);
+        let rdst = remote(&dst);
+        dst.write(0, &[0xA5; 64]).unwrap();
+        src.write(0, &[0x3C; 64]).unwrap();
+        let (dst_addr, src_addr) = (dst.addr() as usize, src.addr() as usize);
+        // SAFETY: [V5] the child neither uses nor drops an rpma object it inherited: it only
+        // stores into its copies of the two buffers and `_exit`s (both async-signal-safe).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: [V5, M2] both ranges are the child's copies of the parent's live 4096-byte
+            // regions, reached by raw pointer only (or, with ForkSafety::Enabled, unmapped: the
+            // store faults, as documented); `_exit` runs no destructor of an inherited object.
+            unsafe {
+                std::ptr::write_bytes(dst_addr as *mut u8, 0xEE, 4096);
+                std::ptr::write_bytes(src_addr as *mut u8, 0xEE, 4096);
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: [V2] a plain wait for our child; `status` is writable for the call.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        match safety {
+            ForkSafety::Unneeded => {
+                assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status:#x}");
+            }
+            _ => assert!(
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV,
+                "child status {status:#x}: registered pages should be absent in the child"
+            ),
+        }
+        // The parent's bytes, as the CPU sees them.
+        assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0xA5; 64]);
+        assert_eq!(src.to_vec(0, 64).unwrap(), vec![0x3C; 64]);
+        // As the device sees them: it reads the parent's src and writes the parent's dst ...
+        p.client.write(rdst.at(64), src.slice(0..64)).context(1).post().unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success), "{wc:?}");
+        assert_eq!(dst.to_vec(64, 64).unwrap(), vec![0x3C; 64]);
+        // ... and reads the parent's dst into the parent's src.
+        p.client.read(src.slice(128..192), rdst.at(0)).context(2).post().unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success), "{wc:?}");
+        assert_eq!(src.to_vec(128, 64).unwrap(), vec![0xA5; 64]);
+        // The parent writes both buffers again with the CPU: the device sees those bytes too.
+        dst.write(0, &[0x77; 64]).unwrap();
+        src.write(0, &[0x11; 64]).unwrap();
+        p.client.read(src.slice(192..256), rdst.at(0)).context(3).post().unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success), "{wc:?}");
+        assert_eq!(src.to_vec(192, 64).unwrap(), vec![0x77; 64]);
+        p.client.write(rdst.at(256), src.slice(0..64)).context(4).post().unwrap();
+        let wc = next_wc(p.client.cq());
+        assert_eq!((wc.wr_id, wc.status), (4, WcStatus::Success), "{wc:?}");
+        assert_eq!(dst.to_vec(256, 64).unwrap(), vec![0x11; 64]);
+        // The connection still works both ways: a disconnect handshake.
+        p.client.disconnect().unwrap();
+        assert_eq!(next_event(&p.server), ConnEvent::Closed);
+        p.server.disconnect().unwrap();
+        assert_eq!(next_event(&p.client), ConnEvent::Closed);
     }
 
     /// Native flush and atomic write (issue 13): the path taken follows the detected
