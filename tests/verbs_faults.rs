@@ -1,7 +1,7 @@
 //! Fault sweep of the verbs transport on a real RDMA device (issue 6).
 //!
-//! One client/server flow on one thread — device lookup, two peers, a file-mapped and two
-//! page-aligned regions, listen, connection request with a receive posted, connect/accept,
+//! One client/server flow on one thread — device lookup, two peers, a file-mapped (on tmpfs,
+//! see `file_dir`) and two page-aligned regions, listen, connection request with a receive posted, connect/accept,
 //! ESTABLISHED on both sides, write + flush + read + send/recv with their completions (through
 //! the completion channels), disconnect both ways, and the release of everything — is run once
 //! to count its provider calls (N, through `rpma_verbs::faults`, feature `verbs-fault-injection`;
@@ -321,6 +321,19 @@ fn environment() -> Result<Option<String>, String> {
     Ok(Some(addr))
 }
 
+/// Where the test's files are mapped: a tmpfs (`/dev/shm`, else the temporary directory).
+/// Since Linux 6.5 the kernel refuses a long-term writable pin (`ibv_reg_mr` of a region the
+/// device writes) of a shared file mapping whose file system tracks dirty pages (ext4, xfs, the
+/// VM's 9p share under `target/`): `EFAULT`. tmpfs (shmem) needs no dirty tracking.
+fn file_dir() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 fn fail(msg: &str) -> ! {
     eprintln!("verbs fault sweep FAILED: {msg}");
     std::process::exit(1);
@@ -346,7 +359,7 @@ fn main() {
     log::set_logger(&CountErrors).expect("logger");
     log::set_max_level(log::LevelFilter::Error);
 
-    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("verbs_faults.{}", std::process::id()));
+    let file = file_dir().join(format!("verbs_faults.{}", std::process::id()));
     let base = 30_000 + (std::process::id() % 200) * 150;
     let mut next_port = base;
     let mut port = || {
