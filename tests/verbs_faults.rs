@@ -22,6 +22,15 @@
 //! - the peer of a connection that got that far sees CLOSED, LOST, REJECTED or UNREACHABLE, or
 //!   an error — within the deadline.
 //!
+//! After the sweep, three cases check the leak paths and the device context's lifetime
+//! precisely: `dereg_failure_leaks_the_region` (a failed `ibv_dereg_mr`, by `dereg` and by a
+//! drop of a file-mapped region: the error returned, the leak counted with its bytes and
+//! logged, the file still mapped in /proc/self/maps),
+//! `destroy_qp_failure_leaks_the_queue_pair` (the QP, the region of its posted receive and its
+//! flush buffer counted, the registration kept after the user's `dereg`) and
+//! `device_context_outlives_its_objects` (the CM id of a device lookup lives as long as a region
+//! made on the device).
+//!
 //! The fault state is process-global, so this is a `harness = false` test running everything
 //! on its main thread. Like tests/verbs.rs: without `RPMA_TEST_DEVICE` it prints one line and
 //! succeeds; with it set, a missing `RPMA_TEST_ADDR` or a device that does not own that address
@@ -43,8 +52,11 @@ const ITERATION_LIMIT: Duration = Duration::from_secs(120);
 /// The errnos injected: a sweep with each.
 const INJECTED: [nix::errno::Errno; 2] = [nix::errno::Errno::EIO, nix::errno::Errno::ENOMEM];
 
-/// Error-level log records (rpma-core's default log function and rpma-verbs both use `log`).
+/// Error-level log records (rpma-core's default log function forwards rpma-verbs' messages to
+/// `log`).
 static ERRORS: AtomicUsize = AtomicUsize::new(0);
+/// The error-level messages about leaks (`leaking ...`).
+static LEAK_LINES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 struct CountErrors;
 
@@ -55,6 +67,10 @@ impl log::Log for CountErrors {
     fn log(&self, r: &log::Record<'_>) {
         if r.level() <= log::Level::Error {
             ERRORS.fetch_add(1, Ordering::SeqCst);
+            let msg = r.args().to_string();
+            if msg.starts_with("leaking") {
+                LEAK_LINES.lock().unwrap().push(msg);
+            }
             if std::env::var_os("RPMA_FAULTS_VERBOSE").is_some() {
                 eprintln!("  logged: {}", r.args());
             }
@@ -340,9 +356,16 @@ fn fail(msg: &str) -> ! {
 }
 
 fn main() {
-    // libtest-style arguments are accepted and ignored except for listing (one test).
+    // libtest-style arguments are accepted and ignored except for listing.
     if std::env::args().any(|a| a == "--list") {
-        println!("verbs_fault_sweep: test");
+        for t in [
+            "verbs_fault_sweep",
+            "dereg_failure_leaks_the_region",
+            "destroy_qp_failure_leaks_the_queue_pair",
+            "device_context_outlives_its_objects",
+        ] {
+            println!("{t}: test");
+        }
         return;
     }
     let addr = match environment() {
@@ -537,5 +560,186 @@ fn main() {
         documented_leaks.values().sum::<usize>(),
         started.elapsed().as_secs_f64()
     );
-    println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    println!("test verbs_fault_sweep ... ok");
+    let cases: [(&str, Case); 3] = [
+        ("dereg_failure_leaks_the_region", dereg_failure_leaks_the_region),
+        ("destroy_qp_failure_leaks_the_queue_pair", destroy_qp_failure_leaks_the_queue_pair),
+        ("device_context_outlives_its_objects", device_context_outlives_its_objects),
+    ];
+    for (name, case) in cases {
+        begin(0);
+        faults::reset();
+        if let Err(e) = case(&addr, &mut port) {
+            fail(&format!("{name}: {e}"));
+        }
+        println!("test {name} ... ok");
+    }
+    STARTED_MS.store(0, Ordering::SeqCst);
+    println!("test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out", 1 + cases.len());
+}
+
+/// A case after the sweep: (address, next free port) -> Ok or what went wrong.
+type Case = fn(&str, &mut dyn FnMut() -> String) -> Result<(), String>;
+
+fn check(cond: bool, what: &str) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what.to_owned())
+    }
+}
+
+fn leak_lines() -> usize {
+    LEAK_LINES.lock().unwrap().len()
+}
+
+fn leak_lines_since(n: usize) -> Vec<String> {
+    LEAK_LINES.lock().unwrap()[n..].to_vec()
+}
+
+fn eio() -> i32 {
+    nix::errno::Errno::EIO as i32
+}
+
+/// The line of /proc/self/maps whose range holds `addr`, if any.
+fn mapping_at(addr: u64) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    maps.lines()
+        .find(|l| {
+            let range = l.split_whitespace().next().unwrap_or("");
+            let Some((lo, hi)) = range.split_once('-') else { return false };
+            let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else { return false };
+            (lo..hi).contains(&addr)
+        })
+        .map(str::to_owned)
+}
+
+/// A failed `ibv_dereg_mr` (by `dereg` and by a drop): the region's bytes are leaked, never
+/// freed or unmapped (a file mapping stays mapped), the failure is returned or logged, and the
+/// leak is counted and logged.
+fn dereg_failure_leaks_the_region(addr: &str, _port: &mut dyn FnMut() -> String) -> Result<(), String> {
+    let e = |what: &'static str| move |e: rpma::Error| format!("{what}: {e}");
+    let dev = Device::lookup(&Verbs::new(), addr, ContextType::Local).map_err(e("lookup"))?;
+    let peer = Peer::new(&dev).map_err(e("peer"))?;
+    let mr = peer.alloc_mr(8192, Usage::WRITE_DST | Usage::READ_SRC).map_err(e("alloc_mr"))?;
+    mr.write(0, b"kept").map_err(e("write"))?;
+    let before = leaks();
+    let lines = leak_lines();
+    faults::fail_next("ibv_dereg_mr", eio());
+    let r = mr.dereg();
+    faults::disarm();
+    check(faults::fired().map(|f| f.1) == Some("ibv_dereg_mr"), "the injected failure did not fire")?;
+    match r {
+        Err(err) if err.kind() == ErrorKind::Provider => {}
+        other => return Err(format!("dereg returned {other:?}, expected a provider error")),
+    }
+    let after = leaks();
+    check(after.regions == before.regions + 1 && after.bytes == before.bytes + 8192, "leak not counted")?;
+    let logged = leak_lines_since(lines);
+    check(logged.len() == 1 && logged[0].contains("8192 bytes"), &format!("leak not logged: {logged:?}"))?;
+
+    // A file-mapped region dropped without `dereg`: the mapping is never unmapped (rpma-mem
+    // maps it, so no counter of rpma-verbs sees it: /proc/self/maps does).
+    let file = file_dir().join(format!("verbs_leak.{}", std::process::id()));
+    // SAFETY: [M5] the file is private to this test process; nothing truncates it while mapped
+    // (it stays mapped for good: only its name is removed below).
+    let mapped = unsafe { MapOptions::new().create(true).len(4096).map(&file) }
+        .map_err(|err| format!("mapping {}: {err}", file.display()))?;
+    let fmr = peer.reg_mr(mapped, Usage::WRITE_DST).map_err(e("reg_mr file"))?;
+    let base = fmr.addr();
+    let path = file.to_string_lossy().into_owned();
+    let shows_file = |l: &Option<String>| l.as_deref().is_some_and(|l| l.contains(path.as_str()));
+    check(shows_file(&mapping_at(base)), &format!("the file is not mapped at {base:#x}: {:?}", mapping_at(base)))?;
+    faults::fail_next("ibv_dereg_mr", eio());
+    drop(fmr);
+    faults::disarm();
+    let maps_line = mapping_at(base);
+    let _ = std::fs::remove_file(&file);
+    check(faults::fired().map(|f| f.1) == Some("ibv_dereg_mr"), "the injected failure did not fire (drop)")?;
+    check(shows_file(&maps_line), &format!("a leaked mapping was unmapped: {maps_line:?} at {base:#x}"))?;
+    let again = leaks();
+    check(again.regions == after.regions + 1 && again.bytes == after.bytes + 4096, "drop: leak not counted")?;
+    let logged = leak_lines_since(lines);
+    check(logged.len() == 2 && logged[1].contains("4096 bytes"), &format!("drop: leak not logged: {logged:?}"))?;
+    peer.delete().map_err(e("peer delete"))
+}
+
+/// A failed `ibv_destroy_qp`: `delete` reports it, the QP is counted as leaked, and the region
+/// of the receive it still has posted stays registered (and its bytes allocated) after the
+/// user deregistered it, as does the connection's flush buffer.
+fn destroy_qp_failure_leaks_the_queue_pair(addr: &str, port: &mut dyn FnMut() -> String) -> Result<(), String> {
+    let e = |what: &'static str| move |e: rpma::Error| format!("{what}: {e}");
+    let f = |f: Failure| format!("{f:?}");
+    let port = port();
+    let dev = Device::lookup(&Verbs::new(), addr, ContextType::Local).map_err(e("lookup"))?;
+    let speer = Peer::new(&dev).map_err(e("server peer"))?;
+    let cpeer = Peer::new(&dev).map_err(e("client peer"))?;
+    let srecv = speer.alloc_mr(64, Usage::RECV).map_err(e("recv mr"))?;
+    let ep = Ep::listen(&speer, addr, &port).map_err(e("listen"))?;
+    set_nonblocking(ep.fd());
+    let client = ConnReq::new(&cpeer, addr, &port, None).and_then(|r| r.connect(None)).map_err(e("client connect"))?;
+    set_nonblocking(client.event_fd());
+    readable(ep.fd(), "next_conn_req").map_err(f)?;
+    let sreq = ep.next_conn_req(None).map_err(e("next_conn_req"))?;
+    sreq.recv(srecv.slice(0..64)).context(9).post().map_err(e("recv"))?;
+    let server = sreq.connect(None).map_err(e("accept"))?;
+    set_nonblocking(server.event_fd());
+    expect_event(&client, ConnEvent::Established, "client established").map_err(f)?;
+    expect_event(&server, ConnEvent::Established, "server established").map_err(f)?;
+    client.disconnect().map_err(e("client disconnect"))?;
+    expect_event(&server, ConnEvent::Closed, "server closed").map_err(f)?;
+    server.disconnect().map_err(e("server disconnect"))?;
+    expect_event(&client, ConnEvent::Closed, "client closed").map_err(f)?;
+
+    // Every QP has an 8-byte flush buffer (with native flush too: persistent flushes are RDMA
+    // Reads, docs/native-ops.md).
+    let before = leaks();
+    let lines = leak_lines();
+    faults::fail_next("ibv_destroy_qp", eio());
+    let r = server.delete();
+    faults::disarm();
+    check(faults::fired().map(|f| f.1) == Some("ibv_destroy_qp"), "the injected failure did not fire")?;
+    match r {
+        Err(err) if err.kind() == ErrorKind::Provider => {}
+        other => return Err(format!("delete returned {other:?}, expected a provider error")),
+    }
+    let after = leaks();
+    check(after.qps == before.qps + 1, "QP leak not counted")?;
+    check(
+        after.regions == before.regions + 2 && after.bytes == before.bytes + 64 + 8,
+        &format!("regions of the leaked QP not counted: {before:?} -> {after:?}"),
+    )?;
+    check(leak_lines_since(lines).iter().any(|l| l.contains("queue pair")), "QP leak not logged")?;
+    // The user's handle goes; the registration stays (the leaked receive still references it):
+    // `dereg` gives no memory back.
+    let mrs = faults::live().get(faults::Resource::Mr);
+    match srecv.dereg() {
+        Ok(None) => {}
+        other => return Err(format!("dereg of the leaked receive's region returned {other:?}, expected Ok(None)")),
+    }
+    check(faults::live().get(faults::Resource::Mr) == mrs, "a region of a leaked QP was deregistered")?;
+    client.delete().map_err(e("client delete"))?;
+    ep.shutdown().map_err(e("shutdown"))?;
+    cpeer.delete().map_err(e("client peer delete"))?;
+    speer.delete().map_err(e("server peer delete"))
+}
+
+/// librdmacm closes a device context once the device is gone and no CM id refers to it; a
+/// device handle keeps the CM id of its lookup, and everything made on the device keeps the
+/// handle. (Removing the rxe device while the test runs is not possible: rxe cannot
+/// disassociate user contexts, so the removal would wait for this process.)
+fn device_context_outlives_its_objects(addr: &str, _port: &mut dyn FnMut() -> String) -> Result<(), String> {
+    let e = |what: &'static str| move |e: rpma::Error| format!("{what}: {e}");
+    let ids = || faults::live().get(faults::Resource::CmId);
+    let base = ids();
+    let dev = Device::lookup(&Verbs::new(), addr, ContextType::Local).map_err(e("lookup"))?;
+    check(ids() == base + 1, "the device handle holds no CM id")?;
+    let peer = Peer::new(&dev).map_err(e("peer"))?;
+    let mr = peer.alloc_mr(4096, Usage::WRITE_DST).map_err(e("alloc_mr"))?;
+    drop(dev);
+    peer.delete().map_err(e("peer delete"))?;
+    check(ids() == base + 1, "the CM id went before the region made on its device")?;
+    mr.dereg().map_err(e("dereg"))?;
+    check(ids() == base, "the CM id outlived the last object of its device")?;
+    Ok(())
 }
