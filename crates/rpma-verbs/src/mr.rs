@@ -107,7 +107,20 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
         rpma_core::rpma_log!(Warning, "ibv_reg_mr: EOPNOTSUPP, retrying with IBV_ACCESS_ON_DEMAND (maybe FSDAX?)");
         p = reg(acc | ffi::ibv_access_flags::IBV_ACCESS_ON_DEMAND.0);
     }
-    let mr = NonNull::new(p).ok_or_else(|| Error::provider("ibv_reg_mr", errno()))?;
+    let mr = NonNull::new(p).ok_or_else(|| {
+        let e = errno();
+        let err = Error::provider("ibv_reg_mr", e);
+        if e == libc::EFAULT && mem.kind() == rpma_mem::MemoryKind::File {
+            // Linux 6.5+ refuses a long-term writable pin of a shared file mapping on a file
+            // system that tracks dirty pages (ext4, xfs, 9p, ...): only DAX and tmpfs qualify.
+            err.with_detail(
+                "the kernel refuses to pin a shared mapping of this file for the device (Linux 6.5+ \
+                 allows it on a DAX file system, tmpfs or hugetlbfs only)",
+            )
+        } else {
+            err
+        }
+    })?;
     track!(Mr, 1);
     // SAFETY: [V1] a registration just returned by `ibv_reg_mr`, read before anything can free it.
     let (addr, lkey, rkey) = unsafe { ((*mr.as_ptr()).addr as u64, (*mr.as_ptr()).lkey, (*mr.as_ptr()).rkey) };
