@@ -383,7 +383,8 @@ fn main() {
     log::set_max_level(log::LevelFilter::Error);
 
     let file = file_dir().join(format!("verbs_faults.{}", std::process::id()));
-    let base = 30_000 + (std::process::id() % 200) * 150;
+    // Below the ephemeral range (32768..), from which a device lookup's CM id takes its port.
+    let base = 2_000 + (std::process::id() % 20) * 400;
     let mut next_port = base;
     let mut port = || {
         next_port += 1;

@@ -56,8 +56,9 @@ fn env(listing: bool) -> Result<Option<Env>, String> {
     }
     eprintln!("CLI scenarios on {dev} ({addr})");
     // Distinct ports per run (and apart from tests/verbs.rs) so that consecutive runs do not
-    // meet each other's leftovers.
-    let base = 40_000 + (std::process::id() % 200) * 100;
+    // meet each other's leftovers, below the ephemeral range (32768..) from which a device
+    // lookup's CM id, kept alive with the device, takes its port.
+    let base = 31_000 + (std::process::id() % 15) * 100;
     Ok(Some(Env { addr, next_port: AtomicU32::new(base) }))
 }
 
