@@ -7,12 +7,15 @@
 //!
 //! The C server stops accepting after 5 s without a new request; this one accepts `--clients N`
 //! connections, then serves them. Deviation: the C server sends unsignaled; this one sends
-//! signaled and drains each connection's CQ, so no number of rounds can exhaust a send queue.
+//! signaled and waits for each send's completion before its slot can be written again: a slot
+//! serves whichever client's message the SRQ put in it, so an answer still in flight would
+//! otherwise be overwritten by the next client's (seen on Soft-RoCE with kernel 6.12: a client
+//! received another client's answer). It also means no number of rounds exhausts a send queue.
 
 use anyhow::{bail, ensure, Context, Result};
 use rpma::{ConnCfg, ConnEvent, Ep, Srq, Transport, Usage, Wc, WcOpcode};
 
-use super::common::{accept, check_wc, disconnect_and_wait_close, drain, server_peer, wait_or_event};
+use super::common::{accept, check_wc, disconnect_and_wait_close, next_wc_or_event, server_peer, wait_or_event};
 use super::s08_messages_ping_pong::{check_exchange, get_u64, ClientReport, Completions, I_M_DONE, MSG_SIZE, SEND_ID};
 use super::{run_pair, side, ClientFn, ClientOpts, DemoEnv, Report, ServerOpts};
 
@@ -103,7 +106,10 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
             send.write(slot * MSG_SIZE, &v.wrapping_add(1).to_ne_bytes())?;
             let conn = &conns[idx].0;
             conn.send(send.slice(slot * MSG_SIZE..(slot + 1) * MSG_SIZE)).context(SEND_ID).post()?;
-            drain(&conn.cq())?;
+            // The slot is reused by the next message the SRQ puts in it, maybe another client's:
+            // the answer must have left before it is overwritten.
+            let wc = next_wc_or_event(&conn.cq(), conn)?;
+            check_wc(&wc, WcOpcode::Send)?;
         }
     }
     for ((conn, _), ev) in conns.into_iter().zip(gone) {
