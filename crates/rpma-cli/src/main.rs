@@ -10,6 +10,8 @@ use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use rpma_cli::backend::{dispatch, BackendKind, WithTransport};
 use rpma_cli::devices::{self, DeviceInfo};
+use rpma_cli::out::{self, err_line};
+use rpma_cli::outln;
 use rpma_cli::scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
 
 const AFTER_HELP: &str = "\
@@ -99,8 +101,8 @@ struct Conn {
     /// 127.0.0.1).
     #[arg(long)]
     addr: String,
-    /// The server's port.
-    #[arg(long, default_value_t = 7204)]
+    /// The server's port (1 to 65535: the rpma API cannot tell which port 0 would pick).
+    #[arg(long, default_value_t = 7204, value_parser = rpma_cli::args::port, allow_negative_numbers = true)]
     port: u16,
     /// Use this file as the side's memory (the first bytes hold the examples' signature):
     /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
@@ -140,22 +142,22 @@ struct ClientArgs {
     #[arg(long = "word", value_name = "WORD")]
     words: Vec<String>,
     /// send-with-imm, write-with-imm: the immediate data (0 to 4294967295).
-    #[arg(long, default_value_t = 1234)]
+    #[arg(long, default_value_t = 1234, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
     imm: u32,
     /// Ping-pong scenarios: the first value sent.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     counter: u64,
     /// Ping-pong scenarios: the number of round trips.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     rounds: u64,
     /// multiple-connections: the name to expose (at most 31 bytes are sent).
     #[arg(long)]
     name: Option<String>,
     /// Connection attempts repeated when the server rejects or cannot be reached yet.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
     retries: u32,
     /// Milliseconds between connection attempts.
-    #[arg(long, default_value_t = 500, value_name = "MS")]
+    #[arg(long, default_value_t = 500, value_name = "MS", value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     retry_delay: u64,
 }
 
@@ -209,6 +211,24 @@ impl WithTransport for Client {
 }
 
 fn server(a: ServerArgs) -> Result<ExitCode> {
+    check_server(&a).map_err(|e| out::usage(&e))?;
+    let s = a.conn.scenario;
+    let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
+    o.file = a.conn.file;
+    o.file_create = a.conn.file_create;
+    o.map_file = Some(rpma_cli::file_map::map_file);
+    o.direct_write_to_pmem = a.direct_pmem_write;
+    o.clients = usize::from(a.clients);
+    o.srq_rcq = a.srq_rcq;
+    outln!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port)?;
+    for l in dispatch(a.conn.backend, Server(s, o))? {
+        outln!("  {l}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's arguments against each other (a usage error if they disagree).
+fn check_server(a: &ServerArgs) -> Result<()> {
     check_conn(&a.conn, true)?;
     let s = a.conn.scenario;
     if a.direct_pmem_write && s != Scenario::FlushToPersistent {
@@ -217,21 +237,11 @@ fn server(a: ServerArgs) -> Result<ExitCode> {
     if a.clients != 1 && !matches!(s, Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq) {
         bail!("--clients is used by multiple-connections and messages-ping-pong-with-srq only");
     }
-    let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
-    o.file = a.conn.file;
-    o.file_create = a.conn.file_create;
-    o.map_file = Some(rpma_cli::file_map::map_file);
-    o.direct_write_to_pmem = a.direct_pmem_write;
-    o.clients = usize::from(a.clients);
-    o.srq_rcq = a.srq_rcq;
-    println!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port);
-    for l in dispatch(a.conn.backend, Server(s, o))? {
-        println!("  {l}");
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn client(a: ClientArgs) -> Result<ExitCode> {
+/// The client's arguments against each other (a usage error if they disagree).
+fn check_client(a: &ClientArgs) -> Result<()> {
     check_conn(&a.conn, false)?;
     let s = a.conn.scenario;
     if s == Scenario::AtomicWrite && a.words.is_empty() {
@@ -240,6 +250,15 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     if !a.words.is_empty() && !matches!(s, Scenario::AtomicWrite | Scenario::SendWithImm) {
         bail!("--word is used by atomic-write and send-with-imm only");
     }
+    if a.rounds == 0 && s.is_ping_pong() {
+        bail!("--rounds must be at least 1");
+    }
+    Ok(())
+}
+
+fn client(a: ClientArgs) -> Result<ExitCode> {
+    check_client(&a).map_err(|e| out::usage(&e))?;
+    let s = a.conn.scenario;
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
@@ -251,9 +270,9 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     o.name = a.name;
     o.retries = a.retries;
     o.retry_delay = Duration::from_millis(a.retry_delay);
-    println!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port);
+    outln!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port)?;
     for l in dispatch(a.conn.backend, Client(s, o))? {
-        println!("  {l}");
+        outln!("  {l}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -276,11 +295,11 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         }
     };
     let native = if a.native { "with" } else { "without" };
-    println!(
+    outln!(
         "rpma demo: {} scenario(s) on the in-memory mock fabric ({native} native flush and atomic write), \
          server and client(s) as threads\n",
         list.len()
-    );
+    )?;
     let mut failed = Vec::new();
     for s in &list {
         // A fresh fabric per scenario: nothing of one run can leak into the next.
@@ -288,22 +307,26 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         let env = DemoEnv::new(&dir);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
-        println!("{:<28} {:<42} {verdict}", s.name(), format!("({})", s.example()));
+        outln!("{:<28} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
         match r {
-            Ok(lines) => lines.iter().for_each(|l| println!("    {l}")),
+            Ok(lines) => {
+                for l in lines {
+                    outln!("    {l}")?;
+                }
+            }
             Err(e) => {
-                println!("    error: {}", one_line(&e));
-                eprintln!("rpma: {} failed: {}", s.name(), one_line(&e));
+                outln!("    error: {}", one_line(&e))?;
+                err_line(format_args!("rpma: {} failed: {}", s.name(), one_line(&e)));
                 failed.push(s.name());
             }
         }
-        println!();
+        outln!("")?;
     }
-    println!("{} passed, {} failed", list.len() - failed.len(), failed.len());
+    outln!("{} passed, {} failed", list.len() - failed.len(), failed.len())?;
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("rpma: failed: {}", failed.join(", "));
+        err_line(format_args!("rpma: failed: {}", failed.join(", ")));
         Ok(ExitCode::FAILURE)
     }
 }
@@ -355,9 +378,9 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
         }
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&devs)?);
+        outln!("{}", serde_json::to_string_pretty(&devs)?)?;
     } else {
-        print!("{}", devices::render(&devs));
+        out::text(&devices::render(&devs))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -379,16 +402,16 @@ fn mock_devices(_addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
     bail!("this rpma was built without the mock backend (cargo feature `mock`)")
 }
 
-fn scenarios_cmd() -> ExitCode {
-    println!("{:<28} {:<42} what flows", "scenario", "librpma example");
+fn scenarios_cmd() -> Result<ExitCode> {
+    outln!("{:<28} {:<42} what flows", "scenario", "librpma example")?;
     for s in ALL {
         let about = clap::ValueEnum::to_possible_value(&s)
             .and_then(|v| v.get_help().map(ToString::to_string))
             .unwrap_or_default();
         let about = about.split_once(": ").map_or(about.as_str(), |(_, a)| a).to_owned();
-        println!("{:<28} {:<42} {about}", s.name(), s.example());
+        outln!("{:<28} {:<42} {about}", s.name(), s.example())?;
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An error and its causes on one line.
@@ -402,8 +425,9 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind as K;
             if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
+                // Help on a closed pipe or a full device: nothing more to say, as for any output.
+                let text = e.render().to_string();
+                return out::exit_code(out::text(&text).map(|()| ExitCode::SUCCESS));
             }
             let msg = if matches!(e.kind(), K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand) {
                 "a command is required: demo, devices, server, client, scenarios or bench".to_owned()
@@ -413,7 +437,7 @@ fn main() -> ExitCode {
                 let lines: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
                 lines.join(" ").trim_start_matches("error: ").to_owned()
             };
-            eprintln!("rpma: {msg} (see 'rpma --help')");
+            err_line(format_args!("rpma: {msg} (see 'rpma --help')"));
             return ExitCode::from(2);
         }
     };
@@ -422,14 +446,8 @@ fn main() -> ExitCode {
         Cmd::Devices(a) => devices_cmd(&a),
         Cmd::Server(a) => server(a),
         Cmd::Client(a) => client(a),
-        Cmd::Scenarios => Ok(scenarios_cmd()),
+        Cmd::Scenarios => scenarios_cmd(),
         Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
     };
-    match r {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("rpma: error: {}", one_line(&e));
-            ExitCode::FAILURE
-        }
-    }
+    out::exit_code(r)
 }

@@ -963,7 +963,10 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let peer = Peer::new(&dev).context("creating the peer")?;
             let ep =
                 Ep::listen(&peer, &plan.addr, &port).with_context(|| format!("listening on {}:{port}", plan.addr))?;
-            eprintln!("rpma bench: serving {} connection(s) on {}:{port}", plan.conns, plan.addr);
+            crate::out::err_line(format_args!(
+                "rpma bench: serving {} connection(s) on {}:{port}",
+                plan.conns, plan.addr
+            ));
             run_server(&peer, &ep, plan, &AtomicBool::new(false))?;
             ep.shutdown().context("shutting the endpoint down")?;
             Ok(report(dev.name(), Vec::new()))

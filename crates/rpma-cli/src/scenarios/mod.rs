@@ -410,6 +410,19 @@ impl Scenario {
         clap::ValueEnum::to_possible_value(&self).map_or_else(String::new, |v| v.get_name().to_owned())
     }
 
+    /// Whether the client exchanges `--rounds` messages with the server.
+    #[must_use]
+    pub const fn is_ping_pong(self) -> bool {
+        matches!(
+            self,
+            Self::MessagesPingPong
+                | Self::ReceiveCompletionQueue
+                | Self::MessagesPingPongWithSrq
+                | Self::SrqPingPong
+                | Self::SharedChannel
+        )
+    }
+
     /// The librpma example it follows.
     #[must_use]
     pub const fn example(self) -> &'static str {
