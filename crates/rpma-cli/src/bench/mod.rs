@@ -454,6 +454,16 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     dispatch(args.backend, Work(&plan, args.backend))
 }
 
+/// Runs the benchmark `args` describe on `transport` (whatever `--backend` says): for tests, e.g.
+/// on a mock fabric with faults armed.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_on<T: rpma::Transport>(transport: T, args: &BenchArgs) -> Result<BenchReport> {
+    let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
+    Work(&plan, args.backend).run(transport)
+}
+
 /// `rpma bench`: runs the benchmark and prints its report on stdout.
 ///
 /// # Errors

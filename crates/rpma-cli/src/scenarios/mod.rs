@@ -278,6 +278,9 @@ impl DemoEnv {
 /// How long a demo waits for each side.
 pub const DEMO_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a demo waits for the server's result once a client failed.
+const SERVER_GRACE: Duration = Duration::from_millis(500);
+
 /// A boxed client side for [`run_pair`].
 pub type ClientFn<R> = Box<dyn FnOnce() -> Result<R> + Send>;
 
@@ -322,7 +325,15 @@ pub fn run_pair<SR: Send + 'static, CR: Send + 'static>(
     for (i, rx) in rxs.into_iter().enumerate() {
         let who = || format!("client #{i}");
         match rx.recv_timeout(left()) {
-            Ok(r) => out.push(r.with_context(who)?),
+            Ok(Ok(r)) => out.push(r),
+            Ok(Err(e)) => {
+                // A failing server is often all a client's error is about (a rejection, a
+                // connection closed): say what the server saw if it ended with an error.
+                return Err(match srv_rx.recv_timeout(SERVER_GRACE) {
+                    Ok(Err(s)) => anyhow!("{}: {e:#}; the server failed: {s:#}", who()),
+                    _ => e.context(who()),
+                });
+            }
             Err(_) => return Err(anyhow!("{}: no result after {DEMO_TIMEOUT:?}", who())),
         }
     }
