@@ -106,7 +106,7 @@ struct Conn {
     port: u16,
     /// Use this file as the side's memory (the first bytes hold the examples' signature):
     /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
-    /// flush-to-persistent-gpspm. It must exist and be long enough, unless --file-create. The
+    /// flush-to-persistent-gpspm(-shared-channel). It must exist and be long enough, unless --file-create. The
     /// memory is a shared mapping of the file (MAP_SYNC where the file system offers it), so a
     /// peer's writes and flushes land in the file itself. While rpma runs, no other program may
     /// truncate or write the file.
@@ -125,7 +125,7 @@ struct ServerArgs {
     /// client flushes with the PERSISTENT type (needs --file).
     #[arg(long)]
     direct_pmem_write: bool,
-    /// multiple-connections, messages-ping-pong-with-srq: how many clients to serve (1 to 10).
+    /// multiple-connections(-shared-channel), messages-ping-pong-with-srq: how many clients to serve (1 to 10).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=10))]
     clients: u16,
     /// srq-ping-pong: where receive completions land.
@@ -169,6 +169,7 @@ fn uses_file(s: Scenario) -> bool {
             | Scenario::FlushToPersistent
             | Scenario::AtomicWrite
             | Scenario::FlushToPersistentGpspm
+            | Scenario::FlushToPersistentGpspmSharedChannel
     )
 }
 
@@ -234,8 +235,15 @@ fn check_server(a: &ServerArgs) -> Result<()> {
     if a.direct_pmem_write && s != Scenario::FlushToPersistent {
         bail!("--direct-pmem-write is used by flush-to-persistent only");
     }
-    if a.clients != 1 && !matches!(s, Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq) {
-        bail!("--clients is used by multiple-connections and messages-ping-pong-with-srq only");
+    if a.clients != 1
+        && !matches!(
+            s,
+            Scenario::MultipleConnections
+                | Scenario::MultipleConnectionsSharedChannel
+                | Scenario::MessagesPingPongWithSrq
+        )
+    {
+        bail!("--clients is used by multiple-connections(-shared-channel) and messages-ping-pong-with-srq only");
     }
     Ok(())
 }
@@ -307,7 +315,7 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         let env = DemoEnv::new(&dir);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
-        outln!("{:<28} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
+        outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
         match r {
             Ok(lines) => {
                 for l in lines {
@@ -403,13 +411,13 @@ fn mock_devices(_addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
 }
 
 fn scenarios_cmd() -> Result<ExitCode> {
-    outln!("{:<28} {:<42} what flows", "scenario", "librpma example")?;
+    outln!("{:<40} {:<42} what flows", "scenario", "librpma example")?;
     for s in ALL {
         let about = clap::ValueEnum::to_possible_value(&s)
             .and_then(|v| v.get_help().map(ToString::to_string))
             .unwrap_or_default();
         let about = about.split_once(": ").map_or(about.as_str(), |(_, a)| a).to_owned();
-        outln!("{:<28} {:<42} {about}", s.name(), s.example())?;
+        outln!("{:<40} {:<42} {about}", s.name(), s.example())?;
     }
     Ok(ExitCode::SUCCESS)
 }

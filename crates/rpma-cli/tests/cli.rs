@@ -141,8 +141,8 @@ fn demo_runs_every_scenario_and_passes() {
     let o = rpma(&["demo", "--dir", dir.path().to_str().unwrap()]);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}\n{}", stderr(&o));
-    assert!(out.contains("15 passed, 0 failed"), "{out}");
-    assert_eq!(out.matches("PASS").count(), 15, "{out}");
+    assert!(out.contains("17 passed, 0 failed"), "{out}");
+    assert_eq!(out.matches("PASS").count(), 17, "{out}");
     assert!(!out.contains("FAIL"));
     // The persistent scenarios left their files.
     for f in ["03-server.pmem", "04-server.pmem", "05-server.pmem", "07-log.pmem", "09-server.pmem"] {
