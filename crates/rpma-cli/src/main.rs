@@ -188,8 +188,13 @@ fn check_conn(c: &Conn, server: bool) -> Result<()> {
     if c.file.is_some() && c.scenario == Scenario::AtomicWrite && !server {
         bail!("--file is used by the atomic-write server only");
     }
+    Ok(())
+}
+
+/// Before connecting anything: a file that cannot serve is refused (a run-time error, exit 1:
+/// the arguments agree, the file system does not).
+fn check_file(c: &Conn, server: bool) -> Result<()> {
     if let (Some(path), Some(len)) = (&c.file, c.scenario.file_len(server)) {
-        // Before connecting anything: a file that cannot serve is a usage error.
         rpma_cli::scenarios::common::check_file(path, len, c.file_create)?;
     }
     Ok(())
@@ -213,6 +218,7 @@ impl WithTransport for Client {
 
 fn server(a: ServerArgs) -> Result<ExitCode> {
     check_server(&a).map_err(|e| out::usage(&e))?;
+    check_file(&a.conn, true)?;
     let s = a.conn.scenario;
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
@@ -266,6 +272,7 @@ fn check_client(a: &ClientArgs) -> Result<()> {
 
 fn client(a: ClientArgs) -> Result<ExitCode> {
     check_client(&a).map_err(|e| out::usage(&e))?;
+    check_file(&a.conn, false)?;
     let s = a.conn.scenario;
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;

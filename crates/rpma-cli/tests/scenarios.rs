@@ -576,3 +576,19 @@ fn a_client_without_a_server_fails_after_its_retries() {
     let err = Scenario::MessagesPingPong.client(&MockFabric::new(), &co).unwrap_err();
     assert!(format!("{err:#}").contains("unreachable"), "{err:#}");
 }
+
+/// A server that fails is visible in the demo's error: the client sees a rejection or a
+/// connection that never comes, the server's own error says why.
+#[test]
+fn a_failing_server_s_error_is_in_the_demo_s_error() {
+    const EIO: i32 = 5;
+    for s in [Scenario::ReadToPersistent, Scenario::Connection, Scenario::MultipleConnectionsSharedChannel] {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MockFabric::new();
+        f.faults().fail_nth(1, EIO, Some("rdma_accept"));
+        let e = s.demo(&f, &DemoEnv::new(dir.path())).expect_err("the server's accept failed");
+        let msg = format!("{e:#}");
+        assert!(msg.contains("the server failed") || msg.starts_with("server"), "{}: {msg}", s.name());
+        assert!(msg.contains("injected fault"), "{}: the server's own error is missing: {msg}", s.name());
+    }
+}
