@@ -19,11 +19,11 @@ R="$bin"; A=10.77.0.1; P=7300; T="timeout 120"; failed=""
 for s in ${*:-\$(\$R scenarios | awk 'NR > 1 { print \$1 }')}; do
   sargs=""; cargs=""; two=""; P=\$((P + 1))
   case \$s in
-    read-to-persistent|write-to-persistent|flush-to-persistent-gpspm) sargs="--file /var/tmp/\$s.pmem --file-create";;
+    read-to-persistent|write-to-persistent|flush-to-persistent-gpspm|flush-to-persistent-gpspm-shared-channel) sargs="--file /var/tmp/\$s.pmem --file-create";;
     flush-to-persistent) sargs="--file /var/tmp/\$s.pmem --file-create --direct-pmem-write";;
     atomic-write) sargs="--file /var/tmp/\$s.pmem --file-create"; cargs="--word hello --word rdma";;
     send-with-imm) cargs="--word msg --imm 77";;
-    multiple-connections|messages-ping-pong-with-srq) sargs="--clients 2"; two=1;;
+    multiple-connections|multiple-connections-shared-channel|messages-ping-pong-with-srq) sargs="--clients 2"; two=1;;
   esac
   echo "== \$s"
   \$T \$R server --addr \$A --port \$P -s \$s \$sargs > /var/tmp/server.out 2>&1 & sp=\$!

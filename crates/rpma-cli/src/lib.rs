@@ -26,10 +26,12 @@
 // One module maps `--file` (an `unsafe` call of rpma-mem, rule M5); everything else is safe.
 #![deny(unsafe_code)]
 
+pub mod args;
 pub mod backend;
 pub mod bench;
 pub mod devices;
 pub mod file_map;
 pub mod native;
+pub mod out;
 pub mod pdata;
 pub mod scenarios;

@@ -10,6 +10,8 @@ use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use rpma_cli::backend::{dispatch, BackendKind, WithTransport};
 use rpma_cli::devices::{self, DeviceInfo};
+use rpma_cli::out::{self, err_line};
+use rpma_cli::outln;
 use rpma_cli::scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
 
 const AFTER_HELP: &str = "\
@@ -99,12 +101,12 @@ struct Conn {
     /// 127.0.0.1).
     #[arg(long)]
     addr: String,
-    /// The server's port.
-    #[arg(long, default_value_t = 7204)]
+    /// The server's port (1 to 65535: the rpma API cannot tell which port 0 would pick).
+    #[arg(long, default_value_t = 7204, value_parser = rpma_cli::args::port, allow_negative_numbers = true)]
     port: u16,
     /// Use this file as the side's memory (the first bytes hold the examples' signature):
     /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
-    /// flush-to-persistent-gpspm. It must exist and be long enough, unless --file-create. The
+    /// flush-to-persistent-gpspm(-shared-channel). It must exist and be long enough, unless --file-create. The
     /// memory is a shared mapping of the file (MAP_SYNC where the file system offers it), so a
     /// peer's writes and flushes land in the file itself. While rpma runs, no other program may
     /// truncate or write the file.
@@ -123,7 +125,7 @@ struct ServerArgs {
     /// client flushes with the PERSISTENT type (needs --file).
     #[arg(long)]
     direct_pmem_write: bool,
-    /// multiple-connections, messages-ping-pong-with-srq: how many clients to serve (1 to 10).
+    /// multiple-connections(-shared-channel), messages-ping-pong-with-srq: how many clients to serve (1 to 10).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=10))]
     clients: u16,
     /// srq-ping-pong: where receive completions land.
@@ -140,22 +142,22 @@ struct ClientArgs {
     #[arg(long = "word", value_name = "WORD")]
     words: Vec<String>,
     /// send-with-imm, write-with-imm: the immediate data (0 to 4294967295).
-    #[arg(long, default_value_t = 1234)]
+    #[arg(long, default_value_t = 1234, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
     imm: u32,
     /// Ping-pong scenarios: the first value sent.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     counter: u64,
     /// Ping-pong scenarios: the number of round trips.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     rounds: u64,
     /// multiple-connections: the name to expose (at most 31 bytes are sent).
     #[arg(long)]
     name: Option<String>,
     /// Connection attempts repeated when the server rejects or cannot be reached yet.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
     retries: u32,
     /// Milliseconds between connection attempts.
-    #[arg(long, default_value_t = 500, value_name = "MS")]
+    #[arg(long, default_value_t = 500, value_name = "MS", value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
     retry_delay: u64,
 }
 
@@ -167,6 +169,7 @@ fn uses_file(s: Scenario) -> bool {
             | Scenario::FlushToPersistent
             | Scenario::AtomicWrite
             | Scenario::FlushToPersistentGpspm
+            | Scenario::FlushToPersistentGpspmSharedChannel
     )
 }
 
@@ -185,8 +188,13 @@ fn check_conn(c: &Conn, server: bool) -> Result<()> {
     if c.file.is_some() && c.scenario == Scenario::AtomicWrite && !server {
         bail!("--file is used by the atomic-write server only");
     }
+    Ok(())
+}
+
+/// Before connecting anything: a file that cannot serve is refused (a run-time error, exit 1:
+/// the arguments agree, the file system does not).
+fn check_file(c: &Conn, server: bool) -> Result<()> {
     if let (Some(path), Some(len)) = (&c.file, c.scenario.file_len(server)) {
-        // Before connecting anything: a file that cannot serve is a usage error.
         rpma_cli::scenarios::common::check_file(path, len, c.file_create)?;
     }
     Ok(())
@@ -209,14 +217,9 @@ impl WithTransport for Client {
 }
 
 fn server(a: ServerArgs) -> Result<ExitCode> {
-    check_conn(&a.conn, true)?;
+    check_server(&a).map_err(|e| out::usage(&e))?;
+    check_file(&a.conn, true)?;
     let s = a.conn.scenario;
-    if a.direct_pmem_write && s != Scenario::FlushToPersistent {
-        bail!("--direct-pmem-write is used by flush-to-persistent only");
-    }
-    if a.clients != 1 && !matches!(s, Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq) {
-        bail!("--clients is used by multiple-connections and messages-ping-pong-with-srq only");
-    }
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
@@ -224,14 +227,35 @@ fn server(a: ServerArgs) -> Result<ExitCode> {
     o.direct_write_to_pmem = a.direct_pmem_write;
     o.clients = usize::from(a.clients);
     o.srq_rcq = a.srq_rcq;
-    println!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port);
+    outln!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port)?;
     for l in dispatch(a.conn.backend, Server(s, o))? {
-        println!("  {l}");
+        outln!("  {l}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn client(a: ClientArgs) -> Result<ExitCode> {
+/// The server's arguments against each other (a usage error if they disagree).
+fn check_server(a: &ServerArgs) -> Result<()> {
+    check_conn(&a.conn, true)?;
+    let s = a.conn.scenario;
+    if a.direct_pmem_write && s != Scenario::FlushToPersistent {
+        bail!("--direct-pmem-write is used by flush-to-persistent only");
+    }
+    if a.clients != 1
+        && !matches!(
+            s,
+            Scenario::MultipleConnections
+                | Scenario::MultipleConnectionsSharedChannel
+                | Scenario::MessagesPingPongWithSrq
+        )
+    {
+        bail!("--clients is used by multiple-connections(-shared-channel) and messages-ping-pong-with-srq only");
+    }
+    Ok(())
+}
+
+/// The client's arguments against each other (a usage error if they disagree).
+fn check_client(a: &ClientArgs) -> Result<()> {
     check_conn(&a.conn, false)?;
     let s = a.conn.scenario;
     if s == Scenario::AtomicWrite && a.words.is_empty() {
@@ -240,6 +264,16 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     if !a.words.is_empty() && !matches!(s, Scenario::AtomicWrite | Scenario::SendWithImm) {
         bail!("--word is used by atomic-write and send-with-imm only");
     }
+    if a.rounds == 0 && s.is_ping_pong() {
+        bail!("--rounds must be at least 1");
+    }
+    Ok(())
+}
+
+fn client(a: ClientArgs) -> Result<ExitCode> {
+    check_client(&a).map_err(|e| out::usage(&e))?;
+    check_file(&a.conn, false)?;
+    let s = a.conn.scenario;
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
@@ -251,9 +285,9 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     o.name = a.name;
     o.retries = a.retries;
     o.retry_delay = Duration::from_millis(a.retry_delay);
-    println!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port);
+    outln!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port)?;
     for l in dispatch(a.conn.backend, Client(s, o))? {
-        println!("  {l}");
+        outln!("  {l}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -276,11 +310,11 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         }
     };
     let native = if a.native { "with" } else { "without" };
-    println!(
+    outln!(
         "rpma demo: {} scenario(s) on the in-memory mock fabric ({native} native flush and atomic write), \
          server and client(s) as threads\n",
         list.len()
-    );
+    )?;
     let mut failed = Vec::new();
     for s in &list {
         // A fresh fabric per scenario: nothing of one run can leak into the next.
@@ -288,22 +322,26 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         let env = DemoEnv::new(&dir);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
-        println!("{:<28} {:<42} {verdict}", s.name(), format!("({})", s.example()));
+        outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
         match r {
-            Ok(lines) => lines.iter().for_each(|l| println!("    {l}")),
+            Ok(lines) => {
+                for l in lines {
+                    outln!("    {l}")?;
+                }
+            }
             Err(e) => {
-                println!("    error: {}", one_line(&e));
-                eprintln!("rpma: {} failed: {}", s.name(), one_line(&e));
+                outln!("    error: {}", one_line(&e))?;
+                err_line(format_args!("rpma: {} failed: {}", s.name(), one_line(&e)));
                 failed.push(s.name());
             }
         }
-        println!();
+        outln!("")?;
     }
-    println!("{} passed, {} failed", list.len() - failed.len(), failed.len());
+    outln!("{} passed, {} failed", list.len() - failed.len(), failed.len())?;
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("rpma: failed: {}", failed.join(", "));
+        err_line(format_args!("rpma: failed: {}", failed.join(", ")));
         Ok(ExitCode::FAILURE)
     }
 }
@@ -355,9 +393,9 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
         }
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&devs)?);
+        outln!("{}", serde_json::to_string_pretty(&devs)?)?;
     } else {
-        print!("{}", devices::render(&devs));
+        out::text(&devices::render(&devs))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -379,16 +417,16 @@ fn mock_devices(_addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
     bail!("this rpma was built without the mock backend (cargo feature `mock`)")
 }
 
-fn scenarios_cmd() -> ExitCode {
-    println!("{:<28} {:<42} what flows", "scenario", "librpma example");
+fn scenarios_cmd() -> Result<ExitCode> {
+    outln!("{:<40} {:<42} what flows", "scenario", "librpma example")?;
     for s in ALL {
         let about = clap::ValueEnum::to_possible_value(&s)
             .and_then(|v| v.get_help().map(ToString::to_string))
             .unwrap_or_default();
         let about = about.split_once(": ").map_or(about.as_str(), |(_, a)| a).to_owned();
-        println!("{:<28} {:<42} {about}", s.name(), s.example());
+        outln!("{:<40} {:<42} {about}", s.name(), s.example())?;
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An error and its causes on one line.
@@ -402,8 +440,9 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind as K;
             if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
+                // Help on a closed pipe or a full device: nothing more to say, as for any output.
+                let text = e.render().to_string();
+                return out::exit_code(out::text(&text).map(|()| ExitCode::SUCCESS));
             }
             let msg = if matches!(e.kind(), K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand) {
                 "a command is required: demo, devices, server, client, scenarios or bench".to_owned()
@@ -413,7 +452,7 @@ fn main() -> ExitCode {
                 let lines: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
                 lines.join(" ").trim_start_matches("error: ").to_owned()
             };
-            eprintln!("rpma: {msg} (see 'rpma --help')");
+            err_line(format_args!("rpma: {msg} (see 'rpma --help')"));
             return ExitCode::from(2);
         }
     };
@@ -422,14 +461,8 @@ fn main() -> ExitCode {
         Cmd::Devices(a) => devices_cmd(&a),
         Cmd::Server(a) => server(a),
         Cmd::Client(a) => client(a),
-        Cmd::Scenarios => Ok(scenarios_cmd()),
+        Cmd::Scenarios => scenarios_cmd(),
         Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
     };
-    match r {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("rpma: error: {}", one_line(&e));
-            ExitCode::FAILURE
-        }
-    }
+    out::exit_code(r)
 }

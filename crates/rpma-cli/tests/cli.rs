@@ -88,6 +88,54 @@ fn bad_arguments_give_one_line_and_exit_code_2() {
     }
 }
 
+/// Arguments that parse but do not fit together (or cannot run) are usage errors too: exit 2
+/// with a message naming the problem.
+#[test]
+fn arguments_that_disagree_or_cannot_run_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("x").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["server", "-s", "connection", "--backend", "mock", "--addr", "127.0.0.1"],
+            "rpma demo --scenario connection",
+        ),
+        (vec!["client", "-s", "07", "--backend", "mock", "--addr", "127.0.0.1"], "one process"),
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", &missing], "--file is not used by connection"),
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--direct-pmem-write"], "flush-to-persistent only"),
+        (vec!["client", "-s", "07", "--addr", "10.77.0.1"], "at least one --word"),
+        (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--word", "x"], "--word is used by"),
+        (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--rounds", "0"], "--rounds must be at least 1"),
+        (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--rounds", "-3"], "`-3` is negative"),
+        (vec!["client", "-s", "01", "--addr", "10.77.0.1", "--retries", "-1"], "`-1` is negative"),
+        // Port 0 would let the system pick a port nobody could be told.
+        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--port", "0"], "cannot tell which port"),
+        (vec!["client", "-s", "01", "--addr", "10.77.0.1", "--port", "seven"], "`seven` is not a port"),
+        (vec!["client", "-s", "01", "--addr", "10.77.0.1", "--port", "-1"], "negative"),
+        (vec!["bench", "--port", "0"], "cannot tell which port"),
+        (vec!["bench", "--port", "65536"], "1..=65535"),
+        (vec!["bench", "--connect", "10.0.0.1:0"], "cannot tell which port"),
+        (vec!["bench", "--size", "-1"], "`-1` is negative"),
+        (vec!["bench", "--size", "8,-64"], "`-64` is negative"),
+        (vec!["bench", "--iters", "-5"], "`-5` is negative"),
+        (vec!["bench", "--qd", "-1"], "`-1` is negative"),
+        (vec!["bench", "--duration", "-1"], "`-1` is negative"),
+        // A run of no length is refused rather than reported as a table of zeros.
+        (vec!["bench", "--iters", "0"], "--iters must be at least 1"),
+        (vec!["bench", "--duration", "0"], "--duration must be"),
+        (vec!["bench", "--threads", "2"], "--threads must be in"),
+    ];
+    for (args, needle) in cases {
+        let o = rpma(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.starts_with("rpma: "), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}
+
 #[test]
 fn runtime_errors_give_one_line_and_exit_code_1() {
     let dir = tempfile::tempdir().unwrap();
@@ -96,11 +144,6 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
     std::fs::write(&short, b"abc").unwrap();
     let tmp = dir.path().display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (
-            vec!["server", "-s", "connection", "--backend", "mock", "--addr", "127.0.0.1"],
-            "rpma demo --scenario connection",
-        ),
-        (vec!["client", "-s", "07", "--backend", "mock", "--addr", "127.0.0.1"], "one process"),
         (vec!["devices", "--addr", "192.0.2.1"], "no mock device owns 192.0.2.1"),
         #[cfg(not(feature = "verbs"))]
         (vec!["client", "-s", "01", "--addr", "10.77.0.1"], "--features verbs"),
@@ -108,7 +151,6 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
         (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing, "--file-create"], "--features verbs"),
         #[cfg(not(feature = "verbs"))]
         (vec!["client", "-s", "05", "--addr", "10.77.0.1", "--file", &short, "--file-create"], "--features verbs"),
-        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", &missing], "--file is not used by connection"),
         // A --file that cannot serve is refused before anything is connected.
         (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing], "does not exist (--file-create"),
         (vec!["server", "-s", "07", "--addr", "10.77.0.1", "--file", &tmp], "is a directory"),
@@ -121,9 +163,6 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
             vec!["client", "-s", "04", "--addr", "10.77.0.1", "--file", &short],
             "is 3 bytes long, this side needs 1045 bytes",
         ),
-        (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--direct-pmem-write"], "flush-to-persistent only"),
-        (vec!["client", "-s", "07", "--addr", "10.77.0.1"], "at least one --word"),
-        (vec!["client", "-s", "08", "--addr", "10.77.0.1", "--word", "x"], "--word is used by"),
     ];
     for (args, needle) in cases {
         let o = rpma(&args);
@@ -141,8 +180,8 @@ fn demo_runs_every_scenario_and_passes() {
     let o = rpma(&["demo", "--dir", dir.path().to_str().unwrap()]);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}\n{}", stderr(&o));
-    assert!(out.contains("15 passed, 0 failed"), "{out}");
-    assert_eq!(out.matches("PASS").count(), 15, "{out}");
+    assert!(out.contains("17 passed, 0 failed"), "{out}");
+    assert_eq!(out.matches("PASS").count(), 17, "{out}");
     assert!(!out.contains("FAIL"));
     // The persistent scenarios left their files.
     for f in ["03-server.pmem", "04-server.pmem", "05-server.pmem", "07-log.pmem", "09-server.pmem"] {
@@ -228,13 +267,20 @@ fn devices_text_and_by_address() {
 }
 
 #[test]
-fn scenarios_lists_all_fifteen() {
+fn scenarios_lists_all_seventeen() {
     let o = rpma(&["scenarios"]);
     let out = stdout(&o);
     assert!(o.status.success());
-    assert_eq!(out.lines().count(), 16, "{out}");
-    for s in ["01-connection", "13-messages-ping-pong-with-srq", "08srq-simple", "12scch", "flush-to-persistent-gpspm"]
-    {
+    assert_eq!(out.lines().count(), 18, "{out}");
+    for s in [
+        "01-connection",
+        "13-messages-ping-pong-with-srq",
+        "08srq-simple",
+        "12scch",
+        "flush-to-persistent-gpspm",
+        "06scch-multiple-connections",
+        "09scch-flush-to-persistent-GPSPM",
+    ] {
         assert!(out.contains(s), "{s}: {out}");
     }
 }

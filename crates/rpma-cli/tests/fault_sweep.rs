@@ -55,12 +55,15 @@ fn server_opts(s: Scenario, dir: &std::path::Path) -> ServerOpts {
         Scenario::ReadToPersistent
         | Scenario::WriteToPersistent
         | Scenario::FlushToPersistentGpspm
+        | Scenario::FlushToPersistentGpspmSharedChannel
         | Scenario::AtomicWrite => o.file = Some(dir.join("pmem")),
         Scenario::FlushToPersistent => {
             o.file = Some(dir.join("pmem"));
             o.direct_write_to_pmem = true;
         }
-        Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq => o.clients = 2,
+        Scenario::MultipleConnections
+        | Scenario::MultipleConnectionsSharedChannel
+        | Scenario::MessagesPingPongWithSrq => o.clients = 2,
         _ => {}
     }
     o
@@ -77,14 +80,17 @@ fn client_opts(s: Scenario) -> ClientOpts {
             o.words = vec!["msg".into()];
             o.imm = 77;
         }
-        Scenario::MultipleConnections => o.name = Some("sweep".into()),
+        Scenario::MultipleConnections | Scenario::MultipleConnectionsSharedChannel => o.name = Some("sweep".into()),
         _ => {}
     }
     o
 }
 
 fn clients(s: Scenario) -> usize {
-    if matches!(s, Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq) {
+    if matches!(
+        s,
+        Scenario::MultipleConnections | Scenario::MultipleConnectionsSharedChannel | Scenario::MessagesPingPongWithSrq
+    ) {
         2
     } else {
         1
@@ -282,4 +288,6 @@ sweeps! {
     s13_messages_ping_pong_with_srq: MessagesPingPongWithSrq,
     srq_ping_pong: SrqPingPong,
     shared_channel: SharedChannel,
+    s06scch_multiple_connections: MultipleConnectionsSharedChannel,
+    s09scch_flush_to_persistent_gpspm: FlushToPersistentGpspmSharedChannel,
 }

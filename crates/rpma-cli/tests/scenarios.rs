@@ -151,6 +151,26 @@ fn shared_completion_channel() {
 }
 
 #[test]
+fn s06scch_multiple_connections_shared_channel() {
+    let l = demo(Scenario::MultipleConnectionsSharedChannel);
+    assert_eq!(l.iter().filter(|l| l.starts_with("server: slot ")).count(), 3, "{l:?}");
+}
+
+#[test]
+fn s09scch_flush_to_persistent_gpspm_shared_channel() {
+    demo(Scenario::FlushToPersistentGpspmSharedChannel);
+}
+
+#[test]
+fn the_shared_channel_variants_are_reachable_by_their_example_numbers() {
+    use clap::ValueEnum;
+    assert_eq!(Scenario::from_str("06scch", true), Ok(Scenario::MultipleConnectionsSharedChannel));
+    assert_eq!(Scenario::from_str("09scch", true), Ok(Scenario::FlushToPersistentGpspmSharedChannel));
+    assert!(sc::ALL.contains(&Scenario::MultipleConnectionsSharedChannel));
+    assert!(sc::ALL.contains(&Scenario::FlushToPersistentGpspmSharedChannel));
+}
+
+#[test]
 fn every_scenario_has_a_distinct_name_and_example() {
     let mut names: Vec<String> = sc::ALL.iter().map(|s| s.name()).collect();
     let mut examples: Vec<&str> = sc::ALL.iter().map(|s| s.example()).collect();
@@ -158,7 +178,7 @@ fn every_scenario_has_a_distinct_name_and_example() {
     names.dedup();
     examples.sort_unstable();
     examples.dedup();
-    assert_eq!((names.len(), examples.len()), (15, 15));
+    assert_eq!((names.len(), examples.len()), (17, 17));
 }
 
 fn one<R: Send + 'static>(f: impl FnOnce() -> anyhow::Result<R> + Send + 'static) -> Vec<ClientFn<R>> {
@@ -391,7 +411,8 @@ fn s06_ten_clients_and_the_limit() {
         })
         .collect();
     let (s, _) =
-        run_pair(move |ready| sc::s06_multiple_connections::server(&ts, &ServerOpts { ready, ..so }), clients).unwrap();
+        run_pair(move |ready| sc::s06_multiple_connections::server(&ts, &ServerOpts { ready, ..so }, false), clients)
+            .unwrap();
     let mut names = s.names;
     names.sort();
     let mut want: Vec<String> = (0..10).map(|i| format!("client-{i}")).collect();
@@ -400,7 +421,7 @@ fn s06_ten_clients_and_the_limit() {
 
     let mut so = e.server();
     so.clients = 11;
-    let err = sc::s06_multiple_connections::server(&MockFabric::new(), &so).unwrap_err();
+    let err = sc::s06_multiple_connections::server(&MockFabric::new(), &so, false).unwrap_err();
     assert!(format!("{err}").contains("--clients"), "{err}");
 }
 
@@ -554,4 +575,20 @@ fn a_client_without_a_server_fails_after_its_retries() {
     co.retries = 2;
     let err = Scenario::MessagesPingPong.client(&MockFabric::new(), &co).unwrap_err();
     assert!(format!("{err:#}").contains("unreachable"), "{err:#}");
+}
+
+/// A server that fails is visible in the demo's error: the client sees a rejection or a
+/// connection that never comes, the server's own error says why.
+#[test]
+fn a_failing_server_s_error_is_in_the_demo_s_error() {
+    const EIO: i32 = 5;
+    for s in [Scenario::ReadToPersistent, Scenario::Connection, Scenario::MultipleConnectionsSharedChannel] {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MockFabric::new();
+        f.faults().fail_nth(1, EIO, Some("rdma_accept"));
+        let e = s.demo(&f, &DemoEnv::new(dir.path())).expect_err("the server's accept failed");
+        let msg = format!("{e:#}");
+        assert!(msg.contains("the server failed") || msg.starts_with("server"), "{}: {msg}", s.name());
+        assert!(msg.contains("injected fault"), "{}: the server's own error is missing: {msg}", s.name());
+    }
 }

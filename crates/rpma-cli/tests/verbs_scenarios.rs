@@ -142,9 +142,10 @@ fn scenario_args(s: Scenario, dir: &Path) -> (Vec<String>, Vec<String>, usize) {
     };
     let v = |a: &[&str]| a.iter().map(ToString::to_string).collect::<Vec<_>>();
     match s {
-        Scenario::ReadToPersistent | Scenario::WriteToPersistent | Scenario::FlushToPersistentGpspm => {
-            (file(), Vec::new(), 1)
-        }
+        Scenario::ReadToPersistent
+        | Scenario::WriteToPersistent
+        | Scenario::FlushToPersistentGpspm
+        | Scenario::FlushToPersistentGpspmSharedChannel => (file(), Vec::new(), 1),
         Scenario::FlushToPersistent => {
             let mut a = file();
             a.push("--direct-pmem-write".into());
@@ -152,7 +153,9 @@ fn scenario_args(s: Scenario, dir: &Path) -> (Vec<String>, Vec<String>, usize) {
         }
         Scenario::AtomicWrite => (file(), v(&["--word", "hello", "--word", "rdma"]), 1),
         Scenario::SendWithImm => (Vec::new(), v(&["--word", "msg", "--imm", "77"]), 1),
-        Scenario::MultipleConnections | Scenario::MessagesPingPongWithSrq => (v(&["--clients", "2"]), Vec::new(), 2),
+        Scenario::MultipleConnections
+        | Scenario::MultipleConnectionsSharedChannel
+        | Scenario::MessagesPingPongWithSrq => (v(&["--clients", "2"]), Vec::new(), 2),
         _ => (Vec::new(), Vec::new(), 1),
     }
 }

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::args;
 use crate::backend::{dispatch, BackendKind, WithTransport};
 
 pub use report::{BenchReport, Latency, OutputFormat, RunResult};
@@ -130,32 +131,32 @@ pub struct BenchArgs {
     #[arg(long = "op", value_enum, value_delimiter = ',', default_value = "write")]
     pub ops: Vec<Op>,
     /// Message sizes in bytes (comma-separated; suffixes K, M, G are powers of 1024).
-    #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "8")]
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "8", allow_negative_numbers = true)]
     pub size: Vec<usize>,
     /// A sweep of sizes MIN..MAX: MIN, 2*MIN, 4*MIN, ... up to MAX (e.g. `8..1M`).
     #[arg(long, value_parser = parse_sweep)]
     pub sweep: Option<Sweep>,
     /// Operations per connection (after the warm-up).
-    #[arg(long)]
+    #[arg(long, value_parser = args::u64_arg, allow_negative_numbers = true)]
     pub iters: Option<u64>,
     /// Seconds to run each operation and size instead of a count.
-    #[arg(long)]
+    #[arg(long, value_parser = args::seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Unrecorded operations per connection before measuring.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = args::u64_arg, allow_negative_numbers = true)]
     pub warmup: u64,
     /// Operations in flight per connection.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub qd: usize,
     /// Connections.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub conns: usize,
     /// Client threads (each drives `conns / threads` connections; at most `conns`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub threads: usize,
     /// Signal only every N-th one-sided operation (the others post unsignaled and are retired
     /// by the next signaled completion), as perftest's `--cq-mod`; capped at `--qd`.
-    #[arg(long, default_value_t = DEFAULT_CQ_MOD)]
+    #[arg(long, default_value_t = DEFAULT_CQ_MOD, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub cq_mod: usize,
     /// The server busy-polls (never yields nor sleeps), as perftest's server does.
     #[arg(long)]
@@ -163,8 +164,8 @@ pub struct BenchArgs {
     /// The address to listen on (server, loopback); for the mock, any of its addresses.
     #[arg(long, default_value = "127.0.0.1")]
     pub addr: String,
-    /// The port to listen on.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// The port to listen on (1 to 65535: the rpma API cannot tell which port 0 would pick).
+    #[arg(long, default_value_t = DEFAULT_PORT, value_parser = args::port, allow_negative_numbers = true)]
     pub port: u16,
     /// Run only the server side (verbs): serve `--conns` connections, then exit.
     #[arg(long, conflicts_with = "connect")]
@@ -217,6 +218,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
         _ => (t, 1),
     };
+    if num.trim_start().starts_with('-') {
+        return Err(format!("`{s}` is negative: a message size is at least 1 byte"));
+    }
     let n: usize = num.parse().map_err(|_| format!("`{s}` is not a size (a number with an optional K, M or G)"))?;
     let size = n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))?;
     if size == 0 {
@@ -413,8 +417,8 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
 pub fn parse_target(s: &str) -> Result<(String, u16)> {
     let (addr, port) = s.rsplit_once(':').with_context(|| format!("--connect `{s}`: expected ADDR:PORT"))?;
     let addr = addr.strip_prefix('[').and_then(|a| a.strip_suffix(']')).unwrap_or(addr);
-    let port: u16 = port.parse().with_context(|| format!("--connect `{s}`: `{port}` is not a port"))?;
-    if addr.is_empty() || port == 0 {
+    let port = args::port(port).map_err(|e| anyhow::anyhow!("--connect `{s}`: {e}"))?;
+    if addr.is_empty() {
         bail!("--connect `{s}`: expected ADDR:PORT with a non-empty address and a port in 1..=65535");
     }
     Ok((addr.to_owned(), port))
@@ -446,8 +450,18 @@ impl WithTransport for Work<'_> {
 /// # Errors
 /// Invalid arguments, an unavailable backend, or any failure of a connection or an operation.
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let plan = plan(args)?;
+    let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
     dispatch(args.backend, Work(&plan, args.backend))
+}
+
+/// Runs the benchmark `args` describe on `transport` (whatever `--backend` says): for tests, e.g.
+/// on a mock fabric with faults armed.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_on<T: rpma::Transport>(transport: T, args: &BenchArgs) -> Result<BenchReport> {
+    let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
+    Work(&plan, args.backend).run(transport)
 }
 
 /// `rpma bench`: runs the benchmark and prints its report on stdout.

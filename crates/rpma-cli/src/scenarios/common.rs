@@ -75,8 +75,23 @@ pub fn connect<T: Transport>(
                 let _ = ev;
                 thread::sleep(delay);
             }
-            ev => bail!("connecting to {addr}:{port}: {ev}"),
+            ev => bail!("connecting to {addr}:{port}: {}", not_established(ev)),
         }
+    }
+}
+
+/// What a client knows when its connection is not established: a rejection comes from a
+/// server that runs (its own output says why), an unreachable one from no server at all.
+#[must_use]
+pub fn not_established(ev: ConnEvent) -> String {
+    match ev {
+        ConnEvent::Rejected => {
+            format!("{ev}: the server received the request and refused it (a server error or a request it does not accept: the server's output says which)")
+        }
+        ConnEvent::Unreachable => {
+            format!("{ev}: no server answered (not running or not listening yet, or another address or port)")
+        }
+        ev => ev.to_string(),
     }
 }
 

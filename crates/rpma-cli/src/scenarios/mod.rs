@@ -9,9 +9,11 @@
 //! | `write-to-persistent` | 04-write-to-persistent | client writes, then reads back 8 bytes (read-after-write) |
 //! | `flush-to-persistent` | 05-flush-to-persistent | client writes and flushes (APM; persistent if the server says direct write to PMem) |
 //! | `multiple-connections` | 06-multiple-connections | server reads each client's name into its slot |
+//! | `multiple-connections-shared-channel` | 06scch-multiple-connections | as 06, the server waiting for completions on each connection's completion channel (`rpma_conn_wait`) |
 //! | `atomic-write` | 07-atomic-write | write → flush → atomic write of the log's `used` → flush, per word |
 //! | `messages-ping-pong` | 08-messages-ping-pong | send/recv of a counter, server increments |
 //! | `flush-to-persistent-gpspm` | 09-flush-to-persistent-GPSPM | write, then a flush request message; the server persists and replies |
+//! | `flush-to-persistent-gpspm-shared-channel` | 09scch-flush-to-persistent-GPSPM | as 09 with one completion channel for the CQ and the receive CQ (`rpma_conn_wait`) |
 //! | `send-with-imm` | 10-send-with-imm | send with immediate data (0-byte if no word) |
 //! | `write-with-imm` | 11-write-with-imm | write with immediate data; the server compares |
 //! | `receive-completion-queue` | 12-receive-completion-queue | ping-pong with receives on a separate CQ |
@@ -278,6 +280,9 @@ impl DemoEnv {
 /// How long a demo waits for each side.
 pub const DEMO_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a demo waits for the server's result once a client failed.
+const SERVER_GRACE: Duration = Duration::from_millis(500);
+
 /// A boxed client side for [`run_pair`].
 pub type ClientFn<R> = Box<dyn FnOnce() -> Result<R> + Send>;
 
@@ -322,7 +327,15 @@ pub fn run_pair<SR: Send + 'static, CR: Send + 'static>(
     for (i, rx) in rxs.into_iter().enumerate() {
         let who = || format!("client #{i}");
         match rx.recv_timeout(left()) {
-            Ok(r) => out.push(r.with_context(who)?),
+            Ok(Ok(r)) => out.push(r),
+            Ok(Err(e)) => {
+                // A failing server is often all a client's error is about (a rejection, a
+                // connection closed): say what the server saw if it ended with an error.
+                return Err(match srv_rx.recv_timeout(SERVER_GRACE) {
+                    Ok(Err(s)) => anyhow!("{}: {e:#}; the server failed: {s:#}", who()),
+                    _ => e.context(who()),
+                });
+            }
             Err(_) => return Err(anyhow!("{}: no result after {DEMO_TIMEOUT:?}", who())),
         }
     }
@@ -378,10 +391,16 @@ pub enum Scenario {
     /// 12scch: ping-pong with one completion channel shared by both CQs.
     #[value(alias = "12scch")]
     SharedChannel,
+    /// 06scch: as 06, the server waiting for completions on a completion channel.
+    #[value(alias = "06scch")]
+    MultipleConnectionsSharedChannel,
+    /// 09scch: as 09, with one completion channel shared by both CQs.
+    #[value(alias = "09scch")]
+    FlushToPersistentGpspmSharedChannel,
 }
 
 /// Every scenario, in example order.
-pub const ALL: [Scenario; 15] = [
+pub const ALL: [Scenario; 17] = [
     Scenario::Connection,
     Scenario::ReadToVolatile,
     Scenario::ReadToPersistent,
@@ -397,6 +416,8 @@ pub const ALL: [Scenario; 15] = [
     Scenario::MessagesPingPongWithSrq,
     Scenario::SrqPingPong,
     Scenario::SharedChannel,
+    Scenario::MultipleConnectionsSharedChannel,
+    Scenario::FlushToPersistentGpspmSharedChannel,
 ];
 
 fn boxed<R: Report + 'static>(r: Result<R>) -> Result<Box<dyn Report>> {
@@ -408,6 +429,19 @@ impl Scenario {
     #[must_use]
     pub fn name(self) -> String {
         clap::ValueEnum::to_possible_value(&self).map_or_else(String::new, |v| v.get_name().to_owned())
+    }
+
+    /// Whether the client exchanges `--rounds` messages with the server.
+    #[must_use]
+    pub const fn is_ping_pong(self) -> bool {
+        matches!(
+            self,
+            Self::MessagesPingPong
+                | Self::ReceiveCompletionQueue
+                | Self::MessagesPingPongWithSrq
+                | Self::SrqPingPong
+                | Self::SharedChannel
+        )
     }
 
     /// The librpma example it follows.
@@ -429,6 +463,8 @@ impl Scenario {
             Self::MessagesPingPongWithSrq => "13-messages-ping-pong-with-srq",
             Self::SrqPingPong => "08srq-simple-messages-ping-pong-with-srq",
             Self::SharedChannel => "12scch-receive-completion-queue",
+            Self::MultipleConnectionsSharedChannel => "06scch-multiple-connections",
+            Self::FlushToPersistentGpspmSharedChannel => "09scch-flush-to-persistent-GPSPM",
         }
     }
 
@@ -439,9 +475,13 @@ impl Scenario {
         use common::{HELLO_STR_SIZE, HELLO_T_SIZE, SIGNATURE};
         match (self, server) {
             (Self::ReadToPersistent | Self::WriteToPersistent | Self::FlushToPersistent, true)
-            | (Self::FlushToPersistentGpspm, true) => Some(SIGNATURE.len() + HELLO_STR_SIZE),
+            | (Self::FlushToPersistentGpspm | Self::FlushToPersistentGpspmSharedChannel, true) => {
+                Some(SIGNATURE.len() + HELLO_STR_SIZE)
+            }
             (Self::ReadToPersistent | Self::WriteToPersistent | Self::FlushToPersistent, false)
-            | (Self::FlushToPersistentGpspm, false) => Some(SIGNATURE.len() + HELLO_T_SIZE),
+            | (Self::FlushToPersistentGpspm | Self::FlushToPersistentGpspmSharedChannel, false) => {
+                Some(SIGNATURE.len() + HELLO_T_SIZE)
+            }
             (Self::AtomicWrite, true) => Some(s07_atomic_write::LOG_SIZE),
             _ => None,
         }
@@ -458,7 +498,8 @@ impl Scenario {
             Self::ReadToPersistent => boxed(s03_read_to_persistent::server(t, o)),
             Self::WriteToPersistent => boxed(s04_write_to_persistent::server(t, o)),
             Self::FlushToPersistent => boxed(s05_flush_to_persistent::server(t, o)),
-            Self::MultipleConnections => boxed(s06_multiple_connections::server(t, o)),
+            Self::MultipleConnections => boxed(s06_multiple_connections::server(t, o, false)),
+            Self::MultipleConnectionsSharedChannel => boxed(s06_multiple_connections::server(t, o, true)),
             Self::AtomicWrite => boxed(s07_atomic_write::server(t, o)),
             Self::MessagesPingPong => boxed(s08_messages_ping_pong::server(t, o)),
             Self::FlushToPersistentGpspm => boxed(s09_flush_to_persistent_gpspm::server(t, o, false)),
@@ -468,6 +509,7 @@ impl Scenario {
             Self::MessagesPingPongWithSrq => boxed(s13_messages_ping_pong_with_srq::server(t, o)),
             Self::SrqPingPong => boxed(srq_ping_pong::server(t, o)),
             Self::SharedChannel => boxed(s12_receive_completion_queue::server(t, o, true)),
+            Self::FlushToPersistentGpspmSharedChannel => boxed(s09_flush_to_persistent_gpspm::server(t, o, true)),
         }
     }
 
@@ -482,7 +524,10 @@ impl Scenario {
             Self::ReadToPersistent => boxed(s03_read_to_persistent::client(t, o)),
             Self::WriteToPersistent => boxed(s04_write_to_persistent::client(t, o)),
             Self::FlushToPersistent => boxed(s05_flush_to_persistent::client(t, o)),
-            Self::MultipleConnections => boxed(s06_multiple_connections::client(t, o)),
+            // 06scch's clients are 06's.
+            Self::MultipleConnections | Self::MultipleConnectionsSharedChannel => {
+                boxed(s06_multiple_connections::client(t, o))
+            }
             Self::AtomicWrite => boxed(s07_atomic_write::client(t, o)),
             Self::MessagesPingPong | Self::SrqPingPong | Self::MessagesPingPongWithSrq => {
                 boxed(s08_messages_ping_pong::client(t, o))
@@ -492,6 +537,7 @@ impl Scenario {
             Self::WriteWithImm => boxed(s11_write_with_imm::client(t, o)),
             Self::ReceiveCompletionQueue => boxed(s12_receive_completion_queue::client(t, o, false)),
             Self::SharedChannel => boxed(s12_receive_completion_queue::client(t, o, true)),
+            Self::FlushToPersistentGpspmSharedChannel => boxed(s09_flush_to_persistent_gpspm::client(t, o, true)),
         }
     }
 
@@ -507,10 +553,12 @@ impl Scenario {
             Self::ReadToPersistent => s03_read_to_persistent::demo(t, env),
             Self::WriteToPersistent => s04_write_to_persistent::demo(t, env),
             Self::FlushToPersistent => s05_flush_to_persistent::demo(t, env),
-            Self::MultipleConnections => s06_multiple_connections::demo(t, env),
+            Self::MultipleConnections => s06_multiple_connections::demo(t, env, false),
+            Self::MultipleConnectionsSharedChannel => s06_multiple_connections::demo(t, env, true),
             Self::AtomicWrite => s07_atomic_write::demo(t, env),
             Self::MessagesPingPong => s08_messages_ping_pong::demo(t, env),
-            Self::FlushToPersistentGpspm => s09_flush_to_persistent_gpspm::demo(t, env),
+            Self::FlushToPersistentGpspm => s09_flush_to_persistent_gpspm::demo(t, env, false),
+            Self::FlushToPersistentGpspmSharedChannel => s09_flush_to_persistent_gpspm::demo(t, env, true),
             Self::SendWithImm => s10_send_with_imm::demo(t, env),
             Self::WriteWithImm => s11_write_with_imm::demo(t, env),
             Self::ReceiveCompletionQueue => s12_receive_completion_queue::demo(t, env, false),

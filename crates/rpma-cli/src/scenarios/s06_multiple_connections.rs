@@ -3,15 +3,20 @@
 //! `READ_DST` region, reads each client's name into its slot once the connection is
 //! established, prints it and disconnects that client.
 //!
+//! With `shared = true` it is 06scch: the server's connections have a completion channel
+//! (`rpma_conn_cfg_set_compl_channel`) and the server waits for the read's completion with
+//! `rpma_conn_wait` on it (the clients are 06's).
+//!
 //! The C server multiplexes the connections' event and completion fds with epoll; this server
 //! serves `--clients N` connections in arrival order (a client waits in the listen backlog
 //! meanwhile), which exercises the same API calls and data flow.
 
 use anyhow::{ensure, Result};
-use rpma::{Ep, MrRemote, Transport, Usage, WcOpcode};
+use rpma::{ConnCfg, Ep, MrRemote, Transport, Usage, WcOpcode};
 
 use super::common::{
-    accept, client_peer, connect, cstr, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_wc,
+    accept, check_wc, client_peer, connect, cstr, disconnect_and_wait_close, next_wc_shared, server_peer,
+    wait_close_and_disconnect, wait_wc,
 };
 use super::{run_pair, side, ClientFn, ClientOpts, DemoEnv, Report, ServerOpts};
 use crate::pdata::CommonData;
@@ -49,24 +54,32 @@ impl Report for ClientReport {
     }
 }
 
-/// The server side (`--clients N`, 1 to 10).
+/// The server side (`--clients N`, 1 to 10); with `shared`, 06scch's (each connection's
+/// completions waited for on its completion channel).
 ///
 /// # Errors
 /// If `clients` is out of range or any step fails.
-pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
+pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<ServerReport> {
     ensure!((1..=CLIENT_MAX).contains(&o.clients), "--clients must be 1 to {CLIENT_MAX}");
     let peer = server_peer(t, &o.addr)?;
     let ep = Ep::listen(&peer, &o.addr, &o.port)?;
     o.ready.signal();
     let dst = peer.alloc_mr(MAX_NAME_SIZE * CLIENT_MAX, Usage::READ_DST)?;
+    let cfg = shared.then(|| ConnCfg::new().with_shared_channel(true));
     let mut names = Vec::new();
     for slot in 0..o.clients {
-        let conn = accept(&ep, &o.stop, None, None, |_| Ok(()))?;
+        let conn = accept(&ep, &o.stop, cfg.as_ref(), None, |_| Ok(()))?;
         let cd = CommonData::decode(conn.private_data())?;
         let src = MrRemote::from_descriptor(&cd.mr_desc)?;
         let offset = slot * MAX_NAME_SIZE;
         conn.read(dst.slice(offset..offset + MAX_NAME_SIZE), src.at(0)).context(slot as u64).post()?;
-        let wc = wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
+        let wc = if shared {
+            let (wc, _) = next_wc_shared(&conn)?;
+            check_wc(&wc, WcOpcode::RdmaRead)?;
+            wc
+        } else {
+            wait_wc(&conn.cq(), WcOpcode::RdmaRead)?
+        };
         ensure!(wc.wr_id == slot as u64, "completion of another read ({} != {slot})", wc.wr_id);
         names.push(cstr(&dst.to_vec(offset, MAX_NAME_SIZE)?));
         disconnect_and_wait_close(conn)?;
@@ -94,11 +107,12 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     Ok(ClientReport { name: String::from_utf8_lossy(bytes).into_owned() })
 }
 
-/// Three clients and the server in one process: the server must have read every name.
+/// Three clients and the server (06scch's with `shared`) in one process: the server must have
+/// read every name.
 ///
 /// # Errors
 /// If a side fails or the names read differ from those exposed.
-pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
+pub fn demo<T: Transport>(t: &T, env: &DemoEnv, shared: bool) -> Result<Vec<String>> {
     let ts = t.clone();
     let mut so = env.server();
     so.clients = 3;
@@ -111,7 +125,7 @@ pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
             Box::new(move || client(&tc, &co)) as ClientFn<ClientReport>
         })
         .collect();
-    let (s, c) = run_pair(move |ready| server(&ts, &ServerOpts { ready, ..so }), clients)?;
+    let (s, c) = run_pair(move |ready| server(&ts, &ServerOpts { ready, ..so }, shared), clients)?;
     let mut read = s.names.clone();
     let mut exposed: Vec<String> = c.iter().map(|c| c.name.clone()).collect();
     read.sort();

@@ -285,18 +285,19 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
 
 /// Both sides in one process (the server's memory a file in `env.dir`): the written value must
 /// be in the file before the server deregisters its memory, made durable by the server on request.
+/// With `shared`, 09scch: both sides wait for their completions on one completion channel.
 ///
 /// # Errors
 /// If a side fails or the file does not hold the value.
-pub fn demo<T: Transport>(t: &T, env: &DemoEnv) -> Result<Vec<String>> {
+pub fn demo<T: Transport>(t: &T, env: &DemoEnv, shared: bool) -> Result<Vec<String>> {
     let (ts, tc) = (t.clone(), t.clone());
-    let path = env.dir.join("09-server.pmem");
+    let path = env.dir.join(if shared { "09scch-server.pmem" } else { "09-server.pmem" });
     let mut so = env.server();
     so.file = Some(path);
     let co = env.client();
     let (s, c) = run_pair(
-        move |ready| server(&ts, &ServerOpts { ready, ..so }, false),
-        vec![Box::new(move || client(&tc, &co, false))],
+        move |ready| server(&ts, &ServerOpts { ready, ..so }, shared),
+        vec![Box::new(move || client(&tc, &co, shared))],
     )?;
     let want = FlushRequest { offset: c[0].offset as u64, length: HELLO_STR_SIZE as u64, op_context: FLUSH_ID };
     ensure!(s.request == want, "server got {:?}", s.request);

@@ -1,0 +1,324 @@
+//! A lane: one client connection with its regions, its in-flight operations and its latency
+//! stamps; posts operations and polls their completions.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use rpma::{
+    CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc,
+    MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+};
+
+use super::protocol::*;
+use crate::bench::Op;
+
+/// One client connection and its state.
+pub(super) struct Lane<T: Transport> {
+    pub(super) conn: Conn<T>,
+    pub(super) local: MrLocal<T>,
+    pub(super) msgs: MrLocal<T>,
+    pub(super) remote: MrRemote,
+    /// Where the server writes its pongs (`write-pingpong`).
+    pub(super) inbox: MrLocal<T>,
+    pub(super) region: usize,
+    pub(super) max: usize,
+    pub(super) qd: usize,
+    /// The signaled operations in flight, oldest at `head` (completions come in order): post
+    /// time and how many operations its completion retires (itself and the unsignaled ones
+    /// posted before it).
+    pub(super) batches: Vec<(Instant, usize)>,
+    pub(super) head: usize,
+    /// Signaled operations in flight.
+    pub(super) pending: usize,
+    /// Unsignaled operations posted after the last signaled one.
+    pub(super) open: usize,
+    /// Operations in flight (signaled or not).
+    pub(super) inflight: usize,
+    pub(super) seq: u64,
+    /// `write-pingpong`: the number of the last ping, whether its write has completed.
+    pub(super) pp_seq: u8,
+    pub(super) pp_written: bool,
+}
+
+pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: usize, qd: usize) -> Result<Lane<T>> {
+    let cfg = conn_cfg::<T>(qd);
+    let inbox = peer.alloc_mr(max, Usage::WRITE_DST).context("registering the inbox")?;
+    let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
+    let conn = req.connect(Some(&request_pdata(max, qd, &inbox.descriptor()))).context("connecting")?;
+    match conn.next_event().context("waiting for the connection")? {
+        ConnEvent::Established => {}
+        ev => bail!(
+            "client: the connection to {addr}:{port} was not established: {}",
+            crate::scenarios::common::not_established(ev)
+        ),
+    }
+    let pd = conn.private_data();
+    let Some(desc) = pd.get(..MR_DESCRIPTOR_SIZE) else {
+        bail!("client: the server's private data ({} bytes) holds no region descriptor", pd.len());
+    };
+    let remote = MrRemote::from_descriptor(desc).context("client: the server's region descriptor")?;
+    if let Some(p) = pd.get(MR_DESCRIPTOR_SIZE..MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE) {
+        conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(p).context("client: the server's peer configuration")?);
+    }
+    let region = region_len(max, qd);
+    if (remote.len() as usize) < region.min(max) {
+        bail!("client: the server's region ({} bytes) is smaller than a message ({max} bytes)", remote.len());
+    }
+    let region = region.min(remote.len() as usize);
+    let usage = Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV;
+    let mut local = peer.alloc_mr(region, usage).context("registering the local region")?;
+    fill_source(&mut local);
+    let msgs = peer.alloc_mr(qd * max, Usage::RECV).context("registering receive buffers")?;
+    for slot in 0..qd {
+        conn.recv(msgs.slice(slot * max..(slot + 1) * max))
+            .context(RECV_TAG | slot as u64)
+            .post()
+            .context("posting a receive")?;
+    }
+    let now = Instant::now();
+    Ok(Lane {
+        conn,
+        local,
+        msgs,
+        remote,
+        inbox,
+        region,
+        max,
+        qd,
+        batches: vec![(now, 0); qd],
+        head: 0,
+        pending: 0,
+        open: 0,
+        inflight: 0,
+        seq: 0,
+        pp_seq: 0,
+        pp_written: false,
+    })
+}
+
+/// When a phase ends.
+#[derive(Clone, Copy)]
+pub(super) enum Stop {
+    Count(u64),
+    Until(Instant),
+}
+
+impl<T: Transport> Lane<T> {
+    /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
+    /// it) or not (`--cq-mod`).
+    ///
+    /// Zero copy: the operation names a slice of the local region, filled once when it was
+    /// registered; the only byte written per operation is `write-pingpong`'s sequence number.
+    pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
+        let slot = (self.seq % self.qd as u64) as usize;
+        let off = slot_offset(slot, size, self.region);
+        let id = slot as u64;
+        let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
+        if op == Op::WritePingpong {
+            self.pp_seq = self.pp_seq.wrapping_add(1);
+            // The previous ping's write has completed (`--qd 1`): no device reads the byte now.
+            self.local.volatile().store_u8(size - 1, self.pp_seq).context("writing the ping byte")?;
+            self.pp_written = false;
+        }
+        let (c, r) = (&self.conn, &self.remote);
+        let local = self.local.slice(off..off + size);
+        let range = || r.slice(off..off + size);
+        match op {
+            Op::Read => c.read(local, r.at(off)).flags(all).context(id).post(),
+            Op::Write => c.write(r.at(off), local).flags(all).context(id).post(),
+            Op::WriteFlush => c
+                .write(r.at(off), local)
+                .flags(CompletionFlags::ON_ERROR)
+                .context(id)
+                .post()
+                .and_then(|()| c.flush(range(), FlushType::Persistent).flags(all).context(id).post()),
+            Op::Flush => c.flush(range(), FlushType::Persistent).flags(all).context(id).post(),
+            Op::AtomicWrite => c.atomic_write(r.at(off & !7), self.seq.to_le_bytes()).flags(all).context(id).post(),
+            Op::Send => c.send(local).flags(all).context(SEND_TAG | id).post(),
+            Op::SendImm => c.send(local).imm(slot as u32).flags(all).context(SEND_TAG | id).post(),
+            Op::WriteImm => c.write(r.at(off), local).imm(slot as u32).flags(all).context(SEND_TAG | id).post(),
+            Op::WritePingpong => c.write(r.at(0), self.local.slice(..size)).flags(all).context(PP_ID).post(),
+        }
+        .with_context(|| format!("posting {} of {size} B", op.name()))?;
+        if signaled {
+            let tail = (self.head + self.pending) % self.qd;
+            self.batches[tail] = (at, self.open + 1);
+            self.pending += 1;
+            self.open = 0;
+        } else {
+            self.open += 1;
+        }
+        self.inflight += 1;
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
+    pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
+        let slot = (wr_id & !RECV_TAG) as usize;
+        let buf = self.msgs.slice(slot * self.max..(slot + 1) * self.max);
+        self.conn.recv(buf).context(wr_id).post().context("posting a receive")
+    }
+
+    /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
+    /// `now`; returns how many operations that is.
+    pub(super) fn retire(
+        &mut self,
+        op: Op,
+        now: Instant,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        wr_id: u64,
+    ) -> Result<u64> {
+        if self.pending == 0 {
+            bail!("client: a completion ({wr_id:#x}) for no operation in flight");
+        }
+        let (t0, n) = self.batches[self.head];
+        self.head = (self.head + 1) % self.qd;
+        self.pending -= 1;
+        self.inflight -= n;
+        if record {
+            let mut ns = u64::try_from(now.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
+            if op.is_half_round_trip() {
+                ns /= 2;
+            }
+            hist.saturating_record(ns.max(1));
+        }
+        Ok(n as u64)
+    }
+
+    /// Polls until `want` (a send's `wr_id`) has completed and, if `recv`, a message has arrived
+    /// (its receive is re-posted); other completions are errors.
+    pub(super) fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc]) -> Result<()> {
+        let mut sent = false;
+        while !sent || recv {
+            let n = self.conn.cq().poll(wcs).context("client: polling")?;
+            if n == 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for wc in &wcs[..n] {
+                check(wc, "client")?;
+                if wc.wr_id == want {
+                    sent = true;
+                } else if wc.wr_id & RECV_TAG != 0 && recv {
+                    self.repost(wc.wr_id)?;
+                    recv = false;
+                } else {
+                    bail!("client: unexpected completion {:#x} around a write ping-pong", wc.wr_id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a `write-pingpong` phase: the server clears its byte and answers.
+    pub(super) fn pingpong_begin(&mut self, size: usize, wcs: &mut [Wc]) -> Result<()> {
+        self.inbox.volatile().store_u8(size - 1, 0).context("clearing the pong byte")?;
+        self.pp_seq = 0;
+        let imm = PINGPONG_BIT | u32::try_from(size).context("a ping-pong size")?;
+        self.conn.send_empty().imm(imm).context(PP_CTL_ID).post().context("starting a ping-pong")?;
+        self.await_control(PP_CTL_ID, true, wcs)
+    }
+
+    /// Ends a `write-pingpong` phase: the number after the next one.
+    pub(super) fn pingpong_end(&mut self, size: usize, wcs: &mut [Wc]) -> Result<()> {
+        let end = self.pp_seq.wrapping_add(2);
+        self.local.volatile().store_u8(size - 1, end).context("writing the end byte")?;
+        self.conn
+            .write(self.remote.at(0), self.local.slice(..size))
+            .context(PP_ID)
+            .post()
+            .context("ending a ping-pong")?;
+        self.await_control(PP_ID, false, wcs)
+    }
+
+    /// `write-pingpong`: completes the ping in flight once its write has completed and the pong
+    /// has arrived in the inbox.
+    pub(super) fn poll_pingpong(
+        &mut self,
+        size: usize,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        wcs: &mut [Wc],
+    ) -> Result<u64> {
+        if !self.pp_written {
+            let n = self.conn.cq().poll(wcs).context("client: polling")?;
+            for wc in &wcs[..n] {
+                check(wc, Op::WritePingpong.name())?;
+                if wc.wr_id != PP_ID {
+                    bail!("client: unexpected completion {:#x} in a write ping-pong", wc.wr_id);
+                }
+                self.pp_written = true;
+            }
+            if !self.pp_written {
+                return Ok(0);
+            }
+        }
+        // The server writes the inbox: a volatile load, which the compiler can neither hoist
+        // out of the caller's polling loop nor fold with the previous one.
+        let pong = self.inbox.volatile().load_u8(size - 1).context("reading the pong byte")?;
+        if pong != self.pp_seq {
+            return Ok(0);
+        }
+        let now = Instant::now();
+        self.retire(Op::WritePingpong, now, hist, record, PP_ID)
+    }
+
+    /// Polls once; returns the operations completed.
+    pub(super) fn poll(
+        &mut self,
+        op: Op,
+        size: usize,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        wcs: &mut [Wc],
+    ) -> Result<u64> {
+        if op == Op::WritePingpong {
+            return self.poll_pingpong(size, hist, record, wcs);
+        }
+        let n = self.conn.cq().poll(wcs).context("client: polling")?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let now = Instant::now();
+        let mut done = 0;
+        for wc in &wcs[..n] {
+            check(wc, op.name())?;
+            if wc.wr_id & SEND_TAG != 0 {
+                continue; // a message's send completion: its echo completes it
+            }
+            if wc.wr_id & RECV_TAG != 0 {
+                self.repost(wc.wr_id)?;
+            }
+            done += self.retire(op, now, hist, record, wc.wr_id)?;
+        }
+        Ok(done)
+    }
+
+    /// Ends the connection: the stop message, then a disconnect.
+    pub(super) fn finish(self) -> Result<()> {
+        self.conn.send_empty().imm(STOP_IMM).context(STOP_ID).post().context("sending stop")?;
+        let mut wcs = [Wc::EMPTY; WC_BATCH];
+        'wait: loop {
+            let n = self.conn.cq().poll(&mut wcs).context("client: polling")?;
+            for wc in &wcs[..n] {
+                check(wc, "stop")?;
+                if wc.wr_id == STOP_ID {
+                    break 'wait;
+                }
+            }
+            if n == 0 {
+                std::hint::spin_loop();
+            }
+        }
+        self.conn.disconnect().context("disconnecting")?;
+        match self.conn.next_event().context("waiting for the disconnect")? {
+            ConnEvent::Closed => {}
+            ev => bail!("client: unexpected connection event {ev:?}"),
+        }
+        self.conn.delete().context("deleting the connection")?;
+        Ok(())
+    }
+}

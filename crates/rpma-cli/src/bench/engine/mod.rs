@@ -1,0 +1,188 @@
+//! The measurement: server and client sides, generic over the transport.
+//!
+//! Protocol: the client's connection private data says what it needs (largest size, queue
+//! depth: `u64` + `u32`, little endian) followed by the descriptor of its inbox (a region of the
+//! largest size the server writes into for `write-pingpong`); the server answers with the
+//! descriptor of its target region and its peer configuration (direct write to PMem, so
+//! persistent flushes are allowed). The client keeps `qd` receives posted, the server `qd + 1`
+//! (it echoes before re-posting the receive it consumed); the server echoes every message with
+//! a send of the same size and stops serving a connection on a zero-length send with immediate
+//! data [`STOP_IMM`](protocol::STOP_IMM), after which the client disconnects.
+//!
+//! A `write-pingpong` phase starts with a zero-length send with immediate data
+//! [`PINGPONG_BIT`](protocol::PINGPONG_BIT)` | size`: the server clears the last byte of the message in its target
+//! region and answers with a zero-length send. Then the client writes `size` bytes whose last
+//! byte is the iteration number (mod 256) into the server's target region at offset 0; the
+//! server polls that byte in its memory and, on the next number, writes `size` bytes with the
+//! same last byte into the client's inbox, which the client polls (perftest's `ib_write_lat`
+//! scheme). The client ends the phase by writing the number after the next one.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context, Result};
+use rpma::{ContextType, Device, Ep, Peer, Transport};
+
+use super::report::{BenchReport, SCHEMA_VERSION};
+use super::{Plan, Role};
+use crate::backend::BackendKind;
+use crate::native::Source;
+
+mod client;
+mod lane;
+mod progress;
+mod protocol;
+mod server;
+
+use client::run_client;
+use server::run_server;
+
+/// Where the report's `op_path`s come from on transport `T`.
+fn op_path_source<T: Transport>() -> Source {
+    if crate::backend::op_counts::<T>().is_some() {
+        Source::Counters
+    } else {
+        Source::Capabilities
+    }
+}
+
+/// Runs `plan` on `transport`.
+pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind) -> Result<BenchReport> {
+    let report = |device: String, results| BenchReport {
+        schema: SCHEMA_VERSION,
+        backend: backend.name(),
+        device,
+        op_path_source: op_path_source::<T>(),
+        results,
+    };
+    let port = plan.port.to_string();
+    match &plan.role {
+        Role::Server => {
+            let dev = Device::lookup(transport, &plan.addr, ContextType::Local)
+                .with_context(|| format!("no RDMA device owns {}", plan.addr))?;
+            let peer = Peer::new(&dev).context("creating the peer")?;
+            let ep =
+                Ep::listen(&peer, &plan.addr, &port).with_context(|| format!("listening on {}:{port}", plan.addr))?;
+            crate::out::err_line(format_args!(
+                "rpma bench: serving {} connection(s) on {}:{port}",
+                plan.conns, plan.addr
+            ));
+            run_server(&peer, &ep, plan, &AtomicBool::new(false))?;
+            ep.shutdown().context("shutting the endpoint down")?;
+            Ok(report(dev.name(), Vec::new()))
+        }
+        Role::Client { addr, port } => {
+            let dev = Device::lookup(transport, addr, ContextType::Remote)
+                .with_context(|| format!("no RDMA device routes to {addr}"))?;
+            let peer = Peer::new(&dev).context("creating the peer")?;
+            let results = run_client(&peer, plan, addr, *port)?;
+            Ok(report(dev.name(), results))
+        }
+        Role::Loopback => {
+            let sdev = Device::lookup(transport, &plan.addr, ContextType::Local)
+                .with_context(|| format!("no RDMA device owns {}", plan.addr))?;
+            let server_peer = Peer::new(&sdev).context("creating the server's peer")?;
+            let ep = Ep::listen(&server_peer, &plan.addr, &port)
+                .with_context(|| format!("listening on {}:{port}", plan.addr))?;
+            let cdev = Device::lookup(transport, &plan.addr, ContextType::Remote)
+                .with_context(|| format!("no RDMA device routes to {}", plan.addr))?;
+            let peer = Peer::new(&cdev).context("creating the client's peer")?;
+            let abort = AtomicBool::new(false);
+            let (client, server) = std::thread::scope(|sc| {
+                let server = sc.spawn(|| run_server(&server_peer, &ep, plan, &abort));
+                let client = run_client(&peer, plan, &plan.addr, plan.port);
+                if client.is_err() {
+                    abort.store(true, Ordering::Release);
+                }
+                (client, server.join().unwrap_or_else(|_| bail!("the server thread panicked")))
+            });
+            let results = match (client, server) {
+                (Ok(results), Ok(())) => results,
+                (Ok(_), Err(s)) => return Err(s.context("server")),
+                (Err(c), Err(s)) if s.downcast_ref::<server::ClientGaveUp>().is_none() => {
+                    // The server failed too, maybe first (a rejection is all the client sees).
+                    return Err(anyhow::anyhow!("{c:#}; the server failed: {s:#}"));
+                }
+                (Err(c), _) => return Err(c),
+            };
+            ep.shutdown().context("shutting the endpoint down")?;
+            Ok(report(cdev.name(), results))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client::{op_path, Totals};
+    use super::protocol::{parse_request, region_len, request_pdata, slot_offset, MAX_REGION};
+    use crate::bench::{Op, MAX_QD, MAX_SIZE};
+    use crate::native::{OpCounts, OpPath};
+    use rpma::{MrRemote, MR_DESCRIPTOR_SIZE};
+    use std::time::Duration;
+
+    /// A region descriptor: 64 bytes, usage 1.
+    const DESC: [u8; MR_DESCRIPTOR_SIZE] = {
+        let mut d = [0u8; MR_DESCRIPTOR_SIZE];
+        d[8] = 64;
+        d[MR_DESCRIPTOR_SIZE - 1] = 1;
+        d
+    };
+
+    #[test]
+    fn requests_round_trip_and_are_bounded() {
+        let remote = MrRemote::from_descriptor(&DESC).unwrap();
+        let (max, qd, inbox) = parse_request(&request_pdata(4096, 16, &DESC)).unwrap();
+        assert_eq!((max, qd, inbox.len()), (4096, 16, remote.len()));
+        let mut padded = request_pdata(8, 1, &DESC).to_vec();
+        padded.resize(56, 0);
+        assert_eq!(parse_request(&padded).map(|(m, q, _)| (m, q)).unwrap(), (8, 1));
+        assert!(parse_request(&[1, 2, 3]).is_err());
+        assert!(parse_request(&request_pdata(8, 1, &DESC)[..20]).is_err(), "no inbox");
+        assert!(parse_request(&request_pdata(8, 1, &[0; MR_DESCRIPTOR_SIZE])).is_err(), "a bad inbox");
+        assert!(parse_request(&request_pdata(0, 1, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(8, 0, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(MAX_SIZE + 1, 1, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(8, MAX_QD + 1, &DESC)).is_err());
+    }
+
+    #[test]
+    fn the_path_of_a_run_comes_from_the_counters_or_the_capabilities() {
+        let mut caps = rpma::Capabilities::roce_defaults();
+        assert_eq!(op_path(Op::Write, 10, &caps, None, None), None);
+        assert_eq!(op_path(Op::Flush, 10, &caps, None, None), Some(OpPath::Emulated));
+        caps.native_flush = true;
+        assert_eq!(op_path(Op::WriteFlush, 10, &caps, None, None), Some(OpPath::Native));
+        assert_eq!(op_path(Op::AtomicWrite, 10, &caps, None, None), Some(OpPath::Emulated));
+        // With counters (verbs), only the difference counts, and only the run's own kind.
+        let before = OpCounts { flush_emulated: 7, atomic_write_native: 3, ..OpCounts::default() };
+        let after = OpCounts { flush_persistent_read: 110, atomic_write_native: 9, ..before };
+        assert_eq!(op_path(Op::Flush, 100, &caps, Some(before), Some(after)), Some(OpPath::PersistentRead));
+        assert_eq!(op_path(Op::AtomicWrite, 100, &caps, Some(before), Some(after)), Some(OpPath::Native));
+        assert_eq!(op_path(Op::Read, 100, &caps, Some(before), Some(after)), None);
+    }
+
+    #[test]
+    fn slots_stay_inside_the_region() {
+        for (slot, size, region) in [(0, 8, 8), (3, 8, 64), (7, 8, 64), (8, 8, 64), (100, 4096, 8192)] {
+            let off = slot_offset(slot, size, region);
+            assert!(off + size <= region, "{slot} {size} {region}");
+        }
+        assert_eq!(slot_offset(3, 8, 64), 24);
+        assert_eq!(region_len(8, 4), 32);
+        assert_eq!(region_len(1 << 30, 4), 1 << 30);
+        assert_eq!(region_len(1 << 20, 1024), MAX_REGION);
+    }
+
+    #[test]
+    fn the_rate_is_the_sum_of_the_threads_rates() {
+        let ms = Duration::from_millis;
+        // Two threads of 1000 operations: one in 10 ms, one in 40 ms. The rate is 100k/s +
+        // 25k/s, not 2000 operations over the slowest thread's 40 ms (50k/s).
+        let t = Totals::of(&[(1000, ms(10)), (1000, ms(40))]);
+        assert_eq!(t.ops, 2000);
+        assert!((t.secs - 0.04).abs() < 1e-12);
+        assert!((t.rate - 125_000.0).abs() < 1e-6, "{}", t.rate);
+        let one = Totals::of(&[(500, ms(50))]);
+        assert!((one.rate - 10_000.0).abs() < 1e-6);
+        assert_eq!(Totals::of(&[]).ops, 0);
+    }
+}

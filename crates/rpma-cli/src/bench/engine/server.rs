@@ -1,0 +1,236 @@
+//! The server side: accepts the clients' connections and echoes their messages (and
+//! `write-pingpong` phases) until each client says stop.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context, Result};
+use rpma::{Conn, ConnEvent, Ep, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc};
+
+use super::protocol::*;
+use crate::bench::Plan;
+
+/// The server stopped waiting because the client side failed first (loopback): not an error of
+/// its own.
+#[derive(Debug)]
+pub(super) struct ClientGaveUp;
+
+impl std::fmt::Display for ClientGaveUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client gave up")
+    }
+}
+
+impl std::error::Error for ClientGaveUp {}
+
+/// One accepted connection with its memory.
+pub(super) struct Served<T: Transport> {
+    pub(super) conn: Conn<T>,
+    pub(super) target: MrLocal<T>,
+    /// Receive slots `0..=qd`, then one send/write source buffer.
+    pub(super) msgs: MrLocal<T>,
+    /// The client's inbox (`write-pingpong`).
+    pub(super) inbox: MrRemote,
+    pub(super) max: usize,
+    pub(super) qd: usize,
+    pub(super) busy_poll: bool,
+}
+
+impl<T: Transport> Served<T> {
+    /// The offset of the buffer echoes and pongs are sent from.
+    const fn source(&self) -> usize {
+        (self.qd + 1) * self.max
+    }
+}
+
+pub(super) fn accept<T: Transport>(
+    peer: &Peer<T>,
+    ep: &Ep<T>,
+    qd_limit: usize,
+    busy_poll: bool,
+    abort: &AtomicBool,
+) -> Result<Served<T>> {
+    // Wait for a request, giving up when the client side failed (loopback).
+    loop {
+        if abort.load(Ordering::Acquire) {
+            return Err(ClientGaveUp.into());
+        }
+        let mut fds = [nix::poll::PollFd::new(ep.as_fd(), nix::poll::PollFlags::POLLIN)];
+        if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).context("polling the endpoint")? > 0 {
+            break;
+        }
+    }
+    let cfg = conn_cfg::<T>(qd_limit);
+    let req = ep.next_conn_req(Some(&cfg)).context("receiving a connection request")?;
+    let (max, qd, inbox) = match parse_request(req.private_data()) {
+        Ok((max, qd, inbox)) if qd <= qd_limit => (max, qd, inbox),
+        Ok((_, qd, _)) => {
+            let _ = req.delete();
+            bail!("a client asks for queue depth {qd}, above this server's --qd {qd_limit}");
+        }
+        Err(e) => {
+            let _ = req.delete();
+            return Err(e);
+        }
+    };
+    let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
+    let target = peer.alloc_mr(region_len(max, qd), usage).context("registering the target region")?;
+    let mut msgs = peer
+        .alloc_mr((qd + 2) * max, Usage::RECV | Usage::SEND | Usage::WRITE_SRC)
+        .context("registering message buffers")?;
+    fill_source(&mut msgs);
+    for slot in 0..=qd {
+        req.recv(msgs.slice(slot * max..(slot + 1) * max))
+            .context(RECV_TAG | slot as u64)
+            .post()
+            .context("posting a receive")?;
+    }
+    let pcfg = PeerCfg::new().with_direct_write_to_pmem(true);
+    let mut pdata = target.descriptor().to_vec();
+    pdata.extend_from_slice(&pcfg.descriptor());
+    let conn = req.connect(Some(&pdata)).context("accepting a connection")?;
+    match conn.next_event().context("waiting for the connection")? {
+        ConnEvent::Established => {}
+        ev => bail!("server: unexpected connection event {ev:?}"),
+    }
+    Ok(Served { conn, target, msgs, inbox, max, qd, busy_poll })
+}
+
+/// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
+pub(super) fn pingpong_wc(wc: &Wc) -> Result<()> {
+    check(wc, "server")?;
+    if wc.wr_id & RECV_TAG != 0 {
+        bail!("server: the client sent a message during a write ping-pong");
+    }
+    Ok(())
+}
+
+/// Serves a `write-pingpong` phase of `size`-byte messages (see the module's documentation).
+pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
+    if size == 0 || size > s.max || (s.inbox.len() as usize) < size {
+        bail!("server: the client asks for a write ping-pong of {size} B, outside 1..={} and its inbox", s.max);
+    }
+    let at = size - 1;
+    let src = s.source();
+    // The client writes the target and the NIC reads the pong's source: both are reached
+    // through their volatile views, byte by byte (a plain read of the polled byte could be
+    // hoisted out of the loop).
+    let (target, msgs) = (s.target.volatile(), s.msgs.volatile());
+    target.store_u8(at, 0).context("server: clearing the ping-pong byte")?;
+    s.conn.send_empty().context(PP_CTL_ID).post().context("server: answering a ping-pong start")?;
+    let mut wcs = [Wc::EMPTY; WC_BATCH];
+    let mut prev = 0u8;
+    let mut idle = 0u32;
+    loop {
+        let v = target.load_u8(at).context("server: reading the ping-pong byte")?;
+        if v == prev {
+            idle = idle.wrapping_add(1);
+            if idle % SERVER_SPINS == 0 {
+                // A broken connection flushes the posted receives: look now and then.
+                let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
+                wcs[..n].iter().try_for_each(pingpong_wc)?;
+                if !s.busy_poll {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+            continue;
+        }
+        idle = 0;
+        if v == prev.wrapping_add(2) {
+            return Ok(()); // the end of the phase
+        }
+        if v != prev.wrapping_add(1) {
+            bail!("server: write ping-pong number {v} after {prev}");
+        }
+        prev = v;
+        msgs.store_u8(src + at, v).context("server: writing the pong byte")?;
+        s.conn
+            .write(s.inbox.at(0), s.msgs.slice(src..src + size))
+            .context(PP_ID)
+            .post()
+            .context("server: writing a pong")?;
+        'wait: loop {
+            let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
+            for wc in &wcs[..n] {
+                pingpong_wc(wc)?;
+                if wc.wr_id == PP_ID {
+                    break 'wait;
+                }
+            }
+            if n == 0 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Echoes messages until the stop message, then waits for the client to disconnect.
+pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
+    let cq = s.conn.cq();
+    let mut wcs = [Wc::EMPTY; WC_BATCH];
+    let mut idle = 0u32;
+    'serve: loop {
+        let n = cq.poll(&mut wcs).context("server: polling")?;
+        if n == 0 {
+            idle += 1;
+            if s.busy_poll || idle < SERVER_SPINS {
+                std::hint::spin_loop();
+            } else if idle < SERVER_SPINS + SERVER_YIELDS {
+                std::thread::yield_now();
+            } else {
+                // The CQ is armed: a completion after the poll above still wakes us.
+                cq.wait().context("server: waiting for completions")?;
+                idle = 0;
+            }
+            continue;
+        }
+        idle = 0;
+        for wc in &wcs[..n] {
+            check(wc, "server")?;
+            if wc.wr_id & RECV_TAG == 0 {
+                continue; // an echo's send completion
+            }
+            let slot = (wc.wr_id & !RECV_TAG) as usize;
+            let slot_buf = s.msgs.slice(slot * s.max..(slot + 1) * s.max);
+            match wc.imm_data {
+                Some(STOP_IMM) => break 'serve,
+                Some(imm) if imm & PINGPONG_BIT != 0 => {
+                    s.conn.recv(slot_buf).context(wc.wr_id).post().context("server: posting a receive")?;
+                    pingpong(&s, (imm & !PINGPONG_BIT) as usize)?;
+                    continue;
+                }
+                _ => {}
+            }
+            // Echo first, then re-post the receive: `qd + 1` receives are posted, so the client
+            // (at most `qd` messages in flight) always finds one.
+            // The echo goes out of the source buffer, filled once: nothing is copied.
+            let len = (wc.byte_len as usize).min(s.max);
+            let echo =
+                if len > 0 { s.conn.send(s.msgs.slice(s.source()..s.source() + len)) } else { s.conn.send_empty() };
+            echo.context(SEND_TAG | slot as u64).post().context("server: echoing")?;
+            s.conn.recv(slot_buf).context(wc.wr_id).post().context("server: posting a receive")?;
+        }
+    }
+    match s.conn.next_event().context("server: waiting for the disconnect")? {
+        ConnEvent::Closed => {}
+        ev => bail!("server: unexpected connection event {ev:?}"),
+    }
+    s.conn.delete().context("server: deleting the connection")?;
+    Ok(())
+}
+
+/// Accepts `conns` connections and serves each on its own thread.
+pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
+    std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for _ in 0..plan.conns {
+            let served = accept(peer, ep, plan.qd, plan.busy_poll, abort)?;
+            handles.push(sc.spawn(move || serve(served)));
+        }
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("a server thread panicked"))??;
+        }
+        Ok(())
+    })
+}
