@@ -80,7 +80,7 @@ fn mr_dereg__dereg_mr_fails() {
     arm(&f, "ibv_dereg_mr", EIO);
     assert_provider(mr.dereg(), EIO, "rpma_mr_dereg");
     f.faults().disarm();
-    // The region is gone all the same (spec 9 #10).
+    // The region is gone all the same (docs/decisions.md #10).
     assert_eq!(f.live().mrs, 0);
     let mr = p.alloc_mr(4096, Usage::READ_SRC).unwrap();
     assert!(mr.dereg().is_ok());

@@ -73,7 +73,7 @@ impl<T: Transport> Ep<T> {
     ///
     /// # Errors
     /// [`Provider`](ErrorKind::Provider) if destroying the listening identifier fails; the
-    /// endpoint is gone all the same (spec 9 #10).
+    /// endpoint is gone all the same (docs/decisions.md #10).
     pub fn shutdown(mut self) -> Result<()> {
         self.listener.take().map_or(Ok(()), |l| l.shutdown().map_err(|e| e.in_op("rpma_ep_shutdown")))
     }

@@ -22,8 +22,9 @@ pub use srq::Srq;
 
 /// A connection (`struct rpma_conn`).
 ///
-/// Thread safety follows librpma (spec 8.11): data-path operations, getters, `next_event`,
-/// `wait` and `disconnect` may be called from several threads at once (`&self`): `Send + Sync`.
+/// Thread safety follows librpma (docs/semantics.md#thread-safety): data-path operations, getters,
+/// `next_event`, `wait` and `disconnect` may be called from several threads at once (`&self`):
+/// `Send + Sync`.
 pub struct Conn<T: Transport> {
     qp: Option<T::Qp>,
     shared: bool,

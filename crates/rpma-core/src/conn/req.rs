@@ -123,8 +123,9 @@ impl<T: Transport> ConnReq<T> {
     /// # Errors
     /// [`Inval`](ErrorKind::Inval) if `pdata` is given but empty, or longer than the transport
     /// allows (56 bytes to connect, 196 to accept on IB/RoCE); the request is then deleted (an
-    /// incoming one rejected), as librpma does (spec 9 #16); [`Provider`](ErrorKind::Provider)
-    /// if connecting or accepting fails; [`NoMem`](ErrorKind::NoMem).
+    /// incoming one rejected), as librpma does (docs/decisions.md #16);
+    /// [`Provider`](ErrorKind::Provider) if connecting or accepting fails;
+    /// [`NoMem`](ErrorKind::NoMem).
     pub fn connect(mut self, pdata: Option<&[u8]>) -> Result<Conn<T>> {
         const OP: &str = "rpma_conn_req_connect";
         let caps = &self.peer.inner.caps;

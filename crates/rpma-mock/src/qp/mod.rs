@@ -223,10 +223,11 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
     })
 }
 
-/// The provider calls of librpma's `rpma_conn_new` (spec 6.8): the connection's own CM event
-/// channel, moving the CM id to it, and, without native flush, the APM flush buffer (an
-/// `mmap`ed page with an 8-byte region registered in it). The mock's APM flush needs no buffer,
-/// so only the calls are modelled (each a fault point). Returns whether a flush buffer exists.
+/// The provider calls of librpma's `rpma_conn_new` (docs/semantics.md#connecting-a-request): the
+/// connection's own CM event channel, moving the CM id to it, and, without native flush, the APM
+/// flush buffer (an `mmap`ed page with an 8-byte region registered in it). The mock's APM flush
+/// needs no buffer, so only the calls are modelled (each a fault point). Returns whether a flush
+/// buffer exists.
 fn conn_new(f: &FabricInner, native_flush: bool) -> Result<bool> {
     f.faults.check("rdma_create_event_channel")?;
     f.faults.check("rdma_migrate_id")?;
@@ -328,7 +329,8 @@ impl MockQp {
             }
         }
         s.to_error();
-        // librpma's order (spec 6.9 rpma_conn_delete): the APM flush buffer first.
+        // librpma's order (rpma_conn_delete, docs/semantics.md#connection-teardown): the APM flush
+        // buffer first.
         if self.flush_buf {
             note(f.check("ibv_dereg_mr"));
             note(

@@ -477,8 +477,8 @@ impl QpBackend<Verbs> for VerbsQp {
                 if crate::native::native_only().atomic_write {
                     return Err(self.no_native("rpma_atomic_write", "atomic write", caps.native_atomic_write));
                 }
-                // A fenced inline 8-byte write (spec 8.10): not executed before preceding reads
-                // (flushes) complete; inline data is copied at post time.
+                // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
+                // before preceding reads (flushes) complete; inline data is copied at post time.
                 flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0 | ffi::ibv_send_flags::IBV_SEND_FENCE.0;
                 sge = Some(ffi::ibv_sge { addr: inline_bytes.as_ptr() as u64, length: 8, lkey: 0 });
                 O::IBV_WR_RDMA_WRITE
@@ -496,8 +496,8 @@ impl QpBackend<Verbs> for VerbsQp {
                 if !by_rule && crate::native::native_only().flush {
                     return Err(self.no_native("rpma_flush", "flush", caps.native_flush));
                 }
-                // APM (spec 8.9): an 8-byte RDMA Read at the flushed address into the
-                // connection's private buffer (no more than the region is described to hold).
+                // APM (docs/semantics.md#flush): an 8-byte RDMA Read at the flushed address into
+                // the connection's private buffer (no more than the region is described to hold).
                 let Some(fm) = &self.flush_mr else {
                     return Err(Error::new(ErrorKind::NoSupp, OP).with_detail("no flush buffer"));
                 };
