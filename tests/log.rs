@@ -1,4 +1,5 @@
-//! Logging: thresholds, raw conversions and the replaceable log function (spec 6.1, 4, 9 #20).
+//! Logging: thresholds, raw conversions and the replaceable log function
+//! (docs/semantics.md#logging, #defaults; docs/decisions.md #20).
 //!
 //! Logging state is process-global, so every check is in ONE test that restores the defaults
 //! at the end.
@@ -71,7 +72,7 @@ fn notices(log: &Mutex<Vec<Captured>>, message: &str) -> Vec<Captured> {
 
 #[test]
 fn log__all() {
-    // --- defaults (spec 4, 9 #20): this depends on the build type, as in librpma ---
+    // --- defaults (docs/semantics.md#defaults, docs/decisions.md #20): by build type, as librpma ---
     ::log::set_logger(&FACADE).expect("the only logger of this binary");
     ::log::set_max_level(::log::LevelFilter::Trace);
 

@@ -351,7 +351,8 @@ mod verbs_only {
         let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
         let good = remote(&dst);
         let mut desc = dst.descriptor();
-        // The descriptor holds the rkey at bytes 16..20 (spec 3.5); flip every bit.
+        // The descriptor holds the rkey at bytes 16..20 (docs/semantics.md#descriptors); flip every
+        // bit.
         for x in &mut desc[16..20] {
             *x = !*x;
         }

@@ -309,9 +309,9 @@ fn teardown(st: &mut State, client_failed: bool) -> Flow<(usize, Vec<String>)> {
     Ok((errors, seen))
 }
 
-/// The kind an injected errno surfaces as, by call (spec 6): a provider failure is `Provider`;
-/// a failed wait for a completion event is `NoCompletion` (librpma's `rpma_cq_wait`); `ENOMEM`
-/// from `ibv_alloc_pd` is `NoMem` (`rpma_peer_new`). (Memory is mapped and allocated by
+/// The kind an injected errno surfaces as, by call (docs/errors.md): a provider failure is
+/// `Provider`; a failed wait for a completion event is `NoCompletion` (librpma's `rpma_cq_wait`);
+/// `ENOMEM` from `ibv_alloc_pd` is `NoMem` (`rpma_peer_new`). (Memory is mapped and allocated by
 /// rpma-mem, whose calls are not injection points.)
 fn expected_kind(call: &str, errno: nix::errno::Errno) -> ErrorKind {
     match (call, errno) {

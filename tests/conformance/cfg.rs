@@ -1,4 +1,5 @@
-//! Conformance cases: connection, shared-RQ and peer configurations (spec 4, 5.2, 6.2, 6.5, 6.6).
+//! Conformance cases: connection, shared-RQ and peer configurations (docs/semantics.md: defaults,
+//! descriptors, queues of a connection).
 //!
 //! The configurations are plain builders taken by value (`ConnCfg::new().with_sq_size(n)`).
 //!
@@ -254,7 +255,7 @@ fn conn_cfg_clone__independent<B: Backend>(_b: &B) {
     assert_eq!((cfg.sq_size(), c.sq_size()), (4, 99));
 }
 
-/// spec 9 #1: librpma's code (20 / 20) wins over its man page (100 / 100).
+/// docs/decisions.md #1: librpma's code (20 / 20) wins over its man page (100 / 100).
 fn srq_cfg_new__success<B: Backend>(_b: &B) {
     let c = SrqCfg::new();
     assert_eq!(c.rq_size(), 20);

@@ -1,5 +1,5 @@
 //! Conformance cases: endpoints, connection requests, connections, completion queues and shared
-//! receive queues (spec 6.6-6.9, 6.11, 8.2-8.6).
+//! receive queues (docs/semantics.md: connection establishment to queues of a connection).
 //!
 //! Every blocking call that waits for something the peer does (`next_event`, `next_conn_req`,
 //! `Cq::wait`, `Conn::wait`) goes through [`within`]: the fd is made non-blocking and polled with
@@ -445,7 +445,7 @@ fn conn_req_connect__pdata_NULL_pdata_len_0<B: Backend>(b: &B) {
     assert_kind(req.connect(Some(&[])), ErrorKind::Inval);
 }
 
-/// An invalid accept deletes (rejects) the incoming request (spec 9 #16).
+/// An invalid accept deletes (rejects) the incoming request (docs/decisions.md #16).
 fn conn_req_connect_via_accept__pdata_len_0_rejects<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
@@ -702,11 +702,11 @@ fn conn_get_event_fd__readable_on_event<B: Backend>(b: &B) {
     assert_eq!(p.server.next_event().unwrap(), ConnEvent::Closed);
 }
 
-/// The active side disconnects: both sides get CLOSED; disconnecting after CLOSED completes.
-/// The disconnect handshake in librpma's order (spec 8.2): one side disconnects, the other
-/// gets CLOSED and completes the disconnect, then the initiator gets CLOSED. (On RDMA CM the
-/// initiator's DISCONNECTED waits for the peer's reply, DREP, which the peer sends from
-/// `rdma_disconnect`; so the initiator's CLOSED is taken after the peer's disconnect.)
+/// The active side disconnects: both sides get CLOSED; disconnecting after CLOSED completes. The
+/// disconnect handshake in librpma's order (docs/semantics.md#connection-establishment): one side
+/// disconnects, the other gets CLOSED and completes the disconnect, then the initiator gets CLOSED.
+/// (On RDMA CM the initiator's DISCONNECTED waits for the peer's reply, DREP, which the peer sends
+/// from `rdma_disconnect`; so the initiator's CLOSED is taken after the peer's disconnect.)
 fn conn_disconnect__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
@@ -1237,7 +1237,7 @@ fn srq_get_rcq__conn_rcq_none_with_srq_rcq<B: Backend>(b: &B) {
     assert!(server.rcq().is_none());
 }
 
-/// A connection using an SRQ has no receive queue of its own (spec 9 #18).
+/// A connection using an SRQ has no receive queue of its own (docs/decisions.md #18).
 fn conn_recv__srq_E_PROVIDER<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);

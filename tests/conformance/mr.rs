@@ -1,4 +1,5 @@
-//! Conformance cases: local and remote memory regions (spec 5.1, 6.4, 8.8).
+//! Conformance cases: local and remote memory regions (docs/semantics.md: usages and access rights,
+//! descriptors, registration and on-demand paging).
 //!
 //! Type-enforced (no case): `reg__NULL_peer`, `reg__NULL_ptr`, `reg__NULL_mr_ptr` (the region
 //! owns the `Memory` it is registered with; a peer and the result cannot be NULL);
@@ -279,7 +280,7 @@ fn remote_from_descriptor__invalid_desc_size<B: Backend>(b: &B) {
     }
 }
 
-/// spec 9 #2: `Inval` (librpma's code), not the man page's `NoSupp`.
+/// docs/decisions.md #2: `Inval` (librpma's code), not the man page's `NoSupp`.
 fn remote_from_descriptor__buff_usage_equal_zero<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
@@ -515,7 +516,7 @@ fn advise__success<B: Backend>(b: &B) {
     }
 }
 
-/// The range is checked here (spec 9 #13), whatever the device supports.
+/// The range is checked here (docs/decisions.md #13), whatever the device supports.
 fn advise__range_outside<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);

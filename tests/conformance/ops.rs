@@ -1,6 +1,7 @@
 //! Conformance cases: read, write, atomic write, flush, send, recv and the imm variants
-//! (spec 3.4, 6.10, 8.7, 8.9, 8.10), posted as builders (`conn.write(remote.at(o), src.slice(a..b))
-//! .flags(..).context(..).post()`), plus zero-copy access to the regions they use.
+//! (docs/semantics.md: completion opcodes, operations and work requests, flush, atomic write),
+//! posted as builders (`conn.write(remote.at(o), src.slice(a..b)).flags(..).context(..).post()`),
+//! plus zero-copy access to the regions they use.
 //!
 //! Type-enforced rules (no case): every `conn`, `dst`, `src` (atomic write), `op_context` NULL
 //! rule of librpma; an unknown flush type (a closed enum here). Exactly one of `dst`/`src` given,

@@ -1,7 +1,7 @@
-//! Multi-threaded stress (issue 6; THREAD_SAFETY, spec 8.11): many threads share one peer per
-//! side, the memory regions and every connection, and post mixed operations (write, read,
-//! atomic write, flush, write with imm, send, send with imm, recv) on connections picked at
-//! random, polling whichever CQ they wait on and routing what they poll to its owner.
+//! Multi-threaded stress (issue 6; THREAD_SAFETY, docs/semantics.md#thread-safety): many threads
+//! share one peer per side, the memory regions and every connection, and post mixed operations
+//! (write, read, atomic write, flush, write with imm, send, send with imm, recv) on connections
+//! picked at random, polling whichever CQ they wait on and routing what they poll to its owner.
 //!
 //! Checked: every posted work request completes exactly once, successfully and with the right
 //! opcode (counted by `wr_id`: a completion of an unknown or already retired `wr_id` fails the
@@ -566,9 +566,10 @@ fn stress__threads_share_peer_and_connections<B: Backend>(b: &B) {
         k.conns,
         started.elapsed()
     );
-    // Clean teardown: each client disconnects; both sides see CLOSED. In librpma's order (spec
-    // 8.2): the server takes CLOSED and completes the disconnect (on RDMA CM the client's
-    // DISCONNECTED waits for the server's DREP, sent by its `rdma_disconnect`).
+    // Clean teardown: each client disconnects; both sides see CLOSED. In librpma's order
+    // (docs/semantics.md#connection-establishment): the server takes CLOSED and completes the
+    // disconnect (on RDMA CM the client's DISCONNECTED waits for the server's DREP, sent by its
+    // `rdma_disconnect`).
     for lane in &lanes {
         lane.client.disconnect().expect("disconnect");
         for conn in [&lane.server, &lane.client] {

@@ -32,7 +32,8 @@ const EIO: i32 = 5;
 /// These are `rdma_destroy_id` calls not made by a connection's teardown:
 /// - the destruction of the temporary CM ID with which `rpma_utils_get_ibv_context`
 ///   (`Device::lookup`, run by every side first) finds the device: librpma ignores its failure
-///   (spec: "failure of the final `rdma_destroy_id` is ignored"), and so does the mock;
+///   (docs/semantics.md#device-lookup: a failure of the final `rdma_destroy_id` is ignored), and so
+///   does the mock;
 /// - the teardown of a connection attempt the server rejected or did not hear (it was not
 ///   listening yet, or already gone): `common::connect` drops such an attempt with `let _ =` and
 ///   tries again, as the attempt has failed anyway.

@@ -1,4 +1,4 @@
-//! Connection and shared-RQ configurations, with librpma's defaults (spec section 4).
+//! Connection and shared-RQ configurations, with librpma's defaults (docs/semantics.md#defaults).
 
 use std::fmt;
 use std::time::Duration;
@@ -16,7 +16,7 @@ pub const DEFAULT_SQ_SIZE: u32 = 10;
 /// Default receive queue size.
 pub const DEFAULT_RQ_SIZE: u32 = 10;
 /// Default SRQ size and SRQ receive CQ size. librpma's code uses 20, its man page says 100;
-/// rpma-rs follows the code (spec 9 #1), which is what every librpma program ran with.
+/// rpma-rs follows the code (docs/decisions.md #1), which is what every librpma program ran with.
 pub const DEFAULT_SRQ_SIZE: u32 = 20;
 
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.

@@ -1,5 +1,5 @@
 //! Wire formats: the 21-byte memory-region descriptor and the 1-byte peer-config descriptor
-//! (spec section 5), byte-compatible with librpma 0.9 - 1.3.
+//! (docs/semantics.md#descriptors), byte-compatible with librpma 0.9 - 1.3.
 
 use crate::error::{Error, Result};
 use crate::types::Usage;
@@ -43,7 +43,7 @@ impl MrDescriptor {
     ///
     /// # Errors
     /// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is shorter than 21 bytes or its
-    /// usage byte is zero (spec 9 #2, #3: librpma's code behaviour is kept).
+    /// usage byte is zero (docs/decisions.md #2, #3: librpma's code behaviour is kept).
     pub fn decode(desc: &[u8]) -> Result<Self> {
         const OP: &str = "rpma_mr_remote_from_descriptor";
         let Some(d) = desc.get(..MR_DESCRIPTOR_SIZE) else {
@@ -79,7 +79,7 @@ pub const fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRI
 /// PMem supported".
 ///
 /// # Errors
-/// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is empty (spec 9 #11).
+/// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is empty (docs/decisions.md #11).
 pub fn decode_peer_cfg(desc: &[u8]) -> Result<bool> {
     desc.first().map(|b| *b != 0).ok_or_else(|| Error::inval("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
 }

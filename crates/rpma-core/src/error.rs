@@ -1,7 +1,7 @@
 //! Error codes: exactly librpma's `RPMA_E_*` set, with context.
 //!
 //! Every fallible call returns [`Result<T>`]. The error's [`ErrorKind`] is one of librpma's
-//! ten error codes (spec section 2); [`Error::code`] gives the numeric value and
+//! ten error codes (docs/api-mapping.md); [`Error::code`] gives the numeric value and
 //! [`ErrorKind::as_str`] the `rpma_err_2str()` string. On top of librpma, an [`Error`] carries the
 //! operation that failed (the name of the librpma function it corresponds to, e.g.
 //! `"rpma_read"`), the provider `errno` for [`ErrorKind::Provider`] errors (librpma only logged

@@ -34,9 +34,9 @@
 //! the mock) checks the real registration and reports violations as error completions.
 //!
 //! ## Thread safety
-//! As librpma's THREAD_SAFETY (spec 8.11): peers, regions, connections and CQs are `Send +
-//! Sync`; data-path operations take `&self`; configurations use atomics. An endpoint and a
-//! connection request are used by one thread at a time (they are `Send`).
+//! As librpma's THREAD_SAFETY (docs/semantics.md#thread-safety): peers, regions, connections and
+//! CQs are `Send + Sync`; data-path operations take `&self`; configurations use atomics. An
+//! endpoint and a connection request are used by one thread at a time (they are `Send`).
 //!
 //! ## Decisions on librpma's man-page/code discrepancies
 //! See `docs/decisions.md` in the repository; each is also noted at the function concerned.

@@ -8,7 +8,7 @@
 //! write to syslog or stderr by themselves). [`set_function`] installs a custom function.
 //!
 //! Defaults, as in librpma: primary `Warning` and aux `Disabled` in release builds, primary
-//! `Debug` and aux `Warning` in debug builds (spec 9 #20).
+//! `Debug` and aux `Warning` in debug builds (docs/decisions.md #20).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};

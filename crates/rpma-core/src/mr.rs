@@ -225,7 +225,7 @@ impl<T: Transport> MrLocal<T> {
     ///
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region (checked here,
-    /// unlike librpma, spec 9 #13), or the provider rejects the advice or flags;
+    /// unlike librpma, docs/decisions.md #13), or the provider rejects the advice or flags;
     /// [`NoSupp`](crate::ErrorKind::NoSupp) if advising is not supported;
     /// [`Provider`](crate::ErrorKind::Provider) on other provider failures.
     #[doc(alias = "rpma_mr_advise")]
@@ -274,7 +274,7 @@ impl MrRemote {
     ///
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if `desc` is shorter than 21 bytes or its usage byte
-    /// is 0 (librpma's code behaviour; its man page said `NoSupp`, spec 9 #2).
+    /// is 0 (librpma's code behaviour; its man page said `NoSupp`, docs/decisions.md #2).
     pub fn from_descriptor(desc: &[u8]) -> Result<Self> {
         Ok(Self { desc: MrDescriptor::decode(desc)? })
     }

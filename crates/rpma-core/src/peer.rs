@@ -102,8 +102,9 @@ impl<T: Transport> fmt::Debug for Peer<T> {
     }
 }
 
-/// `rpma_peer_new`'s mapping of an `ibv_alloc_pd` failure (spec 6.3): `ENOMEM` → `NoMem`, no
-/// errno (0) → `Unknown`, any other errno → `Provider`. Other kinds pass through.
+/// `rpma_peer_new`'s mapping of an `ibv_alloc_pd` failure (docs/semantics.md#peer-creation):
+/// `ENOMEM` → `NoMem`, no errno (0) → `Unknown`, any other errno → `Provider`. Other kinds pass
+/// through.
 fn alloc_pd_error(e: Error) -> Error {
     const ENOMEM: i32 = 12;
     match (e.kind(), e.errno()) {

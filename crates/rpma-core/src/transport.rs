@@ -117,7 +117,7 @@ pub enum CqSlot {
 }
 
 /// A raw connection-management event, as the provider reports it. rpma-core maps it to a
-/// [`ConnEvent`](crate::ConnEvent) (spec 8.4).
+/// [`ConnEvent`](crate::ConnEvent) (docs/semantics.md#connection-events).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmEvent {
     /// `RDMA_CM_EVENT_ESTABLISHED`.
@@ -242,9 +242,9 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
 
     /// Registers `memory` (which the region then owns) with the access rights `usage` maps to
-    /// (spec 3.2). If
-    /// the registration fails with `EOPNOTSUPP` and the device is ODP-capable, it is retried
-    /// once with on-demand paging (`IBV_ACCESS_ON_DEMAND`, spec 8.8).
+    /// (docs/semantics.md#usages-and-access-rights). If the registration fails with `EOPNOTSUPP`
+    /// and the device is ODP-capable, it is retried once with on-demand paging
+    /// (`IBV_ACCESS_ON_DEMAND`, docs/semantics.md#registration-and-on-demand-paging).
     ///
     /// # Errors
     /// `Provider` if registration fails.

@@ -1,9 +1,10 @@
-//! Flags, enums and plain data types of the API (spec section 3).
+//! Flags, enums and plain data types of the API (docs/api-mapping.md).
 
 use std::fmt;
 
 bitflags::bitflags! {
-    /// `RPMA_MR_USAGE_*`: how a registered memory region may be used (spec 3.2).
+    /// `RPMA_MR_USAGE_*`: how a registered memory region may be used
+    /// (docs/semantics.md#usages-and-access-rights).
     ///
     /// Stored in byte 20 of the memory-region descriptor. A value with bits outside
     /// [`Usage::all()`] can be built with [`Usage::from_bits_retain`]; registering with it fails
@@ -238,10 +239,10 @@ impl WcStatus {
     }
 }
 
-/// `enum ibv_wc_opcode`: what produced a completion (spec 3.4).
+/// `enum ibv_wc_opcode`: what produced a completion (docs/semantics.md#completion-opcodes).
 ///
-/// Emulated and native flush / atomic write report different opcodes (spec 9 #23): callers
-/// must not switch on the opcode to tell a flush from a read.
+/// Emulated and native flush / atomic write report different opcodes (docs/decisions.md #23):
+/// callers must not switch on the opcode to tell a flush from a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WcOpcode {

@@ -20,7 +20,7 @@ pub fn queue_size(op: &'static str, what: &'static str, size: u32, max: u32) -> 
     Ok(())
 }
 
-/// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (spec 9 #4).
+/// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (docs/decisions.md #4).
 ///
 /// # Errors
 /// `Inval`.
@@ -71,8 +71,9 @@ pub fn msg_len(op: &'static str, caps: &Capabilities, len: usize) -> Result<()> 
     Ok(())
 }
 
-/// A local buffer of an operation: in bounds, and writable by the device if it is a
-/// destination (the access rights librpma's usage → access mapping grants, spec 3.2).
+/// A local buffer of an operation: in bounds, and writable by the device if it is a destination
+/// (the access rights librpma's usage → access mapping grants,
+/// docs/semantics.md#usages-and-access-rights).
 ///
 /// # Errors
 /// `Inval`.
@@ -166,8 +167,9 @@ pub fn zero_form(op: &'static str, has_buf: bool, offsets_and_len: &[usize]) -> 
     Ok(())
 }
 
-/// Private data sent with connect or accept: if given, non-empty and within the transport's
-/// limit (librpma left the limit to librdmacm, which failed with `EINVAL`; spec 8.3).
+/// Private data sent with connect or accept: if given, non-empty and within the transport's limit
+/// (librpma left the limit to librdmacm, which failed with `EINVAL`;
+/// docs/semantics.md#private-data).
 ///
 /// # Errors
 /// `Inval`.

@@ -355,7 +355,7 @@ impl Transport for MockFabric {
             (None, ContextType::Remote) => Err(Error::provider("rdma_resolve_addr", ENODEV)),
         };
         // The temporary CM id is destroyed whatever happened; as librpma, a failure of that is
-        // ignored (spec 6.1).
+        // ignored (docs/semantics.md#device-lookup).
         let _ = faults.check("rdma_destroy_id");
         found
     }

@@ -21,7 +21,8 @@ use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 use crate::counters::{Kind, Live};
 use crate::MockPd;
 
-/// Access rights of a registration (the `IBV_ACCESS_*` librpma derives from the usage, spec 3.2).
+/// Access rights of a registration (the `IBV_ACCESS_*` librpma derives from the usage,
+/// docs/semantics.md#usages-and-access-rights).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Access {
     pub(crate) local_write: bool,
@@ -106,9 +107,10 @@ impl std::fmt::Debug for MockMr {
     }
 }
 
-/// The `ibv_reg_mr` call(s) of a registration: as librpma (spec 8.8), a registration failing with
-/// `EOPNOTSUPP` on an ODP-capable device is retried once with `IBV_ACCESS_ON_DEMAND` (the mock's
-/// regions behave the same either way).
+/// The `ibv_reg_mr` call(s) of a registration: as librpma
+/// (docs/semantics.md#registration-and-on-demand-paging), a registration failing with `EOPNOTSUPP`
+/// on an ODP-capable device is retried once with `IBV_ACCESS_ON_DEMAND` (the mock's regions behave
+/// the same either way).
 fn register(f: &crate::FabricInner, odp_capable: bool) -> Result<()> {
     const EOPNOTSUPP: i32 = 95;
     match f.faults.check("ibv_reg_mr") {

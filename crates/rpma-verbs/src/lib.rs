@@ -1,7 +1,7 @@
 //! # rpma-verbs: the RDMA transport of rpma-rs over libibverbs and librdmacm
 //!
 //! [`Verbs`] implements rpma-core's [`Transport`] on real RDMA devices (InfiniBand, RoCE, iWARP,
-//! Soft-RoCE), doing on the wire what librpma 1.3 does (spec section 8): RDMA CM connection
+//! Soft-RoCE), doing on the wire what librpma 1.3 does (docs/semantics.md): RDMA CM connection
 //! setup with private data on both sides, one CM event channel per connection, CQs with their
 //! completion channels (per CQ or shared), optional receive CQ and shared receive queue, and
 //! the operations mapped to work requests as librpma maps them (atomic write natively when the

@@ -17,8 +17,8 @@ use crate::VerbsPd;
 const IBV_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 const IBV_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
 
-/// The access flags librpma registers a usage with (spec 3.2), with the rules of
-/// docs/native-ops.md on a device with native flush: `FLUSH_TYPE_VISIBILITY` gets
+/// The access flags librpma registers a usage with (docs/semantics.md#usages-and-access-rights),
+/// with the rules of docs/native-ops.md on a device with native flush: `FLUSH_TYPE_VISIBILITY` gets
 /// `IBV_ACCESS_FLUSH_GLOBAL` (librpma 1.3); `FLUSH_TYPE_PERSISTENT` gets `IBV_ACCESS_REMOTE_READ`
 /// (the persistent flushes of rpma-rs are RDMA Reads) plus, when `flush_persistent`,
 /// `IBV_ACCESS_FLUSH_PERSISTENT` (for librpma 1.3 initiators; the kernel grants it on pmem only).

@@ -1,20 +1,34 @@
-//! Queue pairs, connection management, message matching and shared receive queues.
+//! Queue pairs of the mock and their connection management; message matching, the responder,
+//! listeners and shared receive queues have a file each.
 
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use rpma_core::transport::{
-    CmEvent, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
-};
-use rpma_core::{Capabilities, Error, ErrorKind, FlushType, Result, Wc, WcOpcode, WcStatus};
+use rpma_core::transport::{CmEvent, CqSlot, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr};
+use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
-use crate::mem::{copy, MockMr};
+use crate::mem::MockMr;
 use crate::notify::{new_notifier, Notifier};
 use crate::{FabricInner, MockFabric, MockPd, MrTable};
+
+mod listener;
+mod recv;
+mod responder;
+mod srq;
+
+pub use listener::MockListener;
+pub(crate) use listener::{listen, ListenEvent, ListenerShared};
+pub(crate) use srq::create_srq;
+pub use srq::MockSrq;
+
+use listener::Incoming;
+use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
+use responder::{execute, opcodes};
+use srq::SrqShared;
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
@@ -29,73 +43,6 @@ type CmItem = (CmEvent, Option<Box<[u8]>>);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A posted receive buffer (it keeps its registration alive while posted).
-struct RecvBuf {
-    mr: Option<Arc<MockMr>>,
-    offset: usize,
-    len: usize,
-    wr_id: u64,
-}
-
-/// A message on its way to a receive buffer: a send, or the receive-consuming part of a write
-/// with immediate data.
-struct Msg {
-    src: Option<(Arc<MockMr>, usize)>,
-    len: usize,
-    imm: Option<u32>,
-    write_imm: bool,
-    sender: Weak<QpShared>,
-    sender_signaled: bool,
-    sender_wr_id: u64,
-    sender_seq: u64,
-    receiver: Weak<QpShared>,
-}
-
-/// A set of posted receive buffers plus the messages waiting for one.
-struct RecvSide {
-    bufs: Vec<RecvBuf>,
-    pending: VecDeque<Msg>,
-    cap: usize,
-    rng: fastrand::Rng,
-    ordered: bool,
-}
-
-impl RecvSide {
-    fn new(cap: u32, seed: u64, ordered: bool) -> Self {
-        Self {
-            bufs: Vec::with_capacity(cap as usize),
-            pending: VecDeque::new(),
-            cap: cap as usize,
-            rng: fastrand::Rng::with_seed(seed),
-            ordered,
-        }
-    }
-
-    fn take_buf(&mut self) -> Option<RecvBuf> {
-        if self.bufs.is_empty() {
-            return None;
-        }
-        if self.ordered {
-            Some(self.bufs.remove(0))
-        } else {
-            let i = self.rng.usize(..self.bufs.len());
-            Some(self.bufs.swap_remove(i))
-        }
-    }
-
-    /// Posts a buffer; returns a message that was waiting for it, if any.
-    fn post(&mut self, buf: RecvBuf, op: &'static str) -> Result<Option<(Msg, RecvBuf)>> {
-        if let Some(m) = self.pending.pop_front() {
-            return Ok(Some((m, buf)));
-        }
-        if self.bufs.len() >= self.cap {
-            return Err(Error::provider(op, ENOMEM).with_detail("receive queue is full"));
-        }
-        self.bufs.push(buf);
-        Ok(None)
-    }
 }
 
 pub(crate) struct QpShared {
@@ -203,62 +150,6 @@ impl QpShared {
     }
 }
 
-fn fail_sender(m: &Msg, status: WcStatus) {
-    if let Some(s) = m.sender.upgrade() {
-        let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
-        s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
-    }
-}
-
-/// Puts a message into a receive buffer and completes both sides.
-/// Takes both by value: the regions they hold are released before the completions are posted,
-/// so a region is free again (`MrLocal::as_mut_slice`) as soon as its completion can be polled.
-fn deliver(mut m: Msg, mut b: RecvBuf) {
-    let Some(receiver) = m.receiver.upgrade() else {
-        fail_sender(&m, WcStatus::RetryExcErr);
-        return;
-    };
-    let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
-    let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
-    if !m.write_imm && m.len > b.len {
-        drop(b.mr.take());
-        drop(m.src.take());
-        receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
-        receiver.to_error();
-        fail_sender(&m, WcStatus::RemInvReqErr);
-        return;
-    }
-    if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
-        copy(src.shared(), *soff, dst.shared(), b.offset, m.len);
-    }
-    drop(b.mr.take());
-    drop(m.src.take());
-    receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
-    if let Some(s) = m.sender.upgrade() {
-        s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
-    }
-}
-
-/// A message arrives at `receiver`: it takes a posted buffer (at random unless ordered) or
-/// waits for one (RC receiver-not-ready retry, infinite as librpma configures it).
-fn arrive(receiver: &Arc<QpShared>, m: Msg) {
-    if receiver.state() != CONNECTED {
-        fail_sender(&m, WcStatus::RetryExcErr);
-        return;
-    }
-    let buf = {
-        let mut g = lock(receiver.side());
-        match g.take_buf() {
-            Some(b) => b,
-            None => {
-                g.pending.push_back(m);
-                return;
-            }
-        }
-    };
-    deliver(m, buf);
-}
-
 /// A queue pair of the mock, with its CM identifier and event channel.
 pub struct MockQp {
     shared: Arc<QpShared>,
@@ -332,10 +223,11 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
     })
 }
 
-/// The provider calls of librpma's `rpma_conn_new` (spec 6.8): the connection's own CM event
-/// channel, moving the CM id to it, and, without native flush, the APM flush buffer (an
-/// `mmap`ed page with an 8-byte region registered in it). The mock's APM flush needs no buffer,
-/// so only the calls are modelled (each a fault point). Returns whether a flush buffer exists.
+/// The provider calls of librpma's `rpma_conn_new` (docs/semantics.md#connecting-a-request): the
+/// connection's own CM event channel, moving the CM id to it, and, without native flush, the APM
+/// flush buffer (an `mmap`ed page with an 8-byte region registered in it). The mock's APM flush
+/// needs no buffer, so only the calls are modelled (each a fault point). Returns whether a flush
+/// buffer exists.
 fn conn_new(f: &FabricInner, native_flush: bool) -> Result<bool> {
     f.faults.check("rdma_create_event_channel")?;
     f.faults.check("rdma_migrate_id")?;
@@ -437,7 +329,8 @@ impl MockQp {
             }
         }
         s.to_error();
-        // librpma's order (spec 6.9 rpma_conn_delete): the APM flush buffer first.
+        // librpma's order (rpma_conn_delete, docs/semantics.md#connection-teardown): the APM flush
+        // buffer first.
         if self.flush_buf {
             note(f.check("ibv_dereg_mr"));
             note(
@@ -703,280 +596,5 @@ impl QpBackend<MockFabric> for MockQp {
 
     fn destroy(self) -> Result<()> {
         self.teardown()
-    }
-}
-
-/// The completion opcode of an operation on the sender, and whether it consumes a receive.
-fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
-    match op {
-        SendOp::Read => (WcOpcode::RdmaRead, false),
-        SendOp::Write => (WcOpcode::RdmaWrite, false),
-        SendOp::WriteImm(_) => (WcOpcode::RdmaWrite, true),
-        SendOp::AtomicWrite(_) if caps.native_atomic_write => (WcOpcode::AtomicWrite, false),
-        SendOp::AtomicWrite(_) => (WcOpcode::RdmaWrite, false),
-        SendOp::Flush(_) if caps.native_flush => (WcOpcode::Flush, false),
-        SendOp::Flush(_) => (WcOpcode::RdmaRead, false),
-        SendOp::Send | SendOp::SendImm(_) => (WcOpcode::Send, true),
-    }
-}
-
-/// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
-/// and access rights as hardware does.
-fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
-    let Some(rb) = wr.remote else {
-        return WcStatus::Success;
-    };
-    // The target's registration table stays read-locked during the access (registering or
-    // deregistering there waits): no reference-count traffic on the data path.
-    let table = mrs.read().unwrap_or_else(PoisonError::into_inner);
-    let Some(mr) = table.get(&rb.rkey).filter(|m| m.valid.load(Ordering::Acquire)) else {
-        return WcStatus::RemAccessErr;
-    };
-    let a = mr.access;
-    match wr.op {
-        SendOp::Read => {
-            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_read) else {
-                return WcStatus::RemAccessErr;
-            };
-            if let Some(l) = &wr.local {
-                copy(mr, off, l.mr.shared(), l.offset, wr.len);
-            }
-        }
-        SendOp::Write | SendOp::WriteImm(_) => {
-            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_write) else {
-                return WcStatus::RemAccessErr;
-            };
-            if let Some(l) = &wr.local {
-                copy(l.mr.shared(), l.offset, mr, off, wr.len);
-            }
-        }
-        SendOp::AtomicWrite(bytes) => {
-            let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
-                return WcStatus::RemAccessErr;
-            };
-            if caps.native_atomic_write && rb.addr % 8 != 0 {
-                return WcStatus::RemInvReqErr;
-            }
-            mr.bytes(off, 8).write(0, &bytes).expect("8 bytes inside the region");
-        }
-        SendOp::Flush(t) if caps.native_flush => {
-            let allowed = match t {
-                FlushType::Visibility => a.flush_global,
-                FlushType::Persistent => a.flush_persistent,
-            };
-            let Some(off) = mr.offset_of(rb.addr, wr.len).filter(|_| allowed) else {
-                return WcStatus::RemAccessErr;
-            };
-            // A file-backed region: a persistent flush writes the range back to the file.
-            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
-                return WcStatus::RemOpErr;
-            }
-        }
-        SendOp::Flush(t) => {
-            // APM: an 8-byte RDMA Read at the flushed address, kept inside the region.
-            let n = mr.len.min(8);
-            let Some(off) = mr.offset_of(rb.addr, 0) else {
-                return WcStatus::RemAccessErr;
-            };
-            if !a.remote_read {
-                return WcStatus::RemAccessErr;
-            }
-            let mut sink = [0u8; 8];
-            mr.bytes(off.min(mr.len - n), n).read(0, &mut sink[..n]).expect("inside the region");
-            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
-                return WcStatus::RemOpErr;
-            }
-        }
-        SendOp::Send | SendOp::SendImm(_) => {}
-    }
-    WcStatus::Success
-}
-
-/// A connection request waiting at a listener.
-pub(crate) struct Incoming {
-    client: Weak<QpShared>,
-    pdata: Box<[u8]>,
-}
-
-/// A CM event on a listening endpoint's channel.
-pub(crate) enum ListenEvent {
-    /// `RDMA_CM_EVENT_CONNECT_REQUEST`.
-    Request(Incoming),
-    /// Any other event (injected: [`MockFabric::inject_listener_event`](crate::MockFabric::inject_listener_event)).
-    Other(CmEvent),
-}
-
-pub(crate) struct ListenerShared {
-    pub(crate) requests: Notifier<ListenEvent>,
-}
-
-/// A listening endpoint of the mock.
-pub struct MockListener {
-    shared: Arc<ListenerShared>,
-    pd: Arc<MockPd>,
-    addr: String,
-    port: u16,
-    torn: AtomicBool,
-    _live: Live,
-}
-
-impl std::fmt::Debug for MockListener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockListener").field("addr", &self.addr).field("port", &self.port).finish()
-    }
-}
-
-pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockListener> {
-    let f = &pd.fabric;
-    f.faults.check("rdma_create_event_channel")?;
-    f.faults.check("rdma_create_id")?;
-    f.faults.check("rdma_getaddrinfo")?;
-    let (dev, port) = f.resolve(addr, port)?;
-    if dev.name() != pd.dev.name() {
-        return Err(Error::provider("rdma_bind_addr", 99).with_detail("the address belongs to another device"));
-    }
-    f.faults.check("rdma_bind_addr")?;
-    f.faults.check("rdma_listen")?;
-    let shared =
-        Arc::new(ListenerShared { requests: new_notifier(f.live(Kind::Channel), "rdma_create_event_channel")? });
-    f.add_listener(addr, port, &shared)?;
-    Ok(MockListener {
-        shared,
-        pd: Arc::clone(pd),
-        addr: addr.to_owned(),
-        port,
-        torn: AtomicBool::new(false),
-        _live: f.live(Kind::Listener),
-    })
-}
-
-impl MockListener {
-    fn teardown(&self) -> Result<()> {
-        if self.torn.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        self.pd.fabric.remove_listener(&self.addr, self.port);
-        for ev in self.shared.requests.drain() {
-            let ListenEvent::Request(inc) = ev else { continue };
-            if let Some(c) = inc.client.upgrade() {
-                c.state.store(ERROR, Ordering::Release);
-                c.push_event(CmEvent::Rejected, None);
-            }
-        }
-        self.pd.fabric.faults.check("rdma_destroy_id")
-    }
-}
-
-impl Drop for MockListener {
-    fn drop(&mut self) {
-        let _ = self.teardown();
-    }
-}
-
-impl ListenerBackend<MockFabric> for MockListener {
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.shared.requests.fd()
-    }
-
-    fn next_request(&self, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
-        self.pd.fabric.faults.check("rdma_get_cm_event")?;
-        let inc = match self.shared.requests.pop() {
-            Ok(Some(ListenEvent::Request(i))) => i,
-            Ok(Some(ListenEvent::Other(ev))) => {
-                // As librpma: the event is acked, then rejected as not a connection request.
-                self.pd.fabric.faults.check("rdma_ack_cm_event")?;
-                return Err(Error::inval("rdma_get_cm_event", &format!("not a connection request: {ev:?}")));
-            }
-            Ok(None) => return Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
-            Err(e) => return Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
-        };
-        let reject = |inc: &Incoming| {
-            if let Some(c) = inc.client.upgrade() {
-                c.state.store(ERROR, Ordering::Release);
-                c.push_event(CmEvent::Rejected, None);
-            }
-        };
-        match create_qp(&self.pd, cfg).and_then(|q| self.pd.fabric.faults.check("rdma_ack_cm_event").map(|()| q)) {
-            Ok(mut qp) => {
-                qp.req_pdata = inc.pdata;
-                qp.incoming = Some(inc.client);
-                Ok(qp)
-            }
-            Err(e) => {
-                reject(&inc);
-                Err(e)
-            }
-        }
-    }
-
-    fn shutdown(self) -> Result<()> {
-        self.teardown()
-    }
-}
-
-pub(crate) struct SrqShared {
-    side: Mutex<RecvSide>,
-    rcq: Option<Arc<CqShared>>,
-    fabric: Arc<FabricInner>,
-    _live: Live,
-}
-
-/// A shared receive queue of the mock.
-pub struct MockSrq {
-    shared: Arc<SrqShared>,
-    rcq: Option<MockCq>,
-}
-
-impl std::fmt::Debug for MockSrq {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockSrq").field("rcq", &self.rcq.is_some()).finish_non_exhaustive()
-    }
-}
-
-pub(crate) fn create_srq(pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {
-    let f = &pd.fabric;
-    f.faults.check("ibv_create_srq")?;
-    if rq_size > pd.caps.max_srq_wr {
-        return Err(Error::provider("ibv_create_srq", EINVAL).with_detail("rq size exceeds the device maximum"));
-    }
-    let rcq = if rcq_size > 0 { Some(new_cq(f, rcq_size, None, CqSlot::Receive, pd.caps.max_cqe)?) } else { None };
-    let seed = f.seed ^ f.next_id().rotate_left(32);
-    let shared = Arc::new(SrqShared {
-        side: Mutex::new(RecvSide::new(rq_size, seed, f.ordered)),
-        rcq: rcq.as_ref().map(|c| Arc::clone(&c.shared)),
-        fabric: Arc::clone(f),
-        _live: f.live(Kind::Srq),
-    });
-    Ok(MockSrq { shared, rcq })
-}
-
-impl SrqBackend<MockFabric> for MockSrq {
-    fn post_recv(&self, buf: Option<LocalBuf<'_, MockMr>>, wr_id: u64) -> Result<()> {
-        const OP: &str = "ibv_post_srq_recv";
-        self.shared.fabric.faults.check(OP)?;
-        let b = RecvBuf {
-            mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
-            offset: buf.as_ref().map_or(0, |b| b.offset),
-            len: buf.as_ref().map_or(0, |b| b.len),
-            wr_id,
-        };
-        let matched = lock(&self.shared.side).post(b, OP)?;
-        if let Some((m, b)) = matched {
-            deliver(m, b);
-        }
-        Ok(())
-    }
-
-    fn rcq(&self) -> Option<&MockCq> {
-        self.rcq.as_ref()
-    }
-
-    fn destroy(self) -> Result<()> {
-        let f = &self.shared.fabric.faults;
-        let mut r = Ok(());
-        if self.rcq.is_some() {
-            r = r.and(f.check("ibv_destroy_cq")).and(f.check("ibv_destroy_comp_channel"));
-        }
-        r.and(f.check("ibv_destroy_srq"))
     }
 }

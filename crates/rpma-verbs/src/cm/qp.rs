@@ -1,220 +1,25 @@
-//! Connection management (librdmacm), queue pairs, listeners and shared receive queues.
+//! A connection's queue pair: its CQs, its CM id and event channel, and the posting of work requests.
 
-use std::ffi::CString;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as ffi;
-use rpma_core::transport::{
-    CmEvent, CqSlot, ListenerBackend, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr, SrqBackend,
-};
+use rpma_core::transport::{CmEvent, CqSlot, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr};
 use rpma_core::FlushType;
 
 use crate::native::Counted;
-use rpma_core::{ContextType, Error, ErrorKind, Result, Usage};
+use rpma_core::{Error, ErrorKind, Result, Usage};
 
 use crate::cq::{Channel, VerbsCq};
 use crate::mr::{reg_mr, VerbsMr};
 use crate::ring::{RecvRing, SendRing};
 use crate::sys::{call, errno, release, ret_errno, track};
-use crate::{Verbs, VerbsDevice, VerbsPd, MAX_INLINE_DATA};
+use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
 
-/// `RAI_PASSIVE` of `<rdma/rdma_cma.h>` (a macro, not in the generated bindings).
-const RAI_PASSIVE: i32 = 1;
-/// Address and route resolution timeout of a device lookup (librpma's `RPMA_DEFAULT_TIMEOUT_MS`).
-const LOOKUP_TIMEOUT_MS: i32 = 1000;
-/// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: let librdmacm use the device's limits.
-const RDMA_MAX_RESP_RES: u8 = 0xFF;
-const RDMA_MAX_INIT_DEPTH: u8 = 0xFF;
-
-/// The 8-byte destination of the emulated flush's RDMA Read.
-fn flush_buffer() -> Result<rpma_mem::Memory> {
-    rpma_mem::Memory::page_aligned(8)
-        .map_err(|e| Error::new(ErrorKind::NoMem, "rpma_conn_req_new").with_detail(&e.to_string()))
-}
-
-fn cstring(op: &'static str, s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::provider(op, libc::EINVAL).with_detail("string contains a NUL byte"))
-}
-
-/// The result of `rdma_getaddrinfo`, freed on drop.
-struct AddrInfo(NonNull<ffi::rdma_addrinfo>);
-
-impl AddrInfo {
-    fn new(addr: &str, port: Option<&str>, passive: bool) -> Result<Self> {
-        const OP: &str = "rdma_getaddrinfo";
-        let node = cstring(OP, addr)?;
-        let service = port.map(|p| cstring(OP, p)).transpose()?;
-        let mut hints = std::mem::MaybeUninit::<ffi::rdma_addrinfo>::zeroed();
-        // SAFETY: [V2] zeroed is a valid `rdma_addrinfo` (null pointers, zero lengths); we set two
-        // plain integer fields.
-        let hints = unsafe {
-            let h = hints.as_mut_ptr();
-            (*h).ai_port_space = ffi::rdma_port_space::RDMA_PS_TCP as i32;
-            if passive {
-                (*h).ai_flags = RAI_PASSIVE;
-            }
-            hints.assume_init()
-        };
-        let mut res: *mut ffi::rdma_addrinfo = std::ptr::null_mut();
-        // SAFETY: [V2] valid NUL-terminated strings (or null service), valid hints and out-pointer.
-        let r = call!("rdma_getaddrinfo", -1, unsafe {
-            ffi::rdma_getaddrinfo(
-                node.as_ptr(),
-                service.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-                &hints,
-                &mut res,
-            )
-        });
-        if r != 0 {
-            let e = if r == -1 { errno() } else { libc::EINVAL };
-            return Err(Error::provider(OP, e).with_detail(&format!("cannot translate {addr}")));
-        }
-        let ai = NonNull::new(res).map(Self).ok_or_else(|| Error::provider(OP, libc::ENOENT))?;
-        track!(AddrInfo, 1);
-        Ok(ai)
-    }
-
-    fn src(&self) -> *mut libc::sockaddr {
-        // SAFETY: [V1] a list returned by `rdma_getaddrinfo`, alive until drop.
-        unsafe { (*self.0.as_ptr()).ai_src_addr }
-    }
-
-    fn dst(&self) -> *mut libc::sockaddr {
-        // SAFETY: [V1] as in `src`.
-        unsafe { (*self.0.as_ptr()).ai_dst_addr }
-    }
-}
-
-impl Drop for AddrInfo {
-    fn drop(&mut self) {
-        // SAFETY: [V1] returned by `rdma_getaddrinfo`, freed once.
-        unsafe { ffi::rdma_freeaddrinfo(self.0.as_ptr()) };
-        track!(AddrInfo, -1);
-    }
-}
-
-/// An owned CM event channel (destroyed on drop unless taken).
-struct EventChannel(NonNull<ffi::rdma_event_channel>);
-
-impl EventChannel {
-    fn new() -> Result<Self> {
-        // SAFETY: [V2] no preconditions.
-        let ch = call!("rdma_create_event_channel", std::ptr::null_mut(), unsafe { ffi::rdma_create_event_channel() });
-        let ch = NonNull::new(ch).map(Self).ok_or_else(|| Error::provider("rdma_create_event_channel", errno()))?;
-        track!(EventChannel, 1);
-        Ok(ch)
-    }
-
-    fn into_raw(self) -> NonNull<ffi::rdma_event_channel> {
-        let p = self.0;
-        std::mem::forget(self);
-        p
-    }
-}
-
-impl Drop for EventChannel {
-    fn drop(&mut self) {
-        // SAFETY: [V1] created by us, no id uses it any more (ids are destroyed first), once.
-        unsafe { ffi::rdma_destroy_event_channel(self.0.as_ptr()) };
-        track!(EventChannel, -1);
-    }
-}
-
-/// An owned CM id (destroyed on drop unless taken).
-///
-/// librdmacm counts the CM ids bound to a device (`ucma_get_device`/`ucma_put_device` in
-/// `cma.c`): while one exists, the device context it opened stays open, even if the device is
-/// removed (it is then closed when the count drops to zero). A [`VerbsDevice`] holds the id of
-/// its lookup in an `Arc` for that reason (rule V1).
-pub(crate) struct CmId(NonNull<ffi::rdma_cm_id>);
-
-// SAFETY: [V3] librdmacm's calls on an id are thread-safe; the id is only destroyed by `Drop`.
-unsafe impl Send for CmId {}
-// SAFETY: [V3] as above; a shared `CmId` is never used for anything but keeping it alive.
-unsafe impl Sync for CmId {}
-
-impl CmId {
-    /// `rdma_create_id` on `channel` (synchronous mode if null).
-    fn new(channel: *mut ffi::rdma_event_channel) -> Result<Self> {
-        let mut id: *mut ffi::rdma_cm_id = std::ptr::null_mut();
-        // SAFETY: [V2] `channel` is a live channel or null; valid out-pointer.
-        let r = call!("rdma_create_id", -1, unsafe {
-            ffi::rdma_create_id(channel, &mut id, std::ptr::null_mut(), ffi::rdma_port_space::RDMA_PS_TCP)
-        });
-        if r != 0 {
-            return Err(Error::provider("rdma_create_id", errno()));
-        }
-        let id = NonNull::new(id).map(Self).ok_or_else(|| Error::provider("rdma_create_id", libc::EIO))?;
-        track!(CmId, 1);
-        Ok(id)
-    }
-
-    fn into_raw(self) -> NonNull<ffi::rdma_cm_id> {
-        let p = self.0;
-        std::mem::forget(self);
-        p
-    }
-
-    fn verbs(&self) -> *mut ffi::ibv_context {
-        // SAFETY: [V1] a live id.
-        unsafe { (*self.0.as_ptr()).verbs }
-    }
-}
-
-impl Drop for CmId {
-    fn drop(&mut self) {
-        // SAFETY: [V1] a live id whose events were all acked, destroyed once.
-        let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.0.as_ptr()) });
-        if r != 0 {
-            rpma_core::rpma_log!(Error, "rdma_destroy_id failed: errno {}", errno());
-        }
-    }
-}
-
-/// `rpma_utils_get_ibv_context`.
-pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice> {
-    crate::fork_setup();
-    crate::native::init_env();
-    let ai = AddrInfo::new(addr, None, kind == ContextType::Local)?;
-    let id = CmId::new(std::ptr::null_mut())?;
-    match kind {
-        ContextType::Local => {
-            // SAFETY: [V1, V2] a live id and the address `rdma_getaddrinfo` returned.
-            if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
-                return Err(Error::provider("rdma_bind_addr", errno()));
-            }
-        }
-        ContextType::Remote => {
-            // SAFETY: [V1, V2] as above; a synchronous id, so this waits for the resolution.
-            if call!("rdma_resolve_addr", -1, unsafe {
-                ffi::rdma_resolve_addr(id.0.as_ptr(), ai.src(), ai.dst(), LOOKUP_TIMEOUT_MS)
-            }) != 0
-            {
-                return Err(Error::provider("rdma_resolve_addr", errno()));
-            }
-        }
-    }
-    let ctx = NonNull::new(id.verbs()).ok_or_else(|| {
-        Error::provider(if kind == ContextType::Local { "rdma_bind_addr" } else { "rdma_resolve_addr" }, libc::ENODEV)
-            .with_detail("no RDMA device for this address")
-    })?;
-    // SAFETY: [V1] a live id.
-    let port = unsafe { (*id.0.as_ptr()).port_num };
-    // The id keeps librdmacm's reference on the device, hence the context, for as long as the
-    // device handle or anything made from it lives (see `CmId`).
-    Ok(VerbsDevice { ctx, port, _anchor: Arc::new(id) })
-}
-
-fn check_device(pd: &VerbsPd, ctx: *mut ffi::ibv_context, op: &'static str) -> Result<()> {
-    if ctx.is_null() || ctx == pd.device().ctx() {
-        Ok(())
-    } else {
-        Err(Error::provider(op, libc::EADDRNOTAVAIL).with_detail("the address belongs to another device"))
-    }
-}
+use super::srq::VerbsSrq;
+use super::{check_device, conn_param, flush_buffer, AddrInfo, CmId, EventChannel, RawEvent};
 
 /// `rpma_conn_req_new`: resolves `addr:port` and builds the queues.
 pub(crate) fn connect_request(
@@ -246,7 +51,7 @@ pub(crate) fn connect_request(
 
 /// Creates the CQs and the QP of a request on `id`. On failure the id is left to the caller
 /// (it may have an event to ack first); everything else created here is released.
-fn build_qp(
+pub(super) fn build_qp(
     pd: &Arc<VerbsPd>,
     id: NonNull<ffi::rdma_cm_id>,
     evch: EventChannel,
@@ -347,77 +152,6 @@ fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
     }
     f
 }
-
-/// Takes the next event of a CM event channel: (type, status, private data, id, listen id).
-/// The event is acked before returning unless `keep` says otherwise for its type.
-struct RawEvent {
-    ev: NonNull<ffi::rdma_cm_event>,
-}
-
-impl RawEvent {
-    fn get(ch: NonNull<ffi::rdma_event_channel>) -> Result<Self> {
-        const OP: &str = "rdma_get_cm_event";
-        let mut ev: *mut ffi::rdma_cm_event = std::ptr::null_mut();
-        // SAFETY: [V1, V2] a live channel and a valid out-pointer.
-        if call!("rdma_get_cm_event", -1, unsafe { ffi::rdma_get_cm_event(ch.as_ptr(), &mut ev) }) != 0 {
-            return Err(match errno() {
-                libc::ENODATA | libc::EAGAIN => Error::new(ErrorKind::NoEvent, OP),
-                e => Error::provider(OP, e),
-            });
-        }
-        NonNull::new(ev).map(|ev| Self { ev }).ok_or_else(|| Error::provider(OP, libc::EIO))
-    }
-
-    fn kind(&self) -> u32 {
-        // SAFETY: [V2] an event not yet acked.
-        unsafe { (*self.ev.as_ptr()).event }
-    }
-
-    fn id(&self) -> *mut ffi::rdma_cm_id {
-        // SAFETY: [V2] as above.
-        unsafe { (*self.ev.as_ptr()).id }
-    }
-
-    fn private_data(&self) -> Box<[u8]> {
-        // SAFETY: [V2] for connection events the union holds `conn`; its private data pointer and
-        // length come from librdmacm and are valid until the event is acked.
-        unsafe {
-            let c = &(*self.ev.as_ptr()).param.conn;
-            if c.private_data.is_null() || c.private_data_len == 0 {
-                Box::new([])
-            } else {
-                std::slice::from_raw_parts(c.private_data.cast::<u8>(), usize::from(c.private_data_len)).into()
-            }
-        }
-    }
-
-    fn ack(self) -> Result<()> {
-        // SAFETY: [V1] acked once (consumes self).
-        let r = release!("rdma_ack_cm_event", -1, unsafe { ffi::rdma_ack_cm_event(self.ev.as_ptr()) });
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(Error::provider("rdma_ack_cm_event", errno()))
-        }
-    }
-}
-
-fn conn_param(pdata: Option<&[u8]>) -> ffi::rdma_conn_param {
-    let (ptr, len) =
-        pdata.map_or((std::ptr::null(), 0), |p| (p.as_ptr().cast(), u8::try_from(p.len()).unwrap_or(u8::MAX)));
-    ffi::rdma_conn_param {
-        private_data: ptr,
-        private_data_len: len,
-        responder_resources: RDMA_MAX_RESP_RES,
-        initiator_depth: RDMA_MAX_INIT_DEPTH,
-        flow_control: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        srq: 0,
-        qp_num: 0,
-    }
-}
-
 /// A native operation of an extended QP.
 #[derive(Clone, Copy)]
 enum Native {
@@ -430,7 +164,7 @@ pub struct VerbsQp {
     id: NonNull<ffi::rdma_cm_id>,
     qp_num: u32,
     qpx: Option<NonNull<ffi::ibv_qp_ex>>,
-    evch: NonNull<ffi::rdma_event_channel>,
+    pub(super) evch: NonNull<ffi::rdma_event_channel>,
     incoming: bool,
     connected: AtomicBool,
     req_pdata: Box<[u8]>,
@@ -743,8 +477,8 @@ impl QpBackend<Verbs> for VerbsQp {
                 if crate::native::native_only().atomic_write {
                     return Err(self.no_native("rpma_atomic_write", "atomic write", caps.native_atomic_write));
                 }
-                // A fenced inline 8-byte write (spec 8.10): not executed before preceding reads
-                // (flushes) complete; inline data is copied at post time.
+                // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
+                // before preceding reads (flushes) complete; inline data is copied at post time.
                 flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0 | ffi::ibv_send_flags::IBV_SEND_FENCE.0;
                 sge = Some(ffi::ibv_sge { addr: inline_bytes.as_ptr() as u64, length: 8, lkey: 0 });
                 O::IBV_WR_RDMA_WRITE
@@ -762,8 +496,8 @@ impl QpBackend<Verbs> for VerbsQp {
                 if !by_rule && crate::native::native_only().flush {
                     return Err(self.no_native("rpma_flush", "flush", caps.native_flush));
                 }
-                // APM (spec 8.9): an 8-byte RDMA Read at the flushed address into the
-                // connection's private buffer (no more than the region is described to hold).
+                // APM (docs/semantics.md#flush): an 8-byte RDMA Read at the flushed address into
+                // the connection's private buffer (no more than the region is described to hold).
                 let Some(fm) = &self.flush_mr else {
                     return Err(Error::new(ErrorKind::NoSupp, OP).with_detail("no flush buffer"));
                 };
@@ -865,217 +599,6 @@ impl QpBackend<Verbs> for VerbsQp {
             return Err(Error::provider("rdma_disconnect", errno()));
         }
         Ok(())
-    }
-
-    fn destroy(self) -> Result<()> {
-        self.teardown()
-    }
-}
-
-/// A listening endpoint: a CM id bound to an address, listening, on its own event channel.
-pub struct VerbsListener {
-    id: NonNull<ffi::rdma_cm_id>,
-    evch: NonNull<ffi::rdma_event_channel>,
-    pd: Arc<VerbsPd>,
-    torn: AtomicBool,
-}
-
-// SAFETY: [V3] the id and channel are used only through thread-safe librdmacm calls.
-unsafe impl Send for VerbsListener {}
-// SAFETY: [V3] as above.
-unsafe impl Sync for VerbsListener {}
-
-impl std::fmt::Debug for VerbsListener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerbsListener").finish_non_exhaustive()
-    }
-}
-
-pub(crate) fn listen(pd: &Arc<VerbsPd>, addr: &str, port: &str) -> Result<VerbsListener> {
-    let evch = EventChannel::new()?;
-    let id = CmId::new(evch.0.as_ptr())?;
-    let ai = AddrInfo::new(addr, Some(port), true)?;
-    // SAFETY: [V1, V2] a live id and the address `rdma_getaddrinfo` returned.
-    if call!("rdma_bind_addr", -1, unsafe { ffi::rdma_bind_addr(id.0.as_ptr(), ai.src()) }) != 0 {
-        return Err(Error::provider("rdma_bind_addr", errno()));
-    }
-    check_device(pd, id.verbs(), "rdma_bind_addr")?;
-    // SAFETY: [V1] a live, bound id.
-    if call!("rdma_listen", -1, unsafe { ffi::rdma_listen(id.0.as_ptr(), 0) }) != 0 {
-        return Err(Error::provider("rdma_listen", errno()));
-    }
-    Ok(VerbsListener { id: id.into_raw(), evch: evch.into_raw(), pd: Arc::clone(pd), torn: AtomicBool::new(false) })
-}
-
-impl VerbsListener {
-    fn teardown(&self) -> Result<()> {
-        if self.torn.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        // SAFETY: [V1] a live id whose events were all acked; destroyed once.
-        let r = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(self.id.as_ptr()) });
-        let r = if r == 0 { Ok(()) } else { Err(Error::provider("rdma_destroy_id", errno())) };
-        // SAFETY: [V1] its only id is gone; destroyed once.
-        unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
-        track!(EventChannel, -1);
-        r
-    }
-}
-
-impl Drop for VerbsListener {
-    fn drop(&mut self) {
-        if let Err(e) = self.teardown() {
-            rpma_core::rpma_log!(Error, "dropping an endpoint: {e}");
-        }
-    }
-}
-
-impl ListenerBackend<Verbs> for VerbsListener {
-    fn fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: [V1] open until teardown, which needs `self` by value or drop.
-        unsafe { BorrowedFd::borrow_raw((*self.evch.as_ptr()).fd) }
-    }
-
-    fn next_request(&self, cfg: &QueueConfig<'_, Verbs>) -> Result<VerbsQp> {
-        let ev = RawEvent::get(self.evch)?;
-        if ev.kind() != ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
-            let k = ev.kind();
-            ev.ack()?;
-            return Err(Error::inval("rdma_get_cm_event", &format!("unexpected CM event {k}")));
-        }
-        let Some(id) = NonNull::new(ev.id()) else {
-            ev.ack()?;
-            return Err(Error::provider("rdma_get_cm_event", libc::EIO));
-        };
-        // librdmacm created this id for the request.
-        track!(CmId, 1);
-        let pdata = ev.private_data();
-        // SAFETY: [V2] the id of an event not yet acked.
-        let ctx = unsafe { (*id.as_ptr()).verbs };
-        let built = check_device(&self.pd, ctx, "rdma_create_qp")
-            .and_then(|()| EventChannel::new())
-            .and_then(|ch| build_qp(&self.pd, id, ch, cfg, true, pdata));
-        match built {
-            Ok(qp) => {
-                ev.ack()?;
-                // SAFETY: [V1] a live id (its event acked) and the QP's live channel.
-                if call!("rdma_migrate_id", -1, unsafe { ffi::rdma_migrate_id(id.as_ptr(), qp.evch.as_ptr()) }) != 0 {
-                    let e = Error::provider("rdma_migrate_id", errno());
-                    let _ = qp.reject();
-                    return Err(e);
-                }
-                Ok(qp)
-            }
-            Err(e) => {
-                // SAFETY: [V1] the request's id, rejected, then destroyed after its event is acked.
-                let _ = call!("rdma_reject", -1, unsafe { ffi::rdma_reject(id.as_ptr(), std::ptr::null(), 0) });
-                let a = ev.ack();
-                // SAFETY: [V1] as above; every event of this id is acked now.
-                let d = release!(CmId: "rdma_destroy_id", -1, unsafe { ffi::rdma_destroy_id(id.as_ptr()) });
-                if d != 0 {
-                    rpma_core::rpma_log!(Error, "rdma_destroy_id of a failed request: errno {}", errno());
-                }
-                a?;
-                Err(e)
-            }
-        }
-    }
-
-    fn shutdown(self) -> Result<()> {
-        self.teardown()
-    }
-}
-
-/// A shared receive queue with its optional receive CQ.
-pub struct VerbsSrq {
-    srq: NonNull<ffi::ibv_srq>,
-    ring: Arc<RecvRing>,
-    rcq: Option<VerbsCq>,
-    torn: AtomicBool,
-    _pd: Arc<VerbsPd>,
-}
-
-// SAFETY: [V3] the SRQ is used only through thread-safe libibverbs calls; the ring locks itself.
-unsafe impl Send for VerbsSrq {}
-// SAFETY: [V3] as above.
-unsafe impl Sync for VerbsSrq {}
-
-impl std::fmt::Debug for VerbsSrq {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerbsSrq").field("rcq", &self.rcq.is_some()).finish_non_exhaustive()
-    }
-}
-
-pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
-    let ring = Arc::new(RecvRing::new(rq_size));
-    let rcq = if rcq_size > 0 {
-        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, Some(Arc::clone(&ring)))?)
-    } else {
-        None
-    };
-    let mut attr = ffi::ibv_srq_init_attr {
-        srq_context: std::ptr::null_mut(),
-        attr: ffi::ibv_srq_attr { max_wr: rq_size, max_sge: 1, srq_limit: 0 },
-    };
-    // SAFETY: [V2] a live PD and a valid attribute struct.
-    let srq = call!("ibv_create_srq", std::ptr::null_mut(), unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) });
-    let srq = NonNull::new(srq).ok_or_else(|| Error::provider("ibv_create_srq", errno()))?;
-    track!(Srq, 1);
-    Ok(VerbsSrq { srq, ring, rcq, torn: AtomicBool::new(false), _pd: Arc::clone(pd) })
-}
-
-impl VerbsSrq {
-    fn teardown(&self) -> Result<()> {
-        if self.torn.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        let mut r = Ok(());
-        if let Some(c) = &self.rcq {
-            r = r.and(c.release()).and(c.channel().release());
-        }
-        // SAFETY: [V1] no QP uses the SRQ any more (each holds an `Arc` of it); destroyed once.
-        let d = release!(Srq: "ibv_destroy_srq", errno(), unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) });
-        if d != 0 && r.is_ok() {
-            r = Err(Error::provider("ibv_destroy_srq", ret_errno(d)));
-        }
-        r
-    }
-}
-
-impl Drop for VerbsSrq {
-    fn drop(&mut self) {
-        if let Err(e) = self.teardown() {
-            rpma_core::rpma_log!(Error, "dropping a shared receive queue: {e}");
-        }
-    }
-}
-
-impl SrqBackend<Verbs> for VerbsSrq {
-    fn post_recv(&self, buf: Option<LocalBuf<'_, VerbsMr>>, wr_id: u64) -> Result<()> {
-        const OP: &str = "ibv_post_srq_recv";
-        let mut sge = buf.as_ref().map(|b| b.mr.sge(b.offset, b.len));
-        self.ring.post(OP, wr_id, buf.as_ref().map(|b| b.mr), |id| {
-            let mut wr = ffi::ibv_recv_wr {
-                wr_id: id,
-                next: std::ptr::null_mut(),
-                sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
-                num_sge: i32::from(sge.is_some()),
-            };
-            let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-            // SAFETY: [V2, V4] a live SRQ; one initialised work request whose SGE lives across the call.
-            let r = call!("ibv_post_srq_recv", errno(), unsafe {
-                ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad)
-            });
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(Error::provider(OP, ret_errno(r)))
-            }
-        })
-    }
-
-    fn rcq(&self) -> Option<&VerbsCq> {
-        self.rcq.as_ref()
     }
 
     fn destroy(self) -> Result<()> {

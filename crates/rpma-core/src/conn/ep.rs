@@ -1,0 +1,86 @@
+//! Listening endpoints.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use crate::cfg::ConnCfg;
+use crate::error::Result;
+use crate::peer::Peer;
+use crate::transport::{ListenerBackend, Transport};
+
+use super::req::queue_config;
+use super::ConnReq;
+
+/// A listening endpoint (`struct rpma_ep`), the passive side's source of connection requests.
+///
+/// `Send + Sync`, but used by one thread at a time in practice (librpma's rule;
+/// `next_conn_req` takes `&self` but the event channel is one stream).
+pub struct Ep<T: Transport> {
+    listener: Option<T::Listener>,
+    peer: Peer<T>,
+}
+
+impl<T: Transport> fmt::Debug for Ep<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ep").finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Ep<T> {
+    /// `rpma_ep_listen`: listens for connection requests on `addr:port`.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if the address cannot be translated, bound or listened
+    /// on (e.g. the port is taken); [`NoMem`](ErrorKind::NoMem).
+    pub fn listen(peer: &Peer<T>, addr: &str, port: &str) -> Result<Self> {
+        let l = peer.transport().listen(&peer.inner.pd, addr, port).map_err(|e| e.in_op("rpma_ep_listen"))?;
+        crate::rpma_log!(Notice, "Waiting for incoming connection on {addr}:{port}");
+        Ok(Self { listener: Some(l), peer: peer.clone() })
+    }
+
+    fn listener(&self) -> &T::Listener {
+        self.listener.as_ref().expect("listener present until shutdown")
+    }
+
+    /// `rpma_ep_get_fd`: the fd of the endpoint's event channel (set `O_NONBLOCK` to make
+    /// [`Ep::next_conn_req`] non-blocking; usable with poll/epoll).
+    #[must_use]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.listener().fd()
+    }
+
+    /// `rpma_ep_next_conn_req`: takes the next incoming connection request and builds its
+    /// queues per `cfg` (`None`: defaults).
+    ///
+    /// # Errors
+    /// [`NoEvent`](ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
+    /// [`Inval`](ErrorKind::Inval) if the next event is not a connection request, `cfg`
+    /// combines a shared completion channel with an SRQ that has its own receive CQ, or a queue
+    /// size exceeds the device's limit;
+    /// [`Provider`](ErrorKind::Provider) if getting the event or building the queues fails;
+    /// [`NoMem`](ErrorKind::NoMem).
+    pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
+        const OP: &str = "rpma_ep_next_conn_req";
+        let srq = cfg.and_then(ConnCfg::srq).cloned();
+        let qc = queue_config(OP, &self.peer.inner.caps, cfg, &srq)?;
+        let shared = qc.shared_channel;
+        let qp = self.listener().next_request(&qc).map_err(|e| e.in_op(OP))?;
+        Ok(ConnReq { qp: Some(qp), shared, incoming: true, srq, peer: self.peer.clone() })
+    }
+
+    /// `rpma_ep_shutdown`: stops listening. Existing connections are not affected. (Dropping
+    /// the endpoint does the same, logging a failure.)
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if destroying the listening identifier fails; the
+    /// endpoint is gone all the same (docs/decisions.md #10).
+    pub fn shutdown(mut self) -> Result<()> {
+        self.listener.take().map_or(Ok(()), |l| l.shutdown().map_err(|e| e.in_op("rpma_ep_shutdown")))
+    }
+}
+
+impl<T: Transport> AsFd for Ep<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd()
+    }
+}

@@ -1,0 +1,202 @@
+//! Connections; their endpoints, requests, completion queues and shared receive queues have a
+//! file each.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::peer::{Peer, PeerCfg};
+use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, Transport};
+use crate::types::ConnEvent;
+mod cq;
+mod ep;
+mod req;
+mod srq;
+
+pub use cq::Cq;
+pub use ep::Ep;
+pub use req::ConnReq;
+pub use srq::Srq;
+
+/// A connection (`struct rpma_conn`).
+///
+/// Thread safety follows librpma (docs/semantics.md#thread-safety): data-path operations, getters,
+/// `next_event`, `wait` and `disconnect` may be called from several threads at once (`&self`):
+/// `Send + Sync`.
+pub struct Conn<T: Transport> {
+    qp: Option<T::Qp>,
+    shared: bool,
+    direct_write_to_pmem: AtomicBool,
+    private_data: OnceLock<Box<[u8]>>,
+    _srq: Option<Srq<T>>,
+    peer: Peer<T>,
+}
+
+impl<T: Transport> fmt::Debug for Conn<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn").field("qp_num", &self.qp_num()).finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Drop for Conn<T> {
+    fn drop(&mut self) {
+        if let Some(qp) = self.qp.take() {
+            if let Err(e) = qp.destroy() {
+                crate::rpma_log!(Error, "dropping a connection failed: {e}");
+            }
+        }
+    }
+}
+
+impl<T: Transport> Conn<T> {
+    pub(crate) fn qp(&self) -> &T::Qp {
+        self.qp.as_ref().expect("qp present until deleted")
+    }
+
+    /// `rpma_conn_get_event_fd`: the fd of the connection's own CM event channel.
+    #[must_use]
+    pub fn event_fd(&self) -> BorrowedFd<'_> {
+        self.qp().event_fd()
+    }
+
+    /// `rpma_conn_next_event`: takes the next connection event. On the first
+    /// [`ConnEvent::Established`] the active side stores the private data the passive side
+    /// accepted with ([`Conn::private_data`]).
+    ///
+    /// # Errors
+    /// [`NoEvent`](ErrorKind::NoEvent) if nothing is pending and the fd is non-blocking;
+    /// [`Unknown`](ErrorKind::Unknown) for an unexpected CM event (it is acknowledged);
+    /// [`Provider`](ErrorKind::Provider) if getting or acknowledging the event fails.
+    pub fn next_event(&self) -> Result<ConnEvent> {
+        const OP: &str = "rpma_conn_next_event";
+        let (ev, pdata) = self.qp().next_event().map_err(|e| e.in_op(OP))?;
+        let event = match ev {
+            CmEvent::Established => {
+                if let Some(p) = pdata.filter(|p| !p.is_empty()) {
+                    let _ = self.private_data.set(p);
+                }
+                ConnEvent::Established
+            }
+            CmEvent::ConnectError | CmEvent::DeviceRemoval => ConnEvent::Lost,
+            CmEvent::Disconnected | CmEvent::TimewaitExit => ConnEvent::Closed,
+            CmEvent::Rejected => ConnEvent::Rejected,
+            CmEvent::Unreachable => ConnEvent::Unreachable,
+            CmEvent::Other(raw) => {
+                crate::rpma_log!(Warning, "{OP}: unexpected event received: {raw}");
+                return Err(Error::new(ErrorKind::Unknown, OP).with_detail("unexpected CM event"));
+            }
+        };
+        crate::rpma_log!(Notice, "{}", event.as_str());
+        Ok(event)
+    }
+
+    /// `rpma_conn_get_private_data`: the passive side gets the client's connect data; the active
+    /// side gets the server's accept data once [`ConnEvent::Established`] was taken (empty
+    /// before). May be zero-padded past what the peer sent.
+    ///
+    /// SECURITY: private data is unauthenticated.
+    #[must_use]
+    pub fn private_data(&self) -> &[u8] {
+        self.private_data.get().map_or(&[], |b| b)
+    }
+
+    /// `rpma_conn_apply_remote_peer_cfg`: records whether the remote peer writes directly to
+    /// PMem; this alone gates [`FlushType::Persistent`](crate::FlushType::Persistent).
+    pub fn apply_remote_peer_cfg(&self, pcfg: &PeerCfg) {
+        self.direct_write_to_pmem.store(pcfg.direct_write_to_pmem(), Ordering::Relaxed);
+    }
+
+    /// `rpma_conn_get_qp_num`: the QP number (also after disconnect).
+    #[must_use]
+    pub fn qp_num(&self) -> u32 {
+        self.qp().qp_num()
+    }
+
+    /// `rpma_conn_get_cq`: the main CQ (all completions, or all but receive completions when a
+    /// receive CQ exists).
+    #[must_use]
+    pub fn cq(&self) -> Cq<'_, T> {
+        Cq { cq: self.qp().cq(), shared: self.shared }
+    }
+
+    /// `rpma_conn_get_rcq`: the connection's own receive CQ, or `None` (no `rcq_size`, or an SRQ
+    /// with its own receive CQ is used).
+    #[must_use]
+    pub fn rcq(&self) -> Option<Cq<'_, T>> {
+        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared })
+    }
+
+    /// `rpma_conn_get_compl_fd`: the fd of the shared completion channel.
+    ///
+    /// # Errors
+    /// [`NotSharedChannel`](ErrorKind::NotSharedChannel) if the channel is not shared.
+    pub fn compl_fd(&self) -> Result<BorrowedFd<'_>> {
+        self.qp().compl_fd().ok_or_else(|| Error::new(ErrorKind::NotSharedChannel, "rpma_conn_get_compl_fd"))
+    }
+
+    /// `rpma_conn_wait`: waits on the shared completion channel and says which CQ has a
+    /// completion event (and whether it is the receive CQ); then drain that CQ.
+    ///
+    /// # Errors
+    /// [`NotSharedChannel`](ErrorKind::NotSharedChannel) if the channel is not shared;
+    /// [`NoCompletion`](ErrorKind::NoCompletion) if no event can be had (non-blocking fd);
+    /// [`Unknown`](ErrorKind::Unknown) for an event of an unknown CQ;
+    /// [`Provider`](ErrorKind::Provider) if re-arming fails.
+    pub fn wait(&self) -> Result<(Cq<'_, T>, bool)> {
+        const OP: &str = "rpma_conn_wait";
+        if !self.shared {
+            return Err(Error::new(ErrorKind::NotSharedChannel, OP));
+        }
+        match self.qp().wait_shared().map_err(|e| e.in_op(OP))? {
+            CqSlot::Main => Ok((self.cq(), false)),
+            CqSlot::Receive => self
+                .rcq()
+                .map(|c| (c, true))
+                .ok_or_else(|| Error::new(ErrorKind::Unknown, OP).with_detail("event from an unknown CQ")),
+        }
+    }
+
+    /// `rpma_conn_disconnect`: initiates a disconnect (then wait for [`ConnEvent::Closed`]) or
+    /// completes one after [`ConnEvent::Closed`] was received.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `rdma_disconnect` fails.
+    pub fn disconnect(&self) -> Result<()> {
+        crate::rpma_log!(Notice, "Requesting for disconnection");
+        self.qp().disconnect().map_err(|e| e.in_op("rpma_conn_disconnect"))
+    }
+
+    /// `rpma_conn_delete`: releases the connection now and reports the first failure (every
+    /// release step is attempted). Call after [`ConnEvent::Closed`]. (Dropping the connection
+    /// does the same, logging a failure.)
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider).
+    pub fn delete(mut self) -> Result<()> {
+        self.qp.take().map_or(Ok(()), |qp| qp.destroy().map_err(|e| e.in_op("rpma_conn_delete")))
+    }
+
+    pub(crate) fn caps(&self) -> &Capabilities {
+        &self.peer.inner.caps
+    }
+
+    pub(crate) fn direct_write_to_pmem(&self) -> bool {
+        self.direct_write_to_pmem.load(Ordering::Relaxed)
+    }
+
+    /// The backend's queue pair, for controls a backend offers beyond this API (e.g. the mock's
+    /// link cut and event injection). Part of the backend contract ([`crate::transport`]), which
+    /// is not semver-stable.
+    #[must_use]
+    pub fn backend(&self) -> &T::Qp {
+        self.qp()
+    }
+
+    /// The peer the connection was made from.
+    #[must_use]
+    pub fn peer(&self) -> &Peer<T> {
+        &self.peer
+    }
+}

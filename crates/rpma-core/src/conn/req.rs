@@ -1,0 +1,165 @@
+//! Connection requests, outgoing and incoming, and the queue configuration they are built with.
+
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
+
+use crate::cfg::ConnCfg;
+use crate::error::{Error, Result};
+use crate::peer::Peer;
+use crate::transport::{Capabilities, QpBackend, QueueConfig, SrqBackend, Transport};
+use crate::validate;
+
+use super::{Conn, Srq};
+
+pub(super) fn queue_config<'a, T: Transport>(
+    op: &'static str,
+    caps: &Capabilities,
+    cfg: Option<&ConnCfg<T>>,
+    srq: &'a Option<Srq<T>>,
+) -> Result<QueueConfig<'a, T>> {
+    let d = ConnCfg::<T>::new();
+    let c = cfg.unwrap_or(&d);
+    let shared = c.shared_channel();
+    if shared && srq.as_ref().is_some_and(|s| s.srq.rcq().is_some()) {
+        return Err(Error::inval(
+            op,
+            "a shared completion channel cannot be used with an SRQ that has its own receive CQ",
+        ));
+    }
+    let timeout_ms = i32::try_from(c.timeout().as_millis())
+        .map_err(|_| Error::inval(op, "the timeout exceeds i32::MAX milliseconds"))?;
+    validate::queue_size(op, "cq_size", c.cq_size(), caps.max_cqe)?;
+    validate::queue_size(op, "rcq_size", c.rcq_size(), caps.max_cqe)?;
+    validate::queue_size(op, "sq_size", c.sq_size(), caps.max_qp_wr)?;
+    validate::queue_size(op, "rq_size", c.rq_size(), caps.max_qp_wr)?;
+    Ok(QueueConfig {
+        timeout_ms,
+        cq_size: c.cq_size(),
+        rcq_size: c.rcq_size(),
+        sq_size: c.sq_size(),
+        rq_size: c.rq_size(),
+        shared_channel: shared,
+        srq: srq.as_ref().map(|s| &s.srq),
+    })
+}
+/// A connection request (`struct rpma_conn_req`): outgoing ([`ConnReq::new`]) or incoming
+/// ([`Ep::next_conn_req`]). [`ConnReq::connect`] turns it into a [`Conn`]; dropping it (or
+/// [`ConnReq::delete`]) rejects an incoming request and abandons an outgoing one.
+///
+/// `Send + Sync`.
+pub struct ConnReq<T: Transport> {
+    pub(super) qp: Option<T::Qp>,
+    pub(super) shared: bool,
+    pub(super) incoming: bool,
+    pub(super) srq: Option<Srq<T>>,
+    pub(super) peer: Peer<T>,
+}
+
+impl<T: Transport> fmt::Debug for ConnReq<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnReq").field("incoming", &self.incoming).finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Drop for ConnReq<T> {
+    fn drop(&mut self) {
+        if let Some(qp) = self.qp.take() {
+            if let Err(e) = qp.reject() {
+                crate::rpma_log!(Error, "dropping a connection request failed: {e}");
+            }
+        }
+    }
+}
+
+impl<T: Transport> ConnReq<T> {
+    /// `rpma_conn_req_new`: resolves `addr:port` (blocking, up to the configured timeout for
+    /// each step) and builds the queues of an outgoing connection per `cfg` (`None`: defaults).
+    ///
+    /// # Errors
+    /// [`Inval`](ErrorKind::Inval) if `cfg` combines a shared completion channel with an SRQ
+    /// that has its own receive CQ, a queue size exceeds the device's limit (`max_qp_wr`,
+    /// `max_cqe`) or the timeout does not fit `i32` milliseconds;
+    /// [`Provider`](ErrorKind::Provider) if resolving the address
+    /// or route, or creating the CQs or QP, fails; [`NoMem`](ErrorKind::NoMem).
+    pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
+        const OP: &str = "rpma_conn_req_new";
+        let srq = cfg.and_then(ConnCfg::srq).cloned();
+        let qc = queue_config(OP, &peer.inner.caps, cfg, &srq)?;
+        let shared = qc.shared_channel;
+        let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
+        crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
+        Ok(Self { qp: Some(qp), shared, incoming: false, srq, peer: peer.clone() })
+    }
+
+    pub(crate) fn qp(&self) -> &T::Qp {
+        self.qp.as_ref().expect("qp present until consumed")
+    }
+
+    pub(crate) fn caps(&self) -> &Capabilities {
+        &self.peer.inner.caps
+    }
+
+    /// Whether this is an incoming request (from [`Ep::next_conn_req`]).
+    #[must_use]
+    pub const fn is_incoming(&self) -> bool {
+        self.incoming
+    }
+
+    /// `rpma_conn_req_get_private_data`: the private data that came with an incoming request
+    /// (empty for outgoing requests or when none was sent). It may be longer than what the peer
+    /// sent (zero-padded by the transport): check `len >= expected`, never `==`.
+    ///
+    /// SECURITY: private data is unauthenticated.
+    #[must_use]
+    pub fn private_data(&self) -> &[u8] {
+        self.qp().request_private_data()
+    }
+
+    /// `rpma_conn_req_connect`: connects an outgoing request or accepts an incoming one,
+    /// sending `pdata` as private data. The request is consumed either way; establishment is
+    /// reported later by [`ConnEvent::Established`] from [`Conn::next_event`].
+    ///
+    /// # Errors
+    /// [`Inval`](ErrorKind::Inval) if `pdata` is given but empty, or longer than the transport
+    /// allows (56 bytes to connect, 196 to accept on IB/RoCE); the request is then deleted (an
+    /// incoming one rejected), as librpma does (docs/decisions.md #16);
+    /// [`Provider`](ErrorKind::Provider) if connecting or accepting fails;
+    /// [`NoMem`](ErrorKind::NoMem).
+    pub fn connect(mut self, pdata: Option<&[u8]>) -> Result<Conn<T>> {
+        const OP: &str = "rpma_conn_req_connect";
+        let caps = &self.peer.inner.caps;
+        let limit = if self.incoming { caps.max_private_data_accept } else { caps.max_private_data_connect };
+        validate::private_data(OP, pdata, limit)?;
+        let mut qp = self.qp.take().expect("qp present until consumed");
+        let req_pdata: Box<[u8]> = qp.request_private_data().into();
+        if let Err(e) = qp.connect(pdata) {
+            if let Err(e2) = qp.reject() {
+                crate::rpma_log!(Error, "releasing a failed connection request: {e2}");
+            }
+            return Err(e.in_op(OP));
+        }
+        let private_data = OnceLock::new();
+        if !req_pdata.is_empty() {
+            let _ = private_data.set(req_pdata);
+        }
+        Ok(Conn {
+            qp: Some(qp),
+            shared: self.shared,
+            direct_write_to_pmem: AtomicBool::new(false),
+            private_data,
+            _srq: self.srq.take(),
+            peer: self.peer.clone(),
+        })
+    }
+
+    /// `rpma_conn_req_delete`: rejects an incoming request (`rdma_reject`) or abandons an
+    /// outgoing one, releasing its queues. (Dropping the request does the same.)
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider): the first failure of the release steps (all are
+    /// attempted).
+    pub fn delete(mut self) -> Result<()> {
+        self.qp.take().map_or(Ok(()), |qp| qp.reject().map_err(|e| e.in_op("rpma_conn_req_delete")))
+    }
+}

@@ -1,0 +1,77 @@
+//! Shared receive queues.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::cfg::{SrqCfg, DEFAULT_SRQ_SIZE};
+use crate::error::Result;
+use crate::peer::{Peer, PeerInner};
+use crate::transport::{Capabilities, SrqBackend, Transport};
+use crate::validate;
+
+use super::Cq;
+
+/// A shared receive queue (`struct rpma_srq`): one set of receive buffers for several
+/// connections. Cheap to clone (a handle); connections using it keep it alive.
+///
+/// `Send + Sync`: receives may be posted from several threads.
+pub struct Srq<T: Transport> {
+    pub(super) srq: Arc<T::Srq>,
+    _peer: Arc<PeerInner<T>>,
+}
+
+impl<T: Transport> Clone for Srq<T> {
+    fn clone(&self) -> Self {
+        Self { srq: Arc::clone(&self.srq), _peer: Arc::clone(&self._peer) }
+    }
+}
+
+impl<T: Transport> fmt::Debug for Srq<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srq").field("rcq", &self.srq.rcq().is_some()).finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Srq<T> {
+    /// `rpma_srq_new`: a shared RQ of `cfg.rq_size()` entries with, if `cfg.rcq_size() > 0`, its
+    /// own receive CQ (with a private completion channel). `None` uses the defaults (20 / 20).
+    ///
+    /// # Errors
+    /// [`Inval`](ErrorKind::Inval) if a size exceeds the device's limit (`max_srq_wr`,
+    /// `max_cqe`); [`Provider`](ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
+    /// [`NoMem`](ErrorKind::NoMem).
+    pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
+        const OP: &str = "rpma_srq_new";
+        let (rq, rcq) = cfg.map_or((DEFAULT_SRQ_SIZE, DEFAULT_SRQ_SIZE), |c| (c.rq_size(), c.rcq_size()));
+        validate::queue_size(OP, "rq_size", rq, peer.inner.caps.max_srq_wr)?;
+        validate::queue_size(OP, "rcq_size", rcq, peer.inner.caps.max_cqe)?;
+        let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("rpma_srq_new"))?;
+        Ok(Self { srq: Arc::new(srq), _peer: Arc::clone(&peer.inner) })
+    }
+
+    pub(crate) fn backend(&self) -> &T::Srq {
+        &self.srq
+    }
+
+    pub(crate) fn caps(&self) -> &Capabilities {
+        &self._peer.caps
+    }
+
+    /// `rpma_srq_get_rcq`: the SRQ's receive CQ, or `None` if created with `rcq_size == 0`.
+    #[must_use]
+    pub fn rcq(&self) -> Option<Cq<'_, T>> {
+        self.srq.rcq().map(|cq| Cq { cq, shared: false })
+    }
+
+    /// `rpma_srq_delete`: releases this handle; the SRQ is destroyed when the last connection
+    /// using it is gone, and a failure is reported if this was the last handle.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if destroying the CQ, channel or SRQ fails.
+    pub fn delete(self) -> Result<()> {
+        match Arc::try_unwrap(self.srq) {
+            Ok(s) => s.destroy().map_err(|e| e.in_op("rpma_srq_delete")),
+            Err(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Message matching: posted receive buffers, the messages waiting for one, and delivery.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+
+use rpma_core::{Error, Result, WcOpcode, WcStatus};
+
+use crate::mem::{copy, MockMr};
+
+use super::{lock, QpShared, CONNECTED, ENOMEM};
+
+/// A posted receive buffer (it keeps its registration alive while posted).
+pub(super) struct RecvBuf {
+    pub(super) mr: Option<Arc<MockMr>>,
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) wr_id: u64,
+}
+
+/// A message on its way to a receive buffer: a send, or the receive-consuming part of a write
+/// with immediate data.
+pub(super) struct Msg {
+    pub(super) src: Option<(Arc<MockMr>, usize)>,
+    pub(super) len: usize,
+    pub(super) imm: Option<u32>,
+    pub(super) write_imm: bool,
+    pub(super) sender: Weak<QpShared>,
+    pub(super) sender_signaled: bool,
+    pub(super) sender_wr_id: u64,
+    pub(super) sender_seq: u64,
+    pub(super) receiver: Weak<QpShared>,
+}
+
+/// A set of posted receive buffers plus the messages waiting for one.
+pub(super) struct RecvSide {
+    pub(super) bufs: Vec<RecvBuf>,
+    pub(super) pending: VecDeque<Msg>,
+    cap: usize,
+    rng: fastrand::Rng,
+    ordered: bool,
+}
+
+impl RecvSide {
+    pub(super) fn new(cap: u32, seed: u64, ordered: bool) -> Self {
+        Self {
+            bufs: Vec::with_capacity(cap as usize),
+            pending: VecDeque::new(),
+            cap: cap as usize,
+            rng: fastrand::Rng::with_seed(seed),
+            ordered,
+        }
+    }
+
+    fn take_buf(&mut self) -> Option<RecvBuf> {
+        if self.bufs.is_empty() {
+            return None;
+        }
+        if self.ordered {
+            Some(self.bufs.remove(0))
+        } else {
+            let i = self.rng.usize(..self.bufs.len());
+            Some(self.bufs.swap_remove(i))
+        }
+    }
+
+    /// Posts a buffer; returns a message that was waiting for it, if any.
+    pub(super) fn post(&mut self, buf: RecvBuf, op: &'static str) -> Result<Option<(Msg, RecvBuf)>> {
+        if let Some(m) = self.pending.pop_front() {
+            return Ok(Some((m, buf)));
+        }
+        if self.bufs.len() >= self.cap {
+            return Err(Error::provider(op, ENOMEM).with_detail("receive queue is full"));
+        }
+        self.bufs.push(buf);
+        Ok(None)
+    }
+}
+
+pub(super) fn fail_sender(m: &Msg, status: WcStatus) {
+    if let Some(s) = m.sender.upgrade() {
+        let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+        s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
+    }
+}
+
+/// Puts a message into a receive buffer and completes both sides.
+/// Takes both by value: the regions they hold are released before the completions are posted,
+/// so a region is free again (`MrLocal::as_mut_slice`) as soon as its completion can be polled.
+pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
+    let Some(receiver) = m.receiver.upgrade() else {
+        fail_sender(&m, WcStatus::RetryExcErr);
+        return;
+    };
+    let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+    let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+    if !m.write_imm && m.len > b.len {
+        drop(b.mr.take());
+        drop(m.src.take());
+        receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
+        receiver.to_error();
+        fail_sender(&m, WcStatus::RemInvReqErr);
+        return;
+    }
+    if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
+        copy(src.shared(), *soff, dst.shared(), b.offset, m.len);
+    }
+    drop(b.mr.take());
+    drop(m.src.take());
+    receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
+    if let Some(s) = m.sender.upgrade() {
+        s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
+    }
+}
+
+/// A message arrives at `receiver`: it takes a posted buffer (at random unless ordered) or
+/// waits for one (RC receiver-not-ready retry, infinite as librpma configures it).
+pub(super) fn arrive(receiver: &Arc<QpShared>, m: Msg) {
+    if receiver.state() != CONNECTED {
+        fail_sender(&m, WcStatus::RetryExcErr);
+        return;
+    }
+    let buf = {
+        let mut g = lock(receiver.side());
+        match g.take_buf() {
+            Some(b) => b,
+            None => {
+                g.pending.push_back(m);
+                return;
+            }
+        }
+    };
+    deliver(m, buf);
+}

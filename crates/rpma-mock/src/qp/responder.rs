@@ -1,0 +1,97 @@
+//! The responder's side of a work request: the completion opcodes, and the remote-memory part
+//! checked and executed as hardware does.
+
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+
+use rpma_core::transport::{SendOp, SendWr};
+use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
+
+use crate::mem::{copy, MockMr};
+use crate::MrTable;
+
+/// The completion opcode of an operation on the sender, and whether it consumes a receive.
+pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
+    match op {
+        SendOp::Read => (WcOpcode::RdmaRead, false),
+        SendOp::Write => (WcOpcode::RdmaWrite, false),
+        SendOp::WriteImm(_) => (WcOpcode::RdmaWrite, true),
+        SendOp::AtomicWrite(_) if caps.native_atomic_write => (WcOpcode::AtomicWrite, false),
+        SendOp::AtomicWrite(_) => (WcOpcode::RdmaWrite, false),
+        SendOp::Flush(_) if caps.native_flush => (WcOpcode::Flush, false),
+        SendOp::Flush(_) => (WcOpcode::RdmaRead, false),
+        SendOp::Send | SendOp::SendImm(_) => (WcOpcode::Send, true),
+    }
+}
+
+/// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
+/// and access rights as hardware does.
+pub(super) fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
+    let Some(rb) = wr.remote else {
+        return WcStatus::Success;
+    };
+    // The target's registration table stays read-locked during the access (registering or
+    // deregistering there waits): no reference-count traffic on the data path.
+    let table = mrs.read().unwrap_or_else(PoisonError::into_inner);
+    let Some(mr) = table.get(&rb.rkey).filter(|m| m.valid.load(Ordering::Acquire)) else {
+        return WcStatus::RemAccessErr;
+    };
+    let a = mr.access;
+    match wr.op {
+        SendOp::Read => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_read) else {
+                return WcStatus::RemAccessErr;
+            };
+            if let Some(l) = &wr.local {
+                copy(mr, off, l.mr.shared(), l.offset, wr.len);
+            }
+        }
+        SendOp::Write | SendOp::WriteImm(_) => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_write) else {
+                return WcStatus::RemAccessErr;
+            };
+            if let Some(l) = &wr.local {
+                copy(l.mr.shared(), l.offset, mr, off, wr.len);
+            }
+        }
+        SendOp::AtomicWrite(bytes) => {
+            let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
+                return WcStatus::RemAccessErr;
+            };
+            if caps.native_atomic_write && rb.addr % 8 != 0 {
+                return WcStatus::RemInvReqErr;
+            }
+            mr.bytes(off, 8).write(0, &bytes).expect("8 bytes inside the region");
+        }
+        SendOp::Flush(t) if caps.native_flush => {
+            let allowed = match t {
+                FlushType::Visibility => a.flush_global,
+                FlushType::Persistent => a.flush_persistent,
+            };
+            let Some(off) = mr.offset_of(rb.addr, wr.len).filter(|_| allowed) else {
+                return WcStatus::RemAccessErr;
+            };
+            // A file-backed region: a persistent flush writes the range back to the file.
+            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+                return WcStatus::RemOpErr;
+            }
+        }
+        SendOp::Flush(t) => {
+            // APM: an 8-byte RDMA Read at the flushed address, kept inside the region.
+            let n = mr.len.min(8);
+            let Some(off) = mr.offset_of(rb.addr, 0) else {
+                return WcStatus::RemAccessErr;
+            };
+            if !a.remote_read {
+                return WcStatus::RemAccessErr;
+            }
+            let mut sink = [0u8; 8];
+            mr.bytes(off.min(mr.len - n), n).read(0, &mut sink[..n]).expect("inside the region");
+            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+                return WcStatus::RemOpErr;
+            }
+        }
+        SendOp::Send | SendOp::SendImm(_) => {}
+    }
+    WcStatus::Success
+}
