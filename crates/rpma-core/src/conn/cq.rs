@@ -41,9 +41,9 @@ impl<'a, T: Transport> Cq<'a, T> {
     /// drain the CQ with [`Cq::poll`] (a wait may also be spurious).
     ///
     /// # Errors
-    /// [`SharedChannel`](ErrorKind::SharedChannel) if the channel is shared (use
-    /// [`Conn::wait`]); [`NoCompletion`](ErrorKind::NoCompletion) if no event can be had
-    /// (non-blocking fd); [`Provider`](ErrorKind::Provider) if re-arming fails.
+    /// [`SharedChannel`](crate::ErrorKind::SharedChannel) if the channel is shared (use
+    /// [`Conn::wait`](crate::Conn::wait)); [`NoCompletion`](crate::ErrorKind::NoCompletion) if no event can be had
+    /// (non-blocking fd); [`Provider`](crate::ErrorKind::Provider) if re-arming fails.
     pub fn wait(&self) -> Result<()> {
         if self.shared {
             return Err(Error::new(ErrorKind::SharedChannel, "rpma_cq_wait"));
@@ -55,8 +55,8 @@ impl<'a, T: Transport> Cq<'a, T> {
     /// (`0`: the queue is empty; librpma's `RPMA_E_NO_COMPLETION`).
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `wc` is empty (`num_entries < 1`);
-    /// [`Provider`](ErrorKind::Provider) if polling fails; [`Unknown`](ErrorKind::Unknown) if
+    /// [`Inval`](crate::ErrorKind::Inval) if `wc` is empty (`num_entries < 1`);
+    /// [`Provider`](crate::ErrorKind::Provider) if polling fails; [`Unknown`](crate::ErrorKind::Unknown) if
     /// the provider reports more entries than asked.
     #[doc(alias = "rpma_cq_get_wc")]
     #[inline]

@@ -30,8 +30,8 @@ impl<T: Transport> Ep<T> {
     /// `rpma_ep_listen`: listens for connection requests on `addr:port`.
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider) if the address cannot be translated, bound or listened
-    /// on (e.g. the port is taken); [`NoMem`](ErrorKind::NoMem).
+    /// [`Provider`](crate::ErrorKind::Provider) if the address cannot be translated, bound or listened
+    /// on (e.g. the port is taken); [`NoMem`](crate::ErrorKind::NoMem).
     pub fn listen(peer: &Peer<T>, addr: &str, port: &str) -> Result<Self> {
         let l = peer.transport().listen(&peer.inner.pd, addr, port).map_err(|e| e.in_op("rpma_ep_listen"))?;
         crate::rpma_log!(Notice, "Waiting for incoming connection on {addr}:{port}");
@@ -53,12 +53,12 @@ impl<T: Transport> Ep<T> {
     /// queues per `cfg` (`None`: defaults).
     ///
     /// # Errors
-    /// [`NoEvent`](ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
-    /// [`Inval`](ErrorKind::Inval) if the next event is not a connection request, `cfg`
+    /// [`NoEvent`](crate::ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
+    /// [`Inval`](crate::ErrorKind::Inval) if the next event is not a connection request, `cfg`
     /// combines a shared completion channel with an SRQ that has its own receive CQ, or a queue
     /// size exceeds the device's limit;
-    /// [`Provider`](ErrorKind::Provider) if getting the event or building the queues fails;
-    /// [`NoMem`](ErrorKind::NoMem).
+    /// [`Provider`](crate::ErrorKind::Provider) if getting the event or building the queues fails;
+    /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
         const OP: &str = "rpma_ep_next_conn_req";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
@@ -72,7 +72,7 @@ impl<T: Transport> Ep<T> {
     /// the endpoint does the same, logging a failure.)
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider) if destroying the listening identifier fails; the
+    /// [`Provider`](crate::ErrorKind::Provider) if destroying the listening identifier fails; the
     /// endpoint is gone all the same (docs/decisions.md #10).
     pub fn shutdown(mut self) -> Result<()> {
         self.listener.take().map_or(Ok(()), |l| l.shutdown().map_err(|e| e.in_op("rpma_ep_shutdown")))

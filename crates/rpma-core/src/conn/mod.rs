@@ -66,9 +66,9 @@ impl<T: Transport> Conn<T> {
     /// accepted with ([`Conn::private_data`]).
     ///
     /// # Errors
-    /// [`NoEvent`](ErrorKind::NoEvent) if nothing is pending and the fd is non-blocking;
-    /// [`Unknown`](ErrorKind::Unknown) for an unexpected CM event (it is acknowledged);
-    /// [`Provider`](ErrorKind::Provider) if getting or acknowledging the event fails.
+    /// [`NoEvent`](crate::ErrorKind::NoEvent) if nothing is pending and the fd is non-blocking;
+    /// [`Unknown`](crate::ErrorKind::Unknown) for an unexpected CM event (it is acknowledged);
+    /// [`Provider`](crate::ErrorKind::Provider) if getting or acknowledging the event fails.
     pub fn next_event(&self) -> Result<ConnEvent> {
         const OP: &str = "rpma_conn_next_event";
         let (ev, pdata) = self.qp().next_event().map_err(|e| e.in_op(OP))?;
@@ -131,7 +131,7 @@ impl<T: Transport> Conn<T> {
     /// `rpma_conn_get_compl_fd`: the fd of the shared completion channel.
     ///
     /// # Errors
-    /// [`NotSharedChannel`](ErrorKind::NotSharedChannel) if the channel is not shared.
+    /// [`NotSharedChannel`](crate::ErrorKind::NotSharedChannel) if the channel is not shared.
     pub fn compl_fd(&self) -> Result<BorrowedFd<'_>> {
         self.qp().compl_fd().ok_or_else(|| Error::new(ErrorKind::NotSharedChannel, "rpma_conn_get_compl_fd"))
     }
@@ -140,10 +140,10 @@ impl<T: Transport> Conn<T> {
     /// completion event (and whether it is the receive CQ); then drain that CQ.
     ///
     /// # Errors
-    /// [`NotSharedChannel`](ErrorKind::NotSharedChannel) if the channel is not shared;
-    /// [`NoCompletion`](ErrorKind::NoCompletion) if no event can be had (non-blocking fd);
-    /// [`Unknown`](ErrorKind::Unknown) for an event of an unknown CQ;
-    /// [`Provider`](ErrorKind::Provider) if re-arming fails.
+    /// [`NotSharedChannel`](crate::ErrorKind::NotSharedChannel) if the channel is not shared;
+    /// [`NoCompletion`](crate::ErrorKind::NoCompletion) if no event can be had (non-blocking fd);
+    /// [`Unknown`](crate::ErrorKind::Unknown) for an event of an unknown CQ;
+    /// [`Provider`](crate::ErrorKind::Provider) if re-arming fails.
     pub fn wait(&self) -> Result<(Cq<'_, T>, bool)> {
         const OP: &str = "rpma_conn_wait";
         if !self.shared {
@@ -162,7 +162,7 @@ impl<T: Transport> Conn<T> {
     /// completes one after [`ConnEvent::Closed`] was received.
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider) if `rdma_disconnect` fails.
+    /// [`Provider`](crate::ErrorKind::Provider) if `rdma_disconnect` fails.
     pub fn disconnect(&self) -> Result<()> {
         crate::rpma_log!(Notice, "Requesting for disconnection");
         self.qp().disconnect().map_err(|e| e.in_op("rpma_conn_disconnect"))
@@ -173,7 +173,7 @@ impl<T: Transport> Conn<T> {
     /// does the same, logging a failure.)
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider).
+    /// [`Provider`](crate::ErrorKind::Provider).
     pub fn delete(mut self) -> Result<()> {
         self.qp.take().map_or(Ok(()), |qp| qp.destroy().map_err(|e| e.in_op("rpma_conn_delete")))
     }

@@ -44,7 +44,7 @@ pub(super) fn queue_config<'a, T: Transport>(
     })
 }
 /// A connection request (`struct rpma_conn_req`): outgoing ([`ConnReq::new`]) or incoming
-/// ([`Ep::next_conn_req`]). [`ConnReq::connect`] turns it into a [`Conn`]; dropping it (or
+/// ([`Ep::next_conn_req`](crate::Ep::next_conn_req)). [`ConnReq::connect`] turns it into a [`Conn`]; dropping it (or
 /// [`ConnReq::delete`]) rejects an incoming request and abandons an outgoing one.
 ///
 /// `Send + Sync`.
@@ -77,11 +77,11 @@ impl<T: Transport> ConnReq<T> {
     /// each step) and builds the queues of an outgoing connection per `cfg` (`None`: defaults).
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `cfg` combines a shared completion channel with an SRQ
+    /// [`Inval`](crate::ErrorKind::Inval) if `cfg` combines a shared completion channel with an SRQ
     /// that has its own receive CQ, a queue size exceeds the device's limit (`max_qp_wr`,
     /// `max_cqe`) or the timeout does not fit `i32` milliseconds;
-    /// [`Provider`](ErrorKind::Provider) if resolving the address
-    /// or route, or creating the CQs or QP, fails; [`NoMem`](ErrorKind::NoMem).
+    /// [`Provider`](crate::ErrorKind::Provider) if resolving the address
+    /// or route, or creating the CQs or QP, fails; [`NoMem`](crate::ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
         const OP: &str = "rpma_conn_req_new";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
@@ -100,7 +100,7 @@ impl<T: Transport> ConnReq<T> {
         &self.peer.inner.caps
     }
 
-    /// Whether this is an incoming request (from [`Ep::next_conn_req`]).
+    /// Whether this is an incoming request (from [`Ep::next_conn_req`](crate::Ep::next_conn_req)).
     #[must_use]
     pub const fn is_incoming(&self) -> bool {
         self.incoming
@@ -118,14 +118,14 @@ impl<T: Transport> ConnReq<T> {
 
     /// `rpma_conn_req_connect`: connects an outgoing request or accepts an incoming one,
     /// sending `pdata` as private data. The request is consumed either way; establishment is
-    /// reported later by [`ConnEvent::Established`] from [`Conn::next_event`].
+    /// reported later by [`ConnEvent::Established`](crate::ConnEvent::Established) from [`Conn::next_event`].
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if `pdata` is given but empty, or longer than the transport
+    /// [`Inval`](crate::ErrorKind::Inval) if `pdata` is given but empty, or longer than the transport
     /// allows (56 bytes to connect, 196 to accept on IB/RoCE); the request is then deleted (an
     /// incoming one rejected), as librpma does (docs/decisions.md #16);
-    /// [`Provider`](ErrorKind::Provider) if connecting or accepting fails;
-    /// [`NoMem`](ErrorKind::NoMem).
+    /// [`Provider`](crate::ErrorKind::Provider) if connecting or accepting fails;
+    /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn connect(mut self, pdata: Option<&[u8]>) -> Result<Conn<T>> {
         const OP: &str = "rpma_conn_req_connect";
         let caps = &self.peer.inner.caps;
@@ -157,7 +157,7 @@ impl<T: Transport> ConnReq<T> {
     /// outgoing one, releasing its queues. (Dropping the request does the same.)
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider): the first failure of the release steps (all are
+    /// [`Provider`](crate::ErrorKind::Provider): the first failure of the release steps (all are
     /// attempted).
     pub fn delete(mut self) -> Result<()> {
         self.qp.take().map_or(Ok(()), |qp| qp.reject().map_err(|e| e.in_op("rpma_conn_req_delete")))

@@ -37,9 +37,9 @@ impl<T: Transport> Srq<T> {
     /// own receive CQ (with a private completion channel). `None` uses the defaults (20 / 20).
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) if a size exceeds the device's limit (`max_srq_wr`,
-    /// `max_cqe`); [`Provider`](ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
-    /// [`NoMem`](ErrorKind::NoMem).
+    /// [`Inval`](crate::ErrorKind::Inval) if a size exceeds the device's limit (`max_srq_wr`,
+    /// `max_cqe`); [`Provider`](crate::ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
+    /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
         const OP: &str = "rpma_srq_new";
         let (rq, rcq) = cfg.map_or((DEFAULT_SRQ_SIZE, DEFAULT_SRQ_SIZE), |c| (c.rq_size(), c.rcq_size()));
@@ -67,7 +67,7 @@ impl<T: Transport> Srq<T> {
     /// using it is gone, and a failure is reported if this was the last handle.
     ///
     /// # Errors
-    /// [`Provider`](ErrorKind::Provider) if destroying the CQ, channel or SRQ fails.
+    /// [`Provider`](crate::ErrorKind::Provider) if destroying the CQ, channel or SRQ fails.
     pub fn delete(self) -> Result<()> {
         match Arc::try_unwrap(self.srq) {
             Ok(s) => s.destroy().map_err(|e| e.in_op("rpma_srq_delete")),
