@@ -49,7 +49,14 @@ fn a_pipe_closed_before_the_first_write_ends_every_subcommand_quietly() {
         drop(child.stdout.take());
         let o = child.wait_with_output().unwrap();
         let err = no_panic(&args, &o);
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        if args[0] == "server" || args[0] == "client" {
+            // These print their first line, then fail (no verbs backend or no device here). The
+            // child may write that line before this side has closed the pipe: then it goes on to
+            // its own error (status 1), else it ends quietly on the closed pipe (status 0).
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{args:?}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        }
         assert!(!err.contains("Broken pipe") && !err.contains("writing to stdout"), "{args:?}: {err}");
     }
 }
