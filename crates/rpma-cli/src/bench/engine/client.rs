@@ -1,7 +1,7 @@
 //! The client side: drives the lanes of each thread through every run and turns what they
 //! measured into the report's results.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ pub(super) fn drive<T: Transport>(
     stop: Stop,
     hist: &mut Histogram<u64>,
     record: bool,
-    progress: &Progress,
+    done: &AtomicU64,
 ) -> Result<Span> {
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     if matches!(stop, Stop::Count(0)) {
@@ -73,7 +73,7 @@ pub(super) fn drive<T: Transport>(
             }
         }
         if unreported >= 256 || !busy {
-            progress.done.fetch_add(unreported, Ordering::Relaxed);
+            done.fetch_add(unreported, Ordering::Relaxed);
             unreported = 0;
         }
         if !busy {
@@ -135,7 +135,8 @@ pub(super) fn client_thread<T: Transport>(
 ) -> Result<Vec<Measured>> {
     let mut out = Vec::with_capacity(runs.len());
     let mut error = None;
-    for &(op, size) in runs {
+    for (i, &(op, size)) in runs.iter().enumerate() {
+        let done = &progress.runs[i].done;
         let mut hist = new_histogram();
         // Warm-up, then the measurement; every thread starts each phase together. Every thread
         // (and the coordinator) passes both barriers of every run, even after a failure.
@@ -144,7 +145,7 @@ pub(super) fn client_thread<T: Transport>(
         let warm = if skip {
             Ok((0, Instant::now(), Instant::now()))
         } else {
-            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
         };
         barrier.wait();
         if skip {
@@ -155,7 +156,7 @@ pub(super) fn client_thread<T: Transport>(
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, done)
         });
         match r {
             Ok(span) => out.push((span, hist)),
@@ -219,7 +220,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let barrier = Barrier::new(plan.threads + 1);
     let mut counts: Vec<Option<OpCounts>> = Vec::with_capacity(runs.len() + 1);
     let failed = AtomicBool::new(false);
-    let progress = Progress { run: AtomicUsize::new(0), done: AtomicU64::new(0), finished: AtomicBool::new(false) };
+    let progress = Progress::new(runs.len());
     let measured: Vec<Result<Vec<Measured>>> = std::thread::scope(|sc| {
         let handles: Vec<_> = per_thread
             .into_iter()
@@ -229,14 +230,15 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             })
             .collect();
         let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
-        // The coordinator takes part in the barriers to move the progress to each run, and
-        // reads the backend's flush and atomic-write counters as each measurement starts
-        // (every thread has finished the run's warm-up and the previous run).
+        // The coordinator takes part in the barriers to move the progress to each run once
+        // every thread has started it (the previous run has ended everywhere), and reads the
+        // backend's flush and atomic-write counters as each measurement starts (every thread
+        // has finished the run's warm-up and the previous run).
         for i in 0..runs.len() {
-            progress.done.store(0, Ordering::Relaxed);
-            progress.run.store(i, Ordering::Release);
             barrier.wait();
+            progress.begin(i, Instant::now());
             barrier.wait();
+            progress.measure(i, Instant::now());
             counts.push(crate::backend::op_counts::<T>());
         }
         let results =
