@@ -23,6 +23,7 @@
 //! `--addr`/`--port`) and `--connect ADDR:PORT`.
 
 mod engine;
+pub mod footprint;
 mod report;
 
 use std::time::Duration;
@@ -32,6 +33,7 @@ use anyhow::{bail, Context, Result};
 use crate::args;
 use crate::backend::{dispatch, BackendKind, WithTransport};
 
+pub use footprint::Footprint;
 pub use report::{BenchReport, Latency, OutputFormat, RunResult};
 
 /// The largest message size accepted (1 GiB).
@@ -441,6 +443,8 @@ struct Work<'a>(&'a Plan, BackendKind);
 impl WithTransport for Work<'_> {
     type Output = BenchReport;
     fn run<T: rpma::Transport>(self, transport: T) -> Result<BenchReport> {
+        // Before anything is allocated: a run that cannot fit is refused, not swapped or killed.
+        footprint::check_fits(self.0, footprint::mem_available())?;
         engine::run(&transport, self.0, self.1)
     }
 }

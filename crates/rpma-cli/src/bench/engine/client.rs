@@ -13,7 +13,7 @@ use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
 use crate::bench::report::{Baseline, Latency, RunResult};
-use crate::bench::{Amount, Op, Plan};
+use crate::bench::{Amount, Footprint, Op, Plan};
 use crate::native::{OpCounts, OpPath};
 
 /// Runs one phase on a thread's lanes; returns the operations completed and when the thread's
@@ -211,10 +211,10 @@ pub(super) fn memcpy_baseline(size: usize, ops: u64) -> Result<(f64, usize)> {
 /// Runs the client side of every run on `conns` connections to `addr:port`.
 pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) -> Result<Vec<RunResult>> {
     let runs: Vec<(Op, usize)> = plan.ops.iter().flat_map(|op| plan.sizes.iter().map(move |s| (*op, *s))).collect();
-    let max = plan.max_size();
+    let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
-        let lane = connect(peer, addr, port, max, plan.qd)?;
+        let lane = connect(peer, addr, port, &footprint)?;
         per_thread[i % plan.threads].push(lane);
     }
     let barrier = Barrier::new(plan.threads + 1);

@@ -11,18 +11,24 @@ use rpma::{
 };
 
 use super::protocol::*;
-use crate::bench::Op;
+use crate::bench::{Footprint, Op};
 
 /// One client connection and its state.
 pub(super) struct Lane<T: Transport> {
     pub(super) conn: Conn<T>,
     pub(super) local: MrLocal<T>,
-    pub(super) msgs: MrLocal<T>,
+    /// Receive slots of `recv_max` bytes (none if zero-length).
+    pub(super) msgs: Option<MrLocal<T>>,
+    pub(super) recv_max: usize,
     pub(super) remote: MrRemote,
     /// Where the server writes its pongs (`write-pingpong`).
     pub(super) inbox: MrLocal<T>,
+    /// The span of the slots of operations on the local region and the remote one.
     pub(super) region: usize,
-    pub(super) max: usize,
+    /// The span of the slots of operations on the local region alone (sends).
+    pub(super) local_region: usize,
+    /// The span of the slots of operations on the remote region alone (flush, atomic write).
+    pub(super) remote_region: usize,
     pub(super) qd: usize,
     /// The signaled operations in flight, oldest at `head` (completions come in order): post
     /// time and how many operations its completion retires (itself and the unsignaled ones
@@ -41,11 +47,13 @@ pub(super) struct Lane<T: Transport> {
     pub(super) pp_written: bool,
 }
 
-pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: usize, qd: usize) -> Result<Lane<T>> {
+pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, f: &Footprint) -> Result<Lane<T>> {
+    let qd = f.qd;
     let cfg = conn_cfg::<T>(qd);
-    let inbox = peer.alloc_mr(max, Usage::WRITE_DST).context("registering the inbox")?;
+    let inbox = peer.alloc_mr(f.inbox_len(), Usage::WRITE_DST).context("registering the inbox")?;
     let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
-    let conn = req.connect(Some(&request_pdata(max, qd, &inbox.descriptor()))).context("connecting")?;
+    let request = Request { target_max: f.target_max, qd, recv_max: f.server_recv_max, source_max: f.source_max };
+    let conn = req.connect(Some(&request_pdata(request, &inbox.descriptor()))).context("connecting")?;
     match conn.next_event().context("waiting for the connection")? {
         ConnEvent::Established => {}
         ev => bail!(
@@ -61,30 +69,32 @@ pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: 
     if let Some(p) = pd.get(MR_DESCRIPTOR_SIZE..MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE) {
         conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(p).context("client: the server's peer configuration")?);
     }
-    let region = region_len(max, qd);
-    if (remote.len() as usize) < region.min(max) {
-        bail!("client: the server's region ({} bytes) is smaller than a message ({max} bytes)", remote.len());
+    let remote_len = remote.len() as usize;
+    if remote_len < f.target_max {
+        bail!("client: the server's region ({remote_len} bytes) is smaller than a message ({} bytes)", f.target_max);
     }
-    let region = region.min(remote.len() as usize);
-    let usage = Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV;
-    let mut local = peer.alloc_mr(region, usage).context("registering the local region")?;
+    let local_len = f.local_len();
+    let mut local = peer
+        .alloc_mr(local_len, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND)
+        .context("registering the local region")?;
     fill_source(&mut local);
-    let msgs = peer.alloc_mr(qd * max, Usage::RECV).context("registering receive buffers")?;
-    for slot in 0..qd {
-        conn.recv(msgs.slice(slot * max..(slot + 1) * max))
-            .context(RECV_TAG | slot as u64)
-            .post()
-            .context("posting a receive")?;
-    }
+    let recv_max = f.client_recv_max;
+    let msgs = match recv_max {
+        0 => None,
+        _ => Some(peer.alloc_mr(f.client_recv_len(), Usage::RECV).context("registering receive buffers")?),
+    };
+    let lane_msgs = msgs;
     let now = Instant::now();
-    Ok(Lane {
+    let lane = Lane {
         conn,
         local,
-        msgs,
+        msgs: lane_msgs,
+        recv_max,
         remote,
         inbox,
-        region,
-        max,
+        region: local_len.min(remote_len),
+        local_region: local_len,
+        remote_region: remote_len,
         qd,
         batches: vec![(now, 0); qd],
         head: 0,
@@ -94,7 +104,11 @@ pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: 
         seq: 0,
         pp_seq: 0,
         pp_written: false,
-    })
+    };
+    for slot in 0..qd {
+        lane.repost(RECV_TAG | slot as u64)?;
+    }
+    Ok(lane)
 }
 
 /// When a phase ends.
@@ -112,7 +126,12 @@ impl<T: Transport> Lane<T> {
     /// registered; the only byte written per operation is `write-pingpong`'s sequence number.
     pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
         let slot = (self.seq % self.qd as u64) as usize;
-        let off = slot_offset(slot, size, self.region);
+        let region = match op {
+            Op::Send | Op::SendImm => self.local_region,
+            Op::Flush | Op::AtomicWrite => self.remote_region,
+            _ => self.region,
+        };
+        let off = slot_offset(slot, size, region);
         let id = slot as u64;
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         if op == Op::WritePingpong {
@@ -157,8 +176,14 @@ impl<T: Transport> Lane<T> {
     /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
     pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
         let slot = (wr_id & !RECV_TAG) as usize;
-        let buf = self.msgs.slice(slot * self.max..(slot + 1) * self.max);
-        self.conn.recv(buf).context(wr_id).post().context("posting a receive")
+        let max = self.recv_max;
+        match &self.msgs {
+            Some(m) => self.conn.recv(m.slice(slot * max..(slot + 1) * max)),
+            None => self.conn.recv_empty(),
+        }
+        .context(wr_id)
+        .post()
+        .context("posting a receive")
     }
 
     /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
