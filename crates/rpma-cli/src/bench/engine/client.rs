@@ -12,6 +12,7 @@ use rpma::{Peer, Transport, Wc};
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
+use super::wait::Idle;
 use crate::bench::report::{Baseline, Latency, RunResult};
 use crate::bench::{Amount, Footprint, Op, Plan};
 use crate::native::{OpCounts, OpPath};
@@ -41,11 +42,13 @@ pub(super) fn drive<T: Transport>(
         }
     }
     let mut posted = vec![0u64; lanes.len()];
+    let mut idle = Idle::new(lanes.first().map_or(Duration::from_secs(30), |l| l.timeout));
     let mut total = 0u64;
     let mut unreported = 0u64;
     let start = Instant::now();
     let end = loop {
         let mut busy = false;
+        let before = total;
         for (lane, posted) in lanes.iter_mut().zip(posted.iter_mut()) {
             while lane.inflight < lane.qd {
                 let at = Instant::now();
@@ -78,6 +81,18 @@ pub(super) fn drive<T: Transport>(
         }
         if !busy {
             break Instant::now();
+        }
+        if total == before {
+            idle.tick(|| {
+                let what = match op {
+                    Op::WritePingpong => "the pong of",
+                    _ if op.is_ping_pong() => "the echo of",
+                    _ => "the completion of",
+                };
+                format!("client: waiting for {what} {} of {size} B", op.name())
+            })?;
+        } else {
+            idle.progress();
         }
     };
     if op == Op::WritePingpong {
@@ -214,7 +229,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
-        let lane = connect(peer, addr, port, &footprint)?;
+        let lane = connect(peer, addr, port, &footprint, plan.timeout)?;
         per_thread[i % plan.threads].push(lane);
     }
     let barrier = Barrier::new(plan.threads + 1);

@@ -1,7 +1,7 @@
 //! A lane: one client connection with its regions, its in-flight operations and its latency
 //! stamps; posts operations and polls their completions.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
@@ -11,6 +11,7 @@ use rpma::{
 };
 
 use super::protocol::*;
+use super::wait::{self, Idle};
 use crate::bench::{Footprint, Op};
 
 /// One client connection and its state.
@@ -30,6 +31,8 @@ pub(super) struct Lane<T: Transport> {
     /// The span of the slots of operations on the remote region alone (flush, atomic write).
     pub(super) remote_region: usize,
     pub(super) qd: usize,
+    /// How long any wait may last without progress (`--timeout`).
+    pub(super) timeout: Duration,
     /// The signaled operations in flight, oldest at `head` (completions come in order): post
     /// time and how many operations its completion retires (itself and the unsignaled ones
     /// posted before it).
@@ -47,14 +50,20 @@ pub(super) struct Lane<T: Transport> {
     pub(super) pp_written: bool,
 }
 
-pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, f: &Footprint) -> Result<Lane<T>> {
+pub(super) fn connect<T: Transport>(
+    peer: &Peer<T>,
+    addr: &str,
+    port: u16,
+    f: &Footprint,
+    timeout: Duration,
+) -> Result<Lane<T>> {
     let qd = f.qd;
     let cfg = conn_cfg::<T>(qd);
     let inbox = peer.alloc_mr(f.inbox_len(), Usage::WRITE_DST).context("registering the inbox")?;
     let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
     let request = Request { target_max: f.target_max, qd, recv_max: f.server_recv_max, source_max: f.source_max };
     let conn = req.connect(Some(&request_pdata(request, &inbox.descriptor()))).context("connecting")?;
-    match conn.next_event().context("waiting for the connection")? {
+    match wait::next_event(&conn, timeout, &format!("client: waiting for the connection to {addr}:{port}"))? {
         ConnEvent::Established => {}
         ev => bail!(
             "client: the connection to {addr}:{port} was not established: {}",
@@ -96,6 +105,7 @@ pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, f: &F
         local_region: local_len,
         remote_region: remote_len,
         qd,
+        timeout,
         batches: vec![(now, 0); qd],
         head: 0,
         pending: 0,
@@ -215,14 +225,17 @@ impl<T: Transport> Lane<T> {
 
     /// Polls until `want` (a send's `wr_id`) has completed and, if `recv`, a message has arrived
     /// (its receive is re-posted); other completions are errors.
-    pub(super) fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc]) -> Result<()> {
+    pub(super) fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc], what: &str) -> Result<()> {
         let mut sent = false;
+        let mut idle = Idle::new(self.timeout);
         while !sent || recv {
             let n = self.conn.cq().poll(wcs).context("client: polling")?;
             if n == 0 {
+                idle.tick(|| format!("client: waiting for {what}"))?;
                 std::hint::spin_loop();
                 continue;
             }
+            idle.progress();
             for wc in &wcs[..n] {
                 check(wc, "client")?;
                 if wc.wr_id == want {
@@ -244,7 +257,12 @@ impl<T: Transport> Lane<T> {
         self.pp_seq = 0;
         let imm = PINGPONG_BIT | u32::try_from(size).context("a ping-pong size")?;
         self.conn.send_empty().imm(imm).context(PP_CTL_ID).post().context("starting a ping-pong")?;
-        self.await_control(PP_CTL_ID, true, wcs)
+        self.await_control(
+            PP_CTL_ID,
+            true,
+            wcs,
+            &format!("the server's answer to the start of a write ping-pong of {size} B"),
+        )
     }
 
     /// Ends a `write-pingpong` phase: the number after the next one.
@@ -256,7 +274,7 @@ impl<T: Transport> Lane<T> {
             .context(PP_ID)
             .post()
             .context("ending a ping-pong")?;
-        self.await_control(PP_ID, false, wcs)
+        self.await_control(PP_ID, false, wcs, &format!("the write ending a write ping-pong of {size} B"))
     }
 
     /// `write-pingpong`: completes the ping in flight once its write has completed and the pong
@@ -326,6 +344,7 @@ impl<T: Transport> Lane<T> {
     pub(super) fn finish(self) -> Result<()> {
         self.conn.send_empty().imm(STOP_IMM).context(STOP_ID).post().context("sending stop")?;
         let mut wcs = [Wc::EMPTY; WC_BATCH];
+        let mut idle = Idle::new(self.timeout);
         'wait: loop {
             let n = self.conn.cq().poll(&mut wcs).context("client: polling")?;
             for wc in &wcs[..n] {
@@ -335,11 +354,12 @@ impl<T: Transport> Lane<T> {
                 }
             }
             if n == 0 {
+                idle.tick(|| "client: waiting for the stop message's completion".into())?;
                 std::hint::spin_loop();
             }
         }
         self.conn.disconnect().context("disconnecting")?;
-        match self.conn.next_event().context("waiting for the disconnect")? {
+        match wait::next_event(&self.conn, self.timeout, "client: waiting for the disconnect")? {
             ConnEvent::Closed => {}
             ev => bail!("client: unexpected connection event {ev:?}"),
         }

@@ -33,6 +33,7 @@ mod lane;
 mod progress;
 mod protocol;
 mod server;
+mod wait;
 
 use client::run_client;
 use server::run_server;

@@ -3,11 +3,13 @@
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rpma::{Conn, ConnEvent, Ep, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc};
 
 use super::protocol::*;
+use super::wait::{self, Idle};
 use crate::bench::Plan;
 
 /// The server stopped waiting because the client side failed first (loopback): not an error of
@@ -36,6 +38,8 @@ pub(super) struct Served<T: Transport> {
     pub(super) inbox: MrRemote,
     pub(super) req: Request,
     pub(super) busy_poll: bool,
+    /// How long any wait may last without progress (`--timeout`).
+    pub(super) timeout: Duration,
 }
 
 impl<T: Transport> Served<T> {
@@ -51,13 +55,8 @@ impl<T: Transport> Served<T> {
     }
 }
 
-pub(super) fn accept<T: Transport>(
-    peer: &Peer<T>,
-    ep: &Ep<T>,
-    qd_limit: usize,
-    busy_poll: bool,
-    abort: &AtomicBool,
-) -> Result<Served<T>> {
+pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
+    let (qd_limit, busy_poll, timeout) = (plan.qd, plan.busy_poll, plan.timeout);
     // Wait for a request, giving up when the client side failed (loopback).
     loop {
         if abort.load(Ordering::Acquire) {
@@ -109,11 +108,11 @@ pub(super) fn accept<T: Transport>(
     let mut pdata = target.descriptor().to_vec();
     pdata.extend_from_slice(&pcfg.descriptor());
     let conn = req.connect(Some(&pdata)).context("accepting a connection")?;
-    match conn.next_event().context("waiting for the connection")? {
+    match wait::next_event(&conn, timeout, "server: waiting for the connection to be established")? {
         ConnEvent::Established => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
-    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll })
+    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, timeout })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -146,10 +145,14 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     let mut prev = 0u8;
     let mut idle = 0u32;
+    let mut waiting = Idle::new(s.timeout);
     loop {
         let v = target.load_u8(at).context("server: reading the ping-pong byte")?;
         if v == prev {
             idle = idle.wrapping_add(1);
+            waiting.tick(|| {
+                format!("server: waiting for ping {} of a write ping-pong of {size} B", prev.wrapping_add(1))
+            })?;
             if idle % SERVER_SPINS == 0 {
                 // A broken connection flushes the posted receives: look now and then.
                 let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
@@ -162,6 +165,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
             continue;
         }
         idle = 0;
+        waiting.progress();
         if v == prev.wrapping_add(2) {
             return Ok(()); // the end of the phase
         }
@@ -171,6 +175,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
         prev = v;
         msgs.store_u8(at, v).context("server: writing the pong byte")?;
         s.conn.write(s.inbox.at(0), source.slice(..size)).context(PP_ID).post().context("server: writing a pong")?;
+        let mut waiting = Idle::new(s.timeout);
         'wait: loop {
             let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
             for wc in &wcs[..n] {
@@ -180,6 +185,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
                 }
             }
             if n == 0 {
+                waiting.tick(|| format!("server: waiting for the completion of pong {v} of {size} B"))?;
                 std::hint::spin_loop();
             }
         }
@@ -187,7 +193,12 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
 }
 
 /// Echoes messages until the stop message, then waits for the client to disconnect.
-pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
+///
+/// Idle, the server waits for the client's next message for as long as the client's one-sided
+/// phases last (they send the server nothing), so that wait has no `--timeout`: it ends on the
+/// client's failure (`abort`, one process) or on a connection event (the client disconnected
+/// or was lost without its stop message).
+pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()> {
     let cq = s.conn.cq();
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     let mut idle = 0u32;
@@ -200,9 +211,17 @@ pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             } else if idle < SERVER_SPINS + SERVER_YIELDS {
                 std::thread::yield_now();
             } else {
-                // The CQ is armed: a completion after the poll above still wakes us.
-                cq.wait().context("server: waiting for completions")?;
-                idle = 0;
+                // The CQ is armed: a completion after the poll above still makes its fd readable.
+                let ready = wait::readable(&[cq.fd(), s.conn.event_fd()], Duration::from_millis(100))?;
+                if ready[0] {
+                    cq.wait().context("server: waiting for completions")?;
+                    idle = 0;
+                } else if ready[1] {
+                    let ev = s.conn.next_event().context("server: a connection event")?;
+                    bail!("server: the connection ended ({ev:?}) before the client's stop message");
+                } else if abort.load(Ordering::Acquire) {
+                    return Err(ClientGaveUp.into());
+                }
             }
             continue;
         }
@@ -234,7 +253,7 @@ pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             s.repost(wc.wr_id)?;
         }
     }
-    match s.conn.next_event().context("server: waiting for the disconnect")? {
+    match wait::next_event(&s.conn, s.timeout, "server: waiting for the client to disconnect")? {
         ConnEvent::Closed => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
@@ -247,8 +266,8 @@ pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, 
     std::thread::scope(|sc| {
         let mut handles = Vec::new();
         for _ in 0..plan.conns {
-            let served = accept(peer, ep, plan.qd, plan.busy_poll, abort)?;
-            handles.push(sc.spawn(move || serve(served)));
+            let served = accept(peer, ep, plan, abort)?;
+            handles.push(sc.spawn(move || serve(served, abort)));
         }
         for h in handles {
             h.join().map_err(|_| anyhow::anyhow!("a server thread panicked"))??;
