@@ -23,6 +23,7 @@
 //! `--addr`/`--port`) and `--connect ADDR:PORT`.
 
 mod engine;
+pub mod footprint;
 mod report;
 
 use std::time::Duration;
@@ -32,6 +33,7 @@ use anyhow::{bail, Context, Result};
 use crate::args;
 use crate::backend::{dispatch, BackendKind, WithTransport};
 
+pub use footprint::Footprint;
 pub use report::{BenchReport, Latency, OutputFormat, RunResult};
 
 /// The largest message size accepted (1 GiB).
@@ -42,6 +44,8 @@ pub const MAX_QD: usize = 4096;
 pub const DEFAULT_PORT: u16 = 7471;
 /// The default `--cq-mod` (perftest's default).
 pub const DEFAULT_CQ_MOD: usize = 100;
+/// The default `--timeout`, seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 30.0;
 
 /// An operation the benchmark measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -161,6 +165,10 @@ pub struct BenchArgs {
     /// The server busy-polls (never yields nor sleeps), as perftest's server does.
     #[arg(long)]
     pub busy_poll: bool,
+    /// Seconds any wait (a completion, a connection event, a byte the peer writes) may last
+    /// without progress before the run fails naming it: a lost peer cannot hang a phase.
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = args::seconds, allow_negative_numbers = true)]
+    pub timeout: f64,
     /// The address to listen on (server, loopback); for the mock, any of its addresses.
     #[arg(long, default_value = "127.0.0.1")]
     pub addr: String,
@@ -291,6 +299,8 @@ pub struct Plan {
     pub cq_mod: usize,
     /// The server never yields nor sleeps while polling.
     pub busy_poll: bool,
+    /// How long any wait may last without progress.
+    pub timeout: Duration,
     /// The listening address (server and loopback).
     pub addr: String,
     /// The listening port.
@@ -365,6 +375,9 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     if args.cq_mod == 0 || args.cq_mod > MAX_QD {
         bail!("--cq-mod must be in 1..={MAX_QD}");
     }
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        bail!("--timeout must be a number of seconds in (0, 86400]");
+    }
     if ops.contains(&Op::WritePingpong) && args.qd != 1 {
         bail!("--op write-pingpong exchanges one message at a time: run it with --qd 1");
     }
@@ -402,6 +415,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         threads: args.threads,
         cq_mod: args.cq_mod,
         busy_poll: args.busy_poll,
+        timeout: Duration::from_secs_f64(args.timeout),
         addr: args.addr.clone(),
         port: args.port,
         role,
@@ -441,6 +455,8 @@ struct Work<'a>(&'a Plan, BackendKind);
 impl WithTransport for Work<'_> {
     type Output = BenchReport;
     fn run<T: rpma::Transport>(self, transport: T) -> Result<BenchReport> {
+        // Before anything is allocated: a run that cannot fit is refused, not swapped or killed.
+        footprint::check_fits(self.0, footprint::mem_available())?;
         engine::run(&transport, self.0, self.1)
     }
 }
@@ -575,6 +591,10 @@ mod tests {
         assert!(err_of(&["--addr", ""]).contains("--addr"));
         assert!(err_of(&["--cq-mod", "0"]).contains("--cq-mod"));
         assert!(err_of(&["--cq-mod", "5000"]).contains("--cq-mod"));
+        assert!(err_of(&["--timeout", "0"]).contains("--timeout"));
+        assert!(err_of(&["--timeout", "inf"]).contains("--timeout"));
+        assert_eq!(plan_of(&[]).unwrap().timeout, Duration::from_secs(30));
+        assert_eq!(plan_of(&["--timeout", "0.5"]).unwrap().timeout, Duration::from_millis(500));
     }
 
     #[test]

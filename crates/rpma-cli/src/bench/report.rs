@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::native::{OpPath, Source};
 
 /// The version of the JSON schema (`docs/bench.md`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub struct Baseline {
     pub gb_s: f64,
     /// The operation's bandwidth divided by the memcpy's.
     pub ratio: f64,
+    /// The alignment, in bytes, source and destination share (page-aligned: 4096).
+    pub align: usize,
 }
 
 /// The result of one operation at one size.
@@ -269,7 +271,7 @@ mod tests {
                 mb_s: 64e-6,
                 gb_s: 64e-9,
                 msg_rate: 8.0,
-                baseline: Some(Baseline { gb_s: 10.0, ratio: 0.5 }),
+                baseline: Some(Baseline { gb_s: 10.0, ratio: 0.5, align: 4096 }),
                 op_path: None,
             }],
         }
@@ -315,7 +317,7 @@ mod tests {
         let mut v = Vec::new();
         r.write(OutputFormat::Json, &mut v).unwrap();
         let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
-        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(2), Some("capabilities")));
+        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(3), Some("capabilities")));
         assert_eq!(j["results"][0]["op_path"], "emulated");
         let mut v = Vec::new();
         r.write(OutputFormat::Csv, &mut v).unwrap();

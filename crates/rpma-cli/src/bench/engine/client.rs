@@ -1,7 +1,7 @@
 //! The client side: drives the lanes of each thread through every run and turns what they
 //! measured into the report's results.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -12,11 +12,13 @@ use rpma::{Peer, Transport, Wc};
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
+use super::wait::Idle;
 use crate::bench::report::{Baseline, Latency, RunResult};
-use crate::bench::{Amount, Op, Plan};
+use crate::bench::{Amount, Footprint, Op, Plan};
 use crate::native::{OpCounts, OpPath};
 
-/// Runs one phase on a thread's lanes; returns the operations completed and the time taken.
+/// Runs one phase on a thread's lanes; returns the operations completed and when the thread's
+/// phase started and ended.
 /// `every` operations make a signaled batch (`Plan::signal_every`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn drive<T: Transport>(
@@ -27,11 +29,12 @@ pub(super) fn drive<T: Transport>(
     stop: Stop,
     hist: &mut Histogram<u64>,
     record: bool,
-    progress: &Progress,
-) -> Result<(u64, Duration)> {
+    done: &AtomicU64,
+) -> Result<Span> {
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     if matches!(stop, Stop::Count(0)) {
-        return Ok((0, Duration::ZERO));
+        let now = Instant::now();
+        return Ok((0, now, now));
     }
     if op == Op::WritePingpong {
         for lane in lanes.iter_mut() {
@@ -39,11 +42,13 @@ pub(super) fn drive<T: Transport>(
         }
     }
     let mut posted = vec![0u64; lanes.len()];
+    let mut idle = Idle::new(lanes.first().map_or(Duration::from_secs(30), |l| l.timeout));
     let mut total = 0u64;
     let mut unreported = 0u64;
     let start = Instant::now();
-    let elapsed = loop {
+    let end = loop {
         let mut busy = false;
+        let before = total;
         for (lane, posted) in lanes.iter_mut().zip(posted.iter_mut()) {
             while lane.inflight < lane.qd {
                 let at = Instant::now();
@@ -71,11 +76,23 @@ pub(super) fn drive<T: Transport>(
             }
         }
         if unreported >= 256 || !busy {
-            progress.done.fetch_add(unreported, Ordering::Relaxed);
+            done.fetch_add(unreported, Ordering::Relaxed);
             unreported = 0;
         }
         if !busy {
-            break start.elapsed();
+            break Instant::now();
+        }
+        if total == before {
+            idle.tick(|| {
+                let what = match op {
+                    Op::WritePingpong => "the pong of",
+                    _ if op.is_ping_pong() => "the echo of",
+                    _ => "the completion of",
+                };
+                format!("client: waiting for {what} {} of {size} B", op.name())
+            })?;
+        } else {
+            idle.progress();
         }
     };
     if op == Op::WritePingpong {
@@ -83,36 +100,44 @@ pub(super) fn drive<T: Transport>(
             lane.pingpong_end(size, &mut wcs)?;
         }
     }
-    Ok((total, elapsed))
+    Ok((total, start, end))
 }
+
+/// A thread's phase: operations completed, start, end.
+pub(super) type Span = (u64, Instant, Instant);
 
 /// A run's totals over its client threads.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Totals {
     /// Operations completed by all threads.
     pub(super) ops: u64,
-    /// The longest thread's time, in seconds (the run's wall time).
+    /// The phase's wall time, in seconds: from the first thread's start to the last thread's
+    /// end.
     pub(super) secs: f64,
-    /// Operations per second: the sum of each thread's own rate (its operations over its own
-    /// time), so a thread that finishes its count early is not charged the slowest thread's time.
+    /// Operations per second: all operations over the phase's wall time (neither the slowest
+    /// thread's own time, which misses threads started earlier, nor a sum of the threads' own
+    /// rates, which counts threads that share a core twice).
     pub(super) rate: f64,
 }
 
 impl Totals {
-    /// The totals of the threads' `(operations, time)`.
-    pub(super) fn of(threads: &[(u64, Duration)]) -> Self {
+    /// The totals of the threads' phases.
+    pub(super) fn of(threads: &[Span]) -> Self {
         let ops = threads.iter().map(|t| t.0).sum();
-        let secs = threads.iter().map(|t| t.1).max().unwrap_or_default().as_secs_f64().max(1e-9);
-        let rate = threads.iter().map(|&(n, t)| n as f64 / t.as_secs_f64().max(1e-9)).sum();
-        Self { ops, secs, rate }
+        let secs = match (threads.iter().map(|t| t.1).min(), threads.iter().map(|t| t.2).max()) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first).as_secs_f64(),
+            _ => 0.0,
+        }
+        .max(1e-9);
+        Self { ops, secs, rate: ops as f64 / secs }
     }
 }
 
-/// A run's `(operations, time)` of each thread and the threads' merged latencies.
-type PerRun = (Vec<(u64, Duration)>, Histogram<u64>);
+/// A run's phase on each thread and the threads' merged latencies.
+type PerRun = (Vec<Span>, Histogram<u64>);
 
-/// Per thread and run: operations, time, latencies.
-pub(super) type Measured = (u64, Duration, Histogram<u64>);
+/// Per thread and run: the phase and its latencies.
+pub(super) type Measured = (Span, Histogram<u64>);
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn client_thread<T: Transport>(
@@ -125,16 +150,17 @@ pub(super) fn client_thread<T: Transport>(
 ) -> Result<Vec<Measured>> {
     let mut out = Vec::with_capacity(runs.len());
     let mut error = None;
-    for &(op, size) in runs {
+    for (i, &(op, size)) in runs.iter().enumerate() {
+        let done = &progress.runs[i].done;
         let mut hist = new_histogram();
         // Warm-up, then the measurement; every thread starts each phase together. Every thread
         // (and the coordinator) passes both barriers of every run, even after a failure.
         barrier.wait();
         let skip = failed.load(Ordering::Acquire);
         let warm = if skip {
-            Ok((0, Duration::ZERO))
+            Ok((0, Instant::now(), Instant::now()))
         } else {
-            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
         };
         barrier.wait();
         if skip {
@@ -145,10 +171,10 @@ pub(super) fn client_thread<T: Transport>(
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, progress)
+            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, done)
         });
         match r {
-            Ok((n, t)) => out.push((n, t, hist)),
+            Ok(span) => out.push((span, hist)),
             Err(e) => {
                 failed.store(true, Ordering::Release);
                 error = Some(e);
@@ -167,9 +193,21 @@ pub(super) fn client_thread<T: Transport>(
     Ok(out)
 }
 
-pub(super) fn memcpy_baseline(size: usize, ops: u64) -> f64 {
-    let src = vec![0x5Au8; size];
-    let mut dst = vec![0u8; size];
+/// The largest power of two (up to 4096) both addresses are multiples of.
+pub(super) fn common_alignment(a: usize, b: usize) -> usize {
+    1usize << (a | b | 4096).trailing_zeros()
+}
+
+/// A memcpy of `size` bytes between two page-aligned buffers (a pair of `vec!`s may sit a few
+/// bytes out of step, which sends memcpy down a slow path on some CPUs): its GB/s and the
+/// alignment the two buffers share.
+pub(super) fn memcpy_baseline(size: usize, ops: u64) -> Result<(f64, usize)> {
+    let mut src = rpma::Memory::page_aligned(size).context("the memcpy baseline's source")?;
+    let mut dst = rpma::Memory::page_aligned(size).context("the memcpy baseline's destination")?;
+    src.as_mut_slice().fill(SOURCE_BYTE);
+    let src = src.as_slice();
+    let dst = dst.as_mut_slice();
+    let align = common_alignment(src.as_ptr() as usize, dst.as_ptr() as usize);
     let budget = Duration::from_millis(200);
     // Batches of copies between clock reads, so the clock does not dominate small sizes.
     let batch = (1usize << 20).div_ceil(size).clamp(1, 1024) as u64;
@@ -177,27 +215,27 @@ pub(super) fn memcpy_baseline(size: usize, ops: u64) -> f64 {
     let mut n = 0u64;
     while n < ops.max(16) && (n < 16 || start.elapsed() < budget) {
         for _ in 0..batch {
-            dst.copy_from_slice(std::hint::black_box(&src));
-            std::hint::black_box(&mut dst);
+            dst.copy_from_slice(std::hint::black_box(src));
+            std::hint::black_box(&mut *dst);
         }
         n += batch;
     }
-    (n as f64 * size as f64) / start.elapsed().as_secs_f64() / 1e9
+    Ok(((n as f64 * size as f64) / start.elapsed().as_secs_f64() / 1e9, align))
 }
 
 /// Runs the client side of every run on `conns` connections to `addr:port`.
 pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) -> Result<Vec<RunResult>> {
     let runs: Vec<(Op, usize)> = plan.ops.iter().flat_map(|op| plan.sizes.iter().map(move |s| (*op, *s))).collect();
-    let max = plan.max_size();
+    let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
-        let lane = connect(peer, addr, port, max, plan.qd)?;
+        let lane = connect(peer, addr, port, &footprint, plan.timeout)?;
         per_thread[i % plan.threads].push(lane);
     }
     let barrier = Barrier::new(plan.threads + 1);
     let mut counts: Vec<Option<OpCounts>> = Vec::with_capacity(runs.len() + 1);
     let failed = AtomicBool::new(false);
-    let progress = Progress { run: AtomicUsize::new(0), done: AtomicU64::new(0), finished: AtomicBool::new(false) };
+    let progress = Progress::new(runs.len());
     let measured: Vec<Result<Vec<Measured>>> = std::thread::scope(|sc| {
         let handles: Vec<_> = per_thread
             .into_iter()
@@ -207,14 +245,15 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             })
             .collect();
         let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
-        // The coordinator takes part in the barriers to move the progress to each run, and
-        // reads the backend's flush and atomic-write counters as each measurement starts
-        // (every thread has finished the run's warm-up and the previous run).
+        // The coordinator takes part in the barriers to move the progress to each run once
+        // every thread has started it (the previous run has ended everywhere), and reads the
+        // backend's flush and atomic-write counters as each measurement starts (every thread
+        // has finished the run's warm-up and the previous run).
         for i in 0..runs.len() {
-            progress.done.store(0, Ordering::Relaxed);
-            progress.run.store(i, Ordering::Release);
             barrier.wait();
+            progress.begin(i, Instant::now());
             barrier.wait();
+            progress.measure(i, Instant::now());
             counts.push(crate::backend::op_counts::<T>());
         }
         let results =
@@ -227,8 +266,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     // Per run: every thread's operations and time, and the threads' merged latencies.
     let mut per_run: Vec<PerRun> = runs.iter().map(|_| (Vec::with_capacity(plan.threads), new_histogram())).collect();
     for m in measured {
-        for (acc, (n, t, h)) in per_run.iter_mut().zip(m?) {
-            acc.0.push((n, t));
+        for (acc, (span, h)) in per_run.iter_mut().zip(m?) {
+            acc.0.push(span);
             acc.1.add(&h).context("merging latency histograms")?;
         }
     }
@@ -246,10 +285,12 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             counts.get(i + 1).copied().flatten(),
         );
         let gb_s = rate * size as f64 / 1e9;
-        let baseline = plan.baseline.then(|| {
-            let m = memcpy_baseline(size, ops);
-            Baseline { gb_s: m, ratio: if m > 0.0 { gb_s / m } else { 0.0 } }
-        });
+        let baseline = if plan.baseline {
+            let (m, align) = memcpy_baseline(size, ops)?;
+            Some(Baseline { gb_s: m, ratio: if m > 0.0 { gb_s / m } else { 0.0 }, align })
+        } else {
+            None
+        };
         results.push(RunResult {
             op: op.name(),
             size,

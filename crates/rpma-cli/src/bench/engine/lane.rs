@@ -1,7 +1,7 @@
 //! A lane: one client connection with its regions, its in-flight operations and its latency
 //! stamps; posts operations and polls their completions.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
@@ -11,19 +11,28 @@ use rpma::{
 };
 
 use super::protocol::*;
-use crate::bench::Op;
+use super::wait::{self, Idle};
+use crate::bench::{Footprint, Op};
 
 /// One client connection and its state.
 pub(super) struct Lane<T: Transport> {
     pub(super) conn: Conn<T>,
     pub(super) local: MrLocal<T>,
-    pub(super) msgs: MrLocal<T>,
+    /// Receive slots of `recv_max` bytes (none if zero-length).
+    pub(super) msgs: Option<MrLocal<T>>,
+    pub(super) recv_max: usize,
     pub(super) remote: MrRemote,
     /// Where the server writes its pongs (`write-pingpong`).
     pub(super) inbox: MrLocal<T>,
+    /// The span of the slots of operations on the local region and the remote one.
     pub(super) region: usize,
-    pub(super) max: usize,
+    /// The span of the slots of operations on the local region alone (sends).
+    pub(super) local_region: usize,
+    /// The span of the slots of operations on the remote region alone (flush, atomic write).
+    pub(super) remote_region: usize,
     pub(super) qd: usize,
+    /// How long any wait may last without progress (`--timeout`).
+    pub(super) timeout: Duration,
     /// The signaled operations in flight, oldest at `head` (completions come in order): post
     /// time and how many operations its completion retires (itself and the unsignaled ones
     /// posted before it).
@@ -41,12 +50,20 @@ pub(super) struct Lane<T: Transport> {
     pub(super) pp_written: bool,
 }
 
-pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: usize, qd: usize) -> Result<Lane<T>> {
+pub(super) fn connect<T: Transport>(
+    peer: &Peer<T>,
+    addr: &str,
+    port: u16,
+    f: &Footprint,
+    timeout: Duration,
+) -> Result<Lane<T>> {
+    let qd = f.qd;
     let cfg = conn_cfg::<T>(qd);
-    let inbox = peer.alloc_mr(max, Usage::WRITE_DST).context("registering the inbox")?;
+    let inbox = peer.alloc_mr(f.inbox_len(), Usage::WRITE_DST).context("registering the inbox")?;
     let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
-    let conn = req.connect(Some(&request_pdata(max, qd, &inbox.descriptor()))).context("connecting")?;
-    match conn.next_event().context("waiting for the connection")? {
+    let request = Request { target_max: f.target_max, qd, recv_max: f.server_recv_max, source_max: f.source_max };
+    let conn = req.connect(Some(&request_pdata(request, &inbox.descriptor()))).context("connecting")?;
+    match wait::next_event(&conn, timeout, &format!("client: waiting for the connection to {addr}:{port}"))? {
         ConnEvent::Established => {}
         ev => bail!(
             "client: the connection to {addr}:{port} was not established: {}",
@@ -61,31 +78,34 @@ pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: 
     if let Some(p) = pd.get(MR_DESCRIPTOR_SIZE..MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE) {
         conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(p).context("client: the server's peer configuration")?);
     }
-    let region = region_len(max, qd);
-    if (remote.len() as usize) < region.min(max) {
-        bail!("client: the server's region ({} bytes) is smaller than a message ({max} bytes)", remote.len());
+    let remote_len = remote.len() as usize;
+    if remote_len < f.target_max {
+        bail!("client: the server's region ({remote_len} bytes) is smaller than a message ({} bytes)", f.target_max);
     }
-    let region = region.min(remote.len() as usize);
-    let usage = Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV;
-    let mut local = peer.alloc_mr(region, usage).context("registering the local region")?;
+    let local_len = f.local_len();
+    let mut local = peer
+        .alloc_mr(local_len, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND)
+        .context("registering the local region")?;
     fill_source(&mut local);
-    let msgs = peer.alloc_mr(qd * max, Usage::RECV).context("registering receive buffers")?;
-    for slot in 0..qd {
-        conn.recv(msgs.slice(slot * max..(slot + 1) * max))
-            .context(RECV_TAG | slot as u64)
-            .post()
-            .context("posting a receive")?;
-    }
+    let recv_max = f.client_recv_max;
+    let msgs = match recv_max {
+        0 => None,
+        _ => Some(peer.alloc_mr(f.client_recv_len(), Usage::RECV).context("registering receive buffers")?),
+    };
+    let lane_msgs = msgs;
     let now = Instant::now();
-    Ok(Lane {
+    let lane = Lane {
         conn,
         local,
-        msgs,
+        msgs: lane_msgs,
+        recv_max,
         remote,
         inbox,
-        region,
-        max,
+        region: local_len.min(remote_len),
+        local_region: local_len,
+        remote_region: remote_len,
         qd,
+        timeout,
         batches: vec![(now, 0); qd],
         head: 0,
         pending: 0,
@@ -94,7 +114,11 @@ pub(super) fn connect<T: Transport>(peer: &Peer<T>, addr: &str, port: u16, max: 
         seq: 0,
         pp_seq: 0,
         pp_written: false,
-    })
+    };
+    for slot in 0..qd {
+        lane.repost(RECV_TAG | slot as u64)?;
+    }
+    Ok(lane)
 }
 
 /// When a phase ends.
@@ -112,7 +136,12 @@ impl<T: Transport> Lane<T> {
     /// registered; the only byte written per operation is `write-pingpong`'s sequence number.
     pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
         let slot = (self.seq % self.qd as u64) as usize;
-        let off = slot_offset(slot, size, self.region);
+        let region = match op {
+            Op::Send | Op::SendImm => self.local_region,
+            Op::Flush | Op::AtomicWrite => self.remote_region,
+            _ => self.region,
+        };
+        let off = slot_offset(slot, size, region);
         let id = slot as u64;
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         if op == Op::WritePingpong {
@@ -157,8 +186,14 @@ impl<T: Transport> Lane<T> {
     /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
     pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
         let slot = (wr_id & !RECV_TAG) as usize;
-        let buf = self.msgs.slice(slot * self.max..(slot + 1) * self.max);
-        self.conn.recv(buf).context(wr_id).post().context("posting a receive")
+        let max = self.recv_max;
+        match &self.msgs {
+            Some(m) => self.conn.recv(m.slice(slot * max..(slot + 1) * max)),
+            None => self.conn.recv_empty(),
+        }
+        .context(wr_id)
+        .post()
+        .context("posting a receive")
     }
 
     /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
@@ -190,14 +225,17 @@ impl<T: Transport> Lane<T> {
 
     /// Polls until `want` (a send's `wr_id`) has completed and, if `recv`, a message has arrived
     /// (its receive is re-posted); other completions are errors.
-    pub(super) fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc]) -> Result<()> {
+    pub(super) fn await_control(&mut self, want: u64, mut recv: bool, wcs: &mut [Wc], what: &str) -> Result<()> {
         let mut sent = false;
+        let mut idle = Idle::new(self.timeout);
         while !sent || recv {
             let n = self.conn.cq().poll(wcs).context("client: polling")?;
             if n == 0 {
+                idle.tick(|| format!("client: waiting for {what}"))?;
                 std::hint::spin_loop();
                 continue;
             }
+            idle.progress();
             for wc in &wcs[..n] {
                 check(wc, "client")?;
                 if wc.wr_id == want {
@@ -219,7 +257,12 @@ impl<T: Transport> Lane<T> {
         self.pp_seq = 0;
         let imm = PINGPONG_BIT | u32::try_from(size).context("a ping-pong size")?;
         self.conn.send_empty().imm(imm).context(PP_CTL_ID).post().context("starting a ping-pong")?;
-        self.await_control(PP_CTL_ID, true, wcs)
+        self.await_control(
+            PP_CTL_ID,
+            true,
+            wcs,
+            &format!("the server's answer to the start of a write ping-pong of {size} B"),
+        )
     }
 
     /// Ends a `write-pingpong` phase: the number after the next one.
@@ -231,7 +274,7 @@ impl<T: Transport> Lane<T> {
             .context(PP_ID)
             .post()
             .context("ending a ping-pong")?;
-        self.await_control(PP_ID, false, wcs)
+        self.await_control(PP_ID, false, wcs, &format!("the write ending a write ping-pong of {size} B"))
     }
 
     /// `write-pingpong`: completes the ping in flight once its write has completed and the pong
@@ -301,6 +344,7 @@ impl<T: Transport> Lane<T> {
     pub(super) fn finish(self) -> Result<()> {
         self.conn.send_empty().imm(STOP_IMM).context(STOP_ID).post().context("sending stop")?;
         let mut wcs = [Wc::EMPTY; WC_BATCH];
+        let mut idle = Idle::new(self.timeout);
         'wait: loop {
             let n = self.conn.cq().poll(&mut wcs).context("client: polling")?;
             for wc in &wcs[..n] {
@@ -310,11 +354,12 @@ impl<T: Transport> Lane<T> {
                 }
             }
             if n == 0 {
+                idle.tick(|| "client: waiting for the stop message's completion".into())?;
                 std::hint::spin_loop();
             }
         }
         self.conn.disconnect().context("disconnecting")?;
-        match self.conn.next_event().context("waiting for the disconnect")? {
+        match wait::next_event(&self.conn, self.timeout, "client: waiting for the disconnect")? {
             ConnEvent::Closed => {}
             ev => bail!("client: unexpected connection event {ev:?}"),
         }

@@ -1,8 +1,9 @@
 //! The measurement: server and client sides, generic over the transport.
 //!
-//! Protocol: the client's connection private data says what it needs (largest size, queue
-//! depth: `u64` + `u32`, little endian) followed by the descriptor of its inbox (a region of the
-//! largest size the server writes into for `write-pingpong`); the server answers with the
+//! Protocol: the client's connection private data says what it needs (a [`protocol::Request`]:
+//! the largest operation on the target region, queue depth, the largest message the server
+//! receives and the largest it sends, with the descriptor of the client's inbox, the region the
+//! server writes into for `write-pingpong`; see `Footprint`); the server answers with the
 //! descriptor of its target region and its peer configuration (direct write to PMem, so
 //! persistent flushes are allowed). The client keeps `qd` receives posted, the server `qd + 1`
 //! (it echoes before re-posting the receive it consumed); the server echoes every message with
@@ -32,6 +33,7 @@ mod lane;
 mod progress;
 mod protocol;
 mod server;
+mod wait;
 
 use client::run_client;
 use server::run_server;
@@ -113,7 +115,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
 #[cfg(test)]
 mod tests {
     use super::client::{op_path, Totals};
-    use super::protocol::{parse_request, region_len, request_pdata, slot_offset, MAX_REGION};
+    use super::protocol::{parse_request, region_len, request_pdata, slot_offset, Request, MAX_REGION};
     use crate::bench::{Op, MAX_QD, MAX_SIZE};
     use crate::native::{OpCounts, OpPath};
     use rpma::{MrRemote, MR_DESCRIPTOR_SIZE};
@@ -130,18 +132,21 @@ mod tests {
     #[test]
     fn requests_round_trip_and_are_bounded() {
         let remote = MrRemote::from_descriptor(&DESC).unwrap();
-        let (max, qd, inbox) = parse_request(&request_pdata(4096, 16, &DESC)).unwrap();
-        assert_eq!((max, qd, inbox.len()), (4096, 16, remote.len()));
-        let mut padded = request_pdata(8, 1, &DESC).to_vec();
+        let req = |target_max, qd, recv_max, source_max| Request { target_max, qd, recv_max, source_max };
+        let (r, inbox) = parse_request(&request_pdata(req(4096, 16, 64, 128), &DESC)).unwrap();
+        assert_eq!((r, inbox.len()), (req(4096, 16, 64, 128), remote.len()));
+        let mut padded = request_pdata(req(8, 1, 0, 0), &DESC).to_vec();
         padded.resize(56, 0);
-        assert_eq!(parse_request(&padded).map(|(m, q, _)| (m, q)).unwrap(), (8, 1));
+        assert_eq!(parse_request(&padded).unwrap().0, req(8, 1, 0, 0));
         assert!(parse_request(&[1, 2, 3]).is_err());
-        assert!(parse_request(&request_pdata(8, 1, &DESC)[..20]).is_err(), "no inbox");
-        assert!(parse_request(&request_pdata(8, 1, &[0; MR_DESCRIPTOR_SIZE])).is_err(), "a bad inbox");
-        assert!(parse_request(&request_pdata(0, 1, &DESC)).is_err());
-        assert!(parse_request(&request_pdata(8, 0, &DESC)).is_err());
-        assert!(parse_request(&request_pdata(MAX_SIZE + 1, 1, &DESC)).is_err());
-        assert!(parse_request(&request_pdata(8, MAX_QD + 1, &DESC)).is_err());
+        assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &DESC)[..20]).is_err(), "no inbox");
+        assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &DESC)[..36]).is_err(), "no sizes");
+        assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &[0; MR_DESCRIPTOR_SIZE])).is_err(), "a bad inbox");
+        assert!(parse_request(&request_pdata(req(0, 1, 0, 0), &DESC)).is_ok(), "a send-only run: no target");
+        assert!(parse_request(&request_pdata(req(8, 0, 0, 0), &DESC)).is_err());
+        assert!(parse_request(&request_pdata(req(MAX_SIZE + 1, 1, 0, 0), &DESC)).is_err());
+        assert!(parse_request(&request_pdata(req(8, 1, MAX_SIZE + 1, 0), &DESC)).is_err());
+        assert!(parse_request(&request_pdata(req(8, MAX_QD + 1, 0, 0), &DESC)).is_err());
     }
 
     #[test]
@@ -173,16 +178,18 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_is_the_sum_of_the_threads_rates() {
-        let ms = Duration::from_millis;
-        // Two threads of 1000 operations: one in 10 ms, one in 40 ms. The rate is 100k/s +
-        // 25k/s, not 2000 operations over the slowest thread's 40 ms (50k/s).
-        let t = Totals::of(&[(1000, ms(10)), (1000, ms(40))]);
+    fn the_rate_is_all_operations_over_the_phase_s_wall_time() {
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Two threads of 1000 operations: one from 0 to 10 ms, one from 5 to 40 ms. The phase
+        // lasts 40 ms: 2000 operations over 40 ms (50k/s); not 100k/s + 28.6k/s (the sum of
+        // the threads' rates), not 2000 over the slowest thread's 35 ms.
+        let t = Totals::of(&[(1000, at(0), at(10)), (1000, at(5), at(40))]);
         assert_eq!(t.ops, 2000);
-        assert!((t.secs - 0.04).abs() < 1e-12);
-        assert!((t.rate - 125_000.0).abs() < 1e-6, "{}", t.rate);
-        let one = Totals::of(&[(500, ms(50))]);
-        assert!((one.rate - 10_000.0).abs() < 1e-6);
+        assert!((t.secs - 0.04).abs() < 1e-9, "{}", t.secs);
+        assert!((t.rate - 50_000.0).abs() < 1e-3, "{}", t.rate);
+        let one = Totals::of(&[(500, at(10), at(60))]);
+        assert!((one.rate - 10_000.0).abs() < 1e-3);
         assert_eq!(Totals::of(&[]).ops, 0);
     }
 }

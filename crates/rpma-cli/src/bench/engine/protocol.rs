@@ -16,13 +16,14 @@ pub const PINGPONG_BIT: u32 = 1 << 31;
 pub(super) const PP_ID: u64 = 1 << 59;
 /// The `wr_id` of the message starting a `write-pingpong` phase.
 pub(super) const PP_CTL_ID: u64 = SEND_TAG | (1 << 41);
-/// Request private data: size, queue depth, the client's inbox descriptor.
-pub(super) const REQUEST_LEN: usize = 12 + MR_DESCRIPTOR_SIZE;
+/// Request private data: target size, queue depth, the client's inbox descriptor, the server's
+/// receive size and source size.
+pub(super) const REQUEST_LEN: usize = 12 + MR_DESCRIPTOR_SIZE + 8;
+// A request fits RDMA CM's private data of a connect (56 bytes).
+const _: () = assert!(REQUEST_LEN <= 56);
 pub(super) const RECV_TAG: u64 = 1 << 62;
 pub(super) const SEND_TAG: u64 = 1 << 61;
 pub(super) const STOP_ID: u64 = SEND_TAG | (1 << 40);
-/// The largest target region (operations beyond it wrap to offset 0).
-pub(super) const MAX_REGION: usize = 256 << 20;
 pub(super) const HIST_MAX_NS: u64 = 3_600_000_000_000;
 pub(super) const WC_BATCH: usize = 32;
 /// Empty polls a server thread spins through, then yields through, before it sleeps on its
@@ -34,9 +35,9 @@ pub(super) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("constant histogram bounds are valid")
 }
 
-pub(super) fn region_len(max: usize, qd: usize) -> usize {
-    max.saturating_mul(qd).min(MAX_REGION).max(max)
-}
+#[cfg(test)]
+pub(super) use crate::bench::footprint::MAX_REGION;
+pub(super) use crate::bench::footprint::{region_len, PLACEHOLDER};
 
 /// The offset of `slot`'s buffer of `size` bytes in a region of `region` bytes (8-aligned when
 /// `size` is).
@@ -49,28 +50,53 @@ pub(super) const fn slot_offset(slot: usize, size: usize, region: usize) -> usiz
     }
 }
 
-pub(super) fn request_pdata(max: usize, qd: usize, inbox: &[u8]) -> [u8; REQUEST_LEN] {
+/// What a client asks the server to register for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Request {
+    /// The largest operation on the target region (0: none; a placeholder is registered).
+    pub(super) target_max: usize,
+    pub(super) qd: usize,
+    /// The largest message the server receives (0: zero-length receives).
+    pub(super) recv_max: usize,
+    /// The largest echo or pong the server sends or writes (0: none).
+    pub(super) source_max: usize,
+}
+
+pub(super) fn request_pdata(r: Request, inbox: &[u8]) -> [u8; REQUEST_LEN] {
     let mut p = [0u8; REQUEST_LEN];
-    p[..8].copy_from_slice(&(max as u64).to_le_bytes());
-    p[8..12].copy_from_slice(&(qd as u32).to_le_bytes());
+    p[..8].copy_from_slice(&(r.target_max as u64).to_le_bytes());
+    p[8..12].copy_from_slice(&(r.qd as u32).to_le_bytes());
     let n = inbox.len().min(MR_DESCRIPTOR_SIZE);
     p[12..12 + n].copy_from_slice(&inbox[..n]);
+    let at = 12 + MR_DESCRIPTOR_SIZE;
+    p[at..at + 4].copy_from_slice(&(r.recv_max as u32).to_le_bytes());
+    p[at + 4..at + 8].copy_from_slice(&(r.source_max as u32).to_le_bytes());
     p
 }
 
-/// Reads a client's request (untrusted: bounded like the command line): size, queue depth and
-/// the client's inbox.
-pub(super) fn parse_request(p: &[u8]) -> Result<(usize, usize, MrRemote)> {
-    let (Some(m), Some(q), Some(d)) = (p.get(..8), p.get(8..12), p.get(12..REQUEST_LEN)) else {
+/// Reads a client's request (untrusted: bounded like the command line) and its inbox.
+pub(super) fn parse_request(p: &[u8]) -> Result<(Request, MrRemote)> {
+    let at = 12 + MR_DESCRIPTOR_SIZE;
+    let (Some(m), Some(q), Some(d), Some(r), Some(s)) =
+        (p.get(..8), p.get(8..12), p.get(12..at), p.get(at..at + 4), p.get(at + 4..REQUEST_LEN))
+    else {
         bail!("the client's private data is too short ({} bytes) for a benchmark request", p.len());
     };
     let inbox = MrRemote::from_descriptor(d).context("the client's inbox descriptor")?;
     let max = u64::from_le_bytes(m.try_into().expect("8 bytes"));
     let qd = u32::from_le_bytes(q.try_into().expect("4 bytes"));
-    if max == 0 || max > MAX_SIZE as u64 || qd == 0 || qd as usize > MAX_QD {
-        bail!("the client asks for size {max} and queue depth {qd}: outside 1..=1G and 1..={MAX_QD}");
+    let recv = u32::from_le_bytes(r.try_into().expect("4 bytes"));
+    let source = u32::from_le_bytes(s.try_into().expect("4 bytes"));
+    let big = |n: u64| n > MAX_SIZE as u64;
+    if big(max) || big(recv.into()) || big(source.into()) || qd == 0 || qd as usize > MAX_QD {
+        bail!(
+            "the client asks for sizes {max}, {recv}, {source} and queue depth {qd}: outside 0..=1G and 1..={MAX_QD}"
+        );
     }
-    Ok((max as usize, qd as usize, inbox))
+    Ok((
+        Request { target_max: max as usize, qd: qd as usize, recv_max: recv as usize, source_max: source as usize },
+        inbox,
+    ))
 }
 
 pub(super) fn conn_cfg<T: Transport>(qd: usize) -> ConnCfg<T> {

@@ -3,11 +3,13 @@
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rpma::{Conn, ConnEvent, Ep, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc};
 
 use super::protocol::*;
+use super::wait::{self, Idle};
 use crate::bench::Plan;
 
 /// The server stopped waiting because the client side failed first (loopback): not an error of
@@ -27,29 +29,34 @@ impl std::error::Error for ClientGaveUp {}
 pub(super) struct Served<T: Transport> {
     pub(super) conn: Conn<T>,
     pub(super) target: MrLocal<T>,
-    /// Receive slots `0..=qd`, then one send/write source buffer.
-    pub(super) msgs: MrLocal<T>,
+    /// Receive slots `0..=qd` of `recv_slot` bytes.
+    pub(super) recvs: MrLocal<T>,
+    pub(super) recv_slot: usize,
+    /// The buffer echoes and pongs are sent from (none if the run sends none).
+    pub(super) source: Option<MrLocal<T>>,
     /// The client's inbox (`write-pingpong`).
     pub(super) inbox: MrRemote,
-    pub(super) max: usize,
-    pub(super) qd: usize,
+    pub(super) req: Request,
     pub(super) busy_poll: bool,
+    /// How long any wait may last without progress (`--timeout`).
+    pub(super) timeout: Duration,
 }
 
 impl<T: Transport> Served<T> {
-    /// The offset of the buffer echoes and pongs are sent from.
-    const fn source(&self) -> usize {
-        (self.qd + 1) * self.max
+    /// Re-posts the receive of slot `wr_id & !RECV_TAG`.
+    fn repost(&self, wr_id: u64) -> Result<()> {
+        let slot = (wr_id & !RECV_TAG) as usize;
+        let n = self.recv_slot;
+        self.conn
+            .recv(self.recvs.slice(slot * n..(slot + 1) * n))
+            .context(wr_id)
+            .post()
+            .context("server: posting a receive")
     }
 }
 
-pub(super) fn accept<T: Transport>(
-    peer: &Peer<T>,
-    ep: &Ep<T>,
-    qd_limit: usize,
-    busy_poll: bool,
-    abort: &AtomicBool,
-) -> Result<Served<T>> {
+pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
+    let (qd_limit, busy_poll, timeout) = (plan.qd, plan.busy_poll, plan.timeout);
     // Wait for a request, giving up when the client side failed (loopback).
     loop {
         if abort.load(Ordering::Acquire) {
@@ -62,11 +69,11 @@ pub(super) fn accept<T: Transport>(
     }
     let cfg = conn_cfg::<T>(qd_limit);
     let req = ep.next_conn_req(Some(&cfg)).context("receiving a connection request")?;
-    let (max, qd, inbox) = match parse_request(req.private_data()) {
-        Ok((max, qd, inbox)) if qd <= qd_limit => (max, qd, inbox),
-        Ok((_, qd, _)) => {
+    let (r, inbox) = match parse_request(req.private_data()) {
+        Ok((r, inbox)) if r.qd <= qd_limit => (r, inbox),
+        Ok((r, _)) => {
             let _ = req.delete();
-            bail!("a client asks for queue depth {qd}, above this server's --qd {qd_limit}");
+            bail!("a client asks for queue depth {}, above this server's --qd {qd_limit}", r.qd);
         }
         Err(e) => {
             let _ = req.delete();
@@ -74,13 +81,25 @@ pub(super) fn accept<T: Transport>(
         }
     };
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
-    let target = peer.alloc_mr(region_len(max, qd), usage).context("registering the target region")?;
-    let mut msgs = peer
-        .alloc_mr((qd + 2) * max, Usage::RECV | Usage::SEND | Usage::WRITE_SRC)
-        .context("registering message buffers")?;
-    fill_source(&mut msgs);
-    for slot in 0..=qd {
-        req.recv(msgs.slice(slot * max..(slot + 1) * max))
+    // Only what the client's operations use: a write-only run receives nothing but zero-length
+    // control messages and sends nothing.
+    let target = peer
+        .alloc_mr(region_len(r.target_max, r.qd).max(PLACEHOLDER), usage)
+        .context("registering the target region")?;
+    // (A connection request cannot post zero-length receives: placeholders for the control
+    // messages then.)
+    let recv_slot = r.recv_max.max(PLACEHOLDER);
+    let recvs = peer.alloc_mr((r.qd + 1) * recv_slot, Usage::RECV).context("registering receive buffers")?;
+    let source = match r.source_max {
+        0 => None,
+        n => {
+            let mut m = peer.alloc_mr(n, Usage::SEND | Usage::WRITE_SRC).context("registering the source buffer")?;
+            fill_source(&mut m);
+            Some(m)
+        }
+    };
+    for slot in 0..=r.qd {
+        req.recv(recvs.slice(slot * recv_slot..(slot + 1) * recv_slot))
             .context(RECV_TAG | slot as u64)
             .post()
             .context("posting a receive")?;
@@ -89,11 +108,11 @@ pub(super) fn accept<T: Transport>(
     let mut pdata = target.descriptor().to_vec();
     pdata.extend_from_slice(&pcfg.descriptor());
     let conn = req.connect(Some(&pdata)).context("accepting a connection")?;
-    match conn.next_event().context("waiting for the connection")? {
+    match wait::next_event(&conn, timeout, "server: waiting for the connection to be established")? {
         ConnEvent::Established => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
-    Ok(Served { conn, target, msgs, inbox, max, qd, busy_poll })
+    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, timeout })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -107,24 +126,33 @@ pub(super) fn pingpong_wc(wc: &Wc) -> Result<()> {
 
 /// Serves a `write-pingpong` phase of `size`-byte messages (see the module's documentation).
 pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
-    if size == 0 || size > s.max || (s.inbox.len() as usize) < size {
-        bail!("server: the client asks for a write ping-pong of {size} B, outside 1..={} and its inbox", s.max);
+    let Some(source) = s.source.as_ref().filter(|_| size > 0 && size <= s.req.source_max.min(s.target.len())) else {
+        bail!(
+            "server: the client asks for a write ping-pong of {size} B, outside 1..={} (its request)",
+            s.req.source_max
+        );
+    };
+    if (s.inbox.len() as usize) < size {
+        bail!("server: the client asks for a write ping-pong of {size} B, beyond its inbox");
     }
     let at = size - 1;
-    let src = s.source();
     // The client writes the target and the NIC reads the pong's source: both are reached
     // through their volatile views, byte by byte (a plain read of the polled byte could be
     // hoisted out of the loop).
-    let (target, msgs) = (s.target.volatile(), s.msgs.volatile());
+    let (target, msgs) = (s.target.volatile(), source.volatile());
     target.store_u8(at, 0).context("server: clearing the ping-pong byte")?;
     s.conn.send_empty().context(PP_CTL_ID).post().context("server: answering a ping-pong start")?;
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     let mut prev = 0u8;
     let mut idle = 0u32;
+    let mut waiting = Idle::new(s.timeout);
     loop {
         let v = target.load_u8(at).context("server: reading the ping-pong byte")?;
         if v == prev {
             idle = idle.wrapping_add(1);
+            waiting.tick(|| {
+                format!("server: waiting for ping {} of a write ping-pong of {size} B", prev.wrapping_add(1))
+            })?;
             if idle % SERVER_SPINS == 0 {
                 // A broken connection flushes the posted receives: look now and then.
                 let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
@@ -137,6 +165,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
             continue;
         }
         idle = 0;
+        waiting.progress();
         if v == prev.wrapping_add(2) {
             return Ok(()); // the end of the phase
         }
@@ -144,12 +173,9 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
             bail!("server: write ping-pong number {v} after {prev}");
         }
         prev = v;
-        msgs.store_u8(src + at, v).context("server: writing the pong byte")?;
-        s.conn
-            .write(s.inbox.at(0), s.msgs.slice(src..src + size))
-            .context(PP_ID)
-            .post()
-            .context("server: writing a pong")?;
+        msgs.store_u8(at, v).context("server: writing the pong byte")?;
+        s.conn.write(s.inbox.at(0), source.slice(..size)).context(PP_ID).post().context("server: writing a pong")?;
+        let mut waiting = Idle::new(s.timeout);
         'wait: loop {
             let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
             for wc in &wcs[..n] {
@@ -159,6 +185,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
                 }
             }
             if n == 0 {
+                waiting.tick(|| format!("server: waiting for the completion of pong {v} of {size} B"))?;
                 std::hint::spin_loop();
             }
         }
@@ -166,7 +193,12 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
 }
 
 /// Echoes messages until the stop message, then waits for the client to disconnect.
-pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
+///
+/// Idle, the server waits for the client's next message for as long as the client's one-sided
+/// phases last (they send the server nothing), so that wait has no `--timeout`: it ends on the
+/// client's failure (`abort`, one process) or on a connection event (the client disconnected
+/// or was lost without its stop message).
+pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()> {
     let cq = s.conn.cq();
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     let mut idle = 0u32;
@@ -179,9 +211,17 @@ pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             } else if idle < SERVER_SPINS + SERVER_YIELDS {
                 std::thread::yield_now();
             } else {
-                // The CQ is armed: a completion after the poll above still wakes us.
-                cq.wait().context("server: waiting for completions")?;
-                idle = 0;
+                // The CQ is armed: a completion after the poll above still makes its fd readable.
+                let ready = wait::readable(&[cq.fd(), s.conn.event_fd()], Duration::from_millis(100))?;
+                if ready[0] {
+                    cq.wait().context("server: waiting for completions")?;
+                    idle = 0;
+                } else if ready[1] {
+                    let ev = s.conn.next_event().context("server: a connection event")?;
+                    bail!("server: the connection ended ({ev:?}) before the client's stop message");
+                } else if abort.load(Ordering::Acquire) {
+                    return Err(ClientGaveUp.into());
+                }
             }
             continue;
         }
@@ -192,11 +232,10 @@ pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
                 continue; // an echo's send completion
             }
             let slot = (wc.wr_id & !RECV_TAG) as usize;
-            let slot_buf = s.msgs.slice(slot * s.max..(slot + 1) * s.max);
             match wc.imm_data {
                 Some(STOP_IMM) => break 'serve,
                 Some(imm) if imm & PINGPONG_BIT != 0 => {
-                    s.conn.recv(slot_buf).context(wc.wr_id).post().context("server: posting a receive")?;
+                    s.repost(wc.wr_id)?;
                     pingpong(&s, (imm & !PINGPONG_BIT) as usize)?;
                     continue;
                 }
@@ -205,14 +244,16 @@ pub(super) fn serve<T: Transport>(s: Served<T>) -> Result<()> {
             // Echo first, then re-post the receive: `qd + 1` receives are posted, so the client
             // (at most `qd` messages in flight) always finds one.
             // The echo goes out of the source buffer, filled once: nothing is copied.
-            let len = (wc.byte_len as usize).min(s.max);
-            let echo =
-                if len > 0 { s.conn.send(s.msgs.slice(s.source()..s.source() + len)) } else { s.conn.send_empty() };
+            let len = (wc.byte_len as usize).min(s.req.source_max);
+            let echo = match &s.source {
+                Some(src) if len > 0 => s.conn.send(src.slice(..len)),
+                _ => s.conn.send_empty(),
+            };
             echo.context(SEND_TAG | slot as u64).post().context("server: echoing")?;
-            s.conn.recv(slot_buf).context(wc.wr_id).post().context("server: posting a receive")?;
+            s.repost(wc.wr_id)?;
         }
     }
-    match s.conn.next_event().context("server: waiting for the disconnect")? {
+    match wait::next_event(&s.conn, s.timeout, "server: waiting for the client to disconnect")? {
         ConnEvent::Closed => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
@@ -225,8 +266,8 @@ pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, 
     std::thread::scope(|sc| {
         let mut handles = Vec::new();
         for _ in 0..plan.conns {
-            let served = accept(peer, ep, plan.qd, plan.busy_poll, abort)?;
-            handles.push(sc.spawn(move || serve(served)));
+            let served = accept(peer, ep, plan, abort)?;
+            handles.push(sc.spawn(move || serve(served, abort)));
         }
         for h in handles {
             h.join().map_err(|_| anyhow::anyhow!("a server thread panicked"))??;

@@ -1,0 +1,113 @@
+//! Bounded waits: every wait of the benchmark (completions, connection events, a byte a peer
+//! writes) ends after `--timeout` without progress, with an error naming the wait, so a lost
+//! peer cannot hang a phase.
+
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rpma::{Conn, ConnEvent, Transport};
+
+/// Idle polls between clock reads (a clock read per empty poll would cost the hot loop).
+const CHECK_EVERY: u32 = 1024;
+
+/// Counts a polling loop's empty rounds and fails once they have lasted `limit`.
+pub(super) struct Idle {
+    limit: Duration,
+    spins: u32,
+    since: Option<Instant>,
+}
+
+impl Idle {
+    pub(super) const fn new(limit: Duration) -> Self {
+        Self { limit, spins: 0, since: None }
+    }
+
+    /// Something happened: the wait starts over.
+    #[inline]
+    pub(super) fn progress(&mut self) {
+        self.spins = 0;
+        self.since = None;
+    }
+
+    /// An empty round; fails (with `what`, e.g. "client: waiting for the echo of send of 8 B")
+    /// once the rounds since the last progress have lasted the limit.
+    #[inline]
+    pub(super) fn tick(&mut self, what: impl FnOnce() -> String) -> Result<()> {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % CHECK_EVERY != 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        match self.since {
+            None => self.since = Some(now),
+            Some(t) if now.duration_since(t) >= self.limit => bail!(timed_out(&what(), self.limit)),
+            Some(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// The message of a wait that ran out of time.
+pub(super) fn timed_out(what: &str, limit: Duration) -> String {
+    format!("{what}: nothing came for {} s (--timeout): the peer stopped answering", secs(limit))
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+/// Waits up to `limit` for `fds` (any) to become readable; which ones are.
+pub(super) fn readable(fds: &[BorrowedFd<'_>], limit: Duration) -> Result<Vec<bool>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)).collect();
+    match poll(&mut pfds, PollTimeout::from(ms)) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => return Err(e).context("polling"),
+    }
+    Ok(pfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect())
+}
+
+/// The connection's next event, waiting at most `limit` for it.
+pub(super) fn next_event<T: Transport>(conn: &Conn<T>, limit: Duration, what: &str) -> Result<ConnEvent> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!(timed_out(what, limit));
+        }
+        if readable(&[conn.event_fd()], left.min(Duration::from_millis(1000)))?[0] {
+            return conn.next_event().with_context(|| what.to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_rounds_time_out_and_progress_starts_them_over() {
+        let mut idle = Idle::new(Duration::from_millis(20));
+        let t = Instant::now();
+        let e = loop {
+            if let Err(e) = idle.tick(|| "client: waiting for the echo".into()) {
+                break e.to_string();
+            }
+        };
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        assert!(e.starts_with("client: waiting for the echo: nothing came for 0.02 s (--timeout)"), "{e}");
+        idle.progress();
+        assert!(idle.tick(|| unreachable!()).is_ok());
+        assert_eq!(
+            timed_out("w", Duration::from_secs(30)),
+            "w: nothing came for 30 s (--timeout): the peer stopped answering"
+        );
+    }
+}
