@@ -52,6 +52,9 @@ mod op;
 mod peer;
 pub mod transport;
 mod types;
+// Not part of the API: the argument checks run by every public call, public only so that the
+// criterion benchmark can time them alone (benches/data_path.rs).
+#[doc(hidden)]
 pub mod validate;
 
 pub use cfg::{ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE};
