@@ -1,6 +1,9 @@
 //! Every `rpma` scenario on a real RDMA device, twice: in one process (the scenario's `demo`:
 //! server and clients in threads on `rpma::verbs::Verbs`, each side checked against the other)
 //! and as separate processes of the built `rpma` binary (`rpma server`, then `rpma client`s).
+//! Besides, 06scch and 09scch run against C peers (`c_peer::*`: `tests/interop/scch.c`, compiled
+//! here against the system's librpma), C server with `rpma client` and `rpma server` with C
+//! clients (tests/interop/README.md).
 //!
 //! The device and address come from `RPMA_TEST_DEVICE` and `RPMA_TEST_ADDR` (the Soft-RoCE VM
 //! of `scripts/softroce/run.sh` exports `rxe0` and `10.77.0.1`; `scripts/test-verbs.sh` runs this
