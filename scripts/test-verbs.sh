@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build: libibverbs/librdmacm headers, pkg-config and libclang (rdma-sys runs bindgen).
-# Tests: librpma-dev (the C peer of tests/interop.rs), a C compiler, and the VM's packages.
+# Tests: librpma-dev (the C peers of tests/interop.rs and verbs_scenarios), a C compiler, and the VM's packages.
 PACKAGES=(pkg-config libclang-dev libibverbs-dev librdmacm-dev librpma-dev gcc libc6-dev
           ibverbs-providers qemu-system-x86 qemu-system-data iproute2 ibverbs-utils xz-utils)
 

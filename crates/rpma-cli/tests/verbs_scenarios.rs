@@ -1,6 +1,9 @@
 //! Every `rpma` scenario on a real RDMA device, twice: in one process (the scenario's `demo`:
 //! server and clients in threads on `rpma::verbs::Verbs`, each side checked against the other)
 //! and as separate processes of the built `rpma` binary (`rpma server`, then `rpma client`s).
+//! Besides, 06scch and 09scch run against C peers (`c_peer::*`: `tests/interop/scch.c`, compiled
+//! here against the system's librpma), C server with `rpma client` and `rpma server` with C
+//! clients (tests/interop/README.md).
 //!
 //! The device and address come from `RPMA_TEST_DEVICE` and `RPMA_TEST_ADDR` (the Soft-RoCE VM
 //! of `scripts/softroce/run.sh` exports `rxe0` and `10.77.0.1`; `scripts/test-verbs.sh` runs this
@@ -10,16 +13,19 @@
 #![allow(missing_docs)]
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use rpma::verbs::{Device, Verbs};
 use rpma::ContextType;
+use rpma_cli::scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
+use rpma_cli::scenarios::s06_multiple_connections::MAX_NAME_SIZE;
+use rpma_cli::scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
 use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
 
 /// How long one scenario may take (either way of running it) before it counts as hung.
@@ -100,22 +106,26 @@ fn in_process(s: Scenario, env: &Env) -> Result<(), Failed> {
 struct Proc {
     name: String,
     child: Child,
-    out: std::path::PathBuf,
+    out: PathBuf,
     status: Option<ExitStatus>,
 }
 
 impl Proc {
     fn spawn(name: &str, dir: &Path, args: &[String]) -> Result<Self, String> {
+        Self::spawn_program(name, dir, Path::new(env!("CARGO_BIN_EXE_rpma")), args)
+    }
+
+    fn spawn_program(name: &str, dir: &Path, program: &Path, args: &[String]) -> Result<Self, String> {
         let out = dir.join(format!("{name}.out"));
         let f = File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
         let f2 = f.try_clone().map_err(|e| format!("{}: {e}", out.display()))?;
-        let child = Command::new(env!("CARGO_BIN_EXE_rpma"))
+        let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(f)
             .stderr(f2)
             .spawn()
-            .map_err(|e| format!("starting rpma {}: {e}", args.join(" ")))?;
+            .map_err(|e| format!("starting {} {}: {e}", program.display(), args.join(" ")))?;
         Ok(Self { name: name.to_owned(), child, out, status: None })
     }
 
@@ -181,6 +191,18 @@ fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
         a.extend(["--retries", "100", "--retry-delay", "200"].map(String::from));
         procs.push(Proc::spawn(&format!("client{i}"), dir.path(), &a)?);
     }
+    let (ok, report) = wait_all(&mut procs)?;
+    if ok {
+        print!("{report}");
+        Ok(())
+    } else {
+        Err(format!("{} as two processes failed:\n{report}", s.name()).into())
+    }
+}
+
+/// Waits for every process, each bounded by [`TIMEOUT`] (killed when hung): whether all exited
+/// 0, and every process's status and output.
+fn wait_all(procs: &mut [Proc]) -> Result<(bool, String), Failed> {
     let deadline = Instant::now() + TIMEOUT;
     let mut hung = false;
     while procs.iter().any(|p| p.status.is_none()) {
@@ -200,16 +222,193 @@ fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
     }
     let ok = !hung && procs.iter().all(|p| p.status.is_some_and(|s| s.success()));
     let mut report = String::new();
-    for p in &procs {
+    for p in procs.iter() {
         let status = p.status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
         report.push_str(&format!("--- {} ({status}):\n{}", p.name, p.output()));
     }
-    if ok {
-        print!("{report}");
-        Ok(())
-    } else {
-        Err(format!("{} as two processes failed{}:\n{report}", s.name(), if hung { " (timeout)" } else { "" }).into())
+    Ok((ok, report))
+}
+
+// ------------------------------------------------------------------ C peers (06scch, 09scch)
+
+/// The C peers of the shared-channel scenarios (`tests/interop/scch.c`), compiled once.
+static C_SCCH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// Compiles `tests/interop/scch.c` with `cc … -lrpma -libverbs -lrdmacm` against the system's
+/// librpma (in the VM: the guest's); the path of the executable.
+fn c_scch() -> Result<PathBuf, Failed> {
+    C_SCCH.get_or_init(build_c_scch).clone().map_err(Failed::from)
+}
+
+fn build_c_scch() -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/scch.c");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-peers");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let exe = dir.join(format!("scch-{}", std::process::id()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let out = Command::new(&cc)
+        .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(["-lrpma", "-libverbs", "-lrdmacm"])
+        .output()
+        .map_err(|e| format!("cannot run {cc} (a C compiler is needed for the librpma peers): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cc} {} failed ({}; librpma-dev, libibverbs-dev and librdmacm-dev are needed):\n{}",
+            src.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
+    Ok(exe)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The values of the lines `TAG VALUE` of a C peer's output (`TAG` may hold spaces: the last
+/// word is the value).
+fn tagged(out: &str, tag: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| l.starts_with(tag) && l.len() > tag.len() && l.as_bytes()[tag.len()] == b' ')
+        .filter_map(|l| l.rsplit(' ').next().map(str::to_owned))
+        .collect()
+}
+
+/// Which side is the C program.
+#[derive(Clone, Copy, Debug)]
+enum CSide {
+    Server,
+    Client,
+}
+
+/// The names the clients of 06scch expose.
+const NAMES: [&str; 2] = ["Alice", "Bob"];
+
+/// A C peer of 06scch/09scch (`c_scch`) against the `rpma` command's other side; every byte that
+/// crossed the wire is compared with what the other side put there.
+fn c_peer(s: Scenario, c: CSide, env: &Env) -> Result<(), Failed> {
+    let exe = c_scch()?;
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let port = env.port();
+    let rpma = |cmd: &str, extra: &[&str]| {
+        let mut a = vec![cmd.to_owned(), "--backend".into(), "verbs".into(), "--addr".into(), env.addr.clone()];
+        a.extend(["--port".into(), port.clone(), "--scenario".into(), s.name()]);
+        a.extend(extra.iter().map(ToString::to_string));
+        a
+    };
+    let cargs = |role: &str, extra: &[&str]| {
+        let mut a = vec![role.to_owned(), env.addr.clone(), port.clone()];
+        a.extend(extra.iter().map(ToString::to_string));
+        a
+    };
+    let retry = ["--retries", "100", "--retry-delay", "200"];
+    let file = dir.path().join("server.pmem");
+    let file_s = file.display().to_string();
+    let mut procs = Vec::new();
+    let d = dir.path();
+    match (s, c) {
+        (Scenario::MultipleConnectionsSharedChannel, CSide::Server) => {
+            procs.push(Proc::spawn_program("C server06", d, &exe, &cargs("server06", &["2"]))?);
+            for n in NAMES {
+                let a = rpma("client", &[&["--name", n][..], &retry].concat());
+                procs.push(Proc::spawn(&format!("rpma client {n}"), d, &a)?);
+            }
+        }
+        (Scenario::MultipleConnectionsSharedChannel, CSide::Client) => {
+            procs.push(Proc::spawn("rpma server", d, &rpma("server", &["--clients", "2"]))?);
+            for n in NAMES {
+                procs.push(Proc::spawn_program(&format!("C client06 {n}"), d, &exe, &cargs("client06", &[n]))?);
+            }
+        }
+        (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Server) => {
+            procs.push(Proc::spawn_program("C server09", d, &exe, &cargs("server09", &[]))?);
+            procs.push(Proc::spawn("rpma client", d, &rpma("client", &retry))?);
+        }
+        (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Client) => {
+            procs.push(Proc::spawn("rpma server", d, &rpma("server", &["--file", &file_s, "--file-create"]))?);
+            procs.push(Proc::spawn_program("C client09", d, &exe, &cargs("client09", &[]))?);
+        }
+        _ => return Err(format!("no C peer for {}", s.name()).into()),
+    }
+    let (ok, report) = wait_all(&mut procs)?;
+    let fail = |what: String| -> Result<(), Failed> { Err(format!("{}: {what}\n{report}", s.name()).into()) };
+    if !ok {
+        return fail("a process failed".into());
+    }
+    let outs: Vec<String> = procs.iter().map(Proc::output).collect();
+    let hello = hello_bytes(0)[HELLO_STR_OFFSET..].to_vec();
+    match (s, c) {
+        (Scenario::MultipleConnectionsSharedChannel, CSide::Server) => {
+            // The C server read each rpma client's 32-byte region: its name, then zeros.
+            let mut got = tagged(&outs[0], "NAME 0");
+            got.extend(tagged(&outs[0], "NAME 1"));
+            got.sort();
+            let mut want: Vec<String> = NAMES
+                .iter()
+                .map(|n| {
+                    let mut b = n.as_bytes().to_vec();
+                    b.resize(MAX_NAME_SIZE, 0);
+                    hex(&b)
+                })
+                .collect();
+            want.sort();
+            if got != want {
+                return fail(format!("the C server read {got:?}, expected {want:?}"));
+            }
+        }
+        (Scenario::MultipleConnectionsSharedChannel, CSide::Client) => {
+            let mut got: Vec<String> = outs[0]
+                .lines()
+                .filter_map(|l| l.split_once(": read the name \"")?.1.split_once('"').map(|(n, _)| n.to_owned()))
+                .collect();
+            got.sort_unstable();
+            if got != NAMES {
+                return fail(format!("the rpma server read {got:?}, expected {NAMES:?}"));
+            }
+            for (i, n) in NAMES.iter().enumerate() {
+                let mut b = n.as_bytes().to_vec();
+                b.resize(MAX_NAME_SIZE, 0);
+                if tagged(&outs[1 + i], "EXPOSED") != [hex(&b)] {
+                    return fail(format!("the C client {n} did not expose {}", hex(&b)));
+                }
+            }
+        }
+        (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Server) => {
+            // The C server's memory is DRAM at data_offset 0.
+            let want = FlushRequest { offset: 0, length: HELLO_STR_SIZE as u64, op_context: FLUSH_ID }.encode();
+            if tagged(&outs[0], "REQUEST") != [hex(&want)] {
+                return fail(format!("the C server did not receive the request {}", hex(&want)));
+            }
+            if tagged(&outs[0], "DATA") != [hex(&hello)] {
+                return fail("the C server's memory does not hold the rpma client's hello string".into());
+            }
+            if !outs[1].contains(&format!("flush response op_context {FLUSH_ID:#x}")) {
+                return fail("the rpma client did not report the response".into());
+            }
+        }
+        (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Client) => {
+            let want = encode_response(FLUSH_ID);
+            if tagged(&outs[1], "RESPONSE") != [hex(&want)] {
+                return fail(format!("the C client did not receive the response {}", hex(&want)));
+            }
+            let off = SIGNATURE.len();
+            let line =
+                format!("flush request {{offset: {off:#x}, length: {HELLO_STR_SIZE:#x}, op_context: {FLUSH_ID:#x}}}");
+            if !outs[0].contains(&line) {
+                return fail(format!("the rpma server did not report {line:?}"));
+            }
+            let bytes = std::fs::read(&file).map_err(|e| format!("{file_s}: {e}"))?;
+            if bytes.get(..off) != Some(SIGNATURE) || bytes.get(off..off + HELLO_STR_SIZE) != Some(&hello[..]) {
+                return fail(format!("{file_s} does not hold the signature and the C client's hello string"));
+            }
+        }
+        _ => {}
+    }
+    print!("{report}");
+    Ok(())
 }
 
 fn main() {
@@ -240,5 +439,18 @@ fn main() {
             }));
         }
     }
-    libtest_mimic::run(&args, trials).exit();
+    for s in [Scenario::MultipleConnectionsSharedChannel, Scenario::FlushToPersistentGpspmSharedChannel] {
+        for (name, c) in [("c_server_rpma_client", CSide::Server), ("rpma_server_c_client", CSide::Client)] {
+            let e = env.clone();
+            trials.push(Trial::test(format!("c_peer::{}::{name}", s.name()), move || {
+                let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+                c_peer(s, c, &e)
+            }));
+        }
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(Ok(exe)) = C_SCCH.get() {
+        let _ = std::fs::remove_file(exe);
+    }
+    conclusion.exit();
 }
