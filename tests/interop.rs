@@ -14,6 +14,8 @@
 //! saying why; with it, a missing device, address, compiler or librpma fails the tests.
 #![allow(missing_docs)]
 
+#[path = "interop/cc.rs"]
+mod cc;
 #[path = "interop/rust_peer.rs"]
 mod rust_peer;
 
@@ -305,22 +307,7 @@ fn scratch_dir() -> Result<PathBuf, String> {
 fn build_c_peer() -> Result<PathBuf, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/peer.c");
     let exe = scratch_dir()?.join(format!("peer-c-{}", std::process::id()));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let out = Command::new(&cc)
-        .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .args(["-lrpma", "-libverbs", "-lrdmacm"])
-        .output()
-        .map_err(|e| format!("cannot run {cc} (a C compiler is needed for the librpma peer): {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cc} {} failed ({}; librpma-dev, libibverbs-dev and librdmacm-dev are needed):\n{}",
-            src.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    cc::build(&src, &exe, &[])?;
     Ok(exe)
 }
 

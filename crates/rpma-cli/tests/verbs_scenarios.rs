@@ -12,6 +12,9 @@
 //! set, a missing address or a device that is not there fails the run.
 #![allow(missing_docs)]
 
+#[path = "../../../tests/interop/cc.rs"]
+mod cc;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -245,22 +248,7 @@ fn build_c_scch() -> Result<PathBuf, String> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-peers");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let exe = dir.join(format!("scch-{}", std::process::id()));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let out = Command::new(&cc)
-        .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .args(["-lrpma", "-libverbs", "-lrdmacm"])
-        .output()
-        .map_err(|e| format!("cannot run {cc} (a C compiler is needed for the librpma peers): {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cc} {} failed ({}; librpma-dev, libibverbs-dev and librdmacm-dev are needed):\n{}",
-            src.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    cc::build(&src, &exe, &["-Werror"])?;
     Ok(exe)
 }
 
