@@ -523,17 +523,12 @@ impl<T: Transport> Recv<'_, T> {
     /// an SRQ has no receive queue of its own).
     #[inline]
     pub fn post(self) -> Result<()> {
-        let op = match self.queue {
-            RecvQueue::Conn(_) => "rpma_recv",
-            RecvQueue::Srq(_) => "rpma_srq_recv",
-            RecvQueue::Req(_) => "rpma_conn_req_recv",
+        let (op, caps) = match &self.queue {
+            RecvQueue::Conn(c) => ("rpma_recv", c.caps()),
+            RecvQueue::Srq(s) => ("rpma_srq_recv", s.caps()),
+            RecvQueue::Req(r) => ("rpma_conn_req_recv", r.caps()),
         };
         let buf = self.dst.as_ref().map(|d| d.buf(op, true)).transpose()?;
-        let caps = match &self.queue {
-            RecvQueue::Conn(c) => c.caps(),
-            RecvQueue::Srq(s) => s.caps(),
-            RecvQueue::Req(r) => r.caps(),
-        };
         validate::msg_len(op, caps, buf.as_ref().map_or(0, |b| b.len))?;
         let posted = match self.queue {
             RecvQueue::Conn(c) => c.qp().post_recv(buf, self.context),
