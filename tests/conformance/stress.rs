@@ -1,5 +1,6 @@
 //! Multi-threaded stress (issue 6; THREAD_SAFETY, docs/semantics.md#thread-safety): many threads
-//! share one peer per side, the memory regions and every connection, and post mixed operations
+//! share one peer per side, the memory regions and every connection (each behind a `Mutex`: a
+//! connection is `Send`, not `Sync`), and post mixed operations
 //! (write, read, atomic write, flush, write with imm, send, send with imm, recv) on connections
 //! picked at random, polling whichever CQ they wait on and routing what they poll to its owner.
 //!
@@ -63,8 +64,8 @@ fn knobs() -> Knobs {
 
 /// One connection with its regions: the client posts, the server's regions are the targets.
 struct Lane<T: Transport> {
-    client: Conn<T>,
-    server: Conn<T>,
+    client: Mutex<Conn<T>>,
+    server: Mutex<Conn<T>>,
     /// Server region the client writes, reads, atomically writes and flushes (a slot per thread).
     target: MrLocal<T>,
     /// The client's view of `target`.
@@ -238,9 +239,10 @@ impl<T: Transport> Worker<'_, T> {
             }
             self.book.check_alive(since)?;
             let mut polled = false;
-            let cqs = [Some(lane.client.cq()), server_too.then(|| lane.server.cq())];
-            for cq in cqs.into_iter().flatten() {
-                match cq.poll(&mut buf) {
+            let sides = [Some(&lane.client), server_too.then_some(&lane.server)];
+            for side in sides.into_iter().flatten() {
+                let polled_now = lock(side).cq().poll(&mut buf);
+                match polled_now {
                     Ok(0) => {}
                     Ok(n) => {
                         polled = true;
@@ -290,7 +292,7 @@ impl<T: Transport> Worker<'_, T> {
                 self.book.expect(id);
                 self.post(
                     "write",
-                    lane.client
+                    lock(&lane.client)
                         .write(lane.rtarget.at(base + off), lane.local.slice(self.src()..self.src() + len))
                         .flags(all)
                         .context(id)
@@ -305,7 +307,7 @@ impl<T: Transport> Worker<'_, T> {
                 self.book.expect(id);
                 self.post(
                     "read",
-                    lane.client
+                    lock(&lane.client)
                         .read(lane.local.slice(self.dst()..self.dst() + len), lane.rtarget.at(base + off))
                         .flags(all)
                         .context(id)
@@ -327,7 +329,7 @@ impl<T: Transport> Worker<'_, T> {
                 self.book.expect(id);
                 self.post(
                     "atomic_write",
-                    lane.client.atomic_write(lane.rtarget.at(base + off), v).flags(all).context(id).post(),
+                    lock(&lane.client).atomic_write(lane.rtarget.at(base + off), v).flags(all).context(id).post(),
                 )?;
                 let op = if self.native_atomic { WcOpcode::AtomicWrite } else { WcOpcode::RdmaWrite };
                 self.check_wc(&self.wait(lane, &[id], false)?[0], op)?;
@@ -339,7 +341,7 @@ impl<T: Transport> Worker<'_, T> {
                 self.book.expect(id);
                 self.post(
                     "flush",
-                    lane.client
+                    lock(&lane.client)
                         .flush(lane.rtarget.slice(base + off..base + off + len), FlushType::Visibility)
                         .flags(all)
                         .context(id)
@@ -365,7 +367,7 @@ impl<T: Transport> Worker<'_, T> {
         let (rid, sid) = (wr_id(self.t, seq, true), wr_id(self.t, seq, false));
         let tok = token(self.t, seq);
         self.book.expect(rid);
-        self.post("recv", lane.server.recv(lane.rbuf.slice(base..base + SLOT)).context(rid).post())?;
+        self.post("recv", lock(&lane.server).recv(lane.rbuf.slice(base..base + SLOT)).context(rid).post())?;
         self.book.expect(sid);
         let sop = if kind == 4 {
             let (off, len) = self.range();
@@ -374,7 +376,7 @@ impl<T: Transport> Worker<'_, T> {
             lock(&self.book.messages).entry(tok).or_default().0 += 1;
             self.post(
                 "write_with_imm",
-                lane.client
+                lock(&lane.client)
                     .write(lane.rtarget.at(base + off), lane.local.slice(self.src()..self.src() + len))
                     .imm(tok)
                     .flags(all)
@@ -388,9 +390,14 @@ impl<T: Transport> Worker<'_, T> {
             self.post("local write", lane.local.write(self.src(), &message(tok, len)))?;
             lock(&self.book.messages).entry(tok).or_default().0 += 1;
             let r = if kind == 5 {
-                lane.client.send(lane.local.slice(self.src()..self.src() + len)).flags(all).context(sid).post()
+                lock(&lane.client).send(lane.local.slice(self.src()..self.src() + len)).flags(all).context(sid).post()
             } else {
-                lane.client.send(lane.local.slice(self.src()..self.src() + len)).imm(tok).flags(all).context(sid).post()
+                lock(&lane.client)
+                    .send(lane.local.slice(self.src()..self.src() + len))
+                    .imm(tok)
+                    .flags(all)
+                    .context(sid)
+                    .post()
             };
             self.post("send", r)?;
             WcOpcode::Send
@@ -451,7 +458,7 @@ fn connect_lane<T: Transport>(
     let rtarget = remote(&target);
     let rbuf = mr(speer, threads * SLOT, Usage::RECV);
     let local = mr(cpeer, threads * 2 * SLOT, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND);
-    Lane { client, server, target, rtarget, rbuf, local }
+    Lane { client: Mutex::new(client), server: Mutex::new(server), target, rtarget, rbuf, local }
 }
 
 /// What a worker returns: its operation count and its model of every lane's slot.
@@ -538,7 +545,7 @@ fn stress__threads_share_peer_and_connections<B: Backend>(b: &B) {
     assert_eq!(posted, completed, "posted vs completed");
     std::thread::sleep(Duration::from_millis(20));
     for lane in &lanes {
-        for cq in [lane.client.cq(), lane.server.cq()] {
+        for cq in [lock(&lane.client).cq(), lock(&lane.server).cq()] {
             let left = cq.next_wc().expect("poll");
             assert!(left.is_none(), "a completion nobody posted for: {left:?}");
         }
@@ -571,15 +578,16 @@ fn stress__threads_share_peer_and_connections<B: Backend>(b: &B) {
     // disconnect (on RDMA CM the client's DISCONNECTED waits for the server's DREP, sent by its
     // `rdma_disconnect`).
     for lane in &lanes {
-        lane.client.disconnect().expect("disconnect");
+        lock(&lane.client).disconnect().expect("disconnect");
         for conn in [&lane.server, &lane.client] {
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
-                match conn.next_event() {
+                let next = lock(conn).next_event();
+                match next {
                     Ok(ev) => {
                         assert_eq!(ev, ConnEvent::Closed);
                         if std::ptr::eq(conn, &lane.server) {
-                            lane.server.disconnect().expect("disconnect after CLOSED");
+                            lock(&lane.server).disconnect().expect("disconnect after CLOSED");
                         }
                         break;
                     }

@@ -260,6 +260,8 @@ fn queue_config<'a, T: Transport>() -> QueueConfig<'a, T> {
         rcq_size: 0,
         sq_size: 10,
         rq_size: 10,
+        max_sge: 1,
+        max_inline: 0,
         shared_channel: false,
         srq: None,
     }

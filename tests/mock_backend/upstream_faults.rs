@@ -428,23 +428,24 @@ fn conn_req_connect__flush_buffer_reg_fails_munmap_ignored() {
 fn recv_region_is_free_once_its_completion_is_polled() {
     const ROUNDS: usize = 2000;
     let f = MockFabric::new();
-    let p = pair(&f);
-    let src = p.cpeer.alloc_mr(8, Usage::SEND).expect("src");
-    let mut inbox = p.speer.alloc_mr(8, Usage::RECV).expect("inbox");
+    let Pair { client, server, cpeer, speer, ep: _ep } = pair(&f);
+    let src = cpeer.alloc_mr(8, Usage::SEND).expect("src");
+    let mut inbox = speer.alloc_mr(8, Usage::RECV).expect("inbox");
     let ready = std::sync::Barrier::new(2);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let cq = p.client.cq();
+        let (src, ready) = (&src, &ready);
+        s.spawn(move || {
+            let cq = client.cq();
             for _ in 0..ROUNDS {
                 ready.wait(); // the server has posted its receive
-                p.client.send(src.slice(..)).post().expect("send");
+                client.send(src.slice(..)).post().expect("send");
                 let wc = next_wc(cq); // retires the send-queue slot
                 assert_eq!(wc.status, WcStatus::Success);
             }
         });
-        let cq = p.server.cq();
+        let cq = server.cq();
         for round in 0..ROUNDS {
-            p.server.recv(inbox.slice(..)).context(round as u64).post().expect("recv");
+            server.recv(inbox.slice(..)).context(round as u64).post().expect("recv");
             ready.wait();
             let wc = next_wc(cq);
             assert_eq!((wc.wr_id, wc.status), (round as u64, WcStatus::Success));

@@ -40,6 +40,8 @@ pub struct ConnCfg<T: Transport> {
     rcq_size: u32,
     sq_size: u32,
     rq_size: u32,
+    max_sge: u32,
+    max_inline: u32,
     shared: bool,
     srq: Option<Srq<T>>,
 }
@@ -52,6 +54,8 @@ impl<T: Transport> fmt::Debug for ConnCfg<T> {
             .field("rcq_size", &self.rcq_size)
             .field("sq_size", &self.sq_size)
             .field("rq_size", &self.rq_size)
+            .field("max_sge", &self.max_sge)
+            .field("max_inline", &self.max_inline)
             .field("shared_channel", &self.shared)
             .field("srq", &self.srq.is_some())
             .finish()
@@ -66,6 +70,8 @@ impl<T: Transport> Default for ConnCfg<T> {
             rcq_size: DEFAULT_RCQ_SIZE,
             sq_size: DEFAULT_SQ_SIZE,
             rq_size: DEFAULT_RQ_SIZE,
+            max_sge: 1,
+            max_inline: 0,
             shared: false,
             srq: None,
         }
@@ -80,7 +86,8 @@ impl<T: Transport> Clone for ConnCfg<T> {
 
 impl<T: Transport> ConnCfg<T> {
     /// `rpma_conn_cfg_new`: timeout 1000 ms, CQ 10, RCQ 0, SQ 10, RQ 10, channel not shared,
-    /// no SRQ.
+    /// no SRQ; and (beyond librpma) one scatter-gather piece per operation and no inline
+    /// operations.
     #[doc(alias = "rpma_conn_cfg_new")]
     #[must_use]
     pub fn new() -> Self {
@@ -163,6 +170,40 @@ impl<T: Transport> ConnCfg<T> {
     #[must_use]
     pub const fn rq_size(&self) -> u32 {
         self.rq_size
+    }
+
+    /// Scatter-gather pieces per operation and per receive (default 1): how many pieces
+    /// [`Conn::write_sg`](crate::Conn::write_sg), [`Conn::send_sg`](crate::Conn::send_sg),
+    /// [`Conn::read_sg`](crate::Conn::read_sg) and [`Conn::recv_sg`](crate::Conn::recv_sg) may
+    /// take. A value of 0 or above the device's `max_sge` is rejected with
+    /// [`Inval`](crate::ErrorKind::Inval) when the request is created; each piece costs 16 bytes
+    /// in every work queue entry, so ask for what you use.
+    #[must_use]
+    pub const fn with_max_sge(mut self, max_sge: u32) -> Self {
+        self.max_sge = max_sge;
+        self
+    }
+
+    /// Scatter-gather pieces per operation ([`ConnCfg::with_max_sge`]).
+    #[must_use]
+    pub const fn max_sge(&self) -> u32 {
+        self.max_sge
+    }
+
+    /// Bytes an inline operation ([`Conn::write_inline`](crate::Conn::write_inline),
+    /// [`Conn::send_inline`](crate::Conn::send_inline)) may carry (default 0: none). Above the
+    /// device's `max_inline_data` it is rejected with [`Inval`](crate::ErrorKind::Inval) when
+    /// the request is created.
+    #[must_use]
+    pub const fn with_max_inline(mut self, max_inline: u32) -> Self {
+        self.max_inline = max_inline;
+        self
+    }
+
+    /// Bytes an inline operation may carry ([`ConnCfg::with_max_inline`]).
+    #[must_use]
+    pub const fn max_inline(&self) -> u32 {
+        self.max_inline
     }
 
     /// `rpma_conn_cfg_set_compl_channel`: one completion channel shared by the main CQ and the

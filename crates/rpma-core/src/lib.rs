@@ -62,7 +62,10 @@ pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
 pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
 pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
-pub use op::{AtomicWrite, Flush, LocalSlice, Post, Read, Recv, RemoteAt, RemoteSlice, Send, SendKind, Write};
+pub use op::{
+    AtomicWrite, Batch, Flush, LocalSlice, Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Send, SendKind, Write,
+    DEFAULT_BATCH,
+};
 pub use peer::{Device, Peer, PeerCfg};
 pub use transport::{Capabilities, Transport};
 pub use types::{

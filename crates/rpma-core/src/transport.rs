@@ -33,6 +33,7 @@ use std::sync::Arc;
 use rpma_mem::{Memory, VolatileSlice};
 
 use crate::error::Result;
+use crate::op::LocalSlice;
 use crate::types::{Advice, ContextType, FlushType, Usage, Wc};
 
 /// What a backend (and the device under it) can do. The conformance suite uses it to gate the
@@ -56,8 +57,13 @@ pub struct Capabilities {
     pub max_cqe: u32,
     /// Maximum work requests of a shared receive queue.
     pub max_srq_wr: u32,
-    /// Maximum inline data of a send work request.
+    /// Maximum inline data of a send work request (what a connection's
+    /// [`ConnCfg::with_max_inline`](crate::ConnCfg::with_max_inline) may ask for).
     pub max_inline_data: u32,
+    /// Maximum scatter-gather entries of a send or receive work request (`max_sge`).
+    pub max_sge: u32,
+    /// Maximum scatter-gather entries of an RDMA Read work request (`max_sge_rd`).
+    pub max_sge_rd: u32,
     /// Maximum message size of one operation.
     pub max_msg_size: u64,
     /// Maximum private data sent with a connection request (`rdma_connect`: 56 on IB/RoCE).
@@ -80,6 +86,8 @@ impl Capabilities {
             max_cqe: 1 << 16,
             max_srq_wr: 1 << 14,
             max_inline_data: 256,
+            max_sge: 32,
+            max_sge_rd: 32,
             max_msg_size: 1 << 31,
             max_private_data_connect: 56,
             max_private_data_accept: 196,
@@ -101,6 +109,12 @@ pub struct QueueConfig<'a, T: Transport> {
     pub sq_size: u32,
     /// Receive queue entries (unused with an SRQ).
     pub rq_size: u32,
+    /// Scatter-gather entries per send and receive work request (at least 1, at most the
+    /// device's `max_sge`).
+    pub max_sge: u32,
+    /// Inline bytes per send work request the connection's operations may use (at most the
+    /// device's `max_inline_data`; a backend may create the QP with more for its own use).
+    pub max_inline: u32,
     /// One completion channel for the main CQ and the receive CQ.
     pub shared_channel: bool,
     /// The shared receive queue to attach, if any.
@@ -179,19 +193,107 @@ pub enum SendOp {
     SendImm(u32),
 }
 
+/// The local side of a work request, validated by rpma-core: every piece lies inside its
+/// registration, has the usage the operation needs and is not empty; there are at most the
+/// connection's `max_sge` pieces; inline bytes are at most its `max_inline`.
+pub enum Local<'a, T: Transport> {
+    /// No local bytes (the zero-byte forms, atomic write, flush).
+    None,
+    /// One registered piece.
+    One(LocalBuf<'a, T::Mr>),
+    /// Several registered pieces, gathered (send, write) or scattered (read, receive) in order.
+    Sg(&'a [LocalSlice<'a, T>]),
+    /// Bytes copied into the work request when it is posted (no registration: the caller may
+    /// reuse them as soon as the post returns).
+    Inline(&'a [u8]),
+}
+
+impl<T: Transport> Clone for Local<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Transport> Copy for Local<'_, T> {}
+
+impl<M> Clone for LocalBuf<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M> Copy for LocalBuf<'_, M> {}
+
+impl<T: Transport> Debug for Local<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::One(b) => f.debug_struct("One").field("offset", &b.offset).field("len", &b.len).finish(),
+            Self::Sg(s) => f.debug_tuple("Sg").field(s).finish(),
+            Self::Inline(b) => f.debug_tuple("Inline").field(&b.len()).finish(),
+        }
+    }
+}
+
+impl<T: Transport> Debug for SendWr<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendWr")
+            .field("op", &self.op)
+            .field("local", &self.local)
+            .field("remote", &self.remote)
+            .field("len", &self.len)
+            .field("signaled", &self.signaled)
+            .field("wr_id", &self.wr_id)
+            .finish()
+    }
+}
+
+impl<T: Transport> Debug for RecvWr<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvWr").field("local", &self.local).field("wr_id", &self.wr_id).finish()
+    }
+}
+
+impl<'a, T: Transport> Local<'a, T> {
+    /// How many registered pieces (0 for `None` and `Inline`).
+    #[must_use]
+    pub const fn pieces_len(&self) -> usize {
+        match self {
+            Self::None | Self::Inline(_) => 0,
+            Self::One(_) => 1,
+            Self::Sg(s) => s.len(),
+        }
+    }
+
+    /// The `i`-th registered piece (`i < pieces_len()`).
+    #[must_use]
+    pub fn piece(&self, i: usize) -> Option<LocalBuf<'a, T::Mr>> {
+        match self {
+            Self::One(b) if i == 0 => Some(*b),
+            Self::Sg(s) => s.get(i).map(LocalSlice::checked_buf),
+            _ => None,
+        }
+    }
+}
+
 /// A send-queue work request, validated by rpma-core.
-#[derive(Debug)]
-pub struct SendWr<'a, M> {
+pub struct SendWr<'a, T: Transport> {
     /// What to do.
     pub op: SendOp,
-    /// The local buffer (`None` for the zero-byte forms and for atomic write and flush).
-    pub local: Option<LocalBuf<'a, M>>,
+    /// The local side.
+    pub local: Local<'a, T>,
     /// The remote target (`None` for sends and the zero-byte read/write forms).
     pub remote: Option<RemoteBuf>,
     /// Bytes to transfer (for flush: bytes to flush).
     pub len: usize,
     /// Post signaled (a completion always appears) or unsignaled (only on error).
     pub signaled: bool,
+    /// The operation context, returned as [`Wc::wr_id`].
+    pub wr_id: u64,
+}
+
+/// A receive work request, validated by rpma-core (`local` is `None`, `One` or `Sg`).
+pub struct RecvWr<'a, T: Transport> {
+    /// Where the message lands (`None`: a zero-length receive).
+    pub local: Local<'a, T>,
     /// The operation context, returned as [`Wc::wr_id`].
     pub wr_id: u64,
 }
@@ -312,7 +414,7 @@ pub trait MrBackend: Send + Sync + 'static {
 }
 
 /// A completion queue and its completion channel.
-pub trait CqBackend: Send + Sync + 'static {
+pub trait CqBackend: Send + 'static {
     /// `ibv_poll_cq` into `wc` (non-empty); returns how many entries were filled (0 = none).
     ///
     /// # Errors
@@ -329,11 +431,11 @@ pub trait CqBackend: Send + Sync + 'static {
 
 /// A shared receive queue.
 pub trait SrqBackend<T: Transport>: Send + Sync + 'static {
-    /// `ibv_post_srq_recv` of one buffer (`None` = zero-length).
+    /// `ibv_post_srq_recv` of a chain of receives (one doorbell), whole or not at all.
     ///
     /// # Errors
-    /// `Provider` if posting fails (e.g. the queue is full).
-    fn post_recv(&self, buf: Option<LocalBuf<'_, T::Mr>>, wr_id: u64) -> Result<()>;
+    /// `Provider` if posting fails (e.g. the queue has fewer free entries than `wrs`).
+    fn post_recv(&self, wrs: &[RecvWr<'_, T>]) -> Result<()>;
     /// The SRQ's own receive CQ, if created with one.
     fn rcq(&self) -> Option<&T::Cq>;
     /// Destroys the SRQ now, reporting the first failure.
@@ -366,7 +468,11 @@ pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
 /// [`ListenerBackend::next_request`]), becomes a connection with [`QpBackend::connect`], and ends
 /// with [`QpBackend::destroy`] (or [`QpBackend::reject`] for an incoming request never
 /// accepted). Dropping it releases everything as `destroy` would.
-pub trait QpBackend<T: Transport>: Send + Sync + 'static {
+///
+/// `Send` but not necessarily `Sync`: rpma-core calls the data path (posting, and polling the
+/// CQs returned by [`QpBackend::cq`] / [`QpBackend::rcq`]) of one queue pair from one thread
+/// at a time, so a backend needs no lock there.
+pub trait QpBackend<T: Transport>: Send + 'static {
     /// The QP number.
     fn qp_num(&self) -> u32;
     /// The main CQ.
@@ -383,16 +489,22 @@ pub trait QpBackend<T: Transport>: Send + Sync + 'static {
     fn wait_shared(&self) -> Result<CqSlot>;
     /// Private data received with an incoming request (empty for outgoing ones).
     fn request_private_data(&self) -> &[u8];
-    /// `ibv_post_recv` of one buffer (`None` = zero-length).
+    /// `ibv_post_recv` of a chain of receives (one doorbell), whole or not at all.
     ///
     /// # Errors
-    /// `Provider` if posting fails (queue full, QP attached to an SRQ, QP in error).
-    fn post_recv(&self, buf: Option<LocalBuf<'_, T::Mr>>, wr_id: u64) -> Result<()>;
-    /// `ibv_post_send` of one work request.
+    /// `Provider` if posting fails (fewer free entries than `wrs`, QP attached to an SRQ, QP
+    /// in error).
+    fn post_recv(&self, wrs: &[RecvWr<'_, T>]) -> Result<()>;
+    /// `ibv_post_send` of a chain of work requests (one doorbell), posted in order, whole or
+    /// not at all.
     ///
     /// # Errors
-    /// `Provider` if posting fails (queue full, QP not connected).
-    fn post_send(&self, wr: &SendWr<'_, T::Mr>) -> Result<()>;
+    /// `Provider` if posting fails (fewer free send-queue slots than `wrs`: `ENOMEM`; QP not
+    /// connected).
+    fn post_send(&self, wrs: &[SendWr<'_, T>]) -> Result<()>;
+    /// Send-queue slots free now: the configured `sq_size` minus the work requests posted and
+    /// not yet retired (an unsignaled one is retired by the completion of a later one).
+    fn sq_free(&self) -> u32;
     /// Active request: `rdma_connect`; incoming request: `rdma_accept`, with `pdata`.
     ///
     /// # Errors

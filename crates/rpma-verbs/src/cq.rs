@@ -1,5 +1,6 @@
 //! Completion queues and completion channels.
 
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
@@ -10,6 +11,7 @@ use rdma_sys as ffi;
 use rpma_core::transport::CqBackend;
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
+use crate::pin::PARKED;
 use crate::ring::{RecvRing, SendRing, FLUSH_READ_BIT, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};
 
@@ -101,23 +103,44 @@ impl Drop for Channel {
     }
 }
 
+/// A shared receive queue's slot ring and chain buffers: shared by the SRQ and the CQs of its
+/// connections, so behind a lock (posting to an SRQ locks in the provider too).
+pub(crate) type SrqRing = Mutex<SrqState>;
+
+/// What [`SrqRing`] protects.
+#[derive(Debug)]
+pub(crate) struct SrqState {
+    pub(crate) ring: RecvRing,
+    pub(crate) scratch: crate::cm::Scratch,
+}
+
+/// Where a CQ translates receive completions.
+pub(crate) enum RecvLink {
+    /// The CQ gets no receive completions.
+    None,
+    /// The connection's own receive queue (rule V6: its owner's thread only).
+    Own(UnsafeCell<RecvRing>),
+    /// A shared receive queue.
+    Srq(Arc<SrqRing>),
+}
+
 /// A completion queue with its completion channel.
+///
+/// A connection's CQ keeps the connection's slot rings (its send queue's, and its receive
+/// queue's if its receive completions come here): `Send` but not `Sync`, as the connection
+/// (rule V6). An SRQ's own CQ holds neither (only the SRQ's locked ring).
 pub struct VerbsCq {
     cq: NonNull<ffi::ibv_cq>,
     destroyed: AtomicBool,
-    send: Option<Arc<SendRing>>,
-    recv: Option<Arc<RecvRing>>,
+    send: Option<UnsafeCell<SendRing>>,
+    recv: RecvLink,
     channel: Arc<Channel>,
     shared: bool,
-    /// Serialises polling of this CQ: completions of one send queue must be translated in the
-    /// order the CQ returns them (a completion retires every earlier unsignaled request).
-    poll_lock: Mutex<()>,
 }
 
-// SAFETY: [V3] a CQ is used only through thread-safe libibverbs calls; the rings lock themselves.
+// SAFETY: [V3] a CQ is used only through thread-safe libibverbs calls; [V6] its rings move with
+// it and are reached by one thread at a time (it is not `Sync`).
 unsafe impl Send for VerbsCq {}
-// SAFETY: [V3] as above.
-unsafe impl Sync for VerbsCq {}
 
 impl std::fmt::Debug for VerbsCq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,8 +156,8 @@ impl VerbsCq {
         ctx: *mut ffi::ibv_context,
         size: u32,
         channel: Option<&Arc<Channel>>,
-        send: Option<Arc<SendRing>>,
-        recv: Option<Arc<RecvRing>>,
+        send: Option<SendRing>,
+        recv: RecvLink,
     ) -> Result<Self> {
         let shared = channel.is_some();
         let channel = match channel {
@@ -148,7 +171,7 @@ impl VerbsCq {
         });
         let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
         track!(Cq, 1);
-        let me = Self { cq, destroyed: AtomicBool::new(false), send, recv, channel, shared, poll_lock: Mutex::new(()) };
+        let me = Self { cq, destroyed: AtomicBool::new(false), send: send.map(UnsafeCell::new), recv, channel, shared };
         // SAFETY: [V1] the CQ was just created.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
         if r != 0 {
@@ -187,18 +210,80 @@ impl VerbsCq {
         self.channel.abandon();
     }
 
+    /// The send queue's ring, if this CQ has it.
+    ///
+    /// # Safety
+    /// No other reference to the ring is alive (rule V6: the caller is the owner's thread, and
+    /// no method holds a reference to the ring across a call that may take another).
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn send_ring(&self) -> Option<&mut SendRing> {
+        // SAFETY: [V6] per the contract.
+        self.send.as_ref().map(|c| unsafe { &mut *c.get() })
+    }
+
+    /// The connection's own receive ring, if this CQ has it.
+    ///
+    /// # Safety
+    /// As [`VerbsCq::send_ring`].
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn own_recv_ring(&self) -> Option<&mut RecvRing> {
+        match &self.recv {
+            // SAFETY: [V6] per the contract.
+            RecvLink::Own(c) => Some(unsafe { &mut *c.get() }),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection's own receive ring is here.
+    pub(crate) const fn has_own_recv(&self) -> bool {
+        matches!(self.recv, RecvLink::Own(_))
+    }
+
+    /// Releases the pins of the rings here: the queue pair was destroyed (crate::pin).
+    pub(crate) fn release_pins(&self) {
+        // SAFETY: [V6] teardown runs on the owner's thread (by value or drop), no other
+        // reference to the rings is alive.
+        unsafe {
+            if let Some(r) = self.send_ring() {
+                r.release_pins();
+            }
+            if let Some(r) = self.own_recv_ring() {
+                r.release_pins();
+            }
+        }
+    }
+
+    /// Reports the regions the rings here still pin as leaked (the QP could not be destroyed).
+    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
+        // SAFETY: [V6] as in `release_pins`.
+        unsafe {
+            if let Some(r) = self.send_ring() {
+                r.report_leaks(why);
+            }
+            if let Some(r) = self.own_recv_ring() {
+                r.report_leaks(why);
+            }
+        }
+    }
+
+    #[inline]
     fn translate(&self, w: &ffi::ibv_wc) -> Wc {
         let flush_read = w.wr_id & FLUSH_READ_BIT != 0;
         let verbs_id = w.wr_id & !FLUSH_READ_BIT;
         let user = if verbs_id & RECV_BIT != 0 {
-            self.recv.as_ref().and_then(|r| r.complete(verbs_id))
+            match &self.recv {
+                // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
+                RecvLink::Own(c) => unsafe { &mut *c.get() }.complete(verbs_id),
+                RecvLink::Srq(r) => r.lock().unwrap_or_else(PoisonError::into_inner).ring.complete(verbs_id),
+                RecvLink::None => None,
+            }
         } else {
-            self.send.as_ref().and_then(|r| r.complete(verbs_id))
+            // SAFETY: [V6] as above.
+            unsafe { self.send_ring() }.and_then(|r| r.complete(verbs_id))
         };
-        let wr_id = user.unwrap_or_else(|| {
-            rpma_core::rpma_log!(Error, "completion of an unknown work request (verbs wr_id {verbs_id:#x})");
-            u64::MAX
-        });
+        let wr_id = user.unwrap_or_else(|| unknown_completion(verbs_id));
         let with_imm = w.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
         // SAFETY: [V2] with IBV_WC_WITH_IMM the union holds the immediate data (network order).
         let imm = with_imm.then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
@@ -218,6 +303,12 @@ impl VerbsCq {
     }
 }
 
+#[cold]
+fn unknown_completion(verbs_id: u64) -> u64 {
+    rpma_core::rpma_log!(Error, "completion of an unknown work request (verbs wr_id {verbs_id:#x})");
+    u64::MAX
+}
+
 impl Drop for VerbsCq {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
@@ -230,7 +321,6 @@ impl CqBackend for VerbsCq {
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let mut raw: [MaybeUninit<ffi::ibv_wc>; POLL_BATCH] = [const { MaybeUninit::uninit() }; POLL_BATCH];
         let mut filled = 0;
-        let _g = self.poll_lock.lock().unwrap_or_else(PoisonError::into_inner);
         while filled < wc.len() {
             let want = (wc.len() - filled).min(POLL_BATCH);
             // SAFETY: [V2] the CQ is alive; `raw` has room for `want` entries.
@@ -249,6 +339,9 @@ impl CqBackend for VerbsCq {
             if n < want {
                 break;
             }
+        }
+        if filled > 0 && PARKED.any() {
+            PARKED.sweep();
         }
         Ok(filled)
     }

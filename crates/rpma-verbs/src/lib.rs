@@ -77,7 +77,8 @@
 //! docs/native-ops.md. ODP: the device's RC ODP
 //! read and write support. `advise_mr` is reported where ODP is (prefetching only applies to
 //! on-demand-paged regions); elsewhere `ibv_advise_mr` fails with `EOPNOTSUPP` → `NoSupp`.
-//! `max_inline_data` is the inline size this backend gives its QPs (8, as librpma).
+//! `max_inline_data` is probed once per device (the largest inline size a QP can be created
+//! with; `ibv_query_device` does not report it); `max_sge` and `max_sge_rd` are the device's.
 //!
 //! ## Fault injection (tests only)
 //! With feature `fault-injection` (off by default; the facade's `verbs` feature does not enable
@@ -89,9 +90,11 @@ mod cm;
 mod cq;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
+mod inline;
 mod leak;
 mod mr;
 mod native;
+mod pin;
 mod ring;
 mod sys;
 
@@ -380,7 +383,12 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     caps.max_qp_wr = u32::try_from(attr.orig_attr.max_qp_wr).unwrap_or(0);
     caps.max_cqe = u32::try_from(attr.orig_attr.max_cqe).unwrap_or(0);
     caps.max_srq_wr = u32::try_from(attr.orig_attr.max_srq_wr).unwrap_or(0);
-    caps.max_inline_data = MAX_INLINE_DATA;
+    caps.max_inline_data = inline::max_inline(dev.ctx(), &dev.name(), MAX_INLINE_DATA);
+    caps.max_sge = u32::try_from(attr.orig_attr.max_sge).unwrap_or(1).max(1);
+    caps.max_sge_rd = u32::try_from(attr.orig_attr.max_sge_rd).unwrap_or(0);
+    if caps.max_sge_rd == 0 {
+        caps.max_sge_rd = caps.max_sge;
+    }
     caps.max_msg_size = u64::from(port.max_msg_sz);
     Ok(caps)
 }

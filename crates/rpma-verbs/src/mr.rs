@@ -3,16 +3,21 @@
 //! still reach (rule M1 of `docs/memory.md`).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rdma_sys as ffi;
 use rpma_core::transport::MrBackend;
 use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
 use rpma_mem::{Memory, VolatileSlice};
 
+use crate::pin::{Pin, PARKED};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::VerbsPd;
+
+/// Region ids: unique for the life of the process (a queue's pin table tells regions apart by
+/// id, never by an address that a later region may reuse).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 const IBV_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 const IBV_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
@@ -65,6 +70,9 @@ pub struct VerbsMr {
     /// leaked (never released) when the device may still reach them (rule M1).
     mem: Option<Memory>,
     pd: Arc<VerbsPd>,
+    id: u64,
+    /// The pins of the queues that used the region (crate::pin).
+    users: Mutex<Vec<Arc<Pin>>>,
 }
 
 // SAFETY: [V3] the registration is only used in thread-safe verbs calls; [M2] the bytes are only
@@ -134,10 +142,56 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
         state: AtomicU8::new(REGISTERED),
         mem: Some(mem),
         pd: Arc::clone(pd),
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        users: Mutex::new(Vec::new()),
     })
 }
 
 impl VerbsMr {
+    /// The region's process-unique id.
+    #[inline]
+    pub(crate) const fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) const fn addr_raw(&self) -> u64 {
+        self.addr
+    }
+
+    pub(crate) const fn len_raw(&self) -> usize {
+        self.len
+    }
+
+    /// Records the pin of a queue that starts using the region.
+    pub(crate) fn attach(&self, pin: Arc<Pin>) {
+        self.users.lock().unwrap_or_else(PoisonError::into_inner).push(pin);
+    }
+
+    /// Whether a work request in flight on some queue uses the region.
+    pub(crate) fn busy(&self) -> bool {
+        self.users.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|p| p.busy())
+    }
+
+    /// The region without its memory and registration, which move to a new value parked until
+    /// no queue uses them (crate::pin); `self` is left with nothing to release.
+    fn park(&mut self) {
+        let moved = Self {
+            mr: self.mr,
+            addr: self.addr,
+            len: self.len,
+            lkey: self.lkey,
+            rkey: self.rkey,
+            local_write: self.local_write,
+            state: AtomicU8::new(*self.state.get_mut()),
+            mem: self.mem.take(),
+            pd: Arc::clone(&self.pd),
+            id: self.id,
+            users: Mutex::new(std::mem::take(self.users.get_mut().unwrap_or_else(PoisonError::into_inner))),
+        };
+        *self.state.get_mut() = MOVED;
+        PARKED.park(moved);
+    }
+
     /// The virtual address of `offset` (for a scatter/gather entry).
     pub(crate) fn sge(&self, offset: usize, len: usize) -> ffi::ibv_sge {
         ffi::ibv_sge {
@@ -157,6 +211,8 @@ const DEREGISTERED: u8 = 1;
 /// Deregistration failed, or the region was abandoned with a queue pair that could not be
 /// destroyed: the device may still access the bytes, so they are never released.
 const LEAKED: u8 = 2;
+/// The registration and the bytes moved to a parked region (crate::pin): nothing to release.
+const MOVED: u8 = 3;
 
 impl VerbsMr {
     /// Deregisters now (once; later calls and the drop do nothing). If `ibv_dereg_mr` fails
@@ -167,9 +223,13 @@ impl VerbsMr {
             return Ok(());
         }
         // SAFETY: [V1] registered in `reg_mr`, deregistered once (guarded by `state`); [V4] no
-        // work request uses it any more (each holds an `Arc` of the region until retired).
+        // work request uses it any more (callers check `busy()` first and park a busy region;
+        // the flush buffer is deregistered only after its queue pair is destroyed).
         let r = release!(Mr: "ibv_dereg_mr", errno(), unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) });
         if r == 0 {
+            for p in self.users.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+                p.set_gone();
+            }
             return Ok(());
         }
         let e = Error::provider("ibv_dereg_mr", ret_errno(r));
@@ -189,6 +249,13 @@ impl VerbsMr {
 
 impl Drop for VerbsMr {
     fn drop(&mut self) {
+        if *self.state.get_mut() == MOVED {
+            return;
+        }
+        if *self.state.get_mut() == REGISTERED && self.busy() {
+            self.park();
+            return;
+        }
         if let Err(e) = self.deregister() {
             rpma_core::rpma_log!(Error, "dropping a memory region: {e}");
         }
@@ -220,7 +287,7 @@ impl MrBackend for VerbsMr {
     }
 
     fn memory_mut(&mut self) -> Option<&mut Memory> {
-        if *self.state.get_mut() == REGISTERED {
+        if *self.state.get_mut() == REGISTERED && !self.busy() {
             self.mem.as_mut()
         } else {
             None
@@ -255,6 +322,12 @@ impl MrBackend for VerbsMr {
     }
 
     fn dereg(mut self) -> Result<Option<Memory>> {
+        if self.busy() {
+            // A work request in flight uses the region: deregistered and freed when it is
+            // retired (crate::pin).
+            self.park();
+            return Ok(None);
+        }
         self.deregister()?;
         Ok(self.mem.take())
     }

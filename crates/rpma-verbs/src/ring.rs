@@ -1,14 +1,16 @@
-//! Per-queue slot tables: they keep each posted work request's memory region alive until the
-//! request is retired and translate the verbs `wr_id` (a slot number) back to the user's.
+//! Per-queue slot tables: they record each posted work request's user `wr_id` and the regions
+//! it uses (pins, crate::pin) until it is retired, and translate the verbs `wr_id` (a slot
+//! number) back to the user's.
 //!
-//! Preallocated at queue creation: posting and polling allocate nothing and lock only the one
-//! queue involved.
-
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+//! Preallocated at queue creation; plain single-owner structures (`&mut self`): a connection's
+//! rings belong to the thread holding the connection (rule V6), a shared receive queue's ring
+//! is behind its lock. Posting and polling allocate nothing, lock nothing and count no
+//! reference.
 
 use rpma_core::{Error, Result};
 
 use crate::mr::VerbsMr;
+use crate::pin::{PinIdx, PinTable};
 
 /// Set in the verbs `wr_id` of receive work requests.
 pub(crate) const RECV_BIT: u64 = 1 << 63;
@@ -17,168 +19,201 @@ pub(crate) const RECV_BIT: u64 = 1 << 63;
 /// flush on that device.
 pub(crate) const FLUSH_READ_BIT: u64 = 1 << 62;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// The pins of every slot: `per` entries a slot, `count[slot]` of them used.
+#[derive(Debug)]
+struct SlotPins {
+    idx: Box<[PinIdx]>,
+    count: Box<[u8]>,
+    per: usize,
+    table: PinTable,
 }
 
-struct Slot {
-    wr_id: u64,
-    mr: Option<Arc<VerbsMr>>,
-    busy: bool,
-}
-
-impl Slot {
-    const fn empty() -> Self {
-        Self { wr_id: 0, mr: None, busy: false }
+impl SlotPins {
+    fn new(slots: usize, per: u32) -> Self {
+        let per = per.clamp(1, u32::from(u8::MAX)) as usize;
+        Self { idx: vec![0; slots * per].into(), count: vec![0; slots].into(), per, table: PinTable::default() }
     }
-}
 
-/// Abandons the regions held by `slots` (work requests not retired) and keeps the ring alive
-/// forever: their queue pair could not be destroyed, so the device may still use them (V4).
-fn abandon_slots<T: Send + Sync + 'static>(ring: &Arc<T>, slots: &[Slot], why: &dyn std::fmt::Display) {
-    for mr in slots.iter().filter_map(|s| s.mr.as_ref()) {
-        mr.abandon(why);
+    /// Records the regions of a work request in `slot` (at most `per`; the rest are refused
+    /// earlier: the QP is created with `per` scatter-gather entries).
+    #[inline]
+    fn set<'m>(&mut self, slot: usize, mrs: impl Iterator<Item = &'m VerbsMr>) {
+        let base = slot * self.per;
+        let mut n = 0;
+        for mr in mrs.take(self.per) {
+            self.idx[base + n] = self.table.take(mr);
+            n += 1;
+        }
+        self.count[slot] = n as u8;
     }
-    std::mem::forget(Arc::clone(ring));
-}
 
-struct SendInner {
-    slots: Box<[Slot]>,
-    /// Sequence number of the oldest unretired work request.
-    head: u64,
-    /// Sequence number of the next work request.
-    tail: u64,
+    /// Releases the regions of the work request in `slot`.
+    #[inline]
+    fn clear(&mut self, slot: usize) {
+        let base = slot * self.per;
+        let n = std::mem::take(&mut self.count[slot]) as usize;
+        for &i in &self.idx[base..base + n] {
+            self.table.put(i);
+        }
+    }
 }
 
 /// A send queue's slots: work requests complete in posting order, and a completion retires its
 /// work request and every (unsignaled) one posted before it.
+#[derive(Debug)]
 pub(crate) struct SendRing {
-    inner: Mutex<SendInner>,
+    wr_ids: Box<[u64]>,
+    pins: SlotPins,
+    /// Sequence number of the oldest unretired work request.
+    head: u64,
+    /// Sequence number of the next work request.
+    tail: u64,
     cap: u64,
 }
 
 impl SendRing {
-    pub(crate) fn new(size: u32) -> Self {
+    /// A ring of `size` slots whose work requests use at most `max_sge` regions each.
+    pub(crate) fn new(size: u32, max_sge: u32) -> Self {
         let cap = size.max(1) as usize;
-        let slots = (0..cap).map(|_| Slot::empty()).collect();
-        Self { inner: Mutex::new(SendInner { slots, head: 0, tail: 0 }), cap: cap as u64 }
+        Self { wr_ids: vec![0; cap].into(), pins: SlotPins::new(cap, max_sge), head: 0, tail: 0, cap: cap as u64 }
     }
 
-    /// Takes the next slot and calls `post` with its verbs `wr_id` under the queue's lock (so
-    /// slots are posted in sequence order); the slot is kept only if `post` succeeds.
-    pub(crate) fn post(
-        &self,
-        op: &'static str,
-        wr_id: u64,
-        mr: Option<&Arc<VerbsMr>>,
-        post: impl FnOnce(u64) -> Result<()>,
-    ) -> Result<()> {
-        let mut g = lock(&self.inner);
-        if g.tail - g.head >= self.cap {
+    /// Slots free now.
+    #[inline]
+    pub(crate) const fn free(&self) -> u64 {
+        self.cap - (self.tail - self.head)
+    }
+
+    /// Checks that `n` work requests fit.
+    ///
+    /// # Errors
+    /// `Provider` with `ENOMEM` (librpma's provider answer to a full queue).
+    #[inline]
+    pub(crate) fn check(&self, op: &'static str, n: usize) -> Result<()> {
+        if n as u64 > self.free() {
             return Err(Error::provider(op, libc::ENOMEM).with_detail("send queue is full"));
         }
-        let idx = g.tail % self.cap;
-        post(idx)?;
-        let t = g.tail;
-        let slot = &mut g.slots[(t % self.cap) as usize];
-        slot.wr_id = wr_id;
-        slot.mr = mr.map(Arc::clone);
-        g.tail += 1;
         Ok(())
     }
 
-    /// The queue pair could not be destroyed: leaks the ring with the regions its unretired
-    /// work requests reference (they are reported as leaked).
-    pub(crate) fn abandon(self: &Arc<Self>, why: &dyn std::fmt::Display) {
-        let g = lock(&self.inner);
-        abandon_slots(self, &g.slots, why);
+    /// The verbs `wr_id` of the `k`-th work request posted from now on.
+    #[inline]
+    pub(crate) const fn id(&self, k: usize) -> u64 {
+        (self.tail + k as u64) % self.cap
+    }
+
+    /// Records the next posted work request (call after the post succeeded, in order).
+    #[inline]
+    pub(crate) fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
+        let slot = (self.tail % self.cap) as usize;
+        self.wr_ids[slot] = wr_id;
+        self.pins.set(slot, mrs);
+        self.tail += 1;
     }
 
     /// Retires the work request in slot `idx` and all before it; returns its user `wr_id`.
-    pub(crate) fn complete(&self, idx: u64) -> Option<u64> {
+    #[inline]
+    pub(crate) fn complete(&mut self, idx: u64) -> Option<u64> {
         if idx >= self.cap {
             return None;
         }
-        let mut g = lock(&self.inner);
-        let inflight = g.tail - g.head;
-        let off = (idx + self.cap - g.head % self.cap) % self.cap;
+        let inflight = self.tail - self.head;
+        let off = (idx + self.cap - self.head % self.cap) % self.cap;
         if off >= inflight {
             return None;
         }
-        let seq = g.head + off;
-        let wr_id = g.slots[idx as usize].wr_id;
-        let head = g.head;
-        for s in head..=seq {
-            g.slots[(s % self.cap) as usize].mr = None;
+        let seq = self.head + off;
+        for s in self.head..=seq {
+            self.pins.clear((s % self.cap) as usize);
         }
-        g.head = seq + 1;
-        Some(wr_id)
+        self.head = seq + 1;
+        Some(self.wr_ids[idx as usize])
     }
-}
 
-struct RecvInner {
-    slots: Box<[Slot]>,
-    free: Vec<u32>,
+    /// The queue pair was destroyed: no region is in use by it any more.
+    pub(crate) fn release_pins(&self) {
+        self.pins.table.release_all();
+    }
+
+    /// The queue pair could not be destroyed: the regions in use stay pinned (never freed),
+    /// reported as leaked.
+    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
+        self.pins.table.report_leaks(why);
+    }
 }
 
 /// A receive queue's (or shared receive queue's) slots: receives complete in any order.
+#[derive(Debug)]
 pub(crate) struct RecvRing {
-    inner: Mutex<RecvInner>,
+    wr_ids: Box<[u64]>,
+    busy: Box<[bool]>,
+    pins: SlotPins,
+    /// Free slots (a stack; preallocated to the ring's size).
+    free: Vec<u32>,
 }
 
 impl RecvRing {
-    pub(crate) fn new(size: u32) -> Self {
+    /// A ring of `size` slots whose receives use at most `max_sge` regions each.
+    pub(crate) fn new(size: u32, max_sge: u32) -> Self {
         let cap = size.max(1);
-        let slots = (0..cap).map(|_| Slot::empty()).collect();
-        let free = (0..cap).rev().collect();
-        Self { inner: Mutex::new(RecvInner { slots, free }) }
+        Self {
+            wr_ids: vec![0; cap as usize].into(),
+            busy: vec![false; cap as usize].into(),
+            pins: SlotPins::new(cap as usize, max_sge),
+            free: (0..cap).rev().collect(),
+        }
     }
 
-    /// Takes a free slot and calls `post` with its verbs `wr_id` (the slot is returned if
-    /// `post` fails).
-    pub(crate) fn post(
-        &self,
-        op: &'static str,
-        wr_id: u64,
-        mr: Option<&Arc<VerbsMr>>,
-        post: impl FnOnce(u64) -> Result<()>,
-    ) -> Result<()> {
-        let mut g = lock(&self.inner);
-        let Some(idx) = g.free.pop() else {
+    /// Checks that `n` receives fit.
+    ///
+    /// # Errors
+    /// `Provider` with `ENOMEM`.
+    #[inline]
+    pub(crate) fn check(&self, op: &'static str, n: usize) -> Result<()> {
+        if n > self.free.len() {
             return Err(Error::provider(op, libc::ENOMEM).with_detail("receive queue is full"));
-        };
-        if let Err(e) = post(RECV_BIT | u64::from(idx)) {
-            g.free.push(idx);
-            return Err(e);
         }
-        let slot = &mut g.slots[idx as usize];
-        slot.wr_id = wr_id;
-        slot.mr = mr.map(Arc::clone);
-        slot.busy = true;
         Ok(())
     }
 
-    /// As [`SendRing::abandon`], for the receives posted and not completed.
-    pub(crate) fn abandon(self: &Arc<Self>, why: &dyn std::fmt::Display) {
-        let g = lock(&self.inner);
-        abandon_slots(self, &g.slots, why);
+    /// The verbs `wr_id` of the `k`-th receive posted from now on (after [`RecvRing::check`]).
+    #[inline]
+    pub(crate) fn id(&self, k: usize) -> u64 {
+        RECV_BIT | u64::from(self.free[self.free.len() - 1 - k])
+    }
+
+    /// Records the next posted receive (call after the post succeeded, in order).
+    #[inline]
+    pub(crate) fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
+        let Some(slot) = self.free.pop() else { return };
+        let slot = slot as usize;
+        self.wr_ids[slot] = wr_id;
+        self.busy[slot] = true;
+        self.pins.set(slot, mrs);
     }
 
     /// Retires the receive in the slot of verbs `wr_id`; returns its user `wr_id`.
-    pub(crate) fn complete(&self, verbs_wr_id: u64) -> Option<u64> {
+    #[inline]
+    pub(crate) fn complete(&mut self, verbs_wr_id: u64) -> Option<u64> {
         let idx = u32::try_from(verbs_wr_id & !RECV_BIT).ok()?;
-        let mut g = lock(&self.inner);
-        let slot = g.slots.get_mut(idx as usize)?;
-        if !slot.busy {
+        let slot = idx as usize;
+        if !*self.busy.get(slot)? {
             return None;
         }
-        slot.busy = false;
-        let mr = slot.mr.take();
-        let wr_id = slot.wr_id;
-        g.free.push(idx);
-        drop(g);
-        drop(mr);
-        Some(wr_id)
+        self.busy[slot] = false;
+        self.pins.clear(slot);
+        self.free.push(idx);
+        Some(self.wr_ids[slot])
+    }
+
+    /// As [`SendRing::release_pins`].
+    pub(crate) fn release_pins(&self) {
+        self.pins.table.release_all();
+    }
+
+    /// As [`SendRing::report_leaks`].
+    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
+        self.pins.table.report_leaks(why);
     }
 }
 
@@ -186,24 +221,27 @@ impl RecvRing {
 mod tests {
     use super::*;
 
-    fn ok(_: u64) -> Result<()> {
-        Ok(())
+    fn post(r: &mut SendRing, wr_id: u64) -> Result<u64> {
+        r.check("t", 1)?;
+        let id = r.id(0);
+        r.push(wr_id, std::iter::empty());
+        Ok(id)
     }
 
     #[test]
     fn send_ring_counts_the_configured_depth() {
-        let r = SendRing::new(3);
+        let mut r = SendRing::new(3, 1);
         for i in 0..3 {
-            r.post("t", 100 + i, None, ok).unwrap();
+            post(&mut r, 100 + i).unwrap();
         }
-        let e = r.post("t", 9, None, ok).unwrap_err();
-        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert_eq!(post(&mut r, 9).unwrap_err().errno(), Some(libc::ENOMEM));
         // A completion of the third request retires the two unsignaled ones before it.
         assert_eq!(r.complete(2), Some(102));
+        assert_eq!(r.free(), 3);
         for i in 0..3 {
-            r.post("t", 200 + i, None, ok).unwrap();
+            post(&mut r, 200 + i).unwrap();
         }
-        assert!(r.post("t", 9, None, ok).is_err());
+        assert!(post(&mut r, 9).is_err());
         // Slots wrap around: the request in slot 0 is now the one with wr_id 200.
         assert_eq!(r.complete(0), Some(200));
         assert_eq!(r.complete(0), None, "already retired");
@@ -211,34 +249,33 @@ mod tests {
     }
 
     #[test]
-    fn send_ring_keeps_no_slot_for_a_failed_post() {
-        let r = SendRing::new(1);
-        let e = r.post("t", 1, None, |_| Err(Error::provider("t", libc::EINVAL))).unwrap_err();
-        assert_eq!(e.errno(), Some(libc::EINVAL));
-        r.post("t", 2, None, ok).unwrap();
-        assert_eq!(r.complete(0), Some(2));
+    fn send_ring_chain_ids_are_consecutive_slots() {
+        let mut r = SendRing::new(4, 1);
+        post(&mut r, 1).unwrap();
+        r.check("t", 3).unwrap();
+        assert_eq!((r.id(0), r.id(1), r.id(2)), (1, 2, 3));
+        assert!(r.check("t", 4).is_err(), "a chain longer than the free slots is refused whole");
+        for i in 0..3 {
+            r.push(10 + i, std::iter::empty());
+        }
+        assert_eq!(r.free(), 0);
+        assert_eq!(r.complete(3), Some(12), "the last completion retires the chain");
+        assert_eq!(r.free(), 4);
     }
 
     #[test]
     fn recv_ring_completes_in_any_order() {
-        let r = RecvRing::new(2);
-        let mut ids = Vec::new();
-        r.post("t", 10, None, |id| {
-            ids.push(id);
-            Ok(())
-        })
-        .unwrap();
-        r.post("t", 11, None, |id| {
-            ids.push(id);
-            Ok(())
-        })
-        .unwrap();
+        let mut r = RecvRing::new(2, 1);
+        r.check("t", 2).unwrap();
+        let ids = [r.id(0), r.id(1)];
+        r.push(10, std::iter::empty());
+        r.push(11, std::iter::empty());
         assert!(ids.iter().all(|id| id & RECV_BIT != 0));
-        assert_eq!(r.post("t", 12, None, ok).unwrap_err().errno(), Some(libc::ENOMEM));
+        assert_eq!(r.check("t", 1).unwrap_err().errno(), Some(libc::ENOMEM));
         assert_eq!(r.complete(ids[1]), Some(11));
         assert_eq!(r.complete(ids[1]), None, "not in flight");
         assert_eq!(r.complete(ids[0]), Some(10));
         assert_eq!(r.complete(RECV_BIT | 5), None, "unknown slot");
-        r.post("t", 13, None, ok).unwrap();
+        r.check("t", 2).unwrap();
     }
 }

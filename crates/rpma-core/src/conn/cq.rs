@@ -1,6 +1,7 @@
 //! Completion queues, borrowed from a connection or a shared receive queue.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -9,10 +10,14 @@ use crate::types::Wc;
 
 /// A completion queue (`struct rpma_cq`), borrowed from its connection or shared RQ.
 ///
-/// `Send + Sync` (`Copy`): polling from several threads is allowed, as in librpma.
+/// `Copy`, neither `Send` nor `Sync`: it is polled on the thread that holds its connection
+/// (polling retires the connection's operations, bookkeeping that thread owns). The receive
+/// CQ of a shared receive queue may be polled from several threads: each takes it from the
+/// [`Srq`](crate::Srq) (`Send + Sync`) itself.
 pub struct Cq<'a, T: Transport> {
     pub(super) cq: &'a T::Cq,
     pub(super) shared: bool,
+    pub(super) _local: PhantomData<*const ()>,
 }
 
 impl<T: Transport> fmt::Debug for Cq<'_, T> {

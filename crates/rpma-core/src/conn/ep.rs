@@ -10,6 +10,7 @@ use crate::transport::{ListenerBackend, Transport};
 
 use super::req::queue_config;
 use super::ConnReq;
+use super::OpLimits;
 
 /// A listening endpoint (`struct rpma_ep`), the passive side's source of connection requests.
 ///
@@ -64,8 +65,17 @@ impl<T: Transport> Ep<T> {
         let srq = cfg.and_then(ConnCfg::srq).cloned();
         let qc = queue_config(OP, &self.peer.inner.caps, cfg, &srq)?;
         let shared = qc.shared_channel;
+        let limits = OpLimits::of(&qc, &self.peer.inner.caps);
         let qp = self.listener().next_request(&qc).map_err(|e| e.in_op(OP))?;
-        Ok(ConnReq { qp: Some(qp), shared, incoming: true, srq, peer: self.peer.clone() })
+        Ok(ConnReq {
+            qp: Some(qp),
+            shared,
+            incoming: true,
+            limits,
+            _not_sync: std::marker::PhantomData,
+            srq,
+            peer: self.peer.clone(),
+        })
     }
 
     /// `rpma_ep_shutdown`: stops listening. Existing connections are not affected. (Dropping

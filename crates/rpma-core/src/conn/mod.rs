@@ -1,14 +1,16 @@
 //! Connections; their endpoints, requests, completion queues and shared receive queues have a
 //! file each.
 
+use std::cell::Cell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::peer::{Peer, PeerCfg};
-use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, Transport};
+use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, QueueConfig, Transport};
 use crate::types::ConnEvent;
 mod cq;
 mod ep;
@@ -20,14 +22,38 @@ pub use ep::Ep;
 pub use req::ConnReq;
 pub use srq::Srq;
 
+/// What a connection's operations may use beyond one registered piece (from its
+/// [`ConnCfg`](crate::ConnCfg), checked against the device).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpLimits {
+    /// Pieces of a send, write or receive.
+    pub(crate) max_sge: u32,
+    /// Pieces of a read (also bounded by the device's `max_sge_rd`).
+    pub(crate) max_sge_rd: u32,
+    /// Inline bytes.
+    pub(crate) max_inline: u32,
+}
+
+impl OpLimits {
+    pub(crate) fn of<T: Transport>(qc: &QueueConfig<'_, T>, caps: &Capabilities) -> Self {
+        Self { max_sge: qc.max_sge, max_sge_rd: qc.max_sge.min(caps.max_sge_rd), max_inline: qc.max_inline }
+    }
+}
+
 /// A connection (`struct rpma_conn`).
 ///
-/// Thread safety follows librpma (docs/semantics.md#thread-safety): data-path operations, getters,
-/// `next_event`, `wait` and `disconnect` may be called from several threads at once (`&self`):
-/// `Send + Sync`.
+/// `Send` but not `Sync` (docs/semantics.md#thread-safety): a connection is used by one
+/// thread at a time, which may change (move it, or lend it through a `Mutex`). That is what
+/// lets posting and polling go without a lock, an allocation or a reference count: the
+/// queue pair's bookkeeping belongs to the thread holding the connection. To drive many
+/// connections in parallel, give each thread its own; to post on one connection from several
+/// threads, put it in a `Mutex` (librpma let threads share a connection and paid for a lock
+/// in every post and poll).
 pub struct Conn<T: Transport> {
     qp: Option<T::Qp>,
     shared: bool,
+    limits: OpLimits,
+    _not_sync: PhantomData<Cell<()>>,
     direct_write_to_pmem: AtomicBool,
     private_data: OnceLock<Box<[u8]>>,
     _srq: Option<Srq<T>>,
@@ -118,14 +144,14 @@ impl<T: Transport> Conn<T> {
     /// receive CQ exists).
     #[must_use]
     pub fn cq(&self) -> Cq<'_, T> {
-        Cq { cq: self.qp().cq(), shared: self.shared }
+        Cq { cq: self.qp().cq(), shared: self.shared, _local: PhantomData }
     }
 
     /// `rpma_conn_get_rcq`: the connection's own receive CQ, or `None` (no `rcq_size`, or an SRQ
     /// with its own receive CQ is used).
     #[must_use]
     pub fn rcq(&self) -> Option<Cq<'_, T>> {
-        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared })
+        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared, _local: PhantomData })
     }
 
     /// `rpma_conn_get_compl_fd`: the fd of the shared completion channel.
@@ -180,6 +206,21 @@ impl<T: Transport> Conn<T> {
 
     pub(crate) fn caps(&self) -> &Capabilities {
         &self.peer.inner.caps
+    }
+
+    pub(crate) const fn limits(&self) -> &OpLimits {
+        &self.limits
+    }
+
+    /// Send-queue slots free now: the configured send-queue size minus the operations posted
+    /// and not yet retired. An operation is retired by polling its completion or, if it was
+    /// posted unsignaled ([`CompletionFlags::ON_ERROR`](crate::CompletionFlags::ON_ERROR)), the
+    /// completion of a later operation of the same connection: a connection that posts only
+    /// unsignaled operations fills its send queue. A [`Batch`](crate::Batch) longer than this is
+    /// refused whole.
+    #[must_use]
+    pub fn sq_free(&self) -> u32 {
+        self.qp().sq_free()
     }
 
     pub(crate) fn direct_write_to_pmem(&self) -> bool {

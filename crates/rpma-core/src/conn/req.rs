@@ -1,6 +1,8 @@
 //! Connection requests, outgoing and incoming, and the queue configuration they are built with.
 
+use std::cell::Cell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 
@@ -10,7 +12,7 @@ use crate::peer::Peer;
 use crate::transport::{Capabilities, QpBackend, QueueConfig, SrqBackend, Transport};
 use crate::validate;
 
-use super::{Conn, Srq};
+use super::{Conn, OpLimits, Srq};
 
 pub(super) fn queue_config<'a, T: Transport>(
     op: &'static str,
@@ -33,12 +35,19 @@ pub(super) fn queue_config<'a, T: Transport>(
     validate::queue_size(op, "rcq_size", c.rcq_size(), caps.max_cqe)?;
     validate::queue_size(op, "sq_size", c.sq_size(), caps.max_qp_wr)?;
     validate::queue_size(op, "rq_size", c.rq_size(), caps.max_qp_wr)?;
+    if c.max_sge() == 0 {
+        return Err(Error::inval(op, "max_sge is 0 (at least one piece per operation)"));
+    }
+    validate::queue_size(op, "max_sge", c.max_sge(), caps.max_sge)?;
+    validate::queue_size(op, "max_inline", c.max_inline(), caps.max_inline_data)?;
     Ok(QueueConfig {
         timeout_ms,
         cq_size: c.cq_size(),
         rcq_size: c.rcq_size(),
         sq_size: c.sq_size(),
         rq_size: c.rq_size(),
+        max_sge: c.max_sge(),
+        max_inline: c.max_inline(),
         shared_channel: shared,
         srq: srq.as_ref().map(|s| &s.srq),
     })
@@ -47,11 +56,13 @@ pub(super) fn queue_config<'a, T: Transport>(
 /// ([`Ep::next_conn_req`](crate::Ep::next_conn_req)). [`ConnReq::connect`] turns it into a [`Conn`]; dropping it (or
 /// [`ConnReq::delete`]) rejects an incoming request and abandons an outgoing one.
 ///
-/// `Send + Sync`.
+/// `Send` but not `Sync`, as a [`Conn`]: its receive queue is posted to without a lock.
 pub struct ConnReq<T: Transport> {
     pub(super) qp: Option<T::Qp>,
     pub(super) shared: bool,
     pub(super) incoming: bool,
+    pub(super) limits: OpLimits,
+    pub(super) _not_sync: PhantomData<Cell<()>>,
     pub(super) srq: Option<Srq<T>>,
     pub(super) peer: Peer<T>,
 }
@@ -87,9 +98,10 @@ impl<T: Transport> ConnReq<T> {
         let srq = cfg.and_then(ConnCfg::srq).cloned();
         let qc = queue_config(OP, &peer.inner.caps, cfg, &srq)?;
         let shared = qc.shared_channel;
+        let limits = OpLimits::of(&qc, &peer.inner.caps);
         let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
         crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
-        Ok(Self { qp: Some(qp), shared, incoming: false, srq, peer: peer.clone() })
+        Ok(Self { qp: Some(qp), shared, incoming: false, limits, _not_sync: PhantomData, srq, peer: peer.clone() })
     }
 
     pub(crate) fn qp(&self) -> &T::Qp {
@@ -98,6 +110,10 @@ impl<T: Transport> ConnReq<T> {
 
     pub(crate) fn caps(&self) -> &Capabilities {
         &self.peer.inner.caps
+    }
+
+    pub(crate) const fn limits(&self) -> &OpLimits {
+        &self.limits
     }
 
     /// Whether this is an incoming request (from [`Ep::next_conn_req`](crate::Ep::next_conn_req)).
@@ -146,6 +162,8 @@ impl<T: Transport> ConnReq<T> {
         Ok(Conn {
             qp: Some(qp),
             shared: self.shared,
+            limits: self.limits,
+            _not_sync: PhantomData,
             direct_write_to_pmem: AtomicBool::new(false),
             private_data,
             _srq: self.srq.take(),

@@ -6,16 +6,16 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-use rpma_core::transport::{CmEvent, CqSlot, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr};
+use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendOp, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
-use crate::mem::MockMr;
 use crate::notify::{new_notifier, Notifier};
 use crate::{FabricInner, MockFabric, MockPd, MrTable};
 
 mod listener;
+mod pieces;
 mod recv;
 mod responder;
 mod srq;
@@ -26,6 +26,7 @@ pub(crate) use srq::create_srq;
 pub use srq::MockSrq;
 
 use listener::Incoming;
+use pieces::{Dst, Source};
 use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
 use responder::{execute, opcodes};
 use srq::SrqShared;
@@ -126,12 +127,12 @@ impl QpShared {
             (None, None) => (Vec::new(), Vec::new()),
         };
         // Each region is released before its completion is posted (see `deliver`).
-        for RecvBuf { mr, wr_id, .. } in bufs {
-            drop(mr);
+        for RecvBuf { dst, wr_id } in bufs {
+            drop(dst);
             self.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
         }
         for mut m in pending {
-            drop(m.src.take());
+            drop(std::mem::take(&mut m.src));
             fail_sender(&m, WcStatus::WrFlushErr);
         }
     }
@@ -303,6 +304,54 @@ impl MockQp {
         self.shared.posted.load(Ordering::Acquire) - self.shared.send_cq.retired.load(Ordering::Acquire)
     }
 
+    /// Executes one work request of a chain whose send-queue slot `seq` was taken.
+    fn post_one(&self, wr: &SendWr<'_, MockFabric>, seq: u64) {
+        let s = &self.shared;
+        let state = s.state();
+        let (sop, rop) = opcodes(wr.op, &s.pd.caps);
+        if !rop {
+            // One-sided: only the target's registrations are involved. Once the remote QP is
+            // gone this QP is in the error state (its teardown hangs up this side), so the
+            // state decides as the remote QP's liveness would.
+            let status = match (state, s.remote_mrs.get()) {
+                (CONNECTED, Some(table)) => execute(wr, table, &s.pd.caps),
+                _ => WcStatus::WrFlushErr,
+            };
+            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
+            return;
+        }
+        let remote = s.remote();
+        let (CONNECTED, Some(remote)) = (state, remote) else {
+            s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
+            return;
+        };
+        let status = execute(wr, &remote.pd.mrs, &s.pd.caps);
+        if status != WcStatus::Success {
+            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
+            return;
+        }
+        let src = match wr.op {
+            SendOp::Send | SendOp::SendImm(_) => Source::of(&wr.local, wr.len),
+            _ => Source::None,
+        };
+        let imm = match wr.op {
+            SendOp::SendImm(i) | SendOp::WriteImm(i) => Some(i),
+            _ => None,
+        };
+        let m = Msg {
+            src,
+            len: wr.len,
+            imm,
+            write_imm: matches!(wr.op, SendOp::WriteImm(_)),
+            sender: Arc::downgrade(s),
+            sender_signaled: wr.signaled,
+            sender_wr_id: wr.wr_id,
+            sender_seq: seq,
+            receiver: Arc::downgrade(&remote),
+        };
+        arrive(&remote, m);
+    }
+
     fn teardown(&self) -> Result<()> {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -399,7 +448,7 @@ impl QpBackend<MockFabric> for MockQp {
         &self.req_pdata
     }
 
-    fn post_recv(&self, buf: Option<LocalBuf<'_, MockMr>>, wr_id: u64) -> Result<()> {
+    fn post_recv(&self, wrs: &[RecvWr<'_, MockFabric>]) -> Result<()> {
         const OP: &str = "ibv_post_recv";
         let s = &self.shared;
         s.fabric.faults.check(OP)?;
@@ -407,23 +456,15 @@ impl QpBackend<MockFabric> for MockQp {
             return Err(Error::provider(OP, EINVAL).with_detail("the QP receives through a shared RQ"));
         };
         if s.state() == ERROR {
-            s.recv_complete(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            for wr in wrs {
+                s.recv_complete(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            }
             return Ok(());
         }
-        let b = RecvBuf {
-            mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
-            offset: buf.as_ref().map_or(0, |b| b.offset),
-            len: buf.as_ref().map_or(0, |b| b.len),
-            wr_id,
-        };
-        let matched = lock(rq).post(b, OP)?;
-        if let Some((m, b)) = matched {
-            deliver(m, b);
-        }
-        Ok(())
+        post_recvs(rq, wrs, OP)
     }
 
-    fn post_send(&self, wr: &SendWr<'_, MockMr>) -> Result<()> {
+    fn post_send(&self, wrs: &[SendWr<'_, MockFabric>]) -> Result<()> {
         const OP: &str = "ibv_post_send";
         let s = &self.shared;
         s.fabric.faults.check(OP)?;
@@ -431,59 +472,24 @@ impl QpBackend<MockFabric> for MockQp {
         if state == INIT || state == CONNECTING {
             return Err(Error::provider(OP, EINVAL).with_detail("the connection is not established"));
         }
+        let n = wrs.len() as u64;
         // `retired` is re-read on every attempt: a value read once before the loop goes stale
-        // while other threads post and poll, and made a free queue look full.
-        let seq = s
+        // while other threads post and poll, and made a free queue look full. The whole chain
+        // takes its slots at once, or none.
+        let first = s
             .posted
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                (p.saturating_sub(s.send_cq.retired.load(Ordering::Acquire)) < s.sq_size).then_some(p + 1)
+                (p.saturating_sub(s.send_cq.retired.load(Ordering::Acquire)) + n <= s.sq_size).then_some(p + n)
             })
-            .map_err(|_| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?
-            + 1;
-        let (sop, rop) = opcodes(wr.op, &s.pd.caps);
-        if !rop {
-            // One-sided: only the target's registrations are involved. Once the remote QP is
-            // gone this QP is in the error state (its teardown hangs up this side), so the
-            // state decides as the remote QP's liveness would.
-            let status = match (state, s.remote_mrs.get()) {
-                (CONNECTED, Some(table)) => execute(wr, table, &s.pd.caps),
-                _ => WcStatus::WrFlushErr,
-            };
-            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
-            return Ok(());
-        }
-        let remote = s.remote();
-        let (CONNECTED, Some(remote)) = (state, remote) else {
-            s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
-            return Ok(());
-        };
-        let status = execute(wr, &remote.pd.mrs, &s.pd.caps);
-        match (status, rop) {
-            (WcStatus::Success, true) => {
-                let src = match (wr.op, &wr.local) {
-                    (SendOp::Send | SendOp::SendImm(_), Some(l)) => Some((Arc::clone(l.mr), l.offset)),
-                    _ => None,
-                };
-                let imm = match wr.op {
-                    SendOp::SendImm(i) | SendOp::WriteImm(i) => Some(i),
-                    _ => None,
-                };
-                let m = Msg {
-                    src,
-                    len: wr.len,
-                    imm,
-                    write_imm: matches!(wr.op, SendOp::WriteImm(_)),
-                    sender: Arc::downgrade(s),
-                    sender_signaled: wr.signaled,
-                    sender_wr_id: wr.wr_id,
-                    sender_seq: seq,
-                    receiver: Arc::downgrade(&remote),
-                };
-                arrive(&remote, m);
-            }
-            (status, _) => s.complete(wr.wr_id, status, sop, wr.signaled, seq),
+            .map_err(|_| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?;
+        for (i, wr) in wrs.iter().enumerate() {
+            self.post_one(wr, first + i as u64 + 1);
         }
         Ok(())
+    }
+
+    fn sq_free(&self) -> u32 {
+        u32::try_from(self.shared.sq_size.saturating_sub(self.sq_in_use())).unwrap_or(u32::MAX)
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
@@ -597,4 +603,25 @@ impl QpBackend<MockFabric> for MockQp {
     fn destroy(self) -> Result<()> {
         self.teardown()
     }
+}
+
+/// Posts a chain of receives to `side`, whole or not at all: a message waiting for a buffer
+/// takes it at once (RC's receiver-not-ready retry ends).
+fn post_recvs(side: &Mutex<RecvSide>, wrs: &[RecvWr<'_, MockFabric>], op: &'static str) -> Result<()> {
+    let mut matched = Vec::new();
+    {
+        let mut g = lock(side);
+        if !g.has_room(wrs.len().saturating_sub(g.pending.len())) {
+            return Err(Error::provider(op, ENOMEM).with_detail("receive queue is full"));
+        }
+        for wr in wrs {
+            if let Some(m) = g.post(RecvBuf { dst: Dst::of(&wr.local), wr_id: wr.wr_id }, op)? {
+                matched.push(m);
+            }
+        }
+    }
+    for (m, b) in matched {
+        deliver(m, b);
+    }
+    Ok(())
 }

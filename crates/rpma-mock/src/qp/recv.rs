@@ -5,22 +5,19 @@ use std::sync::{Arc, Weak};
 
 use rpma_core::{Error, Result, WcOpcode, WcStatus};
 
-use crate::mem::{copy, MockMr};
-
+use super::pieces::{Dst, Source};
 use super::{lock, QpShared, CONNECTED, ENOMEM};
 
-/// A posted receive buffer (it keeps its registration alive while posted).
+/// A posted receive buffer (it keeps its registrations alive while posted).
 pub(super) struct RecvBuf {
-    pub(super) mr: Option<Arc<MockMr>>,
-    pub(super) offset: usize,
-    pub(super) len: usize,
+    pub(super) dst: Dst,
     pub(super) wr_id: u64,
 }
 
 /// A message on its way to a receive buffer: a send, or the receive-consuming part of a write
 /// with immediate data.
 pub(super) struct Msg {
-    pub(super) src: Option<(Arc<MockMr>, usize)>,
+    pub(super) src: Source,
     pub(super) len: usize,
     pub(super) imm: Option<u32>,
     pub(super) write_imm: bool,
@@ -63,6 +60,12 @@ impl RecvSide {
         }
     }
 
+    /// Whether `n` more buffers fit (messages waiting for a buffer are not counted: a chain of
+    /// receives is posted whole or not at all).
+    pub(super) fn has_room(&self, n: usize) -> bool {
+        self.bufs.len() + n <= self.cap
+    }
+
     /// Posts a buffer; returns a message that was waiting for it, if any.
     pub(super) fn post(&mut self, buf: RecvBuf, op: &'static str) -> Result<Option<(Msg, RecvBuf)>> {
         if let Some(m) = self.pending.pop_front() {
@@ -93,19 +96,17 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
     };
     let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
     let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
-    if !m.write_imm && m.len > b.len {
-        drop(b.mr.take());
-        drop(m.src.take());
+    if !m.write_imm && m.len > b.dst.len() {
+        drop(std::mem::take(&mut b.dst));
+        drop(std::mem::take(&mut m.src));
         receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
         receiver.to_error();
         fail_sender(&m, WcStatus::RemInvReqErr);
         return;
     }
-    if let (Some((src, soff)), Some(dst)) = (&m.src, &b.mr) {
-        copy(src.shared(), *soff, dst.shared(), b.offset, m.len);
-    }
-    drop(b.mr.take());
-    drop(m.src.take());
+    b.dst.fill(&m.src, m.len);
+    drop(std::mem::take(&mut b.dst));
+    drop(std::mem::take(&mut m.src));
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
     if let Some(s) = m.sender.upgrade() {
         s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);

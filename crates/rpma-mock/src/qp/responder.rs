@@ -7,8 +7,9 @@ use std::sync::PoisonError;
 use rpma_core::transport::{SendOp, SendWr};
 use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
 
-use crate::mem::{copy, MockMr};
-use crate::MrTable;
+use crate::{MockFabric, MrTable};
+
+use super::pieces::{gather_into, scatter_from};
 
 /// The completion opcode of an operation on the sender, and whether it consumes a receive.
 pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
@@ -26,7 +27,7 @@ pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 
 /// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
 /// and access rights as hardware does.
-pub(super) fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
+pub(super) fn execute(wr: &SendWr<'_, MockFabric>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
     let Some(rb) = wr.remote else {
         return WcStatus::Success;
     };
@@ -42,17 +43,13 @@ pub(super) fn execute(wr: &SendWr<'_, MockMr>, mrs: &MrTable, caps: &Capabilitie
             let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_read) else {
                 return WcStatus::RemAccessErr;
             };
-            if let Some(l) = &wr.local {
-                copy(mr, off, l.mr.shared(), l.offset, wr.len);
-            }
+            scatter_from(mr, off, &wr.local);
         }
         SendOp::Write | SendOp::WriteImm(_) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_write) else {
                 return WcStatus::RemAccessErr;
             };
-            if let Some(l) = &wr.local {
-                copy(l.mr.shared(), l.offset, mr, off, wr.len);
-            }
+            gather_into(&wr.local, mr, off);
         }
         SendOp::AtomicWrite(bytes) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {

@@ -2,15 +2,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use rpma_core::transport::{CqSlot, LocalBuf, SrqBackend};
+use rpma_core::transport::{CqSlot, RecvWr, SrqBackend};
 use rpma_core::{Error, Result};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_cq, CqShared, MockCq};
-use crate::mem::MockMr;
 use crate::{FabricInner, MockFabric, MockPd};
 
-use super::{deliver, lock, RecvBuf, RecvSide, EINVAL};
+use super::{post_recvs, RecvSide, EINVAL};
 
 pub(crate) struct SrqShared {
     pub(super) side: Mutex<RecvSide>,
@@ -49,20 +48,10 @@ pub(crate) fn create_srq(pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Resul
 }
 
 impl SrqBackend<MockFabric> for MockSrq {
-    fn post_recv(&self, buf: Option<LocalBuf<'_, MockMr>>, wr_id: u64) -> Result<()> {
+    fn post_recv(&self, wrs: &[RecvWr<'_, MockFabric>]) -> Result<()> {
         const OP: &str = "ibv_post_srq_recv";
         self.shared.fabric.faults.check(OP)?;
-        let b = RecvBuf {
-            mr: buf.as_ref().map(|b| Arc::clone(b.mr)),
-            offset: buf.as_ref().map_or(0, |b| b.offset),
-            len: buf.as_ref().map_or(0, |b| b.len),
-            wr_id,
-        };
-        let matched = lock(&self.shared.side).post(b, OP)?;
-        if let Some((m, b)) = matched {
-            deliver(m, b);
-        }
-        Ok(())
+        post_recvs(&self.shared.side, wrs, OP)
     }
 
     fn rcq(&self) -> Option<&MockCq> {

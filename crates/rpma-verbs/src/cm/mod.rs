@@ -13,11 +13,13 @@ use crate::sys::{call, errno, release, track};
 use crate::{VerbsDevice, VerbsPd};
 
 mod listener;
+mod post;
 mod qp;
 mod srq;
 
 pub(crate) use listener::listen;
 pub use listener::VerbsListener;
+pub(crate) use post::Scratch;
 pub(crate) use qp::connect_request;
 pub use qp::VerbsQp;
 pub(crate) use srq::create_srq;

@@ -1,23 +1,23 @@
 //! A connection's queue pair: its CQs, its CM id and event channel, and the posting of work requests.
 
+use std::cell::UnsafeCell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as ffi;
-use rpma_core::transport::{CmEvent, CqSlot, LocalBuf, QpBackend, QueueConfig, SendOp, SendWr};
-use rpma_core::FlushType;
-
-use crate::native::Counted;
+use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Usage};
 
-use crate::cq::{Channel, VerbsCq};
+use crate::cq::{Channel, RecvLink, VerbsCq};
 use crate::mr::{reg_mr, VerbsMr};
+use crate::pin::PARKED;
 use crate::ring::{RecvRing, SendRing};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
 
+use super::post::{self, Parts, QpOps, Scratch};
 use super::srq::VerbsSrq;
 use super::{check_device, conn_param, flush_buffer, AddrInfo, CmId, EventChannel, RawEvent};
 
@@ -62,15 +62,27 @@ pub(super) fn build_qp(
     let ctx = pd.device().ctx();
     let caps = pd.caps();
     let shared = if cfg.shared_channel { Some(Channel::new(ctx)?) } else { None };
-    let sq = Arc::new(SendRing::new(cfg.sq_size));
+    let max_sge = cfg.max_sge.max(1);
+    let sq = SendRing::new(cfg.sq_size, max_sge);
     let srq = cfg.srq.map(Arc::clone);
-    let rq = srq.is_none().then(|| Arc::new(RecvRing::new(cfg.rq_size)));
     let srq_rcq = srq.as_ref().and_then(|s| s.rcq.as_ref()).map(VerbsCq::as_ptr);
     let want_rcq = cfg.rcq_size > 0 && srq_rcq.is_none();
-    let recv_ring = rq.clone().or_else(|| srq.as_ref().map(|s| Arc::clone(&s.ring)));
-    let main_recv = if want_rcq || srq_rcq.is_some() { None } else { recv_ring.clone() };
-    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(Arc::clone(&sq)), main_recv)?;
-    let rcq = if want_rcq { Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, recv_ring)?) } else { None };
+    let recv_link = || match &srq {
+        Some(s) => RecvLink::Srq(Arc::clone(&s.ring)),
+        None => RecvLink::Own(UnsafeCell::new(RecvRing::new(cfg.rq_size, max_sge))),
+    };
+    let (main_recv, rcq_recv) = if srq_rcq.is_some() {
+        (RecvLink::None, None)
+    } else if want_rcq {
+        (RecvLink::None, Some(recv_link()))
+    } else {
+        (recv_link(), None)
+    };
+    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(sq), main_recv)?;
+    let rcq = match rcq_recv {
+        Some(link) => Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, link)?),
+        None => None,
+    };
     let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
     // (with native flush too: persistent flushes are RDMA Reads, docs/native-ops.md)
     let flush_mr = Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?);
@@ -85,9 +97,9 @@ pub(super) fn build_qp(
         (*a).cap = ffi::ibv_qp_cap {
             max_send_wr: cfg.sq_size,
             max_recv_wr: if srq.is_some() { 0 } else { cfg.rq_size },
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: MAX_INLINE_DATA,
+            max_send_sge: max_sge,
+            max_recv_sge: if srq.is_some() { 1 } else { max_sge },
+            max_inline_data: cfg.max_inline.max(MAX_INLINE_DATA),
         };
         (*a).qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
         (*a).sq_sig_all = 0;
@@ -128,8 +140,8 @@ pub(super) fn build_qp(
         cq,
         rcq,
         shared,
-        sq,
-        rq,
+        scratch: UnsafeCell::new(Scratch::default()),
+        parts: UnsafeCell::new(Vec::new()),
         _srq: srq,
         flush_mr,
         pd: Arc::clone(pd),
@@ -152,12 +164,6 @@ fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
     }
     f
 }
-/// A native operation of an extended QP.
-#[derive(Clone, Copy)]
-enum Native {
-    Flush,
-    AtomicWrite,
-}
 
 /// A connection's queue pair with its CM id and event channel.
 pub struct VerbsQp {
@@ -173,18 +179,18 @@ pub struct VerbsQp {
     cq: VerbsCq,
     rcq: Option<VerbsCq>,
     shared: Option<Arc<Channel>>,
-    sq: Arc<SendRing>,
-    rq: Option<Arc<RecvRing>>,
+    /// Chain buffers (rule V6: the owner's thread only).
+    scratch: UnsafeCell<Scratch>,
+    parts: UnsafeCell<Vec<Parts>>,
     _srq: Option<Arc<VerbsSrq>>,
     flush_mr: Option<VerbsMr>,
     pd: Arc<VerbsPd>,
 }
 
 // SAFETY: [V3] the id, QP and channel are used only through thread-safe librdmacm/libibverbs calls;
-// the extended-QP builder calls (`ibv_wr_*`) are made under the send ring's lock.
+// [V6] the slot rings, chain buffers and extended-QP builder calls (`ibv_wr_*`) are reached by
+// one thread at a time: the queue pair moves between threads whole and is not `Sync`.
 unsafe impl Send for VerbsQp {}
-// SAFETY: [V3] as above.
-unsafe impl Sync for VerbsQp {}
 
 impl std::fmt::Debug for VerbsQp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -225,6 +231,13 @@ impl VerbsQp {
         }
         // SAFETY: [V1] the id is alive; its QP is gone, so it must not refer to it any more.
         unsafe { (*self.id.as_ptr()).qp = std::ptr::null_mut() };
+        // The device no longer uses any region for this QP: regions dropped while its work
+        // requests were in flight can go now (crate::pin).
+        self.cq.release_pins();
+        if let Some(r) = &self.rcq {
+            r.release_pins();
+        }
+        PARKED.sweep();
         if let Some(r) = &self.rcq {
             note(r.release());
         }
@@ -253,9 +266,10 @@ impl VerbsQp {
     /// never released, with the regions its unretired work requests reference and the flush
     /// buffer. Reported through the log and [`crate::leaks`].
     fn abandon(&self, why: &Error) {
-        self.sq.abandon(why);
-        if let Some(rq) = &self.rq {
-            rq.abandon(why);
+        // The regions its work requests use stay pinned: never deregistered or freed.
+        self.cq.report_leaks(why);
+        if let Some(r) = &self.rcq {
+            r.report_leaks(why);
         }
         if let Some(srq) = &self._srq {
             std::mem::forget(Arc::clone(srq));
@@ -276,33 +290,21 @@ impl VerbsQp {
         crate::leak::qp(self.qp_num, why);
     }
 
-    fn post(&self, wr: &mut ffi::ibv_send_wr) -> Result<()> {
-        let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: [V2, V4] the QP is alive; `wr` is a single, fully initialised work request whose
-        // scatter/gather list (if any) lives across the call.
-        let r = call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(self.qp(), wr, &mut bad) });
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(Error::provider("ibv_post_send", ret_errno(r)))
-        }
-    }
-
-    /// Whether this QP has the function pointer of a native operation (librpma 1.3 decides per
-    /// QP the same way: `qpx->wr_flush` / `qpx->wr_atomic_write` set).
-    fn has_native(&self, op: Native) -> bool {
-        let Some(qpx) = self.qpx else {
-            return false;
-        };
+    /// What this QP can do natively (librpma 1.3 decides per QP the same way: `qpx->wr_flush`
+    /// / `qpx->wr_atomic_write` set).
+    fn ops(&self) -> QpOps<'_> {
         let caps = self.pd.caps();
-        // SAFETY: [V2] a live extended QP; `wr_flush` is read only when the QP was created with
-        // IBV_QP_EX_WITH_FLUSH (native flush in the capabilities), which its provider accepted.
-        unsafe {
-            match op {
-                Native::AtomicWrite => (*qpx.as_ptr()).wr_atomic_write.is_some(),
-                Native::Flush => caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some(),
+        let (mut native_flush, mut native_atomic_write) = (false, false);
+        if let Some(qpx) = self.qpx {
+            // SAFETY: [V2] a live extended QP; `wr_flush` is read only when the QP was created
+            // with IBV_QP_EX_WITH_FLUSH (native flush in the capabilities), which its provider
+            // accepted.
+            unsafe {
+                native_atomic_write = caps.native_atomic_write && (*qpx.as_ptr()).wr_atomic_write.is_some();
+                native_flush = caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some();
             }
         }
+        QpOps { native_flush, native_atomic_write, flush_mr: self.flush_mr.as_ref() }
     }
 
     /// The `NoSupp` of a native-only operation that would be emulated.
@@ -316,61 +318,6 @@ impl VerbsQp {
         Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
             "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
         ))
-    }
-
-    /// Native atomic write through the extended-QP builder.
-    fn post_atomic_write(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, bytes: &[u8; 8]) -> Result<()> {
-        let Some(qpx) = self.qpx else {
-            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
-        };
-        let q = qpx.as_ptr();
-        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_ATOMIC_WRITE; the builder calls are
-        // serialised by the send ring's lock; `bytes` lives across the calls.
-        let r = unsafe {
-            let Some(aw) = (*q).wr_atomic_write else {
-                return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
-            };
-            ffi::ibv_wr_start(q);
-            (*q).wr_id = verbs_id;
-            (*q).wr_flags = flags;
-            aw(q, rkey, addr, bytes.as_ptr().cast());
-            ffi::ibv_wr_complete(q)
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(Error::provider("ibv_wr_complete", ret_errno(r)))
-        }
-    }
-
-    /// Native flush through the extended-QP builder.
-    fn post_flush(&self, verbs_id: u64, flags: u32, rkey: u32, addr: u64, len: usize, t: FlushType) -> Result<()> {
-        let Some(qpx) = self.qpx else {
-            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
-        };
-        let q = qpx.as_ptr();
-        let ptype = match t {
-            FlushType::Visibility => 1, // IBV_FLUSH_GLOBAL
-            FlushType::Persistent => 2, // IBV_FLUSH_PERSISTENT
-        };
-        // SAFETY: [V2, V3] an extended QP created with IBV_QP_EX_WITH_FLUSH (so the provider, which
-        // accepted the flag when probed, has `wr_flush`: crate::native); builder calls serialised by
-        // the send ring's lock.
-        let r = unsafe {
-            let Some(fl) = crate::native::wr_flush(q) else {
-                return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
-            };
-            ffi::ibv_wr_start(q);
-            (*q).wr_id = verbs_id;
-            (*q).wr_flags = flags;
-            fl(q, rkey, addr, len, ptype, 0 /* IBV_FLUSH_RANGE */);
-            ffi::ibv_wr_complete(q)
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(Error::provider("ibv_wr_complete", ret_errno(r)))
-        }
     }
 }
 
@@ -417,122 +364,65 @@ impl QpBackend<Verbs> for VerbsQp {
         &self.req_pdata
     }
 
-    fn post_recv(&self, buf: Option<LocalBuf<'_, VerbsMr>>, wr_id: u64) -> Result<()> {
+    fn post_recv(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
         const OP: &str = "ibv_post_recv";
-        let Some(rq) = &self.rq else {
+        let owner = self.rcq.as_ref().filter(|c| c.has_own_recv()).unwrap_or(&self.cq);
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
+        // this call and nothing called here takes another.
+        let (ring, sc) = unsafe { (owner.own_recv_ring(), &mut *self.scratch.get()) };
+        let Some(ring) = ring else {
             return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
         };
-        let mut sge = buf.as_ref().map(|b| b.mr.sge(b.offset, b.len));
-        rq.post(OP, wr_id, buf.as_ref().map(|b| b.mr), |id| {
-            let mut wr = ffi::ibv_recv_wr {
-                wr_id: id,
-                next: std::ptr::null_mut(),
-                sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
-                num_sge: i32::from(sge.is_some()),
-            };
-            let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-            // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE lives across the
-            // call and describes a range inside a registration kept alive by the slot.
-            let r = call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(self.qp(), &mut wr, &mut bad) });
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(Error::provider(OP, ret_errno(r)))
-            }
+        let qp = self.qp();
+        post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
+            // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose SGEs
+            // live across the call and describe ranges inside registrations pinned by the ring.
+            call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, wr, bad) })
         })
     }
 
-    fn post_send(&self, wr: &SendWr<'_, VerbsMr>) -> Result<()> {
+    fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
         const OP: &str = "ibv_post_send";
-        use ffi::ibv_wr_opcode as O;
-        let signaled = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
+        // this call and nothing called here takes another.
+        let (ring, sc, parts) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.parts.get()) };
+        let Some(ring) = ring else {
+            return Err(Error::provider(OP, libc::EINVAL).with_detail("no send queue"));
+        };
+        ring.check(OP, wrs.len())?;
+        let ops = self.ops();
         let caps = self.pd.caps();
-        let (rkey, raddr) = wr.remote.map_or((0, 0), |r| (r.rkey, r.addr));
-        let mr = wr.local.as_ref().map(|l| l.mr);
-        let mut sge = wr.local.as_ref().map(|l| l.mr.sge(l.offset, l.len));
-        let mut flags = signaled;
-        let mut imm: Option<u32> = None;
-        let inline_bytes: [u8; 8] = match wr.op {
-            SendOp::AtomicWrite(b) => b,
-            _ => [0; 8],
+        let no_native = |op: &'static str, what: &'static str| {
+            self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
         };
-        let opcode = match wr.op {
-            SendOp::Read => O::IBV_WR_RDMA_READ,
-            SendOp::Write => O::IBV_WR_RDMA_WRITE,
-            SendOp::WriteImm(i) => {
-                imm = Some(i);
-                O::IBV_WR_RDMA_WRITE_WITH_IMM
+        let single;
+        let all: &[Parts] = if let [wr] = wrs {
+            single = post::parts(wr, ops, &no_native)?;
+            std::slice::from_ref(&single)
+        } else {
+            parts.clear();
+            for wr in wrs {
+                parts.push(post::parts(wr, ops, &no_native)?);
             }
-            SendOp::Send => O::IBV_WR_SEND,
-            SendOp::SendImm(i) => {
-                imm = Some(i);
-                O::IBV_WR_SEND_WITH_IMM
-            }
-            SendOp::AtomicWrite(bytes) if caps.native_atomic_write && self.has_native(Native::AtomicWrite) => {
-                self.sq.post(OP, wr.wr_id, None, |id| self.post_atomic_write(id, signaled, rkey, raddr, &bytes))?;
-                crate::native::count(Counted::AtomicWriteNative);
-                return Ok(());
-            }
-            SendOp::AtomicWrite(_) => {
-                if crate::native::native_only().atomic_write {
-                    return Err(self.no_native("rpma_atomic_write", "atomic write", caps.native_atomic_write));
-                }
-                // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
-                // before preceding reads (flushes) complete; inline data is copied at post time.
-                flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0 | ffi::ibv_send_flags::IBV_SEND_FENCE.0;
-                sge = Some(ffi::ibv_sge { addr: inline_bytes.as_ptr() as u64, length: 8, lkey: 0 });
-                O::IBV_WR_RDMA_WRITE
-            }
-            SendOp::Flush(t @ FlushType::Visibility) if caps.native_flush && self.has_native(Native::Flush) => {
-                self.sq.post(OP, wr.wr_id, None, |id| self.post_flush(id, signaled, rkey, raddr, wr.len, t))?;
-                crate::native::count(Counted::FlushNative);
-                return Ok(());
-            }
-            SendOp::Flush(t) => {
-                // A persistent flush is an RDMA Read even with native flush (docs/native-ops.md:
-                // the kernel grants persistent flush access on pmem only, and the initiator cannot
-                // know the target's memory); any other emulated flush obeys the native-only policy.
-                let by_rule = t == FlushType::Persistent && caps.native_flush;
-                if !by_rule && crate::native::native_only().flush {
-                    return Err(self.no_native("rpma_flush", "flush", caps.native_flush));
-                }
-                // APM (docs/semantics.md#flush): an 8-byte RDMA Read at the flushed address into
-                // the connection's private buffer (no more than the region is described to hold).
-                let Some(fm) = &self.flush_mr else {
-                    return Err(Error::new(ErrorKind::NoSupp, OP).with_detail("no flush buffer"));
-                };
-                let n = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
-                sge = Some(fm.sge(0, n));
-                O::IBV_WR_RDMA_READ
-            }
+            parts
         };
-        let emulated = match wr.op {
-            SendOp::Flush(FlushType::Persistent) if caps.native_flush => Some(Counted::FlushPersistentRead),
-            SendOp::Flush(_) => Some(Counted::FlushEmulated),
-            SendOp::AtomicWrite(_) => Some(Counted::AtomicWriteEmulated),
-            _ => None,
-        };
-        let tag = if matches!(emulated, Some(Counted::FlushPersistentRead)) { crate::ring::FLUSH_READ_BIT } else { 0 };
-        self.sq.post(OP, wr.wr_id, mr, |id| {
-            // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
-            let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-            w.wr_id = id | tag;
-            w.opcode = opcode;
-            w.send_flags = flags;
-            if let Some(s) = sge.as_mut() {
-                w.sg_list = s;
-                w.num_sge = 1;
-            }
-            if let Some(i) = imm {
-                w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
-            }
-            w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
-            self.post(&mut w)
-        })?;
-        if let Some(c) = emulated {
-            crate::native::count(c);
+        if let (Some(qpx), true) = (self.qpx, all.iter().any(|p| p.native.is_some())) {
+            // SAFETY: [V2, V6] the live extended QP of this queue pair, created with the
+            // send-ops flags of the native operations `ops` reported; the owner's thread.
+            return unsafe { post::post_send_ex(qpx.as_ptr(), ring, sc, wrs, all, ops.flush_mr) };
         }
-        Ok(())
+        let qp = self.qp();
+        post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
+            // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose SGEs
+            // (and inline data) live across the call and describe ranges inside registrations
+            // pinned by the ring.
+            call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, wr, bad) })
+        })
+    }
+
+    fn sq_free(&self) -> u32 {
+        // SAFETY: [V6] the owner's thread; the reference ends here.
+        unsafe { self.cq.send_ring() }.map_or(0, |r| u32::try_from(r.free()).unwrap_or(u32::MAX))
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {

@@ -2,31 +2,34 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rdma_sys as ffi;
-use rpma_core::transport::{LocalBuf, SrqBackend};
+use rpma_core::transport::{RecvWr, SrqBackend};
 
 use rpma_core::{Error, Result};
 
-use crate::cq::VerbsCq;
-use crate::mr::VerbsMr;
+use crate::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
 use crate::ring::RecvRing;
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
+use super::post::Scratch;
+
 /// A shared receive queue with its optional receive CQ.
 pub struct VerbsSrq {
     pub(super) srq: NonNull<ffi::ibv_srq>,
-    pub(super) ring: Arc<RecvRing>,
+    pub(super) ring: Arc<SrqRing>,
     pub(super) rcq: Option<VerbsCq>,
     torn: AtomicBool,
     _pd: Arc<VerbsPd>,
 }
 
-// SAFETY: [V3] the SRQ is used only through thread-safe libibverbs calls; the ring locks itself.
+// SAFETY: [V3] the SRQ is used only through thread-safe libibverbs calls; the ring is behind
+// its lock.
 unsafe impl Send for VerbsSrq {}
-// SAFETY: [V3] as above.
+// SAFETY: [V3, V6] as above; its own CQ holds no connection ring (only a link to this SRQ's
+// locked ring), so polling it from several threads at once touches no unsynchronised state.
 unsafe impl Sync for VerbsSrq {}
 
 impl std::fmt::Debug for VerbsSrq {
@@ -36,9 +39,9 @@ impl std::fmt::Debug for VerbsSrq {
 }
 
 pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
-    let ring = Arc::new(RecvRing::new(rq_size));
+    let ring = Arc::new(Mutex::new(SrqState { ring: RecvRing::new(rq_size, 1), scratch: Scratch::default() }));
     let rcq = if rcq_size > 0 {
-        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, Some(Arc::clone(&ring)))?)
+        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, RecvLink::Srq(Arc::clone(&ring)))?)
     } else {
         None
     };
@@ -80,26 +83,14 @@ impl Drop for VerbsSrq {
 }
 
 impl SrqBackend<Verbs> for VerbsSrq {
-    fn post_recv(&self, buf: Option<LocalBuf<'_, VerbsMr>>, wr_id: u64) -> Result<()> {
+    fn post_recv(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
         const OP: &str = "ibv_post_srq_recv";
-        let mut sge = buf.as_ref().map(|b| b.mr.sge(b.offset, b.len));
-        self.ring.post(OP, wr_id, buf.as_ref().map(|b| b.mr), |id| {
-            let mut wr = ffi::ibv_recv_wr {
-                wr_id: id,
-                next: std::ptr::null_mut(),
-                sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
-                num_sge: i32::from(sge.is_some()),
-            };
-            let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-            // SAFETY: [V2, V4] a live SRQ; one initialised work request whose SGE lives across the call.
-            let r = call!("ibv_post_srq_recv", errno(), unsafe {
-                ffi::ibv_post_srq_recv(self.srq.as_ptr(), &mut wr, &mut bad)
-            });
-            if r == 0 {
-                Ok(())
-            } else {
-                Err(Error::provider(OP, ret_errno(r)))
-            }
+        let mut g = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let SrqState { ring, scratch } = &mut *g;
+        super::post::post_recv_chain(ring, scratch, wrs, OP, |wr, bad| {
+            // SAFETY: [V2, V4] a live SRQ; a chain of initialised work requests whose SGEs live
+            // across the call and describe ranges inside registrations pinned by the ring.
+            call!("ibv_post_srq_recv", errno(), unsafe { ffi::ibv_post_srq_recv(self.srq.as_ptr(), wr, bad) })
         })
     }
 

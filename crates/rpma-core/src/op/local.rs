@@ -1,0 +1,102 @@
+//! What the local side of an operation may be: nothing, one registered piece, several
+//! (scatter-gather), or inline bytes; and its validation into the backend's [`Local`].
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::transport::{Local, Transport};
+
+use super::slice::LocalSlice;
+
+/// The local side of an operation, as given (unchecked).
+pub(super) enum Src<'a, T: Transport> {
+    /// No bytes (the zero-byte forms).
+    None,
+    /// One piece.
+    One(LocalSlice<'a, T>),
+    /// Several pieces, in order.
+    Sg(&'a [LocalSlice<'a, T>]),
+    /// Bytes copied at post time.
+    Inline(&'a [u8]),
+}
+
+impl<T: Transport> Clone for Src<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Transport> Copy for Src<'_, T> {}
+
+impl<T: Transport> fmt::Debug for Src<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::One(s) => f.debug_tuple("One").field(s).finish(),
+            Self::Sg(s) => f.debug_tuple("Sg").field(s).finish(),
+            Self::Inline(b) => f.debug_tuple("Inline").field(&b.len()).finish(),
+        }
+    }
+}
+
+/// Where a validated local side goes: `device_writes` (read destinations, receives), and how
+/// many pieces and inline bytes the connection allows.
+#[derive(Clone, Copy)]
+pub(super) struct Rules {
+    pub(super) device_writes: bool,
+    pub(super) max_pieces: u32,
+    pub(super) max_inline: u32,
+}
+
+impl<'a, T: Transport> Src<'a, T> {
+    /// Validates the local side for `op` and returns it with its length in bytes.
+    ///
+    /// One piece keeps librpma's rules (a zero-length range is a zero-byte transfer); several
+    /// pieces must be 1 to `max_pieces` non-empty ranges; inline bytes 1 to `max_inline`.
+    #[inline]
+    pub(super) fn validate(self, op: &'static str, rules: Rules) -> Result<(Local<'a, T>, usize)> {
+        match self {
+            Self::None => Ok((Local::None, 0)),
+            Self::One(s) => {
+                let b = s.buf(op, rules.device_writes)?;
+                Ok((Local::One(b), b.len))
+            }
+            Self::Sg(pieces) => {
+                if pieces.is_empty() {
+                    return Err(Error::inval(op, "no scatter-gather pieces"));
+                }
+                if pieces.len() > rules.max_pieces as usize {
+                    return Err(Error::inval(op, "more scatter-gather pieces than the connection's max_sge")
+                        .with_detail(&format!(
+                            "{} pieces, max_sge {} (ConnCfg::with_max_sge, bounded by the device)",
+                            pieces.len(),
+                            rules.max_pieces
+                        )));
+                }
+                let mut total = 0usize;
+                for p in pieces {
+                    let b = p.buf(op, rules.device_writes)?;
+                    if b.len == 0 {
+                        return Err(Error::inval(op, "a scatter-gather piece is empty"));
+                    }
+                    total = total.checked_add(b.len).ok_or_else(|| Error::inval(op, "total length overflows"))?;
+                }
+                Ok((Local::Sg(pieces), total))
+            }
+            Self::Inline(bytes) => {
+                if bytes.is_empty() {
+                    return Err(Error::inval(op, "inline data is empty"));
+                }
+                if bytes.len() > rules.max_inline as usize {
+                    return Err(Error::inval(op, "inline data exceeds the connection's max_inline").with_detail(
+                        &format!(
+                            "{} bytes, max_inline {} (ConnCfg::with_max_inline, bounded by the device)",
+                            bytes.len(),
+                            rules.max_inline
+                        ),
+                    ));
+                }
+                Ok((Local::Inline(bytes), bytes.len()))
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Receive buffers, posted to a connection, a connection request or a shared receive queue.
+
+use std::fmt;
+
+use crate::conn::{Conn, ConnReq, Srq};
+use crate::error::Result;
+use crate::transport::{QpBackend, RecvWr, SrqBackend, Transport};
+use crate::validate;
+
+use super::local::{Rules, Src};
+use super::slice::LocalSlice;
+
+impl<T: Transport> Conn<T> {
+    /// `rpma_recv`: posts a receive buffer.
+    ///
+    /// Posted buffers form an **unordered set**: which buffer a message lands in, and the order
+    /// of receive completions, are not those of posting. A connection using an SRQ has no
+    /// receive queue of its own: posting fails with [`Provider`](crate::ErrorKind::Provider);
+    /// use [`Srq::recv`].
+    #[doc(alias = "rpma_recv")]
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
+        Recv::new(RecvQueue::Conn(self), Src::One(dst))
+    }
+
+    /// A scattering receive (librdmacm's `rdma_post_recvv`): the message fills the pieces of
+    /// `dst` in order. At most the connection's [`max_sge`](crate::ConnCfg::with_max_sge)
+    /// pieces, none empty.
+    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> Recv<'c, T> {
+        Recv::new(RecvQueue::Conn(self), Src::Sg(dst))
+    }
+
+    /// Posts a zero-length receive buffer (`rpma_recv` with no region).
+    #[doc(alias = "rpma_recv")]
+    pub fn recv_empty(&self) -> Recv<'_, T> {
+        Recv::new(RecvQueue::Conn(self), Src::None)
+    }
+}
+
+impl<T: Transport> Srq<T> {
+    /// `rpma_srq_recv`: posts a receive buffer shared by every connection using the SRQ (an
+    /// unordered set, as [`Conn::recv`]).
+    #[doc(alias = "rpma_srq_recv")]
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
+        Recv::new(RecvQueue::Srq(self), Src::One(dst))
+    }
+
+    /// Posts a zero-length receive buffer (`rpma_srq_recv` with no region).
+    #[doc(alias = "rpma_srq_recv")]
+    pub fn recv_empty(&self) -> Recv<'_, T> {
+        Recv::new(RecvQueue::Srq(self), Src::None)
+    }
+}
+
+impl<T: Transport> ConnReq<T> {
+    /// `rpma_conn_req_recv`: posts a receive buffer before the connection is established, so a
+    /// buffer is ready for the peer's first message. (librpma has no zero-length form here.)
+    #[doc(alias = "rpma_conn_req_recv")]
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
+        Recv::new(RecvQueue::Req(self), Src::One(dst))
+    }
+
+    /// A scattering receive posted before the connection is established ([`Conn::recv_sg`]).
+    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> Recv<'c, T> {
+        Recv::new(RecvQueue::Req(self), Src::Sg(dst))
+    }
+}
+
+/// Which receive queue a [`Recv`] goes to.
+pub(super) enum RecvQueue<'c, T: Transport> {
+    Conn(&'c Conn<T>),
+    Srq(&'c Srq<T>),
+    Req(&'c ConnReq<T>),
+}
+
+impl<T: Transport> Clone for RecvQueue<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Transport> Copy for RecvQueue<'_, T> {}
+
+impl<T: Transport> RecvQueue<'_, T> {
+    /// The librpma function posting to this queue.
+    pub(super) const fn op(&self) -> &'static str {
+        match self {
+            Self::Conn(_) => "rpma_recv",
+            Self::Srq(_) => "rpma_srq_recv",
+            Self::Req(_) => "rpma_conn_req_recv",
+        }
+    }
+
+    /// Whether `other` is the same queue.
+    pub(super) fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Conn(a), Self::Conn(b)) => std::ptr::eq(*a, *b),
+            (Self::Srq(a), Self::Srq(b)) => std::ptr::eq(a.backend(), b.backend()),
+            (Self::Req(a), Self::Req(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+
+    /// Posts a chain of validated receives (one doorbell).
+    #[inline]
+    pub(super) fn post(&self, wrs: &[RecvWr<'_, T>]) -> Result<()> {
+        match self {
+            Self::Conn(c) => c.qp().post_recv(wrs),
+            Self::Srq(s) => s.backend().post_recv(wrs),
+            Self::Req(r) => r.qp().post_recv(wrs),
+        }
+    }
+}
+
+/// A receive buffer ready to post ([`Conn::recv`], [`Srq::recv`], [`ConnReq::recv`]), alone
+/// with [`post`](Recv::post) or in a [`RecvBatch`](super::RecvBatch).
+#[must_use = "a receive does nothing until it is posted with .post()"]
+pub struct Recv<'c, T: Transport> {
+    pub(super) queue: RecvQueue<'c, T>,
+    dst: Src<'c, T>,
+    context: u64,
+}
+
+impl<T: Transport> fmt::Debug for Recv<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recv").field("dst", &self.dst).field("context", &self.context).finish_non_exhaustive()
+    }
+}
+
+impl<'c, T: Transport> Recv<'c, T> {
+    const fn new(queue: RecvQueue<'c, T>, dst: Src<'c, T>) -> Self {
+        Self { queue, dst, context: 0 }
+    }
+
+    /// The operation context, returned as [`Wc::wr_id`](crate::Wc::wr_id) (default 0).
+    pub const fn context(mut self, context: u64) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// Validates the buffer into the work request a backend posts.
+    #[inline]
+    pub(super) fn into_wr(self) -> Result<(RecvWr<'c, T>, &'static str)> {
+        let op = self.queue.op();
+        let (caps, max_pieces) = match &self.queue {
+            RecvQueue::Conn(c) => (c.caps(), c.limits().max_sge),
+            RecvQueue::Srq(s) => (s.caps(), 1),
+            RecvQueue::Req(r) => (r.caps(), r.limits().max_sge),
+        };
+        let rules = Rules { device_writes: true, max_pieces, max_inline: 0 };
+        let (local, len) = self.dst.validate(op, rules)?;
+        validate::msg_len(op, caps, len)?;
+        Ok((RecvWr { local, wr_id: self.context }, op))
+    }
+
+    /// Validates the buffer and posts it.
+    ///
+    /// # Errors
+    /// [`Inval`](crate::ErrorKind::Inval) if the range is inverted or outside its region, the
+    /// device may not write the region, the length exceeds the device's maximum message size,
+    /// or (scatter-gather) there are no pieces, an empty one or more than the connection's
+    /// [`max_sge`](crate::ConnCfg::with_max_sge); [`Provider`](crate::ErrorKind::Provider) if
+    /// posting fails (the queue is full; a connection using an SRQ has no receive queue of its
+    /// own).
+    #[inline]
+    pub fn post(self) -> Result<()> {
+        let queue = self.queue;
+        let (wr, op) = self.into_wr()?;
+        queue.post(std::slice::from_ref(&wr)).map_err(|e| e.in_op(op))
+    }
+}

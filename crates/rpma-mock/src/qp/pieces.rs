@@ -1,0 +1,129 @@
+//! The local side of a work request as the mock keeps it: where a message lands ([`Dst`]),
+//! where a message comes from ([`Source`]), and copying between pieces and a remote region.
+
+use std::sync::Arc;
+
+use rpma_core::transport::{Local, LocalBuf};
+
+use crate::mem::{copy, MockMr, MrShared};
+use crate::MockFabric;
+
+/// One registered piece, kept alive while the work request is posted.
+pub(super) type Piece = (Arc<MockMr>, usize, usize);
+
+fn own(b: LocalBuf<'_, MockMr>) -> Piece {
+    (Arc::clone(b.mr), b.offset, b.len)
+}
+
+/// Where a received message lands.
+#[derive(Default)]
+pub(super) enum Dst {
+    /// A zero-length receive.
+    #[default]
+    None,
+    /// One piece.
+    One(Piece),
+    /// Several pieces, filled in order.
+    Sg(Box<[Piece]>),
+}
+
+impl Dst {
+    /// The receive buffer of a validated receive work request.
+    pub(super) fn of(local: &Local<'_, MockFabric>) -> Self {
+        match local {
+            Local::One(b) => Self::One(own(*b)),
+            Local::Sg(_) => Self::Sg((0..local.pieces_len()).filter_map(|i| local.piece(i)).map(own).collect()),
+            Local::None | Local::Inline(_) => Self::None,
+        }
+    }
+
+    /// Bytes the buffer holds.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Self::None => 0,
+            Self::One((_, _, l)) => *l,
+            Self::Sg(p) => p.iter().map(|(_, _, l)| l).sum(),
+        }
+    }
+
+    /// Puts the first `len` bytes of `src` into the buffer (`len <= self.len()`).
+    pub(super) fn fill(&self, src: &Source, len: usize) {
+        let pieces: &[Piece] = match self {
+            Self::None => return,
+            Self::One(p) => std::slice::from_ref(p),
+            Self::Sg(p) => p,
+        };
+        let mut done = 0;
+        for (mr, off, plen) in pieces {
+            let n = (*plen).min(len - done);
+            if n == 0 {
+                break;
+            }
+            match src {
+                Source::None => return,
+                Source::One(smr, soff) => copy(smr.shared(), soff + done, mr.shared(), *off, n),
+                Source::Bytes(b) => {
+                    mr.shared().bytes(*off, n).write(0, &b[done..done + n]).expect("inside the piece");
+                }
+            }
+            done += n;
+        }
+    }
+}
+
+/// Where a sent message comes from: a registered piece read when the message is delivered, or
+/// bytes gathered (scatter-gather) or copied (inline) when it was posted.
+#[derive(Default)]
+pub(super) enum Source {
+    /// No bytes.
+    #[default]
+    None,
+    /// One piece, from this offset.
+    One(Arc<MockMr>, usize),
+    /// Bytes taken at post time.
+    Bytes(Box<[u8]>),
+}
+
+impl Source {
+    /// The source of a validated send work request.
+    pub(super) fn of(local: &Local<'_, MockFabric>, len: usize) -> Self {
+        match local {
+            Local::None => Self::None,
+            Local::One(b) => Self::One(Arc::clone(b.mr), b.offset),
+            Local::Inline(bytes) => Self::Bytes((*bytes).into()),
+            Local::Sg(_) => {
+                let mut v = vec![0u8; len];
+                let mut at = 0;
+                for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
+                    p.mr.shared().bytes(p.offset, p.len).read(0, &mut v[at..at + p.len]).expect("inside the piece");
+                    at += p.len;
+                }
+                Self::Bytes(v.into_boxed_slice())
+            }
+        }
+    }
+}
+
+/// Writes the local side of a write (`len` bytes in all) into `dst` at `off`.
+pub(super) fn gather_into(local: &Local<'_, MockFabric>, dst: &MrShared, off: usize) {
+    match local {
+        Local::None => {}
+        Local::Inline(bytes) => dst.bytes(off, bytes.len()).write(0, bytes).expect("inside the region"),
+        Local::One(_) | Local::Sg(_) => {
+            let mut at = off;
+            for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
+                copy(p.mr.shared(), p.offset, dst, at, p.len);
+                at += p.len;
+            }
+        }
+    }
+}
+
+/// Reads `src` at `off` into the local side of a read, piece after piece.
+pub(super) fn scatter_from(src: &MrShared, off: usize, local: &Local<'_, MockFabric>) {
+    let mut at = off;
+    for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
+        copy(src, at, p.mr.shared(), p.offset, p.len);
+        at += p.len;
+    }
+}
