@@ -23,7 +23,7 @@
 //! ## A server and a client: write, flush, send and receive
 //!
 //! ```
-//! use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
+//! use rpma::mock::{ConnCfg, ConnReq, Device, Ep, MockFabric, Peer};
 //! use rpma::{ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage};
 //!
 //! let fabric = MockFabric::new();
@@ -36,36 +36,40 @@
 //! let ep = Ep::listen(&peer, "127.0.0.1", "7204")?;
 //!
 //! // The client connects; the server accepts with the target's descriptor.
-//! let client = ConnReq::new(&peer, "127.0.0.1", "7204", None)?.connect(None)?;
+//! // (It may send up to 64 bytes inline: copied at post time, no registration.)
+//! let cfg = ConnCfg::new().with_max_inline(64);
+//! let client = ConnReq::new(&peer, "127.0.0.1", "7204", Some(&cfg))?.connect(None)?;
 //! let req = ep.next_conn_req(None)?;
 //! req.recv(inbox.slice(..)).context(9).post()?; // ready for the client's first message
 //! let server = req.connect(Some(&target.descriptor()))?;
 //! assert_eq!(client.next_event()?, ConnEvent::Established);
 //! assert_eq!(server.next_event()?, ConnEvent::Established);
 //!
-//! // The client fills its source in place (no remote peer can touch a WRITE_SRC | SEND
-//! // region, so a plain `&mut [u8]` is sound) and writes it, then makes it persistent.
+//! // The client fills its source in place (no remote peer can touch a WRITE_SRC region, so a
+//! // plain `&mut [u8]` is sound), then writes it and makes it persistent: one chain, one
+//! // doorbell, and only the flush completes (its completion retires the write too).
 //! let remote = MrRemote::from_descriptor(client.private_data())?;
 //! client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
-//! let mut src = peer.alloc_mr(4096, Usage::WRITE_SRC | Usage::SEND)?;
+//! let mut src = peer.alloc_mr(4096, Usage::WRITE_SRC)?;
 //! src.as_mut_slice()?[..10].copy_from_slice(b"log record");
-//! client.write(remote.at(0), src.slice(0..10)).context(1).post()?;
-//! client.flush(remote.slice(0..10), FlushType::Persistent).context(2).post()?;
+//! let mut batch = client.batch();
+//! batch.push(client.write(remote.at(0), src.slice(0..10)))?;
+//! batch.push(client.flush(remote.slice(0..10), FlushType::Persistent).context(2))?;
+//! batch.signal_last().post()?;
 //! let cq = client.cq();
-//! let mut done = Vec::new();
-//! while done.len() < 2 {
+//! let wc = loop {
 //!     if let Some(wc) = cq.next_wc()? {
-//!         assert!(wc.status.is_success());
-//!         done.push(wc.wr_id);
+//!         break wc;
 //!     }
-//! }
-//! assert_eq!(done, [1, 2]);
+//! };
+//! assert!(wc.status.is_success());
+//! assert_eq!(wc.wr_id, 2);
 //!
 //! // The target's bytes may be written by the peer at any time: read them by copy.
 //! assert_eq!(target.to_vec(0, 10)?, b"log record");
 //!
-//! // A message to the server.
-//! client.send(src.slice(0..3)).post()?;
+//! // A message to the server, from plain memory.
+//! client.send_inline(b"log").post()?;
 //! let wc = loop {
 //!     if let Some(wc) = server.cq().next_wc()? {
 //!         break wc;

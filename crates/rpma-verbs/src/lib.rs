@@ -31,23 +31,29 @@
 //! - A [`VerbsMr`] owns its bytes (heap, page-aligned, or a shared file mapping) and
 //!   deregisters the region before freeing them. If `ibv_dereg_mr` fails the device may still
 //!   access them: they are leaked (never freed or unmapped), the error is returned by `dereg`
-//!   (logged by a drop) and the leak logged and counted ([`leaks`]). Every work request posted with a region keeps
-//!   an `Arc` of it in a preallocated per-queue slot until its completion is polled (or, for an
-//!   unsignaled send, until a later signaled completion of the same send queue is polled, as
-//!   the hardware retires them), so the device never touches freed memory; slots still held
-//!   when a QP is destroyed are released after the QP is gone. A QP is destroyed with
-//!   `ibv_destroy_qp` (whose result `rdma_destroy_qp` would ignore); if that fails, the QP may
-//!   still run its work requests, so the regions its slots hold, its CQs and channels, CM id,
-//!   event channel, SRQ and PD (hence the device context) are leaked, never released, and the
-//!   error is returned and reported as above.
+//!   (logged by a drop) and the leak logged and counted ([`leaks`]). A region used by a work
+//!   request stays registered and allocated until the request is retired (its completion, or a
+//!   later signaled completion of the same send queue, is polled, as the hardware retires
+//!   them): each queue counts its requests in flight per region in a pin it shares with the
+//!   region, written only by the queue's owner thread (no atomic read-modify-write, no
+//!   reference count per request); a region dropped while a pin counts requests is parked and
+//!   deregistered once they are retired or their QP destroyed (module `pin`, rules V4 and V6
+//!   of docs/memory.md). A QP is destroyed with `ibv_destroy_qp` (whose result
+//!   `rdma_destroy_qp` would ignore); if that fails, the QP may still run its work requests, so
+//!   the regions it pins, its CQs and channels, CM id, event channel, SRQ and PD (hence the
+//!   device context) are leaked, never released, and the error is returned and reported as
+//!   above.
 //! - A QP holds an `Arc` of its SRQ; its CQs and completion channels are destroyed after the QP
 //!   and before its CM identifier's event channel, in the order the verbs API requires.
 //!
 //! ## Thread safety
-//! libibverbs and librdmacm are thread-safe. Posting and polling take only the lock of the one
-//! queue involved (a send queue's slot ring, a receive queue's slot pool); no global lock and no
-//! allocation on the data path. Posting beyond the configured `sq_size`/`rq_size` fails with
-//! `ENOMEM` as the mock does, whatever size the provider rounded the queue up to.
+//! libibverbs and librdmacm are thread-safe. A connection's queue pair is `Send` but not `Sync`
+//! (as rpma-core's `Conn`): its slot rings, pins and chain buffers belong to the thread holding
+//! it (rule V6), so posting and polling take no lock, allocate nothing in the steady state and
+//! touch no reference count; a chain of work requests goes down with one doorbell. A shared
+//! receive queue's ring is shared by its connections, behind its lock. Posting beyond the
+//! configured `sq_size`/`rq_size` fails with `ENOMEM` as the mock does, whatever size the
+//! provider rounded the queue up to.
 //!
 //! ## Fork
 //! The first device lookup makes `fork()` safe for registered memory (rule V5 of
