@@ -44,7 +44,7 @@
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rdma_sys as ffi;
 
@@ -215,11 +215,23 @@ pub(crate) fn init_env() {
 
 // ------------------------------------------------------------------ counters
 
-static FLUSH_NATIVE: AtomicU64 = AtomicU64::new(0);
-static FLUSH_EMULATED: AtomicU64 = AtomicU64::new(0);
-static FLUSH_PERSISTENT_READ: AtomicU64 = AtomicU64::new(0);
-static AW_NATIVE: AtomicU64 = AtomicU64::new(0);
-static AW_EMULATED: AtomicU64 = AtomicU64::new(0);
+/// One thread's counters, indexed by [`Counted`]: written only by their thread (a plain load
+/// and store, no atomic read-modify-write on the data path), read by [`op_counts`].
+#[derive(Default)]
+struct ThreadCounts([AtomicU64; 5]);
+
+/// Every thread's counters (kept after the thread ends: the counts are the process's).
+static THREADS: Mutex<Vec<Arc<ThreadCounts>>> = Mutex::new(Vec::new());
+/// Counts of threads whose thread-local storage is already gone.
+static LATE: ThreadCounts = ThreadCounts([const { AtomicU64::new(0) }; 5]);
+
+thread_local! {
+    static MINE: Arc<ThreadCounts> = {
+        let c = Arc::new(ThreadCounts::default());
+        THREADS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Arc::clone(&c));
+        c
+    };
+}
 
 /// Flushes and atomic writes this process posted (successfully) through rpma-verbs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -240,17 +252,25 @@ pub struct OpCounts {
 /// The counts so far, see [`OpCounts`].
 #[must_use]
 pub fn op_counts() -> OpCounts {
+    let mut sum = [0u64; 5];
+    let threads = THREADS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for t in threads.iter().map(|t| &**t).chain(std::iter::once(&LATE)) {
+        for (s, c) in sum.iter_mut().zip(&t.0) {
+            *s += c.load(Ordering::Acquire);
+        }
+    }
     OpCounts {
-        flush_native: FLUSH_NATIVE.load(Ordering::Relaxed),
-        flush_emulated: FLUSH_EMULATED.load(Ordering::Relaxed),
-        flush_persistent_read: FLUSH_PERSISTENT_READ.load(Ordering::Relaxed),
-        atomic_write_native: AW_NATIVE.load(Ordering::Relaxed),
-        atomic_write_emulated: AW_EMULATED.load(Ordering::Relaxed),
+        flush_native: sum[Counted::FlushNative as usize],
+        flush_emulated: sum[Counted::FlushEmulated as usize],
+        flush_persistent_read: sum[Counted::FlushPersistentRead as usize],
+        atomic_write_native: sum[Counted::AtomicWriteNative as usize],
+        atomic_write_emulated: sum[Counted::AtomicWriteEmulated as usize],
     }
 }
 
 /// Which counter a posted operation adds to.
 #[derive(Clone, Copy)]
+#[repr(usize)]
 pub(crate) enum Counted {
     FlushNative,
     FlushEmulated,
@@ -259,15 +279,16 @@ pub(crate) enum Counted {
     AtomicWriteEmulated,
 }
 
+#[inline]
 pub(crate) fn count(c: Counted) {
-    let a = match c {
-        Counted::FlushNative => &FLUSH_NATIVE,
-        Counted::FlushEmulated => &FLUSH_EMULATED,
-        Counted::FlushPersistentRead => &FLUSH_PERSISTENT_READ,
-        Counted::AtomicWriteNative => &AW_NATIVE,
-        Counted::AtomicWriteEmulated => &AW_EMULATED,
-    };
-    a.fetch_add(1, Ordering::Relaxed);
+    let i = c as usize;
+    let counted = MINE.try_with(|t| {
+        let a = &t.0[i];
+        a.store(a.load(Ordering::Relaxed) + 1, Ordering::Release);
+    });
+    if counted.is_err() {
+        LATE.0[i].fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 extern "C" fn report_at_exit() {

@@ -397,12 +397,12 @@ impl QpBackend<Verbs> for VerbsQp {
         };
         let single;
         let all: &[Parts] = if let [wr] = wrs {
-            single = post::parts(wr, ops, &no_native)?;
+            single = post::parts(wr, ops, no_native)?;
             std::slice::from_ref(&single)
         } else {
             parts.clear();
             for wr in wrs {
-                parts.push(post::parts(wr, ops, &no_native)?);
+                parts.push(post::parts(wr, ops, no_native)?);
             }
             parts
         };
