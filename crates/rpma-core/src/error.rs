@@ -134,24 +134,31 @@ pub struct Error {
 impl Error {
     /// A new error of `kind` raised by operation `op` (a librpma function name).
     #[must_use]
+    #[cold]
+    #[inline(never)]
     pub fn new(kind: ErrorKind, op: &'static str) -> Self {
         Self { kind, op, errno: None, detail: None }
     }
 
     /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
     #[must_use]
+    #[cold]
+    #[inline(never)]
     pub fn inval(op: &'static str, detail: &str) -> Self {
         Self::new(ErrorKind::Inval, op).with_detail(detail)
     }
 
     /// An [`ErrorKind::Provider`] error carrying the provider's `errno`.
     #[must_use]
+    #[cold]
+    #[inline(never)]
     pub fn provider(op: &'static str, errno: i32) -> Self {
         Self { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None }
     }
 
     /// Adds a human-readable detail.
     #[must_use]
+    #[cold]
     pub fn with_detail(mut self, detail: &str) -> Self {
         self.detail = Some(detail.into());
         self

@@ -39,7 +39,7 @@ pub fn usage(op: &'static str, usage: Usage) -> Result<()> {
 ///
 /// # Errors
 /// `Inval`.
-#[inline]
+#[inline(always)]
 pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
     if flags.is_empty() {
         return Err(Error::inval(op, "flags are 0"));
@@ -51,7 +51,7 @@ pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
 ///
 /// # Errors
 /// `Inval`.
-#[inline]
+#[inline(always)]
 pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
@@ -63,7 +63,7 @@ pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> 
 ///
 /// # Errors
 /// `Inval`.
-#[inline]
+#[inline(always)]
 pub fn msg_len(op: &'static str, caps: &Capabilities, len: usize) -> Result<()> {
     if len as u64 > caps.max_msg_size || len > u32::MAX as usize {
         return Err(Error::inval(op, "len exceeds the device's maximum message size"));
@@ -77,7 +77,7 @@ pub fn msg_len(op: &'static str, caps: &Capabilities, len: usize) -> Result<()> 
 ///
 /// # Errors
 /// `Inval`.
-#[inline]
+#[inline(always)]
 pub fn local_buf<'a, M: crate::transport::MrBackend>(
     op: &'static str,
     mr: &'a Arc<M>,
@@ -110,7 +110,7 @@ pub enum RemoteAccess {
 /// # Errors
 /// `Inval` for a range outside the region or a missing read/write usage; `NoSupp` for a missing
 /// flush usage (librpma's rule).
-#[inline]
+#[inline(always)]
 pub fn remote_buf(
     op: &'static str,
     mr: &MrRemote,
@@ -147,7 +147,7 @@ pub fn remote_buf(
 ///
 /// # Errors
 /// `Inval`.
-#[inline]
+#[inline(always)]
 pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
     if offset % ATOMIC_WRITE_ALIGNMENT != 0 {
         return Err(Error::inval(op, "dst_offset is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT"));

@@ -193,6 +193,7 @@ impl VerbsMr {
     }
 
     /// The virtual address of `offset` (for a scatter/gather entry).
+    #[inline]
     pub(crate) fn sge(&self, offset: usize, len: usize) -> ffi::ibv_sge {
         ffi::ibv_sge {
             addr: self.addr + offset as u64,
@@ -270,14 +271,17 @@ impl Drop for VerbsMr {
 }
 
 impl MrBackend for VerbsMr {
+    #[inline]
     fn addr(&self) -> u64 {
         self.addr
     }
 
+    #[inline]
     fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     fn rkey(&self) -> u32 {
         self.rkey
     }

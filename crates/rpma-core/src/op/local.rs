@@ -52,7 +52,7 @@ impl<'a, T: Transport> Src<'a, T> {
     ///
     /// One piece keeps librpma's rules (a zero-length range is a zero-byte transfer); several
     /// pieces must be 1 to `max_pieces` non-empty ranges; inline bytes 1 to `max_inline`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn validate(self, op: &'static str, rules: Rules) -> Result<(Local<'a, T>, usize)> {
         match self {
             Self::None => Ok((Local::None, 0)),

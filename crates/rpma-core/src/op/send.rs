@@ -56,7 +56,7 @@ impl<'c, T: Transport, K: SendKind<'c, T>> Post<'c, T, K> {
 
     /// Validates every argument into the work request a backend posts, with the name of the
     /// librpma function the operation is.
-    #[inline]
+    #[inline(always)]
     pub(super) fn into_wr(self) -> Result<(SendWr<'c, T>, &'static str)> {
         let op = self.kind.op_name();
         let signaled = validate::flags(op, self.flags)?;
@@ -151,7 +151,7 @@ impl sealed::Sealed for Flush<'_> {}
 impl<T: Transport> sealed::Sealed for Send<'_, T> {}
 
 /// The rules of a send-queue operation's local side on `conn`.
-#[inline]
+#[inline(always)]
 fn rules<T: Transport>(conn: &Conn<T>, device_writes: bool) -> Rules {
     let l = conn.limits();
     Rules { device_writes, max_pieces: if device_writes { l.max_sge_rd } else { l.max_sge }, max_inline: l.max_inline }
@@ -162,7 +162,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Read<'c, T> {
         "rpma_read"
     }
 
-    #[inline]
+    #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         const OP: &str = "rpma_read";
         let (local, len) = self.dst.validate(OP, rules(conn, true))?;
@@ -186,7 +186,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Write<'c, T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         let op = SendKind::<T>::op_name(&self);
         let (local, len) = self.src.validate(op, rules(conn, false))?;
@@ -207,7 +207,7 @@ impl<'c, T: Transport> SendKind<'c, T> for AtomicWrite<'c> {
         "rpma_atomic_write"
     }
 
-    #[inline]
+    #[inline(always)]
     fn work_request(self, _conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         const OP: &str = "rpma_atomic_write";
         validate::atomic_offset(OP, self.dst.offset)?;
@@ -228,7 +228,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Flush<'c> {
         "rpma_flush"
     }
 
-    #[inline]
+    #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         const OP: &str = "rpma_flush";
         if self.flush_type == FlushType::Persistent && !conn.direct_write_to_pmem() {
@@ -258,7 +258,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Send<'c, T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         let op = SendKind::<T>::op_name(&self);
         let (local, len) = self.src.validate(op, rules(conn, false))?;

@@ -30,7 +30,7 @@ pub(super) fn resolve(range: &impl RangeBounds<usize>, len: usize) -> (usize, us
 }
 
 /// Checks a resolved range and returns `(offset, len)`.
-#[inline]
+#[inline(always)]
 pub(super) fn checked(op: &'static str, (start, end): (usize, usize)) -> Result<(usize, usize)> {
     if start > end {
         return Err(Error::inval(op, "range start is past its end"));
@@ -81,7 +81,7 @@ impl<'a, T: Transport> LocalSlice<'a, T> {
     }
 
     /// Validates the range for `op` (`device_writes`: the device writes into it).
-    #[inline]
+    #[inline(always)]
     pub(super) fn buf(&self, op: &'static str, device_writes: bool) -> Result<LocalBuf<'a, T::Mr>> {
         let (offset, len) = checked(op, (self.start, self.end))?;
         validate::local_buf(op, &self.mr.mr, self.mr.usage(), offset, len, device_writes)

@@ -214,6 +214,53 @@ fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
     w
 }
 
+/// Posts one read, write or send of at most one registered piece (the common case) straight
+/// from the work request, through `post` (`ibv_post_send`), and records it in `ring`; `None`
+/// for any other work request (the general path handles it).
+#[inline(always)]
+pub(super) fn post_simple(
+    ring: &mut SendRing,
+    wr: &SendWr<'_, Verbs>,
+    post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
+) -> Option<Result<()>> {
+    use ffi::ibv_wr_opcode as O;
+    let (opcode, imm) = match wr.op {
+        SendOp::Read => (O::IBV_WR_RDMA_READ, None),
+        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None),
+        SendOp::WriteImm(i) => (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
+        SendOp::Send => (O::IBV_WR_SEND, None),
+        SendOp::SendImm(i) => (O::IBV_WR_SEND_WITH_IMM, Some(i)),
+        SendOp::AtomicWrite(_) | SendOp::Flush(_) => return None,
+    };
+    let piece = match wr.local {
+        Local::One(b) => Some(b),
+        Local::None => None,
+        Local::Sg(_) | Local::Inline(_) => return None,
+    };
+    let mut sge = piece.map(|b| b.mr.sge(b.offset, b.len));
+    let (raddr, rkey) = wr.remote.map_or((0, 0), |r| (r.addr, r.rkey));
+    // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
+    let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+    w.wr_id = ring.id(0);
+    w.opcode = opcode;
+    w.send_flags = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+    if let Some(i) = imm {
+        w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
+    }
+    w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
+    if let Some(s) = sge.as_mut() {
+        w.sg_list = s;
+        w.num_sge = 1;
+    }
+    let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
+    let r = post(&mut w, &mut bad);
+    if r != 0 {
+        return Some(Err(Error::provider("ibv_post_send", crate::sys::ret_errno(r))));
+    }
+    ring.push(wr.wr_id, piece.map(|b| &**b.mr).into_iter());
+    Some(Ok(()))
+}
+
 /// Posts a chain of send work requests without native operations through `post`
 /// (`ibv_post_send`), and records what was posted in `ring`.
 ///
