@@ -23,8 +23,16 @@
 //! A backend object that must outlive another (a protection domain outlives its memory regions
 //! and queue pairs, an SRQ outlives the QPs attached to it) receives an `Arc` of it and keeps a
 //! clone. A memory region handed to a post call is passed as `&Arc<Mr>`: a backend whose device
-//! may still access the buffer after the call returns (any real one) keeps a clone until the work
-//! request is retired, so the buffer is never freed under the device.
+//! may still access the buffer after the call returns (any real one) must keep the registration
+//! and its memory alive until the work request is retired, even if the region is dropped or
+//! deregistered meanwhile (rpma-verbs counts work requests per region without a reference count
+//! and parks a region dropped while in use; the mock clones the `Arc` where it keeps a buffer).
+//!
+//! # Threads
+//! A queue pair ([`QpBackend`]) and its CQs are used by one thread at a time: rpma-core's
+//! `Conn` and `ConnReq` are `Send` but not `Sync` and a `Cq` is neither, so a backend may keep
+//! its data-path bookkeeping unsynchronised (rpma-verbs does, rule V6 of docs/memory.md). A
+//! shared receive queue ([`SrqBackend`]) is `Send + Sync` and is posted to from any thread.
 
 use std::fmt::Debug;
 use std::os::fd::BorrowedFd;
