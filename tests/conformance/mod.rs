@@ -9,6 +9,7 @@
 
 pub mod harness;
 
+mod batch;
 mod cfg;
 mod conn;
 mod mr;
@@ -27,6 +28,7 @@ pub fn all<B: Backend>() -> Vec<Case<B>> {
     v.extend(mr::cases::<B>());
     v.extend(conn::cases::<B>());
     v.extend(ops::cases::<B>());
+    v.extend(batch::cases::<B>());
     v.extend(untrusted::cases::<B>());
     v.extend(stress::cases::<B>());
     v
