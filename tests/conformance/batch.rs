@@ -148,7 +148,7 @@ fn batch__sends_and_recv_batch_deliver_every_message<B: Backend>(b: &B) {
         assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
     }
     // Receive buffers are an unordered set: find each message by its content.
-    let mut seen = vec![false; 8];
+    let mut seen = [false; 8];
     for _ in 0..8 {
         let wc = next_wc(p.server.cq());
         assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
