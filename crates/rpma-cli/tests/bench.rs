@@ -71,7 +71,7 @@ fn every_operation_reports_the_documented_json() {
         "7601",
         "--no-progress",
     ]);
-    assert_eq!(v["schema"], 3);
+    assert_eq!(v["schema"], 4);
     assert_eq!(v["backend"], "mock");
     assert_eq!(v["device"], "mock0");
     assert_eq!(v["op_path_source"], "capabilities");
@@ -138,7 +138,7 @@ fn the_baseline_prints_its_own_gb_s_and_is_page_aligned() {
     let mut out = Vec::new();
     report.write(OutputFormat::Json, &mut out).unwrap();
     let j: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(j["schema"], 3);
+    assert_eq!(j["schema"], 4);
     for r in j["results"].as_array().unwrap() {
         assert!(r["baseline"]["gb_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
         assert_eq!(r["baseline"]["align"], 4096, "{r}");
@@ -250,7 +250,7 @@ fn the_rpma_binary_prints_the_json_report() {
         .expect("run rpma");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(3), Some("mock")));
+    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(4), Some("mock")));
     assert_run(&v["results"][0], "write", 64, 20);
     assert_run(&v["results"][1], "send", 64, 20);
 
@@ -302,4 +302,99 @@ fn the_message_rate_of_many_threads_comes_from_the_phase_s_wall_time() {
     assert!((rate - ops / secs).abs() <= rate * 1e-9, "rate {rate} is not {ops} ops / {secs} s");
     let mb = run["mb_s"].as_f64().unwrap();
     assert!((mb - rate * 8.0 / 1e6).abs() <= mb * 1e-9, "MB/s {mb} is not the rate {rate} times 8 bytes");
+}
+
+#[test]
+fn batch_posts_chains_and_counts_every_operation() {
+    let v = json_of(&[
+        "--op",
+        "read,write,write-flush,flush,atomic-write",
+        "--size",
+        "8",
+        "--iters",
+        "200",
+        "--warmup",
+        "16",
+        "--qd",
+        "32",
+        "--batch",
+        "16",
+        "--port",
+        "7631",
+        "--no-progress",
+    ]);
+    for r in v["results"].as_array().expect("results") {
+        assert_run(r, r["op"].as_str().unwrap(), 8, 200);
+        assert_eq!((r["batch"].as_u64(), r["sge"].as_u64(), r["inline"].as_bool()), (Some(16), Some(1), Some(false)));
+    }
+}
+
+#[test]
+fn sge_and_inline_runs_report_their_shape() {
+    let v = json_of(&[
+        "--op",
+        "read,write,send",
+        "--size",
+        "64",
+        "--iters",
+        "40",
+        "--warmup",
+        "4",
+        "--qd",
+        "4",
+        "--sge",
+        "4",
+        "--port",
+        "7632",
+        "--no-progress",
+    ]);
+    for r in v["results"].as_array().expect("results") {
+        assert_run(r, r["op"].as_str().unwrap(), 64, 40);
+        assert_eq!(r["sge"], 4);
+    }
+    let v = json_of(&[
+        "--op",
+        "write,write-flush,send,write-imm",
+        "--size",
+        "32",
+        "--iters",
+        "40",
+        "--warmup",
+        "4",
+        "--qd",
+        "4",
+        "--inline",
+        "--port",
+        "7633",
+        "--no-progress",
+    ]);
+    for r in v["results"].as_array().expect("results") {
+        assert_run(r, r["op"].as_str().unwrap(), 32, 40);
+        assert_eq!(r["inline"], true);
+    }
+}
+
+#[test]
+fn batch_sge_and_inline_refuse_what_they_cannot_do() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--batch", "0"], "--batch must be in 1..="),
+        (&["--batch", "65", "--qd", "128"], "--batch must be in 1..=64"),
+        (&["--op", "write-flush", "--batch", "33", "--qd", "64"], "--batch must be in 1..=32"),
+        (&["--batch", "8", "--qd", "4"], "exceeds --qd 4"),
+        (&["--op", "send", "--batch", "2", "--qd", "4"], "not send"),
+        (&["--sge", "0"], "--sge must be in 1..="),
+        (&["--op", "flush", "--sge", "2"], "flush has none to split"),
+        (&["--size", "8", "--sge", "9"], "cannot be split into 9"),
+        (&["--batch", "64", "--qd", "64", "--sge", "8", "--size", "64"], "at most 256"),
+        (&["--op", "read", "--inline"], "not read"),
+        (&["--inline", "--sge", "2"], "exclude each other"),
+    ];
+    for (line, want) in cases {
+        let e = bench::plan(&args(line)).expect_err(&format!("{line:?} must be refused"));
+        assert!(e.to_string().contains(want), "{line:?}: {e}");
+    }
+    // The device's inline limit (256 bytes on the mock) is checked when the lane connects.
+    let e = bench::measure(&args(&["--inline", "--size", "1K", "--iters", "1", "--port", "7634", "--no-progress"]))
+        .expect_err("inline above the device's limit");
+    assert!(format!("{e:#}").contains("inline limit of 256 B"), "{e:#}");
 }

@@ -162,6 +162,19 @@ pub struct BenchArgs {
     /// by the next signaled completion), as perftest's `--cq-mod`; capped at `--qd`.
     #[arg(long, default_value_t = DEFAULT_CQ_MOD, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub cq_mod: usize,
+    /// Post one-sided operations N at a time as one chain with one doorbell (`Batch`); the last
+    /// operation of each chain is signaled and retires the chain (`--cq-mod` does not apply).
+    /// At most `--qd` and 64 (32 for write-flush: two work requests each).
+    #[arg(long, default_value_t = 1, value_parser = args::usize_arg, allow_negative_numbers = true)]
+    pub batch: usize,
+    /// Each operation's local side in N scatter-gather pieces (reads, writes, sends; at most the
+    /// device's `max_sge` and the size).
+    #[arg(long, default_value_t = 1, value_parser = args::usize_arg, allow_negative_numbers = true)]
+    pub sge: usize,
+    /// Writes and sends carry their bytes inline, copied from plain memory at post time (no
+    /// registered source; sizes at most the device's `max_inline_data`).
+    #[arg(long)]
+    pub inline: bool,
     /// The server busy-polls (never yields nor sleeps), as perftest's server does.
     #[arg(long)]
     pub busy_poll: bool,
@@ -297,6 +310,12 @@ pub struct Plan {
     pub threads: usize,
     /// Signal every `cq_mod`-th one-sided operation (at most `qd` in effect).
     pub cq_mod: usize,
+    /// One-sided operations posted per chain (1: one by one).
+    pub batch: usize,
+    /// Scatter-gather pieces of each operation's local side.
+    pub sge: usize,
+    /// Writes and sends inline.
+    pub inline: bool,
     /// The server never yields nor sleeps while polling.
     pub busy_poll: bool,
     /// How long any wait may last without progress.
@@ -378,6 +397,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
         bail!("--timeout must be a number of seconds in (0, 86400]");
     }
+    check_shape(args, &ops, &sizes)?;
     if ops.contains(&Op::WritePingpong) && args.qd != 1 {
         bail!("--op write-pingpong exchanges one message at a time: run it with --qd 1");
     }
@@ -414,6 +434,9 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         conns: args.conns,
         threads: args.threads,
         cq_mod: args.cq_mod,
+        batch: args.batch,
+        sge: args.sge,
+        inline: args.inline,
         busy_poll: args.busy_poll,
         timeout: Duration::from_secs_f64(args.timeout),
         addr: args.addr.clone(),
@@ -422,6 +445,57 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         baseline: args.baseline,
         progress: !args.no_progress,
     })
+}
+
+/// The most operations of one chain (`--batch`).
+pub const MAX_BATCH: usize = 64;
+/// The most scatter-gather pieces of one operation (`--sge`; the device may allow fewer).
+pub const MAX_SGE: usize = 32;
+/// The most pieces of one chain (`--batch` × `--sge`).
+pub const MAX_CHAIN_PIECES: usize = 256;
+
+/// `--batch`, `--sge` and `--inline` against the operations, sizes and queue depth.
+fn check_shape(args: &BenchArgs, ops: &[Op], sizes: &[usize]) -> Result<()> {
+    let (batch, sge) = (args.batch, args.sge);
+    let max_batch = if ops.contains(&Op::WriteFlush) { MAX_BATCH / 2 } else { MAX_BATCH };
+    if batch == 0 || batch > max_batch {
+        bail!("--batch must be in 1..={max_batch}");
+    }
+    if batch > args.qd {
+        bail!("--batch {batch} exceeds --qd {}: a chain is at most the operations in flight", args.qd);
+    }
+    if let Some(op) = ops.iter().find(|op| batch > 1 && !op.is_selectively_signaled()) {
+        bail!(
+            "--batch applies to one-sided operations (read, write, write-flush, flush, atomic-write), not {}",
+            op.name()
+        );
+    }
+    if sge == 0 || sge > MAX_SGE {
+        bail!("--sge must be in 1..={MAX_SGE}");
+    }
+    if let Some(op) = ops.iter().find(|op| sge > 1 && matches!(op, Op::Flush | Op::AtomicWrite | Op::WritePingpong)) {
+        bail!("--sge splits the local side of an operation: {} has none to split", op.name());
+    }
+    if let Some(s) = sizes.iter().find(|s| **s < sge) {
+        bail!("--sge {sge}: a size of {s} B cannot be split into {sge} non-empty pieces");
+    }
+    if batch * sge > MAX_CHAIN_PIECES {
+        bail!("--batch × --sge must be at most {MAX_CHAIN_PIECES}");
+    }
+    if args.inline {
+        if let Some(op) =
+            ops.iter().find(|op| !matches!(op, Op::Write | Op::WriteFlush | Op::Send | Op::SendImm | Op::WriteImm))
+        {
+            bail!(
+                "--inline applies to writes and sends (write, write-flush, send, send-imm, write-imm), not {}",
+                op.name()
+            );
+        }
+        if sge > 1 {
+            bail!("--inline and --sge exclude each other: inline data is one piece of plain memory");
+        }
+    }
+    Ok(())
 }
 
 /// Parses `ADDR:PORT` (an IPv6 address in brackets: `[fe80::1]:7471`).

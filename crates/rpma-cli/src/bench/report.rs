@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::native::{OpPath, Source};
 
 /// The version of the JSON schema (`docs/bench.md`).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +80,12 @@ pub struct RunResult {
     pub conns: usize,
     /// Client threads.
     pub threads: usize,
+    /// One-sided operations posted per chain (`--batch`; 1: one by one).
+    pub batch: usize,
+    /// Scatter-gather pieces of each operation's local side (`--sge`).
+    pub sge: usize,
+    /// Writes and sends inline (`--inline`).
+    pub inline: bool,
     /// Measured operations (all connections, warm-up excluded).
     pub ops: u64,
     /// Measured time, seconds.
@@ -141,7 +147,8 @@ impl BenchReport {
         writeln!(
             out,
             "backend,device,op,size,qd,conns,threads,ops,elapsed_s,latency_kind,lat_min_ns,lat_mean_ns,lat_p50_ns,\
-             lat_p90_ns,lat_p99_ns,lat_p99_9_ns,lat_max_ns,mb_s,gb_s,msg_rate,memcpy_gb_s,memcpy_ratio,op_path"
+             lat_p90_ns,lat_p99_ns,lat_p99_9_ns,lat_max_ns,mb_s,gb_s,msg_rate,memcpy_gb_s,memcpy_ratio,op_path,batch,\
+             sge,inline"
         )?;
         for r in &self.results {
             let l = &r.latency_ns;
@@ -149,7 +156,7 @@ impl BenchReport {
                 r.baseline.map_or((String::new(), String::new()), |b| (gbs(b.gb_s), format!("{:.3}", b.ratio)));
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{}",
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{},{},{},{}",
                 self.backend,
                 self.device,
                 r.op,
@@ -172,7 +179,10 @@ impl BenchReport {
                 r.msg_rate,
                 bg,
                 br,
-                r.op_path.map_or("", OpPath::name)
+                r.op_path.map_or("", OpPath::name),
+                r.batch,
+                r.sge,
+                r.inline
             )?;
         }
         Ok(())
@@ -215,10 +225,20 @@ impl BenchReport {
         for r in &self.results {
             let l = &r.latency_ns;
             let kind = if r.latency_kind == "half_round_trip" { "rtt/2" } else { "compl" };
+            let mut name = r.op.to_owned();
+            if r.batch > 1 {
+                name += &format!(" b{}", r.batch);
+            }
+            if r.sge > 1 {
+                name += &format!(" s{}", r.sge);
+            }
+            if r.inline {
+                name += " inl";
+            }
             write!(
                 out,
                 "{:<13} {:>8} {:>4} {:>5} {:>10} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10.1} {:>8} {:>12.0}",
-                r.op,
+                name,
                 r.size,
                 r.qd,
                 r.conns,
@@ -264,6 +284,9 @@ mod tests {
                 qd: 1,
                 conns: 1,
                 threads: 1,
+                batch: 1,
+                sge: 1,
+                inline: false,
                 ops: 4,
                 elapsed_s: 0.5,
                 latency_kind: "completion",
@@ -294,7 +317,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
         assert!(lines[1].starts_with("mock,mock0,write,8,1,1,1,4,"), "{}", lines[1]);
-        assert!(lines[1].ends_with(",10.000,0.500,"), "{}", lines[1]);
+        assert!(lines[1].ends_with(",10.000,0.500,,1,1,false"), "{}", lines[1]);
     }
 
     #[test]
@@ -317,7 +340,7 @@ mod tests {
         let mut v = Vec::new();
         r.write(OutputFormat::Json, &mut v).unwrap();
         let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
-        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(3), Some("capabilities")));
+        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(4), Some("capabilities")));
         assert_eq!(j["results"][0]["op_path"], "emulated");
         let mut v = Vec::new();
         r.write(OutputFormat::Csv, &mut v).unwrap();

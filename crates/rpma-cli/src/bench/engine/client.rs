@@ -52,6 +52,20 @@ pub(super) fn drive<T: Transport>(
         for (lane, posted) in lanes.iter_mut().zip(posted.iter_mut()) {
             while lane.inflight < lane.qd {
                 let at = Instant::now();
+                if lane.shape.batch > 1 {
+                    // Chains of `--batch` operations, each retired by its last one's completion.
+                    let left = match stop {
+                        Stop::Count(n) => n - *posted,
+                        Stop::Until(t) => u64::from(at < t) * u64::MAX,
+                    };
+                    let k = lane.shape.batch.min(usize::try_from(left).unwrap_or(usize::MAX));
+                    if k == 0 || lane.qd - lane.inflight < k {
+                        break;
+                    }
+                    lane.post_chain(op, size, at, k)?;
+                    *posted += k as u64;
+                    continue;
+                }
                 let (more, last) = match stop {
                     Stop::Count(n) => (*posted < n, *posted + 1 == n),
                     Stop::Until(t) => (at < t, false),
@@ -229,7 +243,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
-        let lane = connect(peer, addr, port, &footprint, plan.timeout)?;
+        let shape = Shape { batch: plan.batch, sge: plan.sge, inline: if plan.inline { plan.max_size() } else { 0 } };
+        let lane = connect(peer, addr, port, &footprint, plan.timeout, shape)?;
         per_thread[i % plan.threads].push(lane);
     }
     let barrier = Barrier::new(plan.threads + 1);
@@ -297,6 +312,9 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             qd: plan.qd,
             conns: plan.conns,
             threads: plan.threads,
+            batch: plan.batch,
+            sge: plan.sge,
+            inline: plan.inline,
             ops,
             elapsed_s: secs,
             latency_kind: if op.is_half_round_trip() { "half_round_trip" } else { "completion" },

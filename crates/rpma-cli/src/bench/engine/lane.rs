@@ -6,17 +6,55 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{
-    CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc,
-    MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
+    SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::protocol::*;
 use super::wait::{self, Idle};
-use crate::bench::{Footprint, Op};
+use crate::bench::{Footprint, Op, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
+
+/// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Shape {
+    /// One-sided operations per chain.
+    pub(super) batch: usize,
+    /// Scatter-gather pieces of each operation's local side.
+    pub(super) sge: usize,
+    /// Inline bytes of writes and sends (0: none, the largest size with `--inline`).
+    pub(super) inline: usize,
+}
+
+/// Where an operation goes: posted at once, or pushed into a chain.
+enum Sink<'b, 'c, T: Transport> {
+    Now,
+    Chain(&'b mut Batch<'c, T, MAX_BATCH>),
+}
+
+impl<'c, T: Transport> Sink<'_, 'c, T> {
+    fn emit<K: SendKind<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
+        match self {
+            Self::Now => p.post(),
+            Self::Chain(b) => b.push(p).map(|_| ()),
+        }
+    }
+}
+
+/// Splits `[off, off + size)` into `out.len()` contiguous non-empty pieces of nearly equal size
+/// (`size >= out.len()`).
+fn split<'a, T: Transport>(local: &'a MrLocal<T>, off: usize, size: usize, out: &mut [LocalSlice<'a, T>]) {
+    let n = out.len();
+    for (i, p) in out.iter_mut().enumerate() {
+        *p = local.slice(off + i * size / n..off + (i + 1) * size / n);
+    }
+}
 
 /// One client connection and its state.
 pub(super) struct Lane<T: Transport> {
     pub(super) conn: Conn<T>,
+    pub(super) shape: Shape,
+    /// The bytes of inline writes and sends (plain memory, `shape.inline` long).
+    inline_src: Box<[u8]>,
     pub(super) local: MrLocal<T>,
     /// Receive slots of `recv_max` bytes (none if zero-length).
     pub(super) msgs: Option<MrLocal<T>>,
@@ -56,9 +94,23 @@ pub(super) fn connect<T: Transport>(
     port: u16,
     f: &Footprint,
     timeout: Duration,
+    shape: Shape,
 ) -> Result<Lane<T>> {
     let qd = f.qd;
-    let cfg = conn_cfg::<T>(qd);
+    let caps = peer.capabilities();
+    if shape.sge as u64 > u64::from(caps.max_sge) {
+        bail!("--sge {}: the device takes at most {} scatter-gather pieces per operation", shape.sge, caps.max_sge);
+    }
+    if shape.inline as u64 > u64::from(caps.max_inline_data) {
+        bail!(
+            "--inline: a size of {} B exceeds the device's inline limit of {} B (max_inline_data)",
+            shape.inline,
+            caps.max_inline_data
+        );
+    }
+    let cfg = conn_cfg::<T>(qd)
+        .with_max_sge(u32::try_from(shape.sge).unwrap_or(u32::MAX))
+        .with_max_inline(u32::try_from(shape.inline).unwrap_or(u32::MAX));
     let inbox = peer.alloc_mr(f.inbox_len(), Usage::WRITE_DST).context("registering the inbox")?;
     let req = ConnReq::new(peer, addr, &port.to_string(), Some(&cfg)).context("creating a connection request")?;
     let request = Request { target_max: f.target_max, qd, recv_max: f.server_recv_max, source_max: f.source_max };
@@ -96,6 +148,8 @@ pub(super) fn connect<T: Transport>(
     let now = Instant::now();
     let lane = Lane {
         conn,
+        shape,
+        inline_src: vec![SOURCE_BYTE; shape.inline].into_boxed_slice(),
         local,
         msgs: lane_msgs,
         recv_max,
@@ -129,20 +183,85 @@ pub(super) enum Stop {
 }
 
 impl<T: Transport> Lane<T> {
-    /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
-    /// it) or not (`--cq-mod`).
-    ///
-    /// Zero copy: the operation names a slice of the local region, filled once when it was
-    /// registered; the only byte written per operation is `write-pingpong`'s sequence number.
-    pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
-        let slot = (self.seq % self.qd as u64) as usize;
+    /// The offset of operation `seq`'s slot in the region `op` uses.
+    fn offset(&self, op: Op, size: usize, seq: u64) -> usize {
+        let slot = (seq % self.qd as u64) as usize;
         let region = match op {
             Op::Send | Op::SendImm => self.local_region,
             Op::Flush | Op::AtomicWrite => self.remote_region,
             _ => self.region,
         };
-        let off = slot_offset(slot, size, region);
+        slot_offset(slot, size, region)
+    }
+
+    /// Makes the work requests of operation `seq` at `off` (with `flags`) and hands them to
+    /// `sink`. `pieces` holds the scatter-gather pieces of the local side (empty: one piece).
+    #[allow(clippy::too_many_arguments)]
+    fn emit<'c>(
+        &'c self,
+        op: Op,
+        size: usize,
+        off: usize,
+        seq: u64,
+        flags: CompletionFlags,
+        pieces: &'c [LocalSlice<'c, T>],
+        sink: &mut Sink<'_, 'c, T>,
+    ) -> rpma::Result<()> {
+        let slot = (seq % self.qd as u64) as usize;
         let id = slot as u64;
+        let (c, r) = (&self.conn, &self.remote);
+        let local = self.local.slice(off..off + size);
+        let range = || r.slice(off..off + size);
+        let inline = (self.shape.inline > 0).then(|| &self.inline_src[..size]);
+        let write = || match (inline, pieces.is_empty()) {
+            (Some(bytes), _) => c.write_inline(r.at(off), bytes),
+            (None, true) => c.write(r.at(off), local),
+            (None, false) => c.write_sg(r.at(off), pieces),
+        };
+        let send = || match (inline, pieces.is_empty()) {
+            (Some(bytes), _) => c.send_inline(bytes),
+            (None, true) => c.send(local),
+            (None, false) => c.send_sg(pieces),
+        };
+        match op {
+            Op::Read if pieces.is_empty() => sink.emit(c.read(local, r.at(off)).flags(flags).context(id)),
+            Op::Read => sink.emit(c.read_sg(pieces, r.at(off)).flags(flags).context(id)),
+            Op::Write => sink.emit(write().flags(flags).context(id)),
+            Op::WriteFlush => {
+                sink.emit(write().flags(CompletionFlags::ON_ERROR).context(id))?;
+                sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id))
+            }
+            Op::Flush => sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id)),
+            Op::AtomicWrite => sink.emit(c.atomic_write(r.at(off & !7), seq.to_le_bytes()).flags(flags).context(id)),
+            Op::Send => sink.emit(send().flags(flags).context(SEND_TAG | id)),
+            Op::SendImm => sink.emit(send().imm(slot as u32).flags(flags).context(SEND_TAG | id)),
+            Op::WriteImm => sink.emit(write().imm(slot as u32).flags(flags).context(SEND_TAG | id)),
+            Op::WritePingpong => sink.emit(c.write(r.at(0), self.local.slice(..size)).flags(flags).context(PP_ID)),
+        }
+    }
+
+    /// Records `n` operations posted at `at`, the last signaled or not.
+    fn posted(&mut self, at: Instant, n: usize, signaled: bool) {
+        if signaled {
+            let tail = (self.head + self.pending) % self.qd;
+            self.batches[tail] = (at, self.open + n);
+            self.pending += 1;
+            self.open = 0;
+        } else {
+            self.open += n;
+        }
+        self.inflight += n;
+        self.seq += n as u64;
+    }
+
+    /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
+    /// it) or not (`--cq-mod`).
+    ///
+    /// Zero copy: the operation names a slice of the local region, filled once when it was
+    /// registered (or, `--inline`, plain memory copied by the driver); the only byte written
+    /// per operation is `write-pingpong`'s sequence number.
+    pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
+        let off = self.offset(op, size, self.seq);
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         if op == Op::WritePingpong {
             self.pp_seq = self.pp_seq.wrapping_add(1);
@@ -150,36 +269,38 @@ impl<T: Transport> Lane<T> {
             self.local.volatile().store_u8(size - 1, self.pp_seq).context("writing the ping byte")?;
             self.pp_written = false;
         }
-        let (c, r) = (&self.conn, &self.remote);
-        let local = self.local.slice(off..off + size);
-        let range = || r.slice(off..off + size);
-        match op {
-            Op::Read => c.read(local, r.at(off)).flags(all).context(id).post(),
-            Op::Write => c.write(r.at(off), local).flags(all).context(id).post(),
-            Op::WriteFlush => c
-                .write(r.at(off), local)
-                .flags(CompletionFlags::ON_ERROR)
-                .context(id)
-                .post()
-                .and_then(|()| c.flush(range(), FlushType::Persistent).flags(all).context(id).post()),
-            Op::Flush => c.flush(range(), FlushType::Persistent).flags(all).context(id).post(),
-            Op::AtomicWrite => c.atomic_write(r.at(off & !7), self.seq.to_le_bytes()).flags(all).context(id).post(),
-            Op::Send => c.send(local).flags(all).context(SEND_TAG | id).post(),
-            Op::SendImm => c.send(local).imm(slot as u32).flags(all).context(SEND_TAG | id).post(),
-            Op::WriteImm => c.write(r.at(off), local).imm(slot as u32).flags(all).context(SEND_TAG | id).post(),
-            Op::WritePingpong => c.write(r.at(0), self.local.slice(..size)).flags(all).context(PP_ID).post(),
+        {
+            let mut buf = [self.local.slice(0..0); MAX_SGE];
+            let pieces = &mut buf[..if self.shape.sge > 1 { self.shape.sge } else { 0 }];
+            split(&self.local, off, size, pieces);
+            self.emit(op, size, off, self.seq, all, pieces, &mut Sink::Now)
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
-        if signaled {
-            let tail = (self.head + self.pending) % self.qd;
-            self.batches[tail] = (at, self.open + 1);
-            self.pending += 1;
-            self.open = 0;
-        } else {
-            self.open += 1;
+        self.posted(at, 1, signaled);
+        Ok(())
+    }
+
+    /// Posts `n` one-sided operations as one chain with one doorbell (`--batch`), the last one
+    /// signaled: its completion retires the chain.
+    pub(super) fn post_chain(&mut self, op: Op, size: usize, at: Instant, n: usize) -> Result<()> {
+        {
+            let sge = if self.shape.sge > 1 { self.shape.sge } else { 0 };
+            let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
+            let mut offs = [0usize; MAX_BATCH];
+            for (j, o) in offs.iter_mut().enumerate().take(n) {
+                *o = self.offset(op, size, self.seq + j as u64);
+                split(&self.local, *o, size, &mut buf[j * sge..(j + 1) * sge]);
+            }
+            let mut chain = Batch::<T, MAX_BATCH>::new(&self.conn);
+            let mut sink = Sink::Chain(&mut chain);
+            for (j, o) in offs.iter().enumerate().take(n) {
+                let flags = CompletionFlags::ON_ERROR;
+                self.emit(op, size, *o, self.seq + j as u64, flags, &buf[j * sge..(j + 1) * sge], &mut sink)?;
+            }
+            chain.signal_last().post()
         }
-        self.inflight += 1;
-        self.seq += 1;
+        .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
+        self.posted(at, n, true);
         Ok(())
     }
 
