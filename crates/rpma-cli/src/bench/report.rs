@@ -345,8 +345,8 @@ mod tests {
         let mut v = Vec::new();
         r.write(OutputFormat::Csv, &mut v).unwrap();
         let s = String::from_utf8(v).unwrap();
-        assert!(s.lines().next().unwrap().ends_with(",op_path"));
-        assert!(s.lines().nth(1).unwrap().ends_with(",emulated"), "{s}");
+        assert!(s.lines().next().unwrap().ends_with(",op_path,batch,sge,inline"));
+        assert!(s.lines().nth(1).unwrap().ends_with(",emulated,1,1,false"), "{s}");
         let mut v = Vec::new();
         r.write(OutputFormat::Table, &mut v).unwrap();
         let s = String::from_utf8(v).unwrap();

@@ -1,6 +1,7 @@
 //! Queue pairs of the mock and their connection management; message matching, the responder,
 //! listeners and shared receive queues have a file each.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -11,6 +12,7 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
+use crate::mem::MrShared;
 use crate::notify::{new_notifier, Notifier};
 use crate::{FabricInner, MockFabric, MockPd, MrTable};
 
@@ -163,6 +165,10 @@ pub struct MockQp {
     /// The APM flush buffer of a connection without native flush (created by `connect`).
     flush_buf: bool,
     torn: AtomicBool,
+    /// The remote region the last one-sided operation reached, by rkey: later operations on it
+    /// skip the responder's table (a lock shared by every connection to that peer) and touch
+    /// only the region's own reference count. (A queue pair is used by one thread at a time.)
+    target_cache: RefCell<Option<(u32, Weak<MrShared>)>>,
 }
 
 impl std::fmt::Debug for MockQp {
@@ -221,6 +227,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         incoming: None,
         flush_buf: false,
         torn: AtomicBool::new(false),
+        target_cache: RefCell::new(None),
     })
 }
 
@@ -304,6 +311,20 @@ impl MockQp {
         self.shared.posted.load(Ordering::Acquire) - self.shared.send_cq.retired.load(Ordering::Acquire)
     }
 
+    /// The region `rkey` names in the responder's `table`, through the cache of the last one.
+    fn target(&self, table: &MrTable, rkey: u32) -> Option<Arc<MrShared>> {
+        if let Some((k, w)) = &*self.target_cache.borrow() {
+            if *k == rkey {
+                if let Some(m) = w.upgrade() {
+                    return Some(m);
+                }
+            }
+        }
+        let m = table.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned()?;
+        *self.target_cache.borrow_mut() = Some((rkey, Arc::downgrade(&m)));
+        Some(m)
+    }
+
     /// Executes one work request of a chain whose send-queue slot `seq` was taken.
     fn post_one(&self, wr: &SendWr<'_, MockFabric>, seq: u64) {
         let s = &self.shared;
@@ -314,7 +335,10 @@ impl MockQp {
             // gone this QP is in the error state (its teardown hangs up this side), so the
             // state decides as the remote QP's liveness would.
             let status = match (state, s.remote_mrs.get()) {
-                (CONNECTED, Some(table)) => execute(wr, table, &s.pd.caps),
+                (CONNECTED, Some(table)) => {
+                    let target = wr.remote.and_then(|rb| self.target(table, rb.rkey));
+                    execute(wr, target.as_deref(), &s.pd.caps)
+                }
                 _ => WcStatus::WrFlushErr,
             };
             s.complete(wr.wr_id, status, sop, wr.signaled, seq);
@@ -325,7 +349,8 @@ impl MockQp {
             s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
             return;
         };
-        let status = execute(wr, &remote.pd.mrs, &s.pd.caps);
+        let target = wr.remote.and_then(|rb| self.target(&remote.pd.mrs, rb.rkey));
+        let status = execute(wr, target.as_deref(), &s.pd.caps);
         if status != WcStatus::Success {
             s.complete(wr.wr_id, status, sop, wr.signaled, seq);
             return;

@@ -2,12 +2,12 @@
 //! checked and executed as hardware does.
 
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 use rpma_core::transport::{SendOp, SendWr};
 use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
 
-use crate::{MockFabric, MrTable};
+use crate::mem::MrShared;
+use crate::MockFabric;
 
 use super::pieces::{gather_into, scatter_from};
 
@@ -26,15 +26,15 @@ pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 }
 
 /// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
-/// and access rights as hardware does.
-pub(super) fn execute(wr: &SendWr<'_, MockFabric>, mrs: &MrTable, caps: &Capabilities) -> WcStatus {
+/// and access rights as hardware does. `target` is the region the work request's rkey names in
+/// the responder's table (`None`: no such remotely accessible region); the caller holds it for
+/// the access, so a region deregistered meanwhile is freed only after it (and then refuses
+/// every later access: `valid` is false).
+pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, caps: &Capabilities) -> WcStatus {
     let Some(rb) = wr.remote else {
         return WcStatus::Success;
     };
-    // The target's registration table stays read-locked during the access (registering or
-    // deregistering there waits): no reference-count traffic on the data path.
-    let table = mrs.read().unwrap_or_else(PoisonError::into_inner);
-    let Some(mr) = table.get(&rb.rkey).filter(|m| m.valid.load(Ordering::Acquire)) else {
+    let Some(mr) = target.filter(|m| m.rkey == rb.rkey && m.valid.load(Ordering::Acquire)) else {
         return WcStatus::RemAccessErr;
     };
     let a = mr.access;

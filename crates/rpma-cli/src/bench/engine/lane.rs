@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{
     Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
-    SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    Recv, SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::protocol::*;
@@ -34,10 +34,29 @@ enum Sink<'b, 'c, T: Transport> {
 impl<'c, T: Transport> Sink<'_, 'c, T> {
     fn emit<K: SendKind<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
         match self {
-            Self::Now => p.post(),
+            Self::Now => post_op(p),
             Self::Chain(b) => b.push(p).map(|_| ()),
         }
     }
+}
+
+/// Posts one operation. Never inlined, like `poll_cq`: scripts/bench-softroce.sh counts the
+/// instructions of every post and poll with callgrind's `--toggle-collect` on these two.
+#[inline(never)]
+fn post_op<'c, T: Transport, K: SendKind<'c, T>>(p: Post<'c, T, K>) -> rpma::Result<()> {
+    p.post()
+}
+
+/// Posts one receive (see [`post_op`]).
+#[inline(never)]
+fn post_recv<T: Transport>(r: Recv<'_, T>) -> rpma::Result<()> {
+    r.post()
+}
+
+/// Polls a connection's CQ (see [`post_op`]).
+#[inline(never)]
+fn poll_cq<T: Transport>(conn: &Conn<T>, wcs: &mut [Wc]) -> rpma::Result<usize> {
+    conn.cq().poll(wcs)
 }
 
 /// Splits `[off, off + size)` into `out.len()` contiguous non-empty pieces of nearly equal size
@@ -197,6 +216,7 @@ impl<T: Transport> Lane<T> {
     /// Makes the work requests of operation `seq` at `off` (with `flags`) and hands them to
     /// `sink`. `pieces` holds the scatter-gather pieces of the local side (empty: one piece).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn emit<'c>(
         &'c self,
         op: Op,
@@ -269,11 +289,13 @@ impl<T: Transport> Lane<T> {
             self.local.volatile().store_u8(size - 1, self.pp_seq).context("writing the ping byte")?;
             self.pp_written = false;
         }
-        {
+        if self.shape.sge > 1 {
             let mut buf = [self.local.slice(0..0); MAX_SGE];
-            let pieces = &mut buf[..if self.shape.sge > 1 { self.shape.sge } else { 0 }];
+            let pieces = &mut buf[..self.shape.sge];
             split(&self.local, off, size, pieces);
             self.emit(op, size, off, self.seq, all, pieces, &mut Sink::Now)
+        } else {
+            self.emit(op, size, off, self.seq, all, &[], &mut Sink::Now)
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
         self.posted(at, 1, signaled);
@@ -308,12 +330,13 @@ impl<T: Transport> Lane<T> {
     pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
         let slot = (wr_id & !RECV_TAG) as usize;
         let max = self.recv_max;
-        match &self.msgs {
-            Some(m) => self.conn.recv(m.slice(slot * max..(slot + 1) * max)),
-            None => self.conn.recv_empty(),
-        }
-        .context(wr_id)
-        .post()
+        post_recv(
+            match &self.msgs {
+                Some(m) => self.conn.recv(m.slice(slot * max..(slot + 1) * max)),
+                None => self.conn.recv_empty(),
+            }
+            .context(wr_id),
+        )
         .context("posting a receive")
     }
 
@@ -442,7 +465,7 @@ impl<T: Transport> Lane<T> {
         if op == Op::WritePingpong {
             return self.poll_pingpong(size, hist, record, wcs);
         }
-        let n = self.conn.cq().poll(wcs).context("client: polling")?;
+        let n = poll_cq(&self.conn, wcs).context("client: polling")?;
         if n == 0 {
             return Ok(0);
         }
