@@ -48,6 +48,13 @@ cargo test --workspace --all-features 2>&1 | tee "$log"
 step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
 scripts/test-verbs.sh 2>&1 | tee -a "$log"
 
+step "the side-by-side benchmark's C program builds against C librpma, and its script parses"
+cbench=$(mktemp -d)
+cc -O2 -Wall -Wextra -Werror -o "$cbench/librpma_bench" benches/c/librpma_bench.c -lrpma -libverbs -lrdmacm
+"$cbench/librpma_bench" 2>/dev/null && { echo "error: librpma_bench without arguments must fail" >&2; exit 1; }
+rm -rf "$cbench"
+bash -n scripts/bench-softroce.sh
+
 step "examples run"
 cargo run -q --example write_flush_send
 step "the README's first command: rpma demo"
