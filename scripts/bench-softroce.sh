@@ -487,14 +487,14 @@ if section callgrind; then
     printf '%-10s %-9s %10s %10s %12s\n' "callgrind" "program" "post Ir" "poll Ir" "polls/compl"
     for op in read write flush send; do
         cg_c=$CG_DIR/c-$op.out cg_r=$CG_DIR/rust-$op.out
-        c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --callgrind-out-file="$cg_c" >/dev/null
+        c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$cg_c" >/dev/null
         # Our server runs natively in its own process, as the C one: only the client is counted.
         port=$((port + 1))
         "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd 1 --busy-poll --timeout 300 \
             --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
         rserver=$!
         sleep 1
-        timeout 1800 valgrind --tool=callgrind --callgrind-out-file="$cg_r" "$RPMA_BIN" bench --backend verbs \
+        timeout 1800 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$cg_r" "$RPMA_BIN" bench --backend verbs \
             --connect "$ADDR:$port" --op "$op" --size 8 --iters "$CG_ITERS" --qd 1 --warmup 100 \
             --timeout 300 --csv --no-progress >/dev/null 2>/tmp/cg-rust.err || {
             echo "rpma bench under callgrind failed:" >&2

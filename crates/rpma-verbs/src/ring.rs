@@ -41,10 +41,15 @@ impl SlotPins {
         let base = slot * self.per;
         let mut n = 0;
         for mr in mrs.take(self.per) {
-            self.idx[base + n] = self.table.take(mr);
+            let p = self.table.take(mr);
+            if let Some(i) = self.idx.get_mut(base + n) {
+                *i = p;
+            }
             n += 1;
         }
-        self.count[slot] = n as u8;
+        if let Some(c) = self.count.get_mut(slot) {
+            *c = n as u8;
+        }
     }
 
     /// Releases the regions of the work request in `slot`.
@@ -60,6 +65,9 @@ impl SlotPins {
 
 /// A send queue's slots: work requests complete in posting order, and a completion retires its
 /// work request and every (unsignaled) one posted before it.
+///
+/// The slots are a power of two (a mask, not a division, per work request); at most `cap` (the
+/// configured queue size) are in flight.
 #[derive(Debug)]
 pub(crate) struct SendRing {
     wr_ids: Box<[u64]>,
@@ -69,13 +77,23 @@ pub(crate) struct SendRing {
     /// Sequence number of the next work request.
     tail: u64,
     cap: u64,
+    /// Slots - 1.
+    mask: u64,
 }
 
 impl SendRing {
     /// A ring of `size` slots whose work requests use at most `max_sge` regions each.
     pub(crate) fn new(size: u32, max_sge: u32) -> Self {
-        let cap = size.max(1) as usize;
-        Self { wr_ids: vec![0; cap].into(), pins: SlotPins::new(cap, max_sge), head: 0, tail: 0, cap: cap as u64 }
+        let cap = u64::from(size.max(1));
+        let slots = cap.next_power_of_two() as usize;
+        Self {
+            wr_ids: vec![0; slots].into(),
+            pins: SlotPins::new(slots, max_sge),
+            head: 0,
+            tail: 0,
+            cap,
+            mask: slots as u64 - 1,
+        }
     }
 
     /// Slots free now.
@@ -99,13 +117,13 @@ impl SendRing {
     /// The verbs `wr_id` of the `k`-th work request posted from now on.
     #[inline]
     pub(crate) const fn id(&self, k: usize) -> u64 {
-        (self.tail + k as u64) % self.cap
+        (self.tail + k as u64) & self.mask
     }
 
     /// Records the next posted work request (call after the post succeeded, in order).
     #[inline]
     pub(crate) fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
-        let slot = (self.tail % self.cap) as usize;
+        let slot = (self.tail & self.mask) as usize;
         self.wr_ids[slot] = wr_id;
         self.pins.set(slot, mrs);
         self.tail += 1;
@@ -114,19 +132,20 @@ impl SendRing {
     /// Retires the work request in slot `idx` and all before it; returns its user `wr_id`.
     #[inline]
     pub(crate) fn complete(&mut self, idx: u64) -> Option<u64> {
-        if idx >= self.cap {
+        if idx > self.mask {
             return None;
         }
-        let inflight = self.tail - self.head;
-        let off = (idx + self.cap - self.head % self.cap) % self.cap;
-        if off >= inflight {
+        let off = idx.wrapping_sub(self.head) & self.mask;
+        if off >= self.tail - self.head {
             return None;
         }
-        let seq = self.head + off;
-        for s in self.head..=seq {
-            self.pins.clear((s % self.cap) as usize);
+        let end = self.head + off + 1;
+        let mut s = self.head;
+        while s < end {
+            self.pins.clear((s & self.mask) as usize);
+            s += 1;
         }
-        self.head = seq + 1;
+        self.head = end;
         Some(self.wr_ids[idx as usize])
     }
 
@@ -242,9 +261,10 @@ mod tests {
             post(&mut r, 200 + i).unwrap();
         }
         assert!(post(&mut r, 9).is_err());
-        // Slots wrap around: the request in slot 0 is now the one with wr_id 200.
-        assert_eq!(r.complete(0), Some(200));
-        assert_eq!(r.complete(0), None, "already retired");
+        // Slots wrap around (4 of them for a depth of 3): the request with wr_id 200 is in
+        // slot 3.
+        assert_eq!(r.complete(3), Some(200));
+        assert_eq!(r.complete(3), None, "already retired");
         assert_eq!(r.complete(7), None, "out of range");
     }
 
