@@ -249,8 +249,9 @@ if section librpma; then
 fi
 
 # cg_sum FILE: for each function named post_op, post_recv or poll_cq (any instance), its calls
-# and the inclusive instructions of those calls, from a callgrind output file (plain awk: the
-# guest runs the host's /usr through 9p, where some of python's libraries fail to load).
+# and the inclusive instructions of those calls, from a callgrind output file (two passes: a
+# name may be defined after its first use; plain awk: the guest runs the host's /usr through
+# 9p, where some of python's libraries fail to load).
 cg_sum() {
     awk '
         function short(n, s) { s = n; sub(/<.*/, "", s); sub(/.*::/, "", s); sub(/[\047.].*/, "", s); return s }
@@ -258,228 +259,17 @@ cg_sum() {
             i = index($0, "("); j = index($0, ")"); id = substr($0, i + 1, j - i - 1)
             rest = substr($0, j + 2)
             if (rest != "") names[id] = rest
-            if ($0 ~ /^cfn=/) callee = names[id]
+            if (NR != FNR && $0 ~ /^cfn=/) callee = names[id]
             next
         }
+        NR == FNR { next }
         /^calls=/ { split($0, a, /[= ]/); pend = 1; n = a[2]; next }
         pend && /^[0-9+*-]/ {
             pend = 0; k = short(callee)
             if (k == "post_op" || k == "post_recv" || k == "poll_cq") { calls[k] += n; incl[k] += $NF }
         }
         END { for (k in calls) print k, calls[k], incl[k] }
-    ' "$1"
-}
-
-if section callgrind; then
-    command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
-fi
-
-port=19000
-# perftest NAME SIZE ITERS EXTRA...: runs server and client, prints the client's result line.
-perftest() {
-    local name=$1 size=$2 iters=$3
-    shift 3
-    port=$((port + 1))
-    "$name" -R -F -p "$port" -s "$size" -n "$iters" "$@" >/tmp/pt-server.log 2>&1 &
-    local server=$!
-    sleep 1
-    local out
-    if ! out=$("$name" -R -F -p "$port" -s "$size" -n "$iters" "$@" "$ADDR" 2>&1); then
-        echo "$name failed:" >&2
-        echo "$out" >&2
-        cat /tmp/pt-server.log >&2
-        kill "$server" 2>/dev/null || true
-        return 1
-    fi
-    wait "$server" || true
-    # The result line starts with the size.
-    echo "$out" | awk -v s="$size" '$1 == s { line = $0 } END { print line }'
-}
-
-# ours OP SIZE ITERS QD EXTRA...: prints our CSV result line.
-ours() {
-    local op=$1 size=$2 iters=$3 qd=$4
-    shift 4
-    port=$((port + 1))
-    "$RPMA_BIN" bench --backend verbs --addr "$ADDR" --port "$port" --op "$op" --size "$size" --iters "$iters" \
-        --qd "$qd" --warmup 100 --busy-poll --csv --no-progress "$@" | tail -n 1
-}
-
-# CSV columns (docs/bench.md): 13 = p50 ns, 18 = MB/s (10^6 bytes).
-col() { echo "$1" | cut -d, -f"$2"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
-
-# median V...: the median of the values (the lower middle one for an even count).
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-# spread A... -- B...: the smallest and largest ratio A[i]/B[i] of the rounds.
-spread() {
-    local -a a=() b=()
-    while [[ $1 != -- ]]; do a+=("$1"); shift; done
-    shift
-    b=("$@")
-    local i out=()
-    for i in "${!a[@]}"; do out+=("$(ratio "${a[$i]}" "${b[$i]}")"); done
-    printf '%s\n' "${out[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s..%s", lo, hi }'
-}
-
-if section perftest; then
-# Each comparison runs REPEAT rounds, alternating which tool goes first, and compares the medians
-# of the rounds (the per-round ratio range shows the noise).
-printf '%-16s %8s %14s %14s %8s  %s\n' "metric" "size" "rpma" "perftest" "ratio" "rounds (min..max ratio)"
-IFS=, read -ra sizes <<<"$SIZES"
-for size in "${sizes[@]}"; do
-    for pair in read:ib_read_lat send:ib_send_lat write-pingpong:ib_write_lat; do
-        op=${pair%%:*} tool=${pair#*:}
-        mine=() theirs=()
-        for ((round = 0; round < REPEAT; round++)); do
-            if ((round % 2)); then
-                t=$(perftest "$tool" "$size" "$LAT_ITERS")
-                m=$(ours "$op" "$size" "$LAT_ITERS" 1)
-            else
-                m=$(ours "$op" "$size" "$LAT_ITERS" 1)
-                t=$(perftest "$tool" "$size" "$LAT_ITERS")
-            fi
-            # perftest latency line: bytes iters t_min t_max t_typical ...
-            mine+=("$(awk -v ns="$(col "$m" 13)" 'BEGIN { printf "%.2f", ns / 1000 }')")
-            theirs+=("$(echo "$t" | awk '{ print $5 }')")
-        done
-        ours_us=$(median "${mine[@]}") pt_us=$(median "${theirs[@]}")
-        printf '%-16s %8s %11s us %11s us %8s  %s\n' "${op%-pingpong} lat p50" "$size" "$ours_us" "$pt_us" \
-            "$(ratio "$ours_us" "$pt_us")" "$(spread "${mine[@]}" -- "${theirs[@]}")"
-    done
-    mine=$(ours write "$size" "$LAT_ITERS" 1)
-    ours_us=$(awk -v ns="$(col "$mine" 13)" 'BEGIN { printf "%.2f", ns / 1000 }')
-    printf '%-16s %8s %11s us %14s %8s\n' "write compl p50" "$size" "$ours_us" "-" "-"
-    # perftest bandwidth line: bytes iters peak avg(MB/s, 2^20 bytes) msgrate(Mpps, 6 decimals).
-    # Same size on both sides, so the ratio is taken from the message rates (perftest prints
-    # MB/s with 2 decimals only, too coarse for small messages in the VM).
-    mine=() theirs=() mibs=() pt_mibs=()
-    for ((round = 0; round < REPEAT; round++)); do
-        if ((round % 2)); then
-            t=$(perftest ib_write_bw "$size" "$BW_ITERS" -t "$BW_QD" -Q "$CQ_MOD")
-            m=$(ours write "$size" "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD")
-        else
-            m=$(ours write "$size" "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD")
-            t=$(perftest ib_write_bw "$size" "$BW_ITERS" -t "$BW_QD" -Q "$CQ_MOD")
-        fi
-        mine+=("$(awk -v r="$(col "$m" 20)" 'BEGIN { printf "%.6f", r / 1e6 }')")
-        theirs+=("$(echo "$t" | awk '{ print $5 }')")
-        mibs+=("$(awk -v mb="$(col "$m" 18)" 'BEGIN { printf "%.2f", mb * 1e6 / 1048576 }')")
-        pt_mibs+=("$(echo "$t" | awk '{ print $4 }')")
-    done
-    ours_mpps=$(median "${mine[@]}") pt_mpps=$(median "${theirs[@]}")
-    printf '%-16s %8s %9s MiB/s %9s MiB/s %8s\n' "write bw" "$size" "$(median "${mibs[@]}")" \
-        "$(median "${pt_mibs[@]}")" "$(ratio "$ours_mpps" "$pt_mpps")"
-    printf '%-16s %8s %9s Mpps  %9s Mpps  %8s  %s\n' "write msg rate" "$size" "$ours_mpps" "$pt_mpps" \
-        "$(ratio "$ours_mpps" "$pt_mpps")" "$(spread "${mine[@]}" -- "${theirs[@]}")"
-done
-fi
-
-# c_run OP SIZE ITERS QD CQMOD [WRAPPER...]: the C librpma server and client; prints the
-# client's result line ("op=.. msg_rate=.. p50_ns=..").
-c_run() {
-    local op=$1 size=$2 iters=$3 qd=$4 cqmod=$5
-    shift 5
-    port=$((port + 1))
-    "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
-    local server=$! i
-    for ((i = 0; i < 300; i++)); do
-        grep -q LISTENING /tmp/c-server.out 2>/dev/null && break
-        sleep 0.1
-    done
-    local out
-    if ! out=$(timeout 900 "$@" "$C_BIN" client "$ADDR" "$port" "$op" "$size" "$iters" "$qd" "$cqmod" 2>&1); then
-        echo "librpma_bench client $op failed:" >&2
-        echo "$out" >&2
-        cat /tmp/c-server.err >&2
-        kill "$server" 2>/dev/null || true
-        return 1
-    fi
-    if ! wait "$server"; then
-        echo "librpma_bench server failed:" >&2
-        cat /tmp/c-server.err >&2
-        return 1
-    fi
-    echo "$out" | grep '^op='
-}
-# field LINE KEY: the value of KEY=value in a C result line.
-field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'; }
-
-TABLE=()
-if section librpma; then
-    echo
-    printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "rounds (min..max ratio)"
-    for op in read write write-flush send; do
-        mine=() theirs=()
-        for ((round = 0; round < REPEAT; round++)); do
-            if ((round % 2)); then
-                c=$(c_run "$op" 8 "$LAT_ITERS" 1 1)
-                m=$(ours "$op" 8 "$LAT_ITERS" 1)
-            else
-                m=$(ours "$op" 8 "$LAT_ITERS" 1)
-                c=$(c_run "$op" 8 "$LAT_ITERS" 1 1)
-            fi
-            mine+=("$(col "$m" 13)")
-            theirs+=("$(field "$c" p50_ns)")
-        done
-        a=$(median "${mine[@]}") b=$(median "${theirs[@]}")
-        printf '%-22s %11s ns %11s ns %8s  %s\n' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" \
-            "$(spread "${mine[@]}" -- "${theirs[@]}")"
-        TABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") |")
-    done
-    for batch in 1 16; do
-        mine=() theirs=()
-        for ((round = 0; round < REPEAT; round++)); do
-            if ((round % 2)); then
-                c=$(c_run write 8 "$BW_ITERS" "$BW_QD" "$CQ_MOD")
-                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch")
-            else
-                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch")
-                c=$(c_run write 8 "$BW_ITERS" "$BW_QD" "$CQ_MOD")
-            fi
-            mine+=("$(col "$m" 20)")
-            theirs+=("$(field "$c" msg_rate)")
-        done
-        a=$(median "${mine[@]}") b=$(median "${theirs[@]}")
-        what="write rate qd$BW_QD"
-        ((batch > 1)) && what+=" b$batch"
-        printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" \
-            "$(spread "${mine[@]}" -- "${theirs[@]}")"
-        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
-    done
-fi
-
-# cg_sum FILE: for each function named post_op, post_recv or poll_cq (any instance), its calls
-# and the inclusive instructions of those calls, from a callgrind output file.
-cg_sum() {
-    python3 - "$1" <<'PY'
-import re, sys, collections
-names, callee = {}, None
-calls, incl = collections.Counter(), collections.Counter()
-pending = None
-for line in open(sys.argv[1]):
-    m = re.match(r'^c?fn=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
-    if m:
-        if m.group(2):
-            names[m.group(1)] = m.group(2)
-        if line.startswith('cfn='):
-            callee = names.get(m.group(1), '')
-        continue
-    m = re.match(r'^calls=(\d+)', line)
-    if m:
-        pending = (callee, int(m.group(1)))
-        continue
-    if pending and re.match(r'^[0-9+*-]', line):
-        name, n = pending
-        pending = None
-        short = name.split('::')[-1].split('<')[0].split("'")[0]
-        if short in ('post_op', 'post_recv', 'poll_cq'):
-            parts = line.split()
-            calls[short] += n
-            incl[short] += int(parts[-1])
-for k in ('post_op', 'post_recv', 'poll_cq'):
-    print(k, calls[k], incl[k])
-PY
+    ' "$1" "$1"
 }
 
 if section callgrind; then
