@@ -34,9 +34,12 @@
 //! the mock) checks the real registration and reports violations as error completions.
 //!
 //! ## Thread safety
-//! As librpma's THREAD_SAFETY (docs/semantics.md#thread-safety): peers, regions, connections and
-//! CQs are `Send + Sync`; data-path operations take `&self`; configurations use atomics. An
-//! endpoint and a connection request are used by one thread at a time (they are `Send`).
+//! docs/semantics.md#thread-safety: peers, regions, shared receive queues and configurations are
+//! `Send + Sync`. A connection, a connection request and an endpoint are used by one thread at a
+//! time (`Send`, not `Sync`), and a [`Cq`] borrowed from a connection stays on its thread: so
+//! posting and polling take no lock and count no reference (librpma let threads share a
+//! connection, at the price of locks in every post and poll; docs/decisions.md #26). Several
+//! operations go down with one doorbell as a [`Batch`].
 //!
 //! ## Decisions on librpma's man-page/code discrepancies
 //! See `docs/decisions.md` in the repository; each is also noted at the function concerned.
