@@ -36,38 +36,7 @@ pub(crate) fn max_inline(ctx: *mut ffi::ibv_context, name: &str, floor: u32) -> 
     lo
 }
 
-/// Whether an RC QP with `inline` bytes of inline data can be created. The probe's calls
-/// bypass fault injection and resource tracking: nothing of it outlives the call.
+/// Whether an RC QP with `inline` bytes of inline data can be created.
 fn probe(ctx: *mut ffi::ibv_context, inline: u32) -> bool {
-    // SAFETY: [V1] `ctx` is an open context (the caller holds its device); every object made
-    // here is destroyed before returning, QP first; the attribute struct is zeroed (valid).
-    unsafe {
-        let pd = ffi::ibv_alloc_pd(ctx);
-        if pd.is_null() {
-            return false;
-        }
-        let cq = ffi::ibv_create_cq(ctx, 2, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-        let mut ok = false;
-        if !cq.is_null() {
-            let mut a: ffi::ibv_qp_init_attr = std::mem::zeroed();
-            a.send_cq = cq;
-            a.recv_cq = cq;
-            a.cap = ffi::ibv_qp_cap {
-                max_send_wr: 1,
-                max_recv_wr: 1,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: inline,
-            };
-            a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-            let qp = ffi::ibv_create_qp(pd, &mut a);
-            if !qp.is_null() {
-                ok = true;
-                ffi::ibv_destroy_qp(qp);
-            }
-            ffi::ibv_destroy_cq(cq);
-        }
-        ffi::ibv_dealloc_pd(pd);
-        ok
-    }
+    crate::probe::probe_qp(ctx, |a| a.cap.max_inline_data = inline, |_| true)
 }

@@ -101,6 +101,7 @@ mod leak;
 mod mr;
 mod native;
 mod pin;
+mod probe;
 mod ring;
 mod sys;
 

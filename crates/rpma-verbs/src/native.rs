@@ -96,52 +96,29 @@ fn provider_support(ctx: *mut ffi::ibv_context, name: &str, flush: bool, atomic_
     v
 }
 
-/// Creates (and destroys) an RC QP with `send_op` in its send-ops flags: whether the provider
-/// accepts it and fills in the matching function pointer. The probe's calls bypass fault
-/// injection and resource tracking: nothing of it outlives the call.
+/// Whether the provider accepts an RC QP with `send_op` in its send-ops flags and fills in the
+/// matching function pointer (crate::probe).
 fn probe(ctx: *mut ffi::ibv_context, send_op: u64) -> bool {
-    // SAFETY: [V1] `ctx` is an open context (the caller holds its device); every object made
-    // here is destroyed before returning, QP first; the attribute struct is zeroed (valid) and
-    // only the members its comp_mask names are read by the provider.
-    unsafe {
-        let pd = ffi::ibv_alloc_pd(ctx);
-        if pd.is_null() {
-            return false;
-        }
-        let cq = ffi::ibv_create_cq(ctx, 2, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-        let mut ok = false;
-        if !cq.is_null() {
-            let mut a: ffi::ibv_qp_init_attr_ex = std::mem::zeroed();
-            a.send_cq = cq;
-            a.recv_cq = cq;
-            a.cap = ffi::ibv_qp_cap {
-                max_send_wr: 1,
-                max_recv_wr: 1,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            };
-            a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-            a.comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
-                | ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-            a.pd = pd;
+    crate::probe::probe_qp(
+        ctx,
+        |a| {
+            a.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             a.send_ops_flags = u64::from(ffi::ibv_qp_create_send_ops_flags::IBV_QP_EX_WITH_RDMA_WRITE.0) | send_op;
-            let qp = crate::sys::create_qp_ex(ctx, &mut a);
-            if !qp.is_null() {
+        },
+        |qp| {
+            // SAFETY: [V1] a QP just created with send-ops flags, so an extended QP; `wr_flush` is
+            // read only after the provider accepted IBV_QP_EX_WITH_FLUSH.
+            unsafe {
                 let qpx = ffi::ibv_qp_to_qp_ex(qp);
-                ok = !qpx.is_null()
+                !qpx.is_null()
                     && if send_op == IBV_QP_EX_WITH_FLUSH {
                         wr_flush(qpx).is_some()
                     } else {
                         (*qpx).wr_atomic_write.is_some()
-                    };
-                ffi::ibv_destroy_qp(qp);
+                    }
             }
-            ffi::ibv_destroy_cq(cq);
-        }
-        ffi::ibv_dealloc_pd(pd);
-        ok
-    }
+        },
+    )
 }
 
 /// (native flush, native atomic write) of a device: its kernel bits, confirmed by the provider.

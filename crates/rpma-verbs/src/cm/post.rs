@@ -168,6 +168,68 @@ pub(super) fn parts(
     Ok(p)
 }
 
+/// A verbs work request that links into a chain (`ibv_send_wr`, `ibv_recv_wr`).
+trait Linked: Sized {
+    fn num_sge(&self) -> i32;
+    fn link(&mut self, sg_list: *mut ffi::ibv_sge, next: *mut Self);
+}
+
+impl Linked for ffi::ibv_send_wr {
+    fn num_sge(&self) -> i32 {
+        self.num_sge
+    }
+    fn link(&mut self, sg_list: *mut ffi::ibv_sge, next: *mut Self) {
+        self.sg_list = sg_list;
+        self.next = next;
+    }
+}
+
+impl Linked for ffi::ibv_recv_wr {
+    fn num_sge(&self) -> i32 {
+        self.num_sge
+    }
+    fn link(&mut self, sg_list: *mut ffi::ibv_sge, next: *mut Self) {
+        self.sg_list = sg_list;
+        self.next = next;
+    }
+}
+
+/// Links `wrs` into a chain, each to its run of `sges` (pushed in the same order, `num_sge` of
+/// them each), posts it with one `post` call and returns the call's result and how many work
+/// requests the provider took (all, or those before the one it points `bad` at).
+fn post_linked<W: Linked>(
+    wrs: &mut [W],
+    sges: &mut [ffi::ibv_sge],
+    post: impl FnOnce(*mut W, *mut *mut W) -> i32,
+) -> (i32, usize) {
+    let n = wrs.len();
+    let base = wrs.as_mut_ptr();
+    let sg = sges.as_mut_ptr();
+    let mut at = 0usize;
+    for i in 0..n {
+        // SAFETY: [V2] `i < n` and `at + num_sge <= sges.len()` (the entries were pushed in this
+        // order), so every pointer stays inside its slice; both slices are borrowed, unmoved,
+        // until the post below has returned.
+        unsafe {
+            let w = &mut *base.add(i);
+            let list = if w.num_sge() > 0 { sg.add(at) } else { std::ptr::null_mut() };
+            at += w.num_sge() as usize;
+            w.link(list, if i + 1 < n { base.add(i + 1) } else { std::ptr::null_mut() });
+        }
+    }
+    let mut bad: *mut W = std::ptr::null_mut();
+    let r = post(base, &mut bad);
+    let posted = if r == 0 {
+        n
+    } else if bad.is_null() {
+        0
+    } else {
+        // SAFETY: [V2] the provider points `bad` at the element of this chain it refused.
+        usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0).min(n)
+    };
+    (r, posted)
+}
+
 /// Appends the scatter-gather entries of `wr` (with `p`) to `sges`; returns how many.
 #[inline]
 fn push_sges(wr: &SendWr<'_, Verbs>, p: &Parts, flush_mr: Option<&VerbsMr>, sges: &mut Vec<ffi::ibv_sge>) -> i32 {
@@ -311,34 +373,7 @@ pub(super) fn post_send_chain(
             w.num_sge = push_sges(wr, p, flush_mr, &mut sc.sges);
             sc.send.push(w);
         }
-        // Link the chain now that neither vector moves any more.
-        let sges = sc.sges.as_mut_ptr();
-        let mut at = 0usize;
-        let n = sc.send.len();
-        let base = sc.send.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: [V2] `i < n` and `at + num_sge <= sges.len()` (the entries were pushed in
-            // this order); the pointers stay valid until the vectors are next changed, after
-            // the post.
-            unsafe {
-                let w = base.add(i);
-                if (*w).num_sge > 0 {
-                    (*w).sg_list = sges.add(at);
-                }
-                at += (*w).num_sge as usize;
-                (*w).next = if i + 1 < n { base.add(i + 1) } else { std::ptr::null_mut() };
-            }
-        }
-        let r = post(base, &mut bad);
-        let posted = if r == 0 {
-            n
-        } else if bad.is_null() {
-            0
-        } else {
-            // SAFETY: [V2] the provider points `bad` at the element of this chain it refused.
-            usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0).min(n)
-        };
-        (r, posted)
+        post_linked(&mut sc.send, &mut sc.sges, post)
     };
     for wr in &wrs[..posted] {
         ring.push(wr.wr_id, regions(&wr.local));
@@ -403,31 +438,7 @@ pub(crate) fn post_recv_chain(
                 num_sge,
             });
         }
-        let sges = sc.sges.as_mut_ptr();
-        let mut at = 0usize;
-        let n = sc.recv.len();
-        let base = sc.recv.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: [V2] as in `post_send_chain`.
-            unsafe {
-                let w = base.add(i);
-                if (*w).num_sge > 0 {
-                    (*w).sg_list = sges.add(at);
-                }
-                at += (*w).num_sge as usize;
-                (*w).next = if i + 1 < n { base.add(i + 1) } else { std::ptr::null_mut() };
-            }
-        }
-        let r = post(base, &mut bad);
-        let posted = if r == 0 {
-            n
-        } else if bad.is_null() {
-            0
-        } else {
-            // SAFETY: [V2] the provider points `bad` at the element of this chain it refused.
-            usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0).min(n)
-        };
-        (r, posted)
+        post_linked(&mut sc.recv, &mut sc.sges, post)
     };
     for wr in &wrs[..posted] {
         ring.push(wr.wr_id, regions(&wr.local));
