@@ -15,6 +15,7 @@ mod conn;
 mod mr;
 mod ops;
 mod stress;
+mod timeout;
 mod untrusted;
 mod utils;
 
@@ -29,6 +30,7 @@ pub fn all<B: Backend>() -> Vec<Case<B>> {
     v.extend(conn::cases::<B>());
     v.extend(ops::cases::<B>());
     v.extend(batch::cases::<B>());
+    v.extend(timeout::cases::<B>());
     v.extend(untrusted::cases::<B>());
     v.extend(stress::cases::<B>());
     v

@@ -16,6 +16,7 @@ mod cq;
 mod ep;
 mod req;
 mod srq;
+mod wait;
 
 pub use cq::Cq;
 pub use ep::Ep;

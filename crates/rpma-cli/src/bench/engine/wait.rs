@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use rpma::{Conn, ConnEvent, Transport};
+use rpma::{Conn, ConnEvent, ErrorKind, Transport};
 
 /// Idle polls between clock reads (a clock read per empty poll would cost the hot loop).
 const CHECK_EVERY: u32 = 1024;
@@ -74,17 +74,11 @@ pub(super) fn readable(fds: &[BorrowedFd<'_>], limit: Duration) -> Result<Vec<bo
     Ok(pfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect())
 }
 
-/// The connection's next event, waiting at most `limit` for it.
+/// The connection's next event, waiting at most `limit` for it (`Conn::next_event_timeout`).
 pub(super) fn next_event<T: Transport>(conn: &Conn<T>, limit: Duration, what: &str) -> Result<ConnEvent> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!(timed_out(what, limit));
-        }
-        if readable(&[conn.event_fd()], left.min(Duration::from_millis(1000)))?[0] {
-            return conn.next_event().with_context(|| what.to_owned());
-        }
+    match conn.next_event_timeout(limit) {
+        Err(e) if e.kind() == ErrorKind::NoEvent => bail!(timed_out(what, limit)),
+        r => r.with_context(|| what.to_owned()),
     }
 }
 

@@ -1,0 +1,157 @@
+//! Waits with a deadline, and non-blocking fds.
+//!
+//! Every blocking wait of the API also comes with a timeout: [`Ep::next_conn_req_timeout`],
+//! [`Conn::next_event_timeout`], [`Cq::wait_timeout`], [`Conn::wait_timeout`], so a lost peer
+//! cannot hang a thread. Each polls its fd (`poll(2)`) until an event can be taken or the
+//! deadline passes, then reports what the non-blocking call reports when nothing is pending
+//! ([`NoEvent`](ErrorKind::NoEvent) for connection events, [`NoCompletion`](ErrorKind::NoCompletion)
+//! for completion events), with a detail saying it timed out. `set_nonblocking` makes the fds
+//! themselves non-blocking, for an event loop (the fds are `AsFd`).
+
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::cfg::ConnCfg;
+use crate::error::{Error, ErrorKind, Result};
+use crate::transport::Transport;
+use crate::types::ConnEvent;
+
+use super::{Conn, ConnReq, Cq, Ep};
+
+/// Whether `fd` has `O_NONBLOCK`.
+fn is_nonblocking(op: &'static str, fd: BorrowedFd<'_>) -> Result<bool> {
+    let flags = fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), FcntlArg::F_GETFL)
+        .map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_GETFL)"))?;
+    Ok(OFlag::from_bits_truncate(flags).contains(OFlag::O_NONBLOCK))
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+///
+/// # Errors
+/// `Provider` with the errno of `fcntl`.
+pub(crate) fn set_nonblocking(op: &'static str, fd: BorrowedFd<'_>, on: bool) -> Result<()> {
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    let flags =
+        fcntl(raw, FcntlArg::F_GETFL).map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_GETFL)"))?;
+    let mut flags = OFlag::from_bits_truncate(flags);
+    flags.set(OFlag::O_NONBLOCK, on);
+    fcntl(raw, FcntlArg::F_SETFL(flags)).map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_SETFL)"))?;
+    Ok(())
+}
+
+/// Calls `attempt` with `fd` non-blocking until it returns something other than `empty` (the
+/// kind that means "nothing pending"), polling `fd` in between, for at most `timeout`.
+fn with_deadline<R>(
+    op: &'static str,
+    fd: BorrowedFd<'_>,
+    timeout: Duration,
+    empty: ErrorKind,
+    mut attempt: impl FnMut() -> Result<R>,
+) -> Result<R> {
+    if timeout.is_zero() {
+        return Err(Error::inval(op, "the timeout is zero (set the fd non-blocking to poll without waiting)"));
+    }
+    let deadline = Instant::now().checked_add(timeout);
+    let was_nonblocking = is_nonblocking(op, fd)?;
+    if !was_nonblocking {
+        set_nonblocking(op, fd, true)?;
+    }
+    let r = loop {
+        match attempt() {
+            Err(e) if e.kind() == empty => {}
+            other => break other,
+        }
+        let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+        if left.is_zero() {
+            break Err(Error::new(empty, op).with_detail(&format!("timed out after {timeout:?}")));
+        }
+        // Rounded up to a millisecond: never a busy loop of zero-length polls.
+        let ms = u32::try_from(left.as_millis().max(1)).unwrap_or(u32::MAX);
+        let pt = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        match poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], pt) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => break Err(Error::provider(op, e as i32).with_detail("poll")),
+        }
+    };
+    if !was_nonblocking {
+        // The wait's own result matters more than a failure to restore the flag.
+        let _ = set_nonblocking(op, fd, false);
+    }
+    r
+}
+
+impl<T: Transport> Ep<T> {
+    /// [`Ep::next_conn_req`] waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`NoEvent`](ErrorKind::NoEvent) if no request came in time; [`Inval`](ErrorKind::Inval)
+    /// for a zero timeout; as [`Ep::next_conn_req`] otherwise.
+    pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg<T>>, timeout: Duration) -> Result<ConnReq<T>> {
+        with_deadline("rpma_ep_next_conn_req", self.fd(), timeout, ErrorKind::NoEvent, || self.next_conn_req(cfg))
+    }
+
+    /// Makes the endpoint's fd non-blocking (`on`) or blocking: [`Ep::next_conn_req`] then
+    /// returns [`NoEvent`](ErrorKind::NoEvent) instead of waiting.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
+    pub fn set_nonblocking(&self, on: bool) -> Result<()> {
+        set_nonblocking("rpma_ep_get_fd", self.fd(), on)
+    }
+}
+
+impl<T: Transport> Conn<T> {
+    /// [`Conn::next_event`] waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`NoEvent`](ErrorKind::NoEvent) if no event came in time; [`Inval`](ErrorKind::Inval)
+    /// for a zero timeout; as [`Conn::next_event`] otherwise.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
+        with_deadline("rpma_conn_next_event", self.event_fd(), timeout, ErrorKind::NoEvent, || self.next_event())
+    }
+
+    /// [`Conn::wait`] waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
+    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Conn::wait`] otherwise.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(Cq<'_, T>, bool)> {
+        let fd = self.compl_fd().map_err(|e| e.in_op("rpma_conn_wait"))?;
+        with_deadline("rpma_conn_wait", fd, timeout, ErrorKind::NoCompletion, || self.wait())
+    }
+
+    /// Makes the connection's CM event fd (and its shared completion channel's fd, if any)
+    /// non-blocking (`on`) or blocking.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
+    pub fn set_nonblocking(&self, on: bool) -> Result<()> {
+        set_nonblocking("rpma_conn_get_event_fd", self.event_fd(), on)?;
+        match self.compl_fd() {
+            Ok(fd) => set_nonblocking("rpma_conn_get_compl_fd", fd, on),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl<T: Transport> Cq<'_, T> {
+    /// [`Cq::wait`] waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
+    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Cq::wait`] otherwise.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
+        with_deadline("rpma_cq_wait", self.fd(), timeout, ErrorKind::NoCompletion, || self.wait())
+    }
+
+    /// Makes the CQ's completion-channel fd non-blocking (`on`) or blocking.
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
+    pub fn set_nonblocking(&self, on: bool) -> Result<()> {
+        set_nonblocking("rpma_cq_get_fd", self.fd(), on)
+    }
+}
