@@ -16,6 +16,9 @@
 //! | `mock` (default) | [`mock`] | `mock::MockFabric`: an in-memory loopback fabric with the full semantics of a reliable connection | nothing |
 //! | `verbs` | `verbs` | `verbs::Verbs`: real RDMA devices (InfiniBand, RoCE, iWARP, Soft-RoCE) over libibverbs + librdmacm | libibverbs-dev, librdmacm-dev, libclang-dev |
 //!
+//! Feature `tokio` adds `rpma::tokio`: connection requests, connection events and completions
+//! as futures on a tokio runtime (docs/async.md).
+//!
 //! Code written once for every backend names the generic types (`rpma::Peer<T>`,
 //! `rpma::Conn<T>`, ... with `T: rpma::Transport`); code for one backend uses its module
 //! (`rpma::mock::Peer`, `rpma::verbs::Conn`, ...).
@@ -164,6 +167,15 @@ macro_rules! backend_aliases {
         #[doc = concat!("A batch of receives of the ", $name, " transport.")]
         pub type RecvBatch<'c> = rpma_core::RecvBatch<'c, $t>;
     };
+}
+
+/// Futures on tokio: connection requests ([`AsyncEp`](rpma_tokio::AsyncEp)), establishment
+/// ([`connect`](rpma_tokio::connect)), connection events and completions
+/// ([`AsyncConn`](rpma_tokio::AsyncConn)); see `docs/async.md`.
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio {
+    pub use rpma_tokio::*;
 }
 
 /// The in-memory transport ([`MockFabric`](rpma_mock::MockFabric)) and the API's types over it.
