@@ -36,6 +36,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         inline__max_inline_above_device_Inval,
         batch__refused_post_keeps_ops_and_posts_them_once_slots_free,
         batch__exactly_the_free_slots_posts_one_more_Inval,
+        batch__single_op_on_a_full_queue_Inval,
         batch__sg_inline_and_plain_ops_in_one_chain,
         batch__bad_sg_inline_atomic_flush_refused_at_push,
         batch__signal_last_failed_op_completes_rest_flushed,
@@ -45,6 +46,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         sg__as_many_pieces_as_the_device_allows,
         sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays,
         inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent,
+        sg__piece_of_another_peers_region_Inval,
     ]
 }
 
@@ -566,6 +568,41 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
     assert_eq!(dst.to_vec(100, 3).unwrap(), data[100..103]);
 }
 
+/// A batch of one operation on a queue with no free slot is a chain longer than the free slots
+/// too: `Inval`, as `Batch::post` documents, and kept to post later.
+///
+/// KNOWN BUG (rpma-core, op/batch.rs, `Batch::post`): the free-slot check runs only for
+/// `n > 1`; a one-operation batch goes to the backend, which refuses it as `Provider`
+/// (`ENOMEM`). This case documents the documented behaviour and fails until that is fixed.
+fn batch__single_op_on_a_full_queue_Inval<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair_of(b, &t, 1, 0, 4);
+    let dst = mr(&p.speer, 64, Usage::WRITE_DST);
+    dst.write(0, &[0xEE; 64]).unwrap();
+    let rdst = remote(&dst);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    src.write(0, &pattern(13, 64)).unwrap();
+    for i in 0..3 {
+        p.client.write(rdst.at(i), src.slice(i..i + 1)).flags(CompletionFlags::ON_ERROR).post().unwrap();
+    }
+    p.client.write(rdst.at(3), src.slice(3..4)).context(100).post().unwrap();
+    assert_eq!(p.client.sq_free(), 0);
+    let mut batch = p.client.batch();
+    batch.push(p.client.write(rdst.at(32), src.slice(32..40)).context(9)).unwrap();
+    let r = batch.post();
+    assert_eq!(batch.len(), 1, "a refused batch keeps its operation");
+    assert_eq!(p.client.sq_free(), 0);
+    let wc = next_wc(p.client.cq());
+    assert_eq!((wc.wr_id, wc.status), (100, WcStatus::Success), "{wc:?}");
+    assert_no_wc(p.client.cq());
+    assert_eq!(dst.to_vec(32, 8).unwrap(), [0xEE; 8], "the refused write never landed");
+    assert_eq!(p.client.sq_free(), 4);
+    batch.post().unwrap();
+    assert_eq!(next_wc(p.client.cq()).wr_id, 9);
+    assert_eq!(dst.to_vec(32, 8).unwrap(), pattern(13, 64)[32..40]);
+    assert_kind(r, ErrorKind::Inval);
+}
+
 /// One chain of a gathering write, an inline write, a plain write, a gathering send, an inline
 /// send and a flush, signaled last: one completion, every byte where it belongs, both messages
 /// scattered into the peer's pieces. The inline bytes are plain arrays overwritten right after
@@ -1011,4 +1048,42 @@ fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>
     assert_eq!(next_wc(p.client.cq()).wr_id, 2);
     assert_eq!(inbox.to_vec(0, 16).unwrap(), pattern(17, 16));
     assert_eq!(inbox.to_vec(16, 48).unwrap(), vec![0xEE; 48]);
+}
+
+/// A piece of a region registered by another peer (another protection domain) is bad input
+/// too: its key means nothing to this connection's queue pair. `Inval`, nothing posted, for
+/// every operation with a local side, alone or scatter-gather.
+///
+/// KNOWN GAP (rpma-core, op/local.rs `Src::validate` / validate.rs `local_buf`): nothing checks
+/// that a local region belongs to the connection's peer. Today the mock posts the operation and
+/// moves the bytes (`Success`), while a real device posts it and fails it with a local
+/// protection error completion (rxe: `IBV_WC_LOC_PROT_ERR`), which also moves the QP to the
+/// error state. The backends disagree and neither refuses the input; this case documents the
+/// behaviour the issue asks for (bad input is `Inval` before anything is posted) and fails
+/// until rpma-core checks the region's peer.
+fn sg__piece_of_another_peers_region_Inval<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair_of(b, &t, 2, 0, 8);
+    let target = mr(&p.speer, 64, Usage::WRITE_DST | Usage::READ_SRC);
+    target.write(0, &[0xEE; 64]).unwrap();
+    let rt = remote(&target);
+    let own = mr(&p.cpeer, 64, Usage::WRITE_SRC | Usage::SEND | Usage::READ_DST | Usage::RECV);
+    own.write(0, &[0x11; 64]).unwrap();
+    let stranger = peer(b, &t);
+    let foreign = mr(&stranger, 64, Usage::WRITE_SRC | Usage::SEND | Usage::READ_DST | Usage::RECV);
+    foreign.write(0, &[0x99; 64]).unwrap();
+    let mixed = [own.slice(0..4), foreign.slice(0..4)];
+    assert_kind(p.client.write_sg(rt.at(0), &mixed).post(), ErrorKind::Inval);
+    assert_kind(p.client.write(rt.at(0), foreign.slice(0..4)).post(), ErrorKind::Inval);
+    assert_kind(p.client.read_sg(&mixed, rt.at(0)).post(), ErrorKind::Inval);
+    assert_kind(p.client.read(foreign.slice(0..4), rt.at(0)).post(), ErrorKind::Inval);
+    assert_kind(p.client.send_sg(&mixed).post(), ErrorKind::Inval);
+    assert_kind(p.client.recv_sg(&mixed).post(), ErrorKind::Inval);
+    let mut batch = p.client.batch();
+    assert_kind(batch.push(p.client.write(rt.at(0), foreign.slice(0..4))).map(|_| ()), ErrorKind::Inval);
+    assert!(batch.is_empty());
+    assert_eq!(p.client.sq_free(), 8);
+    assert_no_wc(p.client.cq());
+    assert_eq!(target.to_vec(0, 64).unwrap(), [0xEE; 64]);
+    assert_eq!(foreign.to_vec(0, 64).unwrap(), [0x99; 64]);
 }
