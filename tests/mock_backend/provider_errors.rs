@@ -165,7 +165,9 @@ fn srq_recv__retry_receives_the_message() {
     let srq = Srq::new(&speer, Some(&SrqCfg::new().with_rq_size(4).with_rcq_size(4))).unwrap();
     let scfg = ConnCfg::new().with_srq(Some(&srq));
     let p = pair_with(&f, None, Some(&scfg));
-    let rbuf = p.speer.alloc_mr(64, Usage::RECV).unwrap();
+    // The receive buffer is registered on the SRQ's peer (a region of another protection
+    // domain is refused).
+    let rbuf = speer.alloc_mr(64, Usage::RECV).unwrap();
     let sbuf = p.cpeer.alloc_mr(64, Usage::SEND).unwrap();
     arm(&f, "ibv_post_srq_recv", EIO);
     assert_provider(srq.recv(rbuf.slice(0..64)).context(1).post(), EIO, "rpma_srq_recv");

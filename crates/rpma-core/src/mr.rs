@@ -101,6 +101,12 @@ impl<T: Transport> Peer<T> {
 }
 
 impl<T: Transport> MrLocal<T> {
+    /// Whether the region was registered on the peer (protection domain) `peer`.
+    #[inline]
+    pub(crate) fn is_of(&self, peer: &Arc<PeerInner<T>>) -> bool {
+        Arc::ptr_eq(&self._peer, peer)
+    }
+
     /// `rpma_mr_get_ptr`: the registered base address (as the peer sees it in descriptors).
     #[doc(alias = "rpma_mr_get_ptr")]
     #[must_use]

@@ -112,6 +112,10 @@ impl<T: Transport> ConnReq<T> {
         &self.peer.inner.caps
     }
 
+    pub(crate) const fn peer(&self) -> &Peer<T> {
+        &self.peer
+    }
+
     pub(crate) const fn limits(&self) -> &OpLimits {
         &self.limits
     }

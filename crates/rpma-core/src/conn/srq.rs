@@ -53,6 +53,10 @@ impl<T: Transport> Srq<T> {
         &self.srq
     }
 
+    pub(crate) const fn peer_inner(&self) -> &Arc<PeerInner<T>> {
+        &self._peer
+    }
+
     pub(crate) fn caps(&self) -> &Capabilities {
         &self._peer.caps
     }

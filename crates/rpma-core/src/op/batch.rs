@@ -93,7 +93,8 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     }
 
     /// Posts every operation but the last unsignaled, whatever their flags: only the last one
-    /// completes (or a failed one), and its completion retires the whole chain.
+    /// completes (or a failed one), and its completion retires the whole chain. A mode of the
+    /// batch: it stays on for every later post of this batch.
     pub fn signal_last(&mut self) -> &mut Self {
         self.signal_last = true;
         self
@@ -130,12 +131,10 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
         if n == 0 {
             return Ok(());
         }
-        if n > 1 {
-            let free = self.conn.sq_free() as usize;
-            if n > free {
-                return Err(Error::inval(OP, "the chain is longer than the free send-queue slots")
-                    .with_detail(&format!("{n} operations, {free} free slots")));
-            }
+        let free = self.conn.sq_free() as usize;
+        if n > free {
+            return Err(Error::inval(OP, "the chain is longer than the free send-queue slots")
+                .with_detail(&format!("{n} operations, {free} free slots")));
         }
         if self.signal_last {
             let last = n - 1;

@@ -2,8 +2,10 @@
 //! (scatter-gather), or inline bytes; and its validation into the backend's [`Local`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::peer::PeerInner;
 use crate::transport::{Local, Transport};
 
 use super::slice::LocalSlice;
@@ -53,11 +55,16 @@ impl<'a, T: Transport> Src<'a, T> {
     /// One piece keeps librpma's rules (a zero-length range is a zero-byte transfer); several
     /// pieces must be 1 to `max_pieces` non-empty ranges; inline bytes 1 to `max_inline`.
     #[inline(always)]
-    pub(super) fn validate(self, op: &'static str, rules: Rules) -> Result<(Local<'a, T>, usize)> {
+    pub(super) fn validate(
+        self,
+        op: &'static str,
+        peer: &Arc<PeerInner<T>>,
+        rules: Rules,
+    ) -> Result<(Local<'a, T>, usize)> {
         match self {
             Self::None => Ok((Local::None, 0)),
             Self::One(s) => {
-                let b = s.buf(op, rules.device_writes)?;
+                let b = s.buf(op, peer, rules.device_writes)?;
                 Ok((Local::One(b), b.len))
             }
             Self::Sg(pieces) => {
@@ -74,7 +81,7 @@ impl<'a, T: Transport> Src<'a, T> {
                 }
                 let mut total = 0usize;
                 for p in pieces {
-                    let b = p.buf(op, rules.device_writes)?;
+                    let b = p.buf(op, peer, rules.device_writes)?;
                     if b.len == 0 {
                         return Err(Error::inval(op, "a scatter-gather piece is empty"));
                     }

@@ -140,13 +140,13 @@ impl<'c, T: Transport> Recv<'c, T> {
     #[inline]
     pub(super) fn into_wr(self) -> Result<(RecvWr<'c, T>, &'static str)> {
         let op = self.queue.op();
-        let (caps, max_pieces) = match &self.queue {
-            RecvQueue::Conn(c) => (c.caps(), c.limits().max_sge),
-            RecvQueue::Srq(s) => (s.caps(), 1),
-            RecvQueue::Req(r) => (r.caps(), r.limits().max_sge),
+        let (caps, max_pieces, peer) = match &self.queue {
+            RecvQueue::Conn(c) => (c.caps(), c.limits().max_sge, &c.peer().inner),
+            RecvQueue::Srq(s) => (s.caps(), 1, s.peer_inner()),
+            RecvQueue::Req(r) => (r.caps(), r.limits().max_sge, &r.peer().inner),
         };
         let rules = Rules { device_writes: true, max_pieces, max_inline: 0 };
-        let (local, len) = self.dst.validate(op, rules)?;
+        let (local, len) = self.dst.validate(op, peer, rules)?;
         validate::msg_len(op, caps, len)?;
         Ok((RecvWr { local, wr_id: self.context }, op))
     }

@@ -165,7 +165,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Read<'c, T> {
     #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         const OP: &str = "rpma_read";
-        let (local, len) = self.dst.validate(OP, rules(conn, true))?;
+        let (local, len) = self.dst.validate(OP, &conn.peer().inner, rules(conn, true))?;
         let remote = match self.src {
             None => None,
             Some(src) => {
@@ -189,7 +189,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Write<'c, T> {
     #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         let op = SendKind::<T>::op_name(&self);
-        let (local, len) = self.src.validate(op, rules(conn, false))?;
+        let (local, len) = self.src.validate(op, &conn.peer().inner, rules(conn, false))?;
         let remote = match self.dst {
             None => None,
             Some(dst) => {
@@ -261,7 +261,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Send<'c, T> {
     #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         let op = SendKind::<T>::op_name(&self);
-        let (local, len) = self.src.validate(op, rules(conn, false))?;
+        let (local, len) = self.src.validate(op, &conn.peer().inner, rules(conn, false))?;
         validate::msg_len(op, conn.caps(), len)?;
         let sop = self.imm.map_or(SendOp::Send, SendOp::SendImm);
         Ok(SendWr { op: sop, local, remote: None, len, signaled, wr_id })

@@ -4,8 +4,11 @@
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::mr::{MrLocal, MrRemote};
+use crate::peer::PeerInner;
 use crate::transport::{LocalBuf, Transport};
 use crate::validate;
 
@@ -80,9 +83,18 @@ impl<'a, T: Transport> LocalSlice<'a, T> {
         self.len() == 0
     }
 
-    /// Validates the range for `op` (`device_writes`: the device writes into it).
+    /// Validates the range for `op` on a queue of `peer` (`device_writes`: the device writes
+    /// into it).
     #[inline(always)]
-    pub(super) fn buf(&self, op: &'static str, device_writes: bool) -> Result<LocalBuf<'a, T::Mr>> {
+    pub(super) fn buf(
+        &self,
+        op: &'static str,
+        peer: &Arc<PeerInner<T>>,
+        device_writes: bool,
+    ) -> Result<LocalBuf<'a, T::Mr>> {
+        if !self.mr.is_of(peer) {
+            return Err(Error::inval(op, "the local region was registered on another peer (protection domain)"));
+        }
         let (offset, len) = checked(op, (self.start, self.end))?;
         validate::local_buf(op, &self.mr.mr, self.mr.usage(), offset, len, device_writes)
     }
