@@ -55,10 +55,11 @@ struct Slot {
 }
 
 /// The own ring's `code` of a completion, if it fits a slot.
-fn encode(wc: &Wc) -> Option<u64> {
-    let (status, opcode) = (wc.status.raw(), wc.opcode.raw());
-    (status <= 0xFFFF && opcode <= 0xFFFF && wc.byte_len == 0 && wc.imm_data.is_none() && wc.vendor_err == 0)
-        .then(|| u64::from(status) | u64::from(opcode) << 16 | u64::from(wc.qp_num) << 32)
+#[inline]
+fn encode(status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Option<u64> {
+    let (status, opcode) = (status.raw(), opcode.raw());
+    (status <= 0xFFFF && opcode <= 0xFFFF)
+        .then(|| u64::from(status) | u64::from(opcode) << 16 | u64::from(qp_num) << 32)
 }
 
 fn decode(wr_id: u64, code: u64) -> Wc {
@@ -143,30 +144,34 @@ impl CqShared {
         self.notify();
     }
 
-    /// Adds a completion made by the thread that posts to this CQ's queue pair while it posts
-    /// (the ring's only producer; by the transport contract the same thread polls).
+    /// Adds a completion of the send queue (no byte count, no immediate data) made by the
+    /// thread that posts to this CQ's queue pair while it posts: the ring's only producer (by
+    /// the transport contract the same thread polls).
     #[inline]
-    pub(crate) fn push_own(&self, wc: Wc, retire: u64) {
+    pub(crate) fn push_own(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
         let o = &self.own;
         let (h, t) = (o.head.load(Ordering::Relaxed), o.tail.load(Ordering::Relaxed));
-        let code = encode(&wc);
         let used = t.wrapping_sub(h) as usize;
-        let (Some(code), 0) = (code, self.foreign.len.load(Ordering::Acquire)) else {
-            return self.push(Entry { wc, retire });
-        };
-        if used >= self.cap {
-            self.foreign.overrun.store(true, Ordering::SeqCst);
-            return;
+        match (encode(status, opcode, qp_num), self.foreign.len.load(Ordering::Acquire)) {
+            (Some(code), 0) if used < o.slots.len() && used < self.cap => {
+                let s = &o.slots[(t & o.mask) as usize];
+                s.wr_id.store(wr_id, Ordering::Relaxed);
+                s.retire.store(retire, Ordering::Relaxed);
+                s.code.store(code, Ordering::Relaxed);
+                o.tail.store(t + 1, Ordering::Release);
+                self.notify();
+            }
+            _ => self.push_own_slow(wr_id, status, opcode, qp_num, retire),
         }
-        if used >= o.slots.len() {
-            return self.push(Entry { wc, retire });
-        }
-        let s = &o.slots[(t & o.mask) as usize];
-        s.wr_id.store(wc.wr_id, Ordering::Relaxed);
-        s.retire.store(retire, Ordering::Relaxed);
-        s.code.store(code, Ordering::Relaxed);
-        o.tail.store(t + 1, Ordering::Release);
-        self.notify();
+    }
+
+    /// [`CqShared::push_own`] when the ring cannot take it: behind the shared queue's entries,
+    /// or as an overrun.
+    #[cold]
+    #[inline(never)]
+    fn push_own_slow(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
+        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num };
+        self.push(Entry { wc, retire });
     }
 
     /// Signals the channel if the CQ is armed (and disarms it).
@@ -207,6 +212,7 @@ impl CqShared {
     }
 
     /// Takes up to `out.len()` completions of the shared queue; how many.
+    #[inline(never)]
     fn take_foreign(&self, out: &mut [Wc]) -> usize {
         let f = &self.foreign;
         let mut g = f.entries.lock().unwrap_or_else(PoisonError::into_inner);
@@ -297,12 +303,17 @@ pub(crate) fn new_cq(
     Ok(MockCq { shared })
 }
 
+#[cold]
+fn overrun() -> Error {
+    Error::provider("ibv_poll_cq", EIO).with_detail("completion queue overrun")
+}
+
 impl CqBackend for MockCq {
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_poll_cq")?;
         if s.foreign.overrun.load(Ordering::Acquire) {
-            return Err(Error::provider("ibv_poll_cq", EIO).with_detail("completion queue overrun"));
+            return Err(overrun());
         }
         let n = s.take_own(wc);
         // SeqCst: see `push`.

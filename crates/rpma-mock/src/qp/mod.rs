@@ -29,7 +29,7 @@ pub use srq::MockSrq;
 use listener::Incoming;
 use pieces::{Dst, Source};
 use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
-use responder::{execute, opcodes};
+use responder::opcodes;
 use sq::TargetCache;
 use srq::SrqShared;
 
@@ -319,17 +319,7 @@ impl MockQp {
         let state = s.state();
         let (sop, rop) = opcodes(wr.op, &s.pd.caps);
         if !rop {
-            // One-sided: only the target's registrations are involved. Once the remote QP is
-            // gone this QP is in the error state (its teardown hangs up this side), so the
-            // state decides as the remote QP's liveness would.
-            let status = match (state, s.remote_mrs.get()) {
-                (CONNECTED, Some(table)) => {
-                    let target = wr.remote.and_then(|rb| self.target_cache.get(table, rb.rkey));
-                    execute(wr, target.as_deref(), &s.pd.caps)
-                }
-                _ => WcStatus::WrFlushErr,
-            };
-            s.complete_own(wr.wr_id, status, sop, wr.signaled, seq);
+            self.post_one_sided(wr, seq, sop);
             return;
         }
         let remote = s.remote();
@@ -337,8 +327,7 @@ impl MockQp {
             s.complete_own(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
             return;
         };
-        let target = wr.remote.and_then(|rb| self.target_cache.get(&remote.pd.mrs, rb.rkey));
-        let status = execute(wr, target.as_deref(), &s.pd.caps);
+        let status = self.target_cache.execute(&remote.pd.mrs, wr, &s.pd.caps);
         if status != WcStatus::Success {
             s.complete_own(wr.wr_id, status, sop, wr.signaled, seq);
             return;

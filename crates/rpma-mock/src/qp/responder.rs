@@ -30,6 +30,7 @@ pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 /// the responder's table (`None`: no such remotely accessible region); the caller holds it for
 /// the access, so a region deregistered meanwhile is freed only after it (and then refuses
 /// every later access: `valid` is false).
+#[inline]
 pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, caps: &Capabilities) -> WcStatus {
     let Some(rb) = wr.remote else {
         return WcStatus::Success;

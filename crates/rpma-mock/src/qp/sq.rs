@@ -9,11 +9,13 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 
-use rpma_core::{Wc, WcOpcode, WcStatus};
+use rpma_core::transport::SendWr;
+use rpma_core::{Capabilities, WcOpcode, WcStatus};
 
-use super::QpShared;
+use super::responder::execute;
+use super::{MockQp, QpShared, CONNECTED};
 use crate::mem::MrShared;
-use crate::MrTable;
+use crate::{MockFabric, MrTable};
 
 impl QpShared {
     /// Takes `n` send-queue slots, all or none; the sequence number before the first.
@@ -39,28 +41,58 @@ impl QpShared {
         } else if !signaled {
             return;
         }
-        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num: self.qp_num };
-        self.send_cq.push_own(wc, seq);
+        self.send_cq.push_own(wr_id, status, opcode, self.qp_num, seq);
     }
 }
 
 /// The remote region the last one-sided operation reached, by rkey: later operations on it
-/// skip the responder's table (a lock shared by every connection to that peer).
+/// skip the responder's table (a lock shared by every connection to that peer). The cache
+/// holds the region weakly: a deregistration must get the memory back at once (no operation
+/// copying then), so each operation holds the region only while it copies (its reference
+/// count, on the region's own cache line).
 #[derive(Default)]
 pub(super) struct TargetCache(RefCell<Option<(u32, Weak<MrShared>)>>);
 
 impl TargetCache {
-    /// The region `rkey` names in the responder's `table`, through the cache.
-    pub(super) fn get(&self, table: &MrTable, rkey: u32) -> Option<Arc<MrShared>> {
+    /// Executes the remote part of `wr` (one-sided) at the responder whose registrations are
+    /// `table`, reaching the region through the cache.
+    #[inline]
+    pub(super) fn execute(&self, table: &MrTable, wr: &SendWr<'_, MockFabric>, caps: &Capabilities) -> WcStatus {
+        let Some(rb) = wr.remote else {
+            return execute(wr, None, caps);
+        };
         if let Some((k, w)) = &*self.0.borrow() {
-            if *k == rkey {
+            if *k == rb.rkey {
                 if let Some(m) = w.upgrade() {
-                    return Some(m);
+                    return execute(wr, Some(&m), caps);
                 }
             }
         }
-        let m = table.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned()?;
-        *self.0.borrow_mut() = Some((rkey, Arc::downgrade(&m)));
-        Some(m)
+        self.miss(table, wr, rb.rkey, caps)
+    }
+
+    /// Looks `rkey` up in the table (a read lock) and caches what it names.
+    #[cold]
+    #[inline(never)]
+    fn miss(&self, table: &MrTable, wr: &SendWr<'_, MockFabric>, rkey: u32, caps: &Capabilities) -> WcStatus {
+        let m = table.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned();
+        *self.0.borrow_mut() = m.as_ref().map(|m| (rkey, Arc::downgrade(m)));
+        execute(wr, m.as_deref(), caps)
+    }
+}
+
+impl MockQp {
+    /// Posts a one-sided work request (read, write, atomic write, flush) whose send-queue slot
+    /// `seq` was taken: only the target's registrations are involved. Once the remote QP is
+    /// gone this QP is in the error state (its teardown hangs up this side), so the state
+    /// decides as the remote QP's liveness would.
+    #[inline]
+    pub(super) fn post_one_sided(&self, wr: &SendWr<'_, MockFabric>, seq: u64, opcode: WcOpcode) {
+        let s = &self.shared;
+        let status = match (s.state(), s.remote_mrs.get()) {
+            (CONNECTED, Some(table)) => self.target_cache.execute(table, wr, &s.pd.caps),
+            _ => WcStatus::WrFlushErr,
+        };
+        s.complete_own(wr.wr_id, status, opcode, wr.signaled, seq);
     }
 }
