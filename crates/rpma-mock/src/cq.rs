@@ -147,7 +147,7 @@ impl CqShared {
     /// Adds a completion of the send queue (no byte count, no immediate data) made by the
     /// thread that posts to this CQ's queue pair while it posts: the ring's only producer (by
     /// the transport contract the same thread polls).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_own(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
         let o = &self.own;
         let (h, t) = (o.head.load(Ordering::Relaxed), o.tail.load(Ordering::Relaxed));

@@ -12,7 +12,7 @@ use std::sync::{Arc, PoisonError, Weak};
 use rpma_core::transport::SendWr;
 use rpma_core::{Capabilities, WcOpcode, WcStatus};
 
-use super::responder::execute;
+use super::responder::{execute, execute_fast};
 use super::{MockQp, QpShared, CONNECTED};
 use crate::mem::MrShared;
 use crate::{MockFabric, MrTable};
@@ -34,7 +34,7 @@ impl QpShared {
 
     /// Completes a work request on the posting thread, while it is posted (see
     /// `QpShared::complete`): through the CQ's own ring.
-    #[inline]
+    #[inline(always)]
     pub(super) fn complete_own(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, signaled: bool, seq: u64) {
         if status != WcStatus::Success {
             self.to_error();
@@ -56,7 +56,7 @@ pub(super) struct TargetCache(RefCell<Option<(u32, Weak<MrShared>)>>);
 impl TargetCache {
     /// Executes the remote part of `wr` (one-sided) at the responder whose registrations are
     /// `table`, reaching the region through the cache.
-    #[inline]
+    #[inline(always)]
     pub(super) fn execute(&self, table: &MrTable, wr: &SendWr<'_, MockFabric>, caps: &Capabilities) -> WcStatus {
         let Some(rb) = wr.remote else {
             return execute(wr, None, caps);
@@ -64,7 +64,7 @@ impl TargetCache {
         if let Some((k, w)) = &*self.0.borrow() {
             if *k == rb.rkey {
                 if let Some(m) = w.upgrade() {
-                    return execute(wr, Some(&m), caps);
+                    return execute_fast(wr, &m, caps);
                 }
             }
         }
@@ -86,7 +86,7 @@ impl MockQp {
     /// `seq` was taken: only the target's registrations are involved. Once the remote QP is
     /// gone this QP is in the error state (its teardown hangs up this side), so the state
     /// decides as the remote QP's liveness would.
-    #[inline]
+    #[inline(always)]
     pub(super) fn post_one_sided(&self, wr: &SendWr<'_, MockFabric>, seq: u64, opcode: WcOpcode) {
         let s = &self.shared;
         let status = match (s.state(), s.remote_mrs.get()) {
