@@ -49,8 +49,10 @@ impl QpShared {
 /// skip the responder's table (a lock shared by every connection to that peer). The cache
 /// holds the region weakly: a deregistration must get the memory back at once (no operation
 /// copying then), so each operation holds the region only while it copies (its reference
-/// count, on the region's own cache line).
+/// count, on the region's own cache line). Reading it writes its borrow flag: it sits on a
+/// cache line of its own, away from whatever the queue pair's owner places next to it.
 #[derive(Default)]
+#[repr(align(64))]
 pub(super) struct TargetCache(RefCell<Option<(u32, Weak<MrShared>)>>);
 
 impl TargetCache {
