@@ -195,18 +195,20 @@ impl CqShared {
     fn take_own(&self, out: &mut [Wc]) -> usize {
         let o = &self.own;
         let h = o.head.load(Ordering::Relaxed);
-        let t = o.tail.load(Ordering::Acquire);
-        let n = (t.wrapping_sub(h) as usize).min(out.len());
+        let n = (o.tail.load(Ordering::Acquire).wrapping_sub(h) as usize).min(out.len());
         if n == 0 {
             return 0;
         }
+        let mut at = h;
         let mut retire = 0;
-        for (i, w) in out.iter_mut().take(n).enumerate() {
-            let s = &o.slots[((h + i as u64) & o.mask) as usize];
-            retire = retire.max(s.retire.load(Ordering::Relaxed));
+        for w in &mut out[..n] {
+            let s = &o.slots[(at & o.mask) as usize];
             *w = decode(s.wr_id.load(Ordering::Relaxed), s.code.load(Ordering::Relaxed));
+            // Posted in order, so the last one retires the most.
+            retire = s.retire.load(Ordering::Relaxed);
+            at += 1;
         }
-        o.head.store(h + n as u64, Ordering::Release);
+        o.head.store(at, Ordering::Release);
         self.retire(retire);
         n
     }
