@@ -137,9 +137,7 @@ impl CqShared {
                 return;
             }
             g.push_back(e);
-            // SeqCst with the load of `armed` below, against `rearm` + `poll` (Dekker): either
-            // the poller sees the entry or this side sees the CQ armed.
-            f.len.store(g.len(), Ordering::SeqCst);
+            f.len.store(g.len(), Ordering::Release);
         }
         self.notify();
     }
@@ -179,14 +177,14 @@ impl CqShared {
     fn notify(&self) {
         let armed = &self.foreign.armed;
         // Disarmed is the common case on a busy CQ: a load, not a read-modify-write.
-        if armed.load(Ordering::SeqCst) && armed.swap(false, Ordering::AcqRel) {
+        if armed.load(Ordering::Acquire) && armed.swap(false, Ordering::AcqRel) {
             self.channel.push(self.slot);
         }
     }
 
     pub(crate) fn rearm(&self) -> Result<()> {
         self.fabric.faults.check("ibv_req_notify_cq")?;
-        self.foreign.armed.store(true, Ordering::SeqCst);
+        self.foreign.armed.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -318,8 +316,11 @@ impl CqBackend for MockCq {
             return Err(overrun());
         }
         let n = s.take_own(wc);
-        // SeqCst: see `push`.
-        if n < wc.len() && s.foreign.len.load(Ordering::SeqCst) != 0 {
+        // The shared queue's length is read without its lock, unless the CQ is armed: a poll
+        // after `rearm` takes the lock, so that either it sees an entry pushed meanwhile or
+        // that entry's producer sees the CQ armed and signals the channel (the lock orders the
+        // two; without it both could miss). A CQ disarmed by a producer has its event coming.
+        if n < wc.len() && (s.foreign.len.load(Ordering::Relaxed) != 0 || s.foreign.armed.load(Ordering::Relaxed)) {
             return Ok(n + s.take_foreign(&mut wc[n..]));
         }
         Ok(n)
