@@ -1,12 +1,30 @@
 //! Completion queues and completion channels.
+//!
+//! A CQ keeps its completions in two places, polled in this order:
+//!
+//! - **its own ring**: the completions its queue pair produces while it posts (one-sided
+//!   operations, failures found at posting time). The transport contract has a queue pair and
+//!   its CQs used by one thread at a time, so the ring has one producer and one consumer, the
+//!   same thread: no lock and no read-modify-write. Its words are atomics only so that the CQ
+//!   type stays `Sync` (an SRQ's CQ may be polled from several threads; its ring is never
+//!   used): relaxed loads and stores, plain moves on x86.
+//! - **the shared queue**, behind a lock: every other completion (receives, sends completed
+//!   when the peer's receive matched them, work flushed by a peer's disconnect, ...), pushed
+//!   from any thread.
+//!
+//! While the shared queue holds anything, the owner's completions go there too, behind the
+//! others; so the CQ yields completions in the order they were pushed, as one queue would.
+//! Misused from two threads at once (through the backend, not rpma-core's API, whose `Conn`
+//! is `!Sync` and `Cq` `!Send`), the ring could hand out an entry twice: wrong, never unsound
+//! (this crate has no unsafe code).
 
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rpma_core::transport::{CqBackend, CqSlot};
-use rpma_core::{Error, ErrorKind, Result, Wc};
+use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::notify::{new_notifier, Notifier};
@@ -24,42 +42,197 @@ pub(crate) struct Entry {
     pub(crate) retire: u64,
 }
 
-pub(crate) struct CqShared {
-    entries: Mutex<VecDeque<Entry>>,
-    cap: usize,
-    overrun: AtomicBool,
-    armed: AtomicBool,
-    slot: CqSlot,
+/// One completion in the own ring (on a cache line of its own, so that no other object's
+/// bytes share it). Only the fields a completion made at posting time can have: no byte count,
+/// no immediate data, no vendor error.
+#[derive(Default)]
+#[repr(align(64))]
+struct Slot {
+    wr_id: AtomicU64,
+    retire: AtomicU64,
+    /// Status (bits 0-15), opcode (16-31), QP number (32-63), see [`encode`].
+    code: AtomicU64,
+}
+
+/// The own ring's `code` of a completion, if it fits a slot.
+#[inline]
+fn encode(status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Option<u64> {
+    let (status, opcode) = (status.raw(), opcode.raw());
+    (status <= 0xFFFF && opcode <= 0xFFFF)
+        .then(|| u64::from(status) | u64::from(opcode) << 16 | u64::from(qp_num) << 32)
+}
+
+fn decode(wr_id: u64, code: u64) -> Wc {
+    Wc {
+        wr_id,
+        status: WcStatus::from_raw((code & 0xFFFF) as u32),
+        opcode: WcOpcode::from_raw(((code >> 16) & 0xFFFF) as u32),
+        vendor_err: 0,
+        byte_len: 0,
+        imm_data: None,
+        qp_num: (code >> 32) as u32,
+    }
+}
+
+/// What the owner thread writes on every completion: the ring's indices and the send-queue
+/// slots retired, on cache lines no other thread writes.
+#[repr(align(128))]
+struct Own {
+    slots: Box<[Slot]>,
+    /// `slots.len() - 1` (a power of two long, or empty).
+    mask: u64,
+    /// Next slot to poll.
+    head: AtomicU64,
+    /// Next slot to fill.
+    tail: AtomicU64,
     /// The highest send-queue sequence number retired by polling (a CQ is the send CQ of at
-    /// most one QP; only `poll` writes it, under the entries lock).
-    pub(crate) retired: AtomicU64,
+    /// most one QP; only `poll` writes it).
+    retired: AtomicU64,
+}
+
+impl Own {
+    /// Entries in the ring, as another thread may see them (never more than there are).
+    fn len_seen(&self) -> usize {
+        let t = self.tail.load(Ordering::Acquire);
+        let h = self.head.load(Ordering::Acquire);
+        t.saturating_sub(h) as usize
+    }
+}
+
+/// The shared queue and what its producers write, away from the owner's lines.
+#[repr(align(128))]
+struct Foreign {
+    entries: Mutex<VecDeque<Entry>>,
+    /// `entries.len()`, readable without the lock (0 on the owner's fast path).
+    len: AtomicUsize,
+    armed: AtomicBool,
+    overrun: AtomicBool,
+}
+
+pub(crate) struct CqShared {
+    own: Own,
+    foreign: Foreign,
+    cap: usize,
+    slot: CqSlot,
     pub(crate) channel: Arc<Channel>,
     fabric: Arc<FabricInner>,
     _live: Live,
 }
 
 impl CqShared {
-    /// Adds a completion; signals the channel if the CQ is armed. A full CQ overruns (as on
-    /// hardware, a fatal condition): the completion is lost and polling fails from then on.
+    /// The highest send-queue sequence number retired by polling.
+    pub(crate) fn retired(&self) -> u64 {
+        self.own.retired.load(Ordering::Acquire)
+    }
+
+    /// Adds a completion from any thread; signals the channel if the CQ is armed. A full CQ
+    /// overruns (as on hardware, a fatal condition): the completion is lost and polling fails
+    /// from then on.
     pub(crate) fn push(&self, e: Entry) {
+        let f = &self.foreign;
         {
-            let mut g = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            if g.len() >= self.cap {
-                self.overrun.store(true, Ordering::SeqCst);
+            let mut g = f.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if g.len() + self.own.len_seen() >= self.cap {
+                f.overrun.store(true, Ordering::SeqCst);
                 return;
             }
             g.push_back(e);
+            f.len.store(g.len(), Ordering::Release);
         }
+        self.notify();
+    }
+
+    /// Adds a completion of the send queue (no byte count, no immediate data) made by the
+    /// thread that posts to this CQ's queue pair while it posts: the ring's only producer (by
+    /// the transport contract the same thread polls).
+    #[inline(always)]
+    pub(crate) fn push_own(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
+        let o = &self.own;
+        let (h, t) = (o.head.load(Ordering::Relaxed), o.tail.load(Ordering::Relaxed));
+        let used = t.wrapping_sub(h) as usize;
+        match (encode(status, opcode, qp_num), self.foreign.len.load(Ordering::Acquire)) {
+            (Some(code), 0) if used < o.slots.len() && used < self.cap => {
+                let s = &o.slots[(t & o.mask) as usize];
+                s.wr_id.store(wr_id, Ordering::Relaxed);
+                s.retire.store(retire, Ordering::Relaxed);
+                s.code.store(code, Ordering::Relaxed);
+                o.tail.store(t + 1, Ordering::Release);
+                self.notify();
+            }
+            _ => self.push_own_slow(wr_id, status, opcode, qp_num, retire),
+        }
+    }
+
+    /// [`CqShared::push_own`] when the ring cannot take it: behind the shared queue's entries,
+    /// or as an overrun.
+    #[cold]
+    #[inline(never)]
+    fn push_own_slow(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
+        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num };
+        self.push(Entry { wc, retire });
+    }
+
+    /// Signals the channel if the CQ is armed (and disarms it).
+    #[inline]
+    fn notify(&self) {
+        let armed = &self.foreign.armed;
         // Disarmed is the common case on a busy CQ: a load, not a read-modify-write.
-        if self.armed.load(Ordering::Acquire) && self.armed.swap(false, Ordering::AcqRel) {
+        if armed.load(Ordering::Acquire) && armed.swap(false, Ordering::AcqRel) {
             self.channel.push(self.slot);
         }
     }
 
     pub(crate) fn rearm(&self) -> Result<()> {
         self.fabric.faults.check("ibv_req_notify_cq")?;
-        self.armed.store(true, Ordering::Release);
+        self.foreign.armed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Takes up to `out.len()` completions of the own ring; how many.
+    #[inline]
+    fn take_own(&self, out: &mut [Wc]) -> usize {
+        let o = &self.own;
+        let h = o.head.load(Ordering::Relaxed);
+        let n = (o.tail.load(Ordering::Acquire).wrapping_sub(h) as usize).min(out.len());
+        if n == 0 {
+            return 0;
+        }
+        let mut at = h;
+        let mut retire = 0;
+        for w in &mut out[..n] {
+            let s = &o.slots[(at & o.mask) as usize];
+            *w = decode(s.wr_id.load(Ordering::Relaxed), s.code.load(Ordering::Relaxed));
+            // Posted in order, so the last one retires the most.
+            retire = s.retire.load(Ordering::Relaxed);
+            at += 1;
+        }
+        o.head.store(at, Ordering::Release);
+        self.retire(retire);
+        n
+    }
+
+    /// Takes up to `out.len()` completions of the shared queue; how many.
+    #[inline(never)]
+    fn take_foreign(&self, out: &mut [Wc]) -> usize {
+        let f = &self.foreign;
+        let mut g = f.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = out.len().min(g.len());
+        let mut retire = 0;
+        for w in out.iter_mut().take(n) {
+            let Some(e) = g.pop_front() else { break };
+            retire = retire.max(e.retire);
+            *w = e.wc;
+        }
+        f.len.store(g.len(), Ordering::Release);
+        drop(g);
+        self.retire(retire);
+        n
+    }
+
+    fn retire(&self, upto: u64) {
+        if upto > self.own.retired.load(Ordering::Relaxed) {
+            self.own.retired.store(upto, Ordering::Release);
+        }
     }
 }
 
@@ -79,10 +252,13 @@ pub(crate) fn new_channel(fabric: &Arc<FabricInner>) -> Result<Arc<Channel>> {
     Ok(Arc::new(new_notifier(fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
 }
 
-/// Creates a CQ of `size` entries on `channel` (a new private one if `None`), armed.
+/// Creates a CQ of `size` entries on `channel` (a new private one if `None`), armed. `own`
+/// bounds the completions its queue pair can have in it from posting (its send-queue size;
+/// 0 for a CQ no queue pair posts to).
 pub(crate) fn new_cq(
     fabric: &Arc<FabricInner>,
     size: u32,
+    own: u32,
     channel: Option<&Arc<Channel>>,
     slot: CqSlot,
     max_cqe: u32,
@@ -97,13 +273,28 @@ pub(crate) fn new_cq(
         return Err(Error::provider("ibv_create_cq", 22).with_detail("cq size exceeds the device maximum"));
     }
     let cap = size.max(1) as usize;
+    // More never fit: the CQ overruns at `cap`, and each completion of posting holds a
+    // send-queue slot until it is polled.
+    let ring = match own.min(size) {
+        0 => 0,
+        n => n.next_power_of_two() as usize,
+    };
     let shared = Arc::new(CqShared {
-        entries: Mutex::new(VecDeque::with_capacity(cap)),
+        own: Own {
+            slots: (0..ring).map(|_| Slot::default()).collect(),
+            mask: (ring as u64).saturating_sub(1),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            retired: AtomicU64::new(0),
+        },
+        foreign: Foreign {
+            entries: Mutex::new(VecDeque::with_capacity(cap)),
+            len: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
+            overrun: AtomicBool::new(false),
+        },
         cap,
-        overrun: AtomicBool::new(false),
-        armed: AtomicBool::new(false),
         slot,
-        retired: AtomicU64::new(0),
         channel,
         fabric: Arc::clone(fabric),
         _live: fabric.live(Kind::Cq),
@@ -112,21 +303,25 @@ pub(crate) fn new_cq(
     Ok(MockCq { shared })
 }
 
+#[cold]
+fn overrun() -> Error {
+    Error::provider("ibv_poll_cq", EIO).with_detail("completion queue overrun")
+}
+
 impl CqBackend for MockCq {
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_poll_cq")?;
-        if s.overrun.load(Ordering::Acquire) {
-            return Err(Error::provider("ibv_poll_cq", EIO).with_detail("completion queue overrun"));
+        if s.foreign.overrun.load(Ordering::Acquire) {
+            return Err(overrun());
         }
-        let mut g = s.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = wc.len().min(g.len());
-        for slot in wc.iter_mut().take(n) {
-            let Some(e) = g.pop_front() else { break };
-            if e.retire > s.retired.load(Ordering::Relaxed) {
-                s.retired.store(e.retire, Ordering::Release);
-            }
-            *slot = e.wc;
+        let n = s.take_own(wc);
+        // The shared queue's length is read without its lock, unless the CQ is armed: a poll
+        // after `rearm` takes the lock, so that either it sees an entry pushed meanwhile or
+        // that entry's producer sees the CQ armed and signals the channel (the lock orders the
+        // two; without it both could miss). A CQ disarmed by a producer has its event coming.
+        if n < wc.len() && (s.foreign.len.load(Ordering::Relaxed) != 0 || s.foreign.armed.load(Ordering::Relaxed)) {
+            return Ok(n + s.take_foreign(&mut wc[n..]));
         }
         Ok(n)
     }

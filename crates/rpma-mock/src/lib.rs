@@ -26,9 +26,15 @@
 //!   become readable, per CQ or shared.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
-//! - **Concurrency**: no fabric-wide lock on the data path: a post locks the queue pair's own
-//!   queues, the two memory regions it copies between (in a global order, so no deadlock) and
-//!   the target peer's registration table (read lock).
+//! - **Concurrency**: no fabric-wide lock or counter on the data path. A one-sided operation
+//!   (read, write, atomic write, flush) takes no lock and writes no memory another connection's
+//!   thread writes: the send-queue slots are a counter of its own queue pair, the target region
+//!   comes from the queue pair's cache of the last one (the peer's registration table, under its
+//!   read lock, only on a miss), the bytes move by one `memcpy` and the completion goes into the
+//!   CQ's own ring (a queue pair and its CQs are used by one thread at a time, the transport
+//!   contract). Its only read-modify-writes are on the target region's reference count, held
+//!   while it is copied into. Messages go through the receiver's queue and the sender's CQ's
+//!   shared queue (a lock each).
 //!
 //! Capabilities are configurable ([`MockFabricBuilder::capabilities`]) so the emulated and
 //! native flush / atomic-write paths can both be exercised.

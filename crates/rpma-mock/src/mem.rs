@@ -62,6 +62,7 @@ pub(crate) struct MrShared {
 
 impl MrShared {
     /// The offset of `[addr, addr + len)` inside the region, if it lies inside.
+    #[inline]
     pub(crate) fn offset_of(&self, addr: u64, len: usize) -> Option<usize> {
         let off = addr.checked_sub(self.addr)?;
         let end = off.checked_add(len as u64)?;
@@ -70,6 +71,7 @@ impl MrShared {
 
     /// `len` bytes at `offset` (validated by the caller: rpma-core for local buffers,
     /// [`MrShared::offset_of`] for remote ones).
+    #[inline]
     pub(crate) fn bytes(&self, offset: usize, len: usize) -> VolatileSlice<'_> {
         self.data.volatile().subslice(offset, len).expect("a range checked against the region")
     }
@@ -87,6 +89,7 @@ impl MrShared {
 
 /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` (the same region too; the
 /// ranges may overlap).
+#[inline]
 pub(crate) fn copy(src: &MrShared, src_off: usize, dst: &MrShared, dst_off: usize, len: usize) {
     if len == 0 {
         return;
@@ -147,6 +150,7 @@ pub(crate) fn reg_mr(pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<M
 
 impl MockMr {
     /// The region (present until deregistration).
+    #[inline]
     pub(crate) fn shared(&self) -> &Arc<MrShared> {
         self.shared.as_ref().expect("region present until deregistered")
     }

@@ -1,7 +1,6 @@
 //! Queue pairs of the mock and their connection management; message matching, the responder,
 //! listeners and shared receive queues have a file each.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -12,7 +11,6 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
-use crate::mem::MrShared;
 use crate::notify::{new_notifier, Notifier};
 use crate::{FabricInner, MockFabric, MockPd, MrTable};
 
@@ -20,6 +18,7 @@ mod listener;
 mod pieces;
 mod recv;
 mod responder;
+mod sq;
 mod srq;
 
 pub use listener::MockListener;
@@ -30,7 +29,8 @@ pub use srq::MockSrq;
 use listener::Incoming;
 use pieces::{Dst, Source};
 use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
-use responder::{execute, opcodes};
+use responder::opcodes;
+use sq::TargetCache;
 use srq::SrqShared;
 
 const EINVAL: i32 = 22;
@@ -48,6 +48,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A queue pair's state shared with its peer and its receive side (aligned so that no other
+/// object shares its cache lines: the posting thread writes `posted`).
+#[repr(align(128))]
 pub(crate) struct QpShared {
     fabric: Arc<FabricInner>,
     pd: Arc<MockPd>,
@@ -65,6 +68,7 @@ pub(crate) struct QpShared {
     rq: Option<Mutex<RecvSide>>,
     srq: Option<Arc<SrqShared>>,
     sq_size: u64,
+    /// Send-queue slots taken so far (written by the posting thread only, see `sq.rs`).
     posted: AtomicU64,
     remote: OnceLock<Weak<QpShared>>,
     /// The remote PD's registration table (set with `remote`): one-sided operations reach it
@@ -165,10 +169,8 @@ pub struct MockQp {
     /// The APM flush buffer of a connection without native flush (created by `connect`).
     flush_buf: bool,
     torn: AtomicBool,
-    /// The remote region the last one-sided operation reached, by rkey: later operations on it
-    /// skip the responder's table (a lock shared by every connection to that peer) and touch
-    /// only the region's own reference count. (A queue pair is used by one thread at a time.)
-    target_cache: RefCell<Option<(u32, Weak<MrShared>)>>,
+    /// The remote region the last one-sided operation reached (`sq.rs`).
+    target_cache: TargetCache,
 }
 
 impl std::fmt::Debug for MockQp {
@@ -181,11 +183,11 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
     let f = &pd.fabric;
     let caps = &pd.caps;
     let shared_channel = if cfg.shared_channel { Some(new_channel(f)?) } else { None };
-    let cq = new_cq(f, cfg.cq_size, shared_channel.as_ref(), CqSlot::Main, caps.max_cqe)?;
+    let cq = new_cq(f, cfg.cq_size, cfg.sq_size, shared_channel.as_ref(), CqSlot::Main, caps.max_cqe)?;
     let srq = cfg.srq.map(|s| Arc::clone(&s.shared));
     let srq_rcq = srq.as_ref().and_then(|s| s.rcq.clone());
     let rcq = if cfg.rcq_size > 0 && srq_rcq.is_none() {
-        Some(new_cq(f, cfg.rcq_size, shared_channel.as_ref(), CqSlot::Receive, caps.max_cqe)?)
+        Some(new_cq(f, cfg.rcq_size, 0, shared_channel.as_ref(), CqSlot::Receive, caps.max_cqe)?)
     } else {
         None
     };
@@ -227,7 +229,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         incoming: None,
         flush_buf: false,
         torn: AtomicBool::new(false),
-        target_cache: RefCell::new(None),
+        target_cache: TargetCache::default(),
     })
 }
 
@@ -308,21 +310,7 @@ impl MockQp {
     /// Send-queue slots in use (posted and not yet retired by a polled completion).
     #[must_use]
     pub fn sq_in_use(&self) -> u64 {
-        self.shared.posted.load(Ordering::Acquire) - self.shared.send_cq.retired.load(Ordering::Acquire)
-    }
-
-    /// The region `rkey` names in the responder's `table`, through the cache of the last one.
-    fn target(&self, table: &MrTable, rkey: u32) -> Option<Arc<MrShared>> {
-        if let Some((k, w)) = &*self.target_cache.borrow() {
-            if *k == rkey {
-                if let Some(m) = w.upgrade() {
-                    return Some(m);
-                }
-            }
-        }
-        let m = table.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned()?;
-        *self.target_cache.borrow_mut() = Some((rkey, Arc::downgrade(&m)));
-        Some(m)
+        self.shared.posted.load(Ordering::Acquire) - self.shared.send_cq.retired()
     }
 
     /// Executes one work request of a chain whose send-queue slot `seq` was taken.
@@ -331,28 +319,17 @@ impl MockQp {
         let state = s.state();
         let (sop, rop) = opcodes(wr.op, &s.pd.caps);
         if !rop {
-            // One-sided: only the target's registrations are involved. Once the remote QP is
-            // gone this QP is in the error state (its teardown hangs up this side), so the
-            // state decides as the remote QP's liveness would.
-            let status = match (state, s.remote_mrs.get()) {
-                (CONNECTED, Some(table)) => {
-                    let target = wr.remote.and_then(|rb| self.target(table, rb.rkey));
-                    execute(wr, target.as_deref(), &s.pd.caps)
-                }
-                _ => WcStatus::WrFlushErr,
-            };
-            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
+            self.post_one_sided(wr, seq, sop);
             return;
         }
         let remote = s.remote();
         let (CONNECTED, Some(remote)) = (state, remote) else {
-            s.complete(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
+            s.complete_own(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
             return;
         };
-        let target = wr.remote.and_then(|rb| self.target(&remote.pd.mrs, rb.rkey));
-        let status = execute(wr, target.as_deref(), &s.pd.caps);
+        let status = self.target_cache.execute(&remote.pd.mrs, wr, &s.pd.caps);
         if status != WcStatus::Success {
-            s.complete(wr.wr_id, status, sop, wr.signaled, seq);
+            s.complete_own(wr.wr_id, status, sop, wr.signaled, seq);
             return;
         }
         let src = match wr.op {
@@ -498,15 +475,8 @@ impl QpBackend<MockFabric> for MockQp {
             return Err(Error::provider(OP, EINVAL).with_detail("the connection is not established"));
         }
         let n = wrs.len() as u64;
-        // `retired` is re-read on every attempt: a value read once before the loop goes stale
-        // while other threads post and poll, and made a free queue look full. The whole chain
-        // takes its slots at once, or none.
-        let first = s
-            .posted
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                (p.saturating_sub(s.send_cq.retired.load(Ordering::Acquire)) + n <= s.sq_size).then_some(p + n)
-            })
-            .map_err(|_| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?;
+        // The whole chain takes its slots at once, or none.
+        let first = s.take_slots(n).ok_or_else(|| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?;
         for (i, wr) in wrs.iter().enumerate() {
             self.post_one(wr, first + i as u64 + 1);
         }

@@ -105,11 +105,13 @@ impl Source {
 }
 
 /// Writes the local side of a write (`len` bytes in all) into `dst` at `off`.
+#[inline]
 pub(super) fn gather_into(local: &Local<'_, MockFabric>, dst: &MrShared, off: usize) {
     match local {
         Local::None => {}
+        Local::One(b) => copy(b.mr.shared(), b.offset, dst, off, b.len),
         Local::Inline(bytes) => dst.bytes(off, bytes.len()).write(0, bytes).expect("inside the region"),
-        Local::One(_) | Local::Sg(_) => {
+        Local::Sg(_) => {
             let mut at = off;
             for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
                 copy(p.mr.shared(), p.offset, dst, at, p.len);
@@ -120,7 +122,11 @@ pub(super) fn gather_into(local: &Local<'_, MockFabric>, dst: &MrShared, off: us
 }
 
 /// Reads `src` at `off` into the local side of a read, piece after piece.
+#[inline]
 pub(super) fn scatter_from(src: &MrShared, off: usize, local: &Local<'_, MockFabric>) {
+    if let Local::One(b) = local {
+        return copy(src, off, b.mr.shared(), b.offset, b.len);
+    }
     let mut at = off;
     for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
         copy(src, at, p.mr.shared(), p.offset, p.len);

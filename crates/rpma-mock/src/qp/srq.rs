@@ -36,7 +36,7 @@ pub(crate) fn create_srq(pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Resul
     if rq_size > pd.caps.max_srq_wr {
         return Err(Error::provider("ibv_create_srq", EINVAL).with_detail("rq size exceeds the device maximum"));
     }
-    let rcq = if rcq_size > 0 { Some(new_cq(f, rcq_size, None, CqSlot::Receive, pd.caps.max_cqe)?) } else { None };
+    let rcq = if rcq_size > 0 { Some(new_cq(f, rcq_size, 0, None, CqSlot::Receive, pd.caps.max_cqe)?) } else { None };
     let seed = f.seed ^ f.next_id().rotate_left(32);
     let shared = Arc::new(SrqShared {
         side: Mutex::new(RecvSide::new(rq_size, seed, f.ordered)),
