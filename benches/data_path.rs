@@ -56,7 +56,7 @@ fn poll(conn: &Conn) -> Wc {
     loop {
         match cq.next_wc() {
             Ok(Some(wc)) => {
-                assert_eq!(wc.status, WcStatus::Success, "operation {} failed", wc.wr_id);
+                assert_eq!(wc.status(), WcStatus::Success, "operation {} failed", wc.wr_id());
                 return wc;
             }
             Ok(None) => std::hint::spin_loop(),

@@ -40,8 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 None => thread::yield_now(),
             }
         };
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
-        let received = msg.to_vec(0, wc.byte_len as usize)?;
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Recv));
+        let received = msg.to_vec(0, wc.byte_len() as usize)?;
         println!("server: received {:?}", String::from_utf8_lossy(&received));
         msg.write(0, b"bye")?;
         conn.send(msg.slice(0..3)).context(2).post()?;
@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     conn.write(remote.at(0), src.slice(0..13)).flags(CompletionFlags::ON_ERROR).context(10).post()?;
     conn.flush(remote.slice(0..13), FlushType::Persistent).context(11).post()?;
     let wc = wait(&conn)?;
-    println!("client: wrote and flushed 13 bytes (completion {:?} for op {})", wc.opcode, wc.wr_id);
+    println!("client: wrote and flushed 13 bytes (completion {:?} for op {})", wc.opcode(), wc.wr_id());
     conn.read(src.slice(100..113), remote.at(0)).context(12).post()?;
     wait(&conn)?;
     println!("client: read back {:?}", String::from_utf8_lossy(&src.to_vec(100, 13)?));
@@ -78,8 +78,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut got_reply = false;
     while !got_reply {
         let wc = wait(&conn)?;
-        if wc.opcode == WcOpcode::Recv {
-            println!("client: received {:?}", String::from_utf8_lossy(&src.to_vec(300, wc.byte_len as usize)?));
+        if wc.opcode() == WcOpcode::Recv {
+            println!("client: received {:?}", String::from_utf8_lossy(&src.to_vec(300, wc.byte_len() as usize)?));
             got_reply = true;
         }
     }
@@ -96,8 +96,8 @@ fn wait(conn: &Conn) -> rpma::Result<rpma::Wc> {
     // a completion arriving in between still raises an event).
     loop {
         match conn.cq().next_wc()? {
-            Some(wc) if wc.status.is_success() => return Ok(wc),
-            Some(wc) => panic!("operation {} failed: {:?}", wc.wr_id, wc.status),
+            Some(wc) if wc.status().is_success() => return Ok(wc),
+            Some(wc) => panic!("operation {} failed: {:?}", wc.wr_id(), wc.status()),
             None => conn.cq().wait()?,
         }
     }

@@ -65,8 +65,8 @@
 //!         break wc;
 //!     }
 //! };
-//! assert!(wc.status.is_success());
-//! assert_eq!(wc.wr_id, 2);
+//! assert!(wc.is_success());
+//! assert_eq!(wc.wr_id(), 2);
 //!
 //! // The target's bytes may be written by the peer at any time: read them by copy.
 //! assert_eq!(target.to_vec(0, 10)?, b"log record");
@@ -78,7 +78,7 @@
 //!         break wc;
 //!     }
 //! };
-//! assert_eq!((wc.wr_id, wc.byte_len), (9, 3));
+//! assert_eq!((wc.wr_id(), wc.byte_len()), (9, 3));
 //! assert_eq!(inbox.to_vec(0, 3)?, b"log");
 //!
 //! client.disconnect()?;

@@ -530,21 +530,21 @@ fn apply(s: &mut Sut, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
             }
             match exp {
                 Exp::Send { wr_id, status, opcode } => {
-                    prop_assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, status, opcode), "{:?}", wc);
+                    prop_assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (wr_id, status, opcode), "{:?}", wc);
                 }
                 Exp::Recv { status, data } => {
                     prop_assert!(
-                        m.outstanding.remove(&wc.wr_id),
+                        m.outstanding.remove(&wc.wr_id()),
                         "receive completion of a buffer not posted: {:?}",
                         wc
                     );
-                    prop_assert_eq!((wc.status, wc.opcode), (status, WcOpcode::Recv), "{:?}", wc);
+                    prop_assert_eq!((wc.status(), wc.opcode()), (status, WcOpcode::Recv), "{:?}", wc);
                     if let Some(d) = data {
-                        prop_assert_eq!(wc.byte_len as usize, d.len());
-                        let off = (wc.wr_id - 1000) as usize * RB;
+                        prop_assert_eq!(wc.byte_len() as usize, d.len());
+                        let off = (wc.wr_id() - 1000) as usize * RB;
                         prop_assert!(s.rbuf.to_vec(off, d.len()).unwrap() == d, "message content differs");
                     }
-                    s.free_slots.insert(wc.wr_id);
+                    s.free_slots.insert(wc.wr_id());
                 }
             }
         }

@@ -168,23 +168,23 @@ mod verbs_only {
         // As the device sees them: it reads the parent's src and writes the parent's dst ...
         p.client.write(rdst.at(64), src.slice(0..64)).context(1).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success), "{wc:?}");
         assert_eq!(dst.to_vec(64, 64).unwrap(), vec![0x3C; 64]);
         // ... and reads the parent's dst into the parent's src.
         p.client.read(src.slice(128..192), rdst.at(0)).context(2).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::Success), "{wc:?}");
         assert_eq!(src.to_vec(128, 64).unwrap(), vec![0xA5; 64]);
         // The parent writes both buffers again with the CPU: the device sees those bytes too.
         dst.write(0, &[0x77; 64]).unwrap();
         src.write(0, &[0x11; 64]).unwrap();
         p.client.read(src.slice(192..256), rdst.at(0)).context(3).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::Success), "{wc:?}");
         assert_eq!(src.to_vec(192, 64).unwrap(), vec![0x77; 64]);
         p.client.write(rdst.at(256), src.slice(0..64)).context(4).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (4, WcStatus::Success), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status()), (4, WcStatus::Success), "{wc:?}");
         assert_eq!(dst.to_vec(256, 64).unwrap(), vec![0x11; 64]);
         // The connection still works both ways: a disconnect handshake.
         p.client.disconnect().unwrap();
@@ -233,7 +233,7 @@ mod verbs_only {
             c.flush(r.slice(0..8), FlushType::Persistent).context(5).post().unwrap();
             for id in 1..=5 {
                 let wc = next_wc(c.cq());
-                assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+                assert_eq!((wc.wr_id(), wc.status()), (id, WcStatus::Success), "{wc:?}");
             }
             let after = op_counts();
             let mut want = 1024u64.to_le_bytes().to_vec();
@@ -293,7 +293,7 @@ mod verbs_only {
                 if ok {
                     res.unwrap();
                     let wc = next_wc(c.cq());
-                    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                    assert_eq!(wc.status(), WcStatus::Success, "{wc:?}");
                 } else {
                     let e = res.expect_err("emulated despite the native-only policy");
                     assert_eq!(e.kind(), ErrorKind::NoSupp, "{e}");
@@ -359,13 +359,13 @@ mod verbs_only {
         let bad = rpma::MrRemote::from_descriptor(&desc).expect("descriptor");
         p.client.write(bad.at(0), src.slice(..64)).context(7).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!(wc.wr_id, 7);
-        assert_eq!(wc.status, WcStatus::RemAccessErr, "{wc:?}");
+        assert_eq!(wc.wr_id(), 7);
+        assert_eq!(wc.status(), WcStatus::RemAccessErr, "{wc:?}");
         // The QP is in the error state: even a valid write is flushed.
         p.client.write(good.at(0), src.slice(..64)).context(8).post().unwrap();
         let wc = next_wc(p.client.cq());
-        assert_eq!(wc.wr_id, 8);
-        assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");
+        assert_eq!(wc.wr_id(), 8);
+        assert_eq!(wc.status(), WcStatus::WrFlushErr, "{wc:?}");
         assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0u8; 64]);
     }
 
@@ -381,9 +381,9 @@ mod verbs_only {
             let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC | Usage::READ_DST);
             let r = remote(&dst);
             p.client.write(r.at(0), src.slice(..64)).context(1).post().unwrap();
-            assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+            assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
             p.client.read(src.slice(64..128), r.at(0)).context(2).post().unwrap();
-            assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+            assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
             assert!(dst.dereg().unwrap().is_some(), "the memory comes back");
             assert!(src.dereg().unwrap().is_some(), "the memory comes back");
         }
@@ -407,7 +407,7 @@ mod verbs_only {
         p.client.flush(r.slice(100..112), rpma::FlushType::Visibility).context(2).post().unwrap();
         for id in [1, 2] {
             let wc = next_wc(p.client.cq());
-            assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
+            assert_eq!((wc.wr_id(), wc.status()), (id, WcStatus::Success));
         }
         let file = std::fs::read(&path).expect("read the file");
         assert_eq!(&file[100..112], b"in the file!");

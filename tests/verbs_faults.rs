@@ -164,7 +164,7 @@ fn completion(cq: Cq<'_>, wr_id: u64, step: &'static str) -> Flow<rpma::Wc> {
     readable(cq.fd(), step)?;
     cq.wait().at(step)?;
     let wc = cq.next_wc().at(step)?.ok_or(Failure::Unexpected(step, "an empty CQ after its event".into()))?;
-    if wc.wr_id != wr_id || !wc.status.is_success() {
+    if wc.wr_id() != wr_id || !wc.status().is_success() {
         return Err(Failure::Unexpected(step, format!("{wc:?} (wanted wr_id {wr_id}, success)")));
     }
     Ok(wc)
@@ -236,7 +236,7 @@ fn flow(st: &mut State, addr: &str, port: &str, file: &std::path::Path) -> Flow<
     client.send(cmr.slice(0..16)).context(4).post().at("client send")?;
     completion(client.cq(), 4, "client send completion")?;
     let wc = completion(server.cq(), 40, "server recv completion")?;
-    if wc.byte_len != 16 || srecv.to_vec(0, 16).at("server recv bytes")? != PATTERN[..16] {
+    if wc.byte_len() != 16 || srecv.to_vec(0, 16).at("server recv bytes")? != PATTERN[..16] {
         return Err(Failure::Unexpected("server recv", format!("{wc:?} or bytes differ")));
     }
 

@@ -87,7 +87,7 @@ fn batch__write_flush_signal_last_one_completion<B: Backend>(b: &B) {
     assert!(batch.is_empty(), "a posted batch is emptied");
     assert_eq!(p.client.sq_free(), free - 5, "every operation of the chain takes a slot until retired");
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (99, WcStatus::Success), "only the last operation completes: {wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (99, WcStatus::Success), "only the last operation completes: {wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), free, "the last completion retires the whole chain");
     assert_eq!(dst.to_vec(0, 4096).unwrap(), data);
@@ -109,8 +109,8 @@ fn batch__write_atomic_write_flush_in_order<B: Backend>(b: &B) {
     let got: Vec<u64> = (0..3)
         .map(|_| next_wc(p.client.cq()))
         .map(|wc| {
-            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-            wc.wr_id
+            assert_eq!(wc.status(), WcStatus::Success, "{wc:?}");
+            wc.wr_id()
         })
         .collect();
     assert_eq!(got, [1, 2, 3], "completions of one send queue appear in posting order");
@@ -135,7 +135,7 @@ fn batch__reads_complete_in_posting_order<B: Backend>(b: &B) {
     batch.post().unwrap();
     for i in 0..8 {
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status, wc.opcode), (10 + i, WcStatus::Success, WcOpcode::RdmaRead));
+        assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (10 + i, WcStatus::Success, WcOpcode::RdmaRead));
     }
     let whole = pattern(9, 1024);
     for i in 0..8 {
@@ -164,15 +164,15 @@ fn batch__sends_and_recv_batch_deliver_every_message<B: Backend>(b: &B) {
     batch.post().unwrap();
     for i in 0..8 {
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+        assert_eq!((wc.wr_id(), wc.status()), (i, WcStatus::Success));
     }
     // Receive buffers are an unordered set: find each message by its content.
     let mut seen = [false; 8];
     for _ in 0..8 {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
-        let slot = (wc.wr_id - 100) as usize;
-        let bytes = inbox.to_vec(slot * 64, wc.byte_len as usize).unwrap();
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
+        let slot = (wc.wr_id() - 100) as usize;
+        let bytes = inbox.to_vec(slot * 64, wc.byte_len() as usize).unwrap();
         let k = (bytes[0] - 1) as usize;
         assert_eq!(bytes, vec![k as u8 + 1; 10 + k], "message {k} intact");
         assert!(!seen[k], "message {k} delivered twice");
@@ -208,7 +208,7 @@ fn batch__longer_than_free_slots_Inval_nothing_posted<B: Backend>(b: &B) {
         batch.push(p.client.write(rdst.at(32 + i), src.slice(0..1)).context(i as u64)).unwrap();
     }
     batch.signal_last().post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 2);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 2);
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(dst.to_vec(32, 4).unwrap(), [0xAB, 0xAB, 0xAB, 0]);
 }
@@ -226,8 +226,8 @@ fn batch__full_refuses_push_and_keeps_its_ops<B: Backend>(b: &B) {
     assert_kind(batch.push(p.client.write(rdst.at(16), src.slice(16..24))).map(|_| ()), ErrorKind::Inval);
     assert_eq!(batch.len(), 2);
     batch.post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 1);
-    assert_eq!(next_wc(p.client.cq()).wr_id, 2);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 1);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 2);
     assert_eq!(dst.to_vec(0, 24).unwrap()[..16], pattern(1, 64)[..16]);
     assert_eq!(dst.to_vec(16, 8).unwrap(), [0; 8], "the refused operation was not posted");
 }
@@ -261,7 +261,7 @@ fn batch__invalid_op_refused_at_push<B: Backend>(b: &B) {
     );
     assert_eq!(batch.len(), 1, "refused operations are not added");
     batch.post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 1);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 1);
     assert_no_wc(p.client.cq());
 }
 
@@ -286,7 +286,7 @@ fn sg__write_gathers_pieces_of_two_regions<B: Backend>(b: &B) {
     let pieces = [a.slice(10..30), c.slice(100..128), a.slice(0..5)];
     p.client.write_sg(rdst.at(16), &pieces).context(5).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::Success));
     let mut want = pattern(1, 128)[10..30].to_vec();
     want.extend_from_slice(&pattern(2, 128)[100..128]);
     want.extend_from_slice(&pattern(1, 128)[0..5]);
@@ -304,7 +304,7 @@ fn sg__read_scatters_into_pieces<B: Backend>(b: &B) {
     let pieces = [dst.slice(200..216), dst.slice(0..7), dst.slice(64..100)];
     p.client.read_sg(&pieces, rtarget.at(50)).context(6).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (6, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (6, WcStatus::Success));
     let src = &pattern(4, 256)[50..50 + 16 + 7 + 36];
     assert_eq!(dst.to_vec(200, 16).unwrap(), src[..16]);
     assert_eq!(dst.to_vec(0, 7).unwrap(), src[16..23]);
@@ -323,9 +323,9 @@ fn sg__send_to_scattering_recv<B: Backend>(b: &B) {
     let spieces = [src.slice(100..120), src.slice(0..15)];
     p.client.send_sg(&spieces).context(8).post().unwrap();
     let swc = next_wc(p.client.cq());
-    assert_eq!((swc.wr_id, swc.status), (8, WcStatus::Success));
+    assert_eq!((swc.wr_id(), swc.status()), (8, WcStatus::Success));
     let rwc = next_wc(p.server.cq());
-    assert_eq!((rwc.wr_id, rwc.status, rwc.byte_len), (7, WcStatus::Success, 35));
+    assert_eq!((rwc.wr_id(), rwc.status(), rwc.byte_len()), (7, WcStatus::Success, 35));
     let mut msg = pattern(5, 128)[100..120].to_vec();
     msg.extend_from_slice(&pattern(5, 128)[0..15]);
     assert_eq!(inbox.to_vec(64, 10).unwrap(), msg[..10]);
@@ -352,7 +352,7 @@ fn sg__more_pieces_than_max_sge_Inval<B: Backend>(b: &B) {
     let dst2 = mr(&q.speer, 64, Usage::WRITE_DST);
     assert_kind(q.client.write_sg(remote(&dst2).at(0), &[src2.slice(0..4), src2.slice(4..8)]).post(), ErrorKind::Inval);
     q.client.write_sg(remote(&dst2).at(0), &[src2.slice(0..4)]).post().unwrap();
-    assert_eq!(next_wc(q.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(q.client.cq()).status(), WcStatus::Success);
 }
 
 fn sg__empty_or_out_of_bounds_piece_Inval<B: Backend>(b: &B) {
@@ -401,7 +401,7 @@ fn inline__write_from_plain_memory<B: Backend>(b: &B) {
     // Copied at post time: changing the array now changes nothing that arrives.
     bytes.fill(0xEE);
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (1, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::Success, WcOpcode::RdmaWrite));
     assert_eq!(dst.to_vec(8, 48).unwrap(), pattern(6, 48));
     assert_eq!(bytes[0], 0xEE);
 }
@@ -415,9 +415,9 @@ fn inline__send_from_plain_memory<B: Backend>(b: &B) {
     p.client.send_inline(&msg).imm(77).context(2).post().unwrap();
     msg.fill(b'x');
     let swc = next_wc(p.client.cq());
-    assert_eq!((swc.wr_id, swc.status), (2, WcStatus::Success));
+    assert_eq!((swc.wr_id(), swc.status()), (2, WcStatus::Success));
     let rwc = next_wc(p.server.cq());
-    assert_eq!((rwc.wr_id, rwc.status, rwc.byte_len, rwc.imm_data), (3, WcStatus::Success, 15, Some(77)));
+    assert_eq!((rwc.wr_id(), rwc.status(), rwc.byte_len(), rwc.imm_data()), (3, WcStatus::Success, 15, Some(77)));
     assert_eq!(inbox.to_vec(0, 15).unwrap(), b"inline message!");
 }
 
@@ -439,7 +439,7 @@ fn inline__above_max_inline_or_empty_Inval<B: Backend>(b: &B) {
     assert_kind(q.client.write_inline(remote(&dst2).at(0), &[1]).post(), ErrorKind::Inval);
     // Exactly the limit is fine.
     p.client.write_inline(rdst.at(0), &[9; 16]).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
     assert_eq!(dst.to_vec(0, 16).unwrap(), [9; 16]);
 }
 
@@ -457,7 +457,7 @@ fn inline__max_inline_above_device_Inval<B: Backend>(b: &B) {
     let dst = mr(&p.speer, caps.max_inline_data as usize, Usage::WRITE_DST);
     let bytes = pattern(8, caps.max_inline_data as usize);
     p.client.write_inline(remote(&dst).at(0), &bytes).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
     assert_eq!(dst.to_vec(0, bytes.len()).unwrap(), bytes);
 }
 
@@ -506,7 +506,7 @@ fn batch__refused_post_keeps_ops_and_posts_them_once_slots_free<B: Backend>(b: &
     // One signaled write retires the six unsignaled ones with it.
     p.client.write(rdst.at(6), src.slice(6..8)).context(50).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (50, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (50, WcStatus::Success), "{wc:?}");
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(dst.to_vec(0, 8).unwrap(), data[..8]);
     // The same batch goes now.
@@ -514,7 +514,7 @@ fn batch__refused_post_keeps_ops_and_posts_them_once_slots_free<B: Backend>(b: &
     assert!(batch.is_empty());
     assert_eq!(p.client.sq_free(), 4);
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (4, WcStatus::Success), "signal_last still holds: {wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (4, WcStatus::Success), "signal_last still holds: {wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(dst.to_vec(32, 16).unwrap(), data[32..48]);
@@ -559,7 +559,7 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
     assert_eq!(p.client.sq_free(), 0);
     for i in 0..5 {
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status, wc.opcode), (10 + i, WcStatus::Success, WcOpcode::RdmaWrite), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (10 + i, WcStatus::Success, WcOpcode::RdmaWrite), "{wc:?}");
     }
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), 8);
@@ -593,12 +593,12 @@ fn batch__single_op_on_a_full_queue_Inval<B: Backend>(b: &B) {
     assert_eq!(batch.len(), 1, "a refused batch keeps its operation");
     assert_eq!(p.client.sq_free(), 0);
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (100, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (100, WcStatus::Success), "{wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(dst.to_vec(32, 8).unwrap(), [0xEE; 8], "the refused write never landed");
     assert_eq!(p.client.sq_free(), 4);
     batch.post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 9);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 9);
     assert_eq!(dst.to_vec(32, 8).unwrap(), pattern(13, 64)[32..40]);
     assert_kind(r, ErrorKind::Inval);
 }
@@ -648,7 +648,7 @@ fn batch__sg_inline_and_plain_ops_in_one_chain<B: Backend>(b: &B) {
     sbytes.fill(0xAA);
     assert_eq!(p.client.sq_free(), 10);
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (6, WcStatus::Success), "only the last completes: {wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (6, WcStatus::Success), "only the last completes: {wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), 16);
     let mut want = vec![0xEE; 256];
@@ -663,21 +663,21 @@ fn batch__sg_inline_and_plain_ops_in_one_chain<B: Backend>(b: &B) {
     let mut seen = Vec::new();
     for _ in 0..2 {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
-        let ranges = match wc.wr_id {
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
+        let ranges = match wc.wr_id() {
             20 => &r0,
             21 => &r1,
             _ => panic!("unexpected completion {wc:?}"),
         };
         let got = gather(&inbox, ranges);
-        let (msg, len) = match wc.byte_len {
+        let (msg, len) = match wc.byte_len() {
             30 => (&sg_msg, 30),
             20 => (&pattern(4, 20), 20),
             _ => panic!("unexpected length {wc:?}"),
         };
         assert_eq!(got[..len], msg[..], "message of {len} bytes scattered in order");
         assert_eq!(got[len..], vec![0xEE; 64 - len][..], "nothing past the message");
-        seen.push(wc.byte_len);
+        seen.push(wc.byte_len());
     }
     seen.sort_unstable();
     assert_eq!(seen, [20, 30]);
@@ -713,7 +713,7 @@ fn batch__bad_sg_inline_atomic_flush_refused_at_push<B: Backend>(b: &B) {
     batch.push(p.client.write_inline(rdst.at(8), &[0x55; 8]).context(2)).unwrap();
     batch.signal_last().post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::Success), "{wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(dst.to_vec(0, 8).unwrap(), data[..8]);
@@ -740,9 +740,9 @@ fn batch__signal_last_failed_op_completes_rest_flushed<B: Backend>(b: &B) {
     batch.push(p.client.write(rdst.at(16), src.slice(16..24)).context(3)).unwrap();
     batch.signal_last().post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::RemAccessErr), "the failed operation completes: {wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::RemAccessErr), "the failed operation completes: {wc:?}");
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (3, WcStatus::WrFlushErr), "the last one is flushed: {wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::WrFlushErr), "the last one is flushed: {wc:?}");
     assert_no_wc(p.client.cq());
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(dst.to_vec(0, 8).unwrap(), data[..8], "the write before the failure landed");
@@ -769,9 +769,9 @@ fn recv_batch__longer_than_free_entries_refused_whole_then_posts<B: Backend>(b: 
     }
     // The one posted receive takes the first message: no other buffer was there.
     p.client.send(src.slice(0..16)).context(0).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
     let wc = next_wc(p.server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::Success, 16), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (1, WcStatus::Success, 16), "{wc:?}");
     assert_eq!(inbox.to_vec(128, 16).unwrap(), [1; 16]);
     rb.post().unwrap();
     assert!(rb.is_empty());
@@ -781,13 +781,13 @@ fn recv_batch__longer_than_free_entries_refused_whole_then_posts<B: Backend>(b: 
     }
     for i in 1..5 {
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success), "{wc:?}");
+        assert_eq!((wc.wr_id(), wc.status()), (i, WcStatus::Success), "{wc:?}");
     }
     let mut seen = [false; 4];
     for _ in 0..4 {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, 16), "{wc:?}");
-        let slot = (wc.wr_id - 10) as usize;
+        assert_eq!((wc.status(), wc.byte_len()), (WcStatus::Success, 16), "{wc:?}");
+        let slot = (wc.wr_id() - 10) as usize;
         let got = inbox.to_vec(32 * slot, 16).unwrap();
         let k = got[0] as usize - 1;
         assert!((1..5).contains(&k), "{got:?}");
@@ -827,13 +827,13 @@ fn recv_batch__full_other_queue_or_bad_piece_Inval<B: Backend>(b: &B) {
     src.write(0, &pattern(16, 32)).unwrap();
     p.client.send(src.slice(0..16)).context(5).post().unwrap();
     p.client.send(src.slice(16..32)).context(6).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 5);
-    assert_eq!(next_wc(p.client.cq()).wr_id, 6);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 5);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 6);
     let mut got = Vec::new();
     for _ in 0..2 {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, 16), "{wc:?}");
-        got.push(match wc.wr_id {
+        assert_eq!((wc.status(), wc.byte_len()), (WcStatus::Success, 16), "{wc:?}");
+        got.push(match wc.wr_id() {
             1 => gather(&inbox, &[64..70, 0..10]),
             2 => inbox.to_vec(32, 16).unwrap(),
             _ => panic!("unexpected completion {wc:?}"),
@@ -901,9 +901,9 @@ fn sg__bad_pieces_of_every_op_Inval_nothing_posted<B: Backend>(b: &B) {
     assert_no_wc(p.server.cq());
     p.server.recv_sg(&[inbox.slice(40..42), inbox.slice(10..30)]).context(31).post().unwrap();
     let wc = next_wc(p.server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (31, WcStatus::Success, 4), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (31, WcStatus::Success, 4), "{wc:?}");
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (30, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (30, WcStatus::Success), "{wc:?}");
     assert_eq!(gather(&inbox, &[40..42, 10..12]), [0x11; 4]);
     // The client's own receive queue is empty too: the server's message waits for a buffer.
     ssend_only.write(0, &[0x33; 2]).unwrap();
@@ -912,8 +912,8 @@ fn sg__bad_pieces_of_every_op_Inval_nothing_posted<B: Backend>(b: &B) {
     assert_no_wc(p.server.cq());
     p.client.recv(local.slice(48..64)).context(33).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (33, WcStatus::Success, 2), "{wc:?}");
-    assert_eq!(next_wc(p.server.cq()).wr_id, 32);
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (33, WcStatus::Success, 2), "{wc:?}");
+    assert_eq!(next_wc(p.server.cq()).wr_id(), 32);
     assert_eq!(local.to_vec(48, 4).unwrap(), [0x33, 0x33, 0x11, 0x11]);
 }
 
@@ -949,7 +949,7 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     let rdst = remote(&dst);
     p.client.write_sg(rdst.at(10), &pieces).context(1).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success), "{wc:?}");
     assert_eq!(dst.to_vec(10, want.len()).unwrap(), want);
     assert_eq!(dst.to_vec(10 + want.len(), 16).unwrap(), [0; 16]);
     let mut more = pieces.clone();
@@ -964,7 +964,7 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     let rpieces: Vec<LocalSlice<'_, B::T>> = rspans.iter().map(|r| into.slice(r.clone())).collect();
     p.client.read_sg(&rpieces, rdst.at(5)).context(2).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::Success), "{wc:?}");
     let total = nr * (nr + 1) / 2;
     assert_eq!(gather(&into, &rspans), fresh[5..5 + total]);
     let mut rmore = rpieces.clone();
@@ -978,8 +978,8 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     p.server.recv_sg(&ipieces).context(3).post().unwrap();
     p.client.send_sg(&pieces).context(4).post().unwrap();
     let wc = next_wc(p.server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len as usize), (3, WcStatus::Success, want.len()), "{wc:?}");
-    assert_eq!(next_wc(p.client.cq()).wr_id, 4);
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len() as usize), (3, WcStatus::Success, want.len()), "{wc:?}");
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 4);
     assert_eq!(gather(&inbox, &ispans), want);
     assert_no_wc(p.client.cq());
 }
@@ -1044,8 +1044,8 @@ fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>
     p.client.send_inline(&msg).context(2).post().unwrap();
     msg.fill(0);
     let wc = next_wc(p.server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::Success, 16), "{wc:?}");
-    assert_eq!(next_wc(p.client.cq()).wr_id, 2);
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (1, WcStatus::Success, 16), "{wc:?}");
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 2);
     assert_eq!(inbox.to_vec(0, 16).unwrap(), pattern(17, 16));
     assert_eq!(inbox.to_vec(16, 48).unwrap(), vec![0xEE; 48]);
 }

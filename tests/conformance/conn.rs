@@ -256,7 +256,7 @@ fn send_bytes<T: Transport>(c: &Conn<T>, src: &MrLocal<T>, off: usize, data: &[u
 /// Asserts `wc` is a successful completion of `opcode` with `wr_id`.
 #[track_caller]
 fn assert_wc(wc: &Wc, wr_id: u64, opcode: WcOpcode) {
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, opcode), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (wr_id, WcStatus::Success, opcode), "{wc:?}");
 }
 
 /// A pattern of `len` non-zero bytes starting at `seed`.
@@ -593,8 +593,8 @@ fn conn_req_recv__success<B: Backend>(b: &B) {
     assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
     let wc = next_wc(server.cq());
     assert_wc(&wc, 42, WcOpcode::Recv);
-    assert_eq!(wc.byte_len, 6);
-    assert_eq!(wc.qp_num, server.qp_num());
+    assert_eq!(wc.byte_len(), 6);
+    assert_eq!(wc.qp_num(), server.qp_num());
     assert_eq!(dst.to_vec(8, 6).unwrap(), b"first!");
 }
 
@@ -614,7 +614,7 @@ fn conn_req_recv__success_outgoing<B: Backend>(b: &B) {
     assert_wc(&next_wc(server.cq()), 2, WcOpcode::Send);
     let wc = next_wc(client.cq());
     assert_wc(&wc, 77, WcOpcode::Recv);
-    assert_eq!(wc.byte_len, 9);
+    assert_eq!(wc.byte_len(), 9);
     assert_eq!(dst.to_vec(0, 9).unwrap(), b"greetings");
 }
 
@@ -811,10 +811,10 @@ fn conn_get_cq__success<B: Backend>(b: &B) {
     send_bytes(&p.client, &src, 0, b"x", 11);
     let wc = next_wc(p.client.cq());
     assert_wc(&wc, 11, WcOpcode::Send);
-    assert_eq!(wc.qp_num, p.client.qp_num());
+    assert_eq!(wc.qp_num(), p.client.qp_num());
     let wc = next_wc(p.server.cq());
     assert_wc(&wc, 10, WcOpcode::Recv);
-    assert_eq!(wc.qp_num, p.server.qp_num());
+    assert_eq!(wc.qp_num(), p.server.qp_num());
 }
 
 fn conn_get_rcq__success<B: Backend>(b: &B) {
@@ -847,9 +847,9 @@ fn conn_get_rcq__recv_completions_go_to_rcq<B: Backend>(b: &B) {
     let ids: BTreeSet<u64> = (0..2)
         .map(|_| {
             let wc = next_wc(rcq);
-            assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
-            assert_eq!(wc.qp_num, p.server.qp_num());
-            wc.wr_id
+            assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Recv));
+            assert_eq!(wc.qp_num(), p.server.qp_num());
+            wc.wr_id()
         })
         .collect();
     assert_eq!(ids, BTreeSet::from([1, 2]));
@@ -975,12 +975,12 @@ fn conn_apply_remote_peer_cfg__success<B: Backend>(b: &B) {
     p.client.apply_remote_peer_cfg(&pcfg);
     p.client.flush(r.slice(0..8), FlushType::Persistent).context(2).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::Success));
 
     // Applying "not supported" takes it back; a configuration not applied does not matter.
     let pcfg = pcfg.with_direct_write_to_pmem(false);
     p.client.flush(r.slice(0..8), FlushType::Persistent).context(3).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).wr_id, 3);
+    assert_eq!(next_wc(p.client.cq()).wr_id(), 3);
     p.client.apply_remote_peer_cfg(&pcfg);
     assert_kind(p.client.flush(r.slice(0..8), FlushType::Persistent).context(4).post(), ErrorKind::NoSupp);
     // The server side was never told anything.
@@ -1103,8 +1103,8 @@ fn cq_get_wc__poll_cq_more_data<B: Backend>(b: &B) {
     let mut ids: Vec<u64> = got
         .iter()
         .map(|wc| {
-            assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 5));
-            wc.wr_id
+            assert_eq!((wc.status(), wc.opcode(), wc.byte_len()), (WcStatus::Success, WcOpcode::Recv, 5));
+            wc.wr_id()
         })
         .collect();
     ids.sort_unstable();
@@ -1191,16 +1191,16 @@ fn srq_recv__two_connections_share_srq<B: Backend>(b: &B) {
     let mut slots = BTreeSet::new();
     for _ in 0..2 {
         let wc = next_wc(rcq);
-        assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 19), "{wc:?}");
-        let expected: &[u8] = if wc.qp_num == s1.qp_num() {
+        assert_eq!((wc.status(), wc.opcode(), wc.byte_len()), (WcStatus::Success, WcOpcode::Recv, 19), "{wc:?}");
+        let expected: &[u8] = if wc.qp_num() == s1.qp_num() {
             b"from connection one"
         } else {
-            assert_eq!(wc.qp_num, s2.qp_num(), "completion of an unknown QP");
+            assert_eq!(wc.qp_num(), s2.qp_num(), "completion of an unknown QP");
             b"from connection two"
         };
-        assert_eq!(dst.to_vec(wc.wr_id as usize * 64, 19).unwrap(), expected);
-        qps.insert(wc.qp_num);
-        slots.insert(wc.wr_id);
+        assert_eq!(dst.to_vec(wc.wr_id() as usize * 64, 19).unwrap(), expected);
+        qps.insert(wc.qp_num());
+        slots.insert(wc.wr_id());
     }
     assert_eq!(qps.len(), 2);
     assert_eq!(slots, BTreeSet::from([0, 1]));
@@ -1223,7 +1223,7 @@ fn srq_recv__srq_without_rcq_completions_on_conn_cq<B: Backend>(b: &B) {
     assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
     let wc = next_wc(server.cq());
     assert_wc(&wc, 8, WcOpcode::Recv);
-    assert_eq!(wc.qp_num, server.qp_num());
+    assert_eq!(wc.qp_num(), server.qp_num());
     assert_eq!(dst.to_vec(0, 7).unwrap(), b"via srq");
 }
 

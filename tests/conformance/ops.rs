@@ -187,7 +187,7 @@ fn lying<T: Transport>(m: &MrLocal<T>, f: impl FnOnce(MrDescriptor) -> MrDescrip
 /// Asserts `wc` is a successful completion of `wr_id` with `opcode`.
 #[track_caller]
 fn assert_ok_wc(wc: Wc, wr_id: u64, opcode: WcOpcode) {
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, opcode), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (wr_id, WcStatus::Success, opcode), "{wc:?}");
 }
 
 /// A connection configuration with the given queue sizes (`0`: keep the default).
@@ -318,7 +318,7 @@ fn rw_zero_byte<B: Backend>(b: &B, op: Rw) {
     if op == Rw::WriteImm {
         let wc = next_wc(x.p.server.cq());
         assert_ok_wc(wc, 77, WcOpcode::RecvRdmaWithImm);
-        assert_eq!((wc.imm_data, wc.byte_len), (Some(IMM), 0));
+        assert_eq!((wc.imm_data(), wc.byte_len()), (Some(IMM), 0));
     }
     assert_eq!(all(&x.target), vec![0; SZ]);
     assert_eq!(all(&x.local), vec![0; SZ]);
@@ -446,9 +446,9 @@ fn rw_success<B: Backend>(b: &B, op: Rw, first: CompletionFlags) {
         let mut ids = BTreeSet::new();
         for _ in 0..2 {
             let wc = next_wc(x.p.server.cq());
-            assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::RecvRdmaWithImm), "{wc:?}");
-            assert_eq!((wc.imm_data, wc.byte_len), (Some(IMM), RW_LEN as u32));
-            ids.insert(wc.wr_id);
+            assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::RecvRdmaWithImm), "{wc:?}");
+            assert_eq!((wc.imm_data(), wc.byte_len()), (Some(IMM), RW_LEN as u32));
+            ids.insert(wc.wr_id());
         }
         assert_eq!(ids, BTreeSet::from([501, 502]));
     }
@@ -496,11 +496,11 @@ fn write__success_then_read_back<B: Backend>(b: &B) {
     local.write(0, b"0123456789").unwrap();
     p.client.write(r.at(100), local.slice(0..10)).context(7).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (7, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (7, WcStatus::Success, WcOpcode::RdmaWrite));
     assert_eq!(target.to_vec(100, 10).unwrap(), b"0123456789");
     p.client.read(local.slice(1000..1010), r.at(100)).context(8).post().unwrap();
     let wc = next_wc(p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (8, WcStatus::Success, WcOpcode::RdmaRead));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (8, WcStatus::Success, WcOpcode::RdmaRead));
     assert_eq!(local.to_vec(1000, 10).unwrap(), b"0123456789");
 }
 
@@ -530,7 +530,7 @@ fn read__untrusted_descriptor_wrong_rkey<B: Backend>(b: &B) {
     let bad = lying(&x.target, wrong_rkey);
     x.p.client.read(x.local.slice(0..64), bad.at(0)).context(9).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::RemAccessErr), "{wc:?}");
     assert_eq!(all(&x.local), vec![FILL; SZ]);
 }
 
@@ -542,7 +542,7 @@ fn write__untrusted_descriptor_wrong_rkey<B: Backend>(b: &B) {
     let bad = lying(&x.target, wrong_rkey);
     x.p.client.write(bad.at(0), x.local.slice(0..64)).context(9).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::RemAccessErr), "{wc:?}");
     assert_eq!(all(&x.target), vec![FILL; SZ]);
 }
 
@@ -558,8 +558,8 @@ fn write__untrusted_descriptor_size_larger_than_registered<B: Backend>(b: &B) {
     let big = lying(&x.target, |d| MrDescriptor { len: 2 * SZ as u64, ..d });
     x.p.client.write(big.at(SZ - 8), x.local.slice(0..16)).context(9).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!(wc.wr_id, 9);
-    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.wr_id(), 9);
+    assert_ne!(wc.status(), WcStatus::Success, "{wc:?}");
     assert_eq!(all(&x.target), vec![FILL; SZ]);
     assert_eq!(all(&neighbour), vec![FILL; SZ]);
 }
@@ -575,7 +575,7 @@ fn write__untrusted_descriptor_claims_WRITE_DST<B: Backend>(b: &B) {
     let liar = lying(&ro, |d| MrDescriptor { usage: (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8, ..d });
     x.p.client.write(liar.at(0), x.local.slice(0..64)).context(9).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (9, WcStatus::RemAccessErr), "{wc:?}");
     assert_eq!(all(&ro), vec![FILL; SZ]);
 }
 
@@ -586,8 +586,8 @@ fn write__COMPLETION_ON_ERROR_failure_completes<B: Backend>(b: &B) {
     let bad = lying(&x.target, wrong_rkey);
     x.p.client.write(bad.at(0), x.local.slice(0..64)).flags(CompletionFlags::ON_ERROR).context(11).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!(wc.wr_id, 11);
-    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.wr_id(), 11);
+    assert_ne!(wc.status(), WcStatus::Success, "{wc:?}");
 }
 
 /// After an error completion the QP is in the error state: later work is flushed.
@@ -598,10 +598,10 @@ fn write__error_moves_qp_to_error_state<B: Backend>(b: &B) {
     x.local.write(0, &pattern(7, SZ)).unwrap();
     let bad = lying(&x.target, wrong_rkey);
     x.p.client.write(bad.at(0), x.local.slice(0..64)).context(1).post().unwrap();
-    assert_eq!(next_wc(x.p.client.cq()).status, WcStatus::RemAccessErr);
+    assert_eq!(next_wc(x.p.client.cq()).status(), WcStatus::RemAccessErr);
     x.p.client.write(x.r.at(0), x.local.slice(0..64)).context(2).post().unwrap();
     let wc = next_wc(x.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushErr), "{wc:?}");
+    assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::WrFlushErr), "{wc:?}");
     assert_eq!(all(&x.target), vec![FILL; SZ]);
 }
 
@@ -659,8 +659,8 @@ fn recv__rq_size_exceeded<B: Backend>(b: &B) {
     p.client.send_empty().context(6).post().unwrap();
     assert_ok_wc(next_wc(p.client.cq()), 6, WcOpcode::Send);
     let wc = next_wc(p.server.cq());
-    assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 0));
-    assert!(wc.wr_id < 4, "{wc:?}");
+    assert_eq!((wc.status(), wc.opcode(), wc.byte_len()), (WcStatus::Success, WcOpcode::Recv, 0));
+    assert!(wc.wr_id() < 4, "{wc:?}");
     p.server.recv(buf.slice(256..320)).context(7).post().unwrap();
     assert_kind(p.server.recv(buf.slice(320..384)).context(8).post(), ErrorKind::Provider);
 }
@@ -716,7 +716,7 @@ fn rw_proptest<B: Backend>(b: &B, op: Rw) {
         }
         prop_assert!(res.is_ok(), "in-bounds call rejected: {:?}", res);
         let wc = next_wc(c.cq());
-        prop_assert_eq!((wc.wr_id, wc.status, wc.opcode), (id, WcStatus::Success, op.opcode()));
+        prop_assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (id, WcStatus::Success, op.opcode()));
         accepted.set(accepted.get() + 1);
         let mut m = model.borrow_mut();
         m[dst_off..dst_off + len].copy_from_slice(&pattern(id, len));
@@ -762,7 +762,7 @@ fn atomic_write__proptest_bounds<B: Backend>(b: &B) {
         }
         prop_assert!(res.is_ok(), "valid atomic write rejected: {:?}", res);
         let wc = next_wc(c.cq());
-        prop_assert_eq!((wc.wr_id, wc.status, wc.opcode), (id, WcStatus::Success, atomic_opcode(b)));
+        prop_assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (id, WcStatus::Success, atomic_opcode(b)));
         accepted.set(accepted.get() + 1);
         let mut m = model.borrow_mut();
         m[off..off + 8].copy_from_slice(&bytes);
@@ -1097,7 +1097,7 @@ fn send_success<B: Backend>(b: &B, imm: Option<u32>, len: Option<usize>, first: 
     send_post(&x.p.client, imm, src, first, 1).unwrap();
     let wc = next_wc(x.p.server.cq());
     assert_ok_wc(wc, 50, WcOpcode::Recv);
-    assert_eq!((wc.byte_len, wc.imm_data), (n as u32, imm), "{wc:?}");
+    assert_eq!((wc.byte_len(), wc.imm_data()), (n as u32, imm), "{wc:?}");
     if first.signaled() {
         assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
     }
@@ -1164,17 +1164,17 @@ fn send__message_larger_than_recv_buffer<B: Backend>(b: &B) {
     x.p.server.recv(x.dst.slice(0..8)).context(50).post().unwrap();
     x.p.client.send(x.src.slice(0..16)).context(1).post().unwrap();
     let wc = next_wc(x.p.server.cq());
-    assert_eq!(wc.wr_id, 50, "{wc:?}");
+    assert_eq!(wc.wr_id(), 50, "{wc:?}");
     // IBTA says Local Length Error; Soft-RoCE (rxe, Linux 6.1) reports the receive as
     // IBV_WC_LOC_QP_OP_ERR instead. Gated by backend: the mock must report LocLenErr.
     if t.name() == "verbs" {
-        assert!(matches!(wc.status, WcStatus::LocLenErr | WcStatus::LocQpOpErr), "{wc:?}");
+        assert!(matches!(wc.status(), WcStatus::LocLenErr | WcStatus::LocQpOpErr), "{wc:?}");
     } else {
-        assert_eq!(wc.status, WcStatus::LocLenErr, "{wc:?}");
+        assert_eq!(wc.status(), WcStatus::LocLenErr, "{wc:?}");
     }
     let wc = next_wc(x.p.client.cq());
-    assert_eq!(wc.wr_id, 1);
-    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.wr_id(), 1);
+    assert_ne!(wc.status(), WcStatus::Success, "{wc:?}");
     assert_eq!(x.dst.to_vec(8, SZ - 8).unwrap(), vec![FILL; SZ - 8]);
 }
 
@@ -1191,7 +1191,7 @@ fn send__before_recv_posted_waits<B: Backend>(b: &B) {
     x.p.server.recv(x.dst.slice(200..300)).context(50).post().unwrap();
     let wc = next_wc(x.p.server.cq());
     assert_ok_wc(wc, 50, WcOpcode::Recv);
-    assert_eq!(wc.byte_len, 100);
+    assert_eq!(wc.byte_len(), 100);
     assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
     assert_eq!(x.dst.to_vec(200, 100).unwrap(), data);
 }
@@ -1234,7 +1234,7 @@ fn recv__zero_length_success<B: Backend>(b: &B) {
     x.p.client.send_empty().context(1).post().unwrap();
     let wc = next_wc(x.p.server.cq());
     assert_ok_wc(wc, 50, WcOpcode::Recv);
-    assert_eq!((wc.byte_len, wc.imm_data), (0, None));
+    assert_eq!((wc.byte_len(), wc.imm_data()), (0, None));
     assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
 }
 
@@ -1249,7 +1249,7 @@ fn recv__success<B: Backend>(b: &B) {
     x.p.client.send(x.src.slice(0..64)).context(1).post().unwrap();
     let wc = next_wc(x.p.server.cq());
     assert_ok_wc(wc, 50, WcOpcode::Recv);
-    assert_eq!(wc.byte_len, 64);
+    assert_eq!(wc.byte_len(), 64);
     assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
     let mut want = vec![FILL; SZ];
     want[1000..1064].copy_from_slice(&data);
@@ -1279,19 +1279,19 @@ fn recv__unordered_set<B: Backend>(b: &B) {
     let mut sent = BTreeSet::new();
     for _ in 0..N {
         let wc = next_wc(p.client.cq());
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Send), "{wc:?}");
-        sent.insert(wc.wr_id);
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Send), "{wc:?}");
+        sent.insert(wc.wr_id());
     }
     assert_eq!(sent, (0..N as u64).collect());
     let mut seen_msgs = BTreeSet::new();
     let mut seen_bufs = BTreeSet::new();
     for _ in 0..N {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
-        assert!((100..100 + N as u64).contains(&wc.wr_id), "{wc:?}");
-        let slot = (wc.wr_id - 100) as usize;
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::Success, WcOpcode::Recv), "{wc:?}");
+        assert!((100..100 + N as u64).contains(&wc.wr_id()), "{wc:?}");
+        let slot = (wc.wr_id() - 100) as usize;
         assert!(seen_bufs.insert(slot), "buffer {slot} completed twice");
-        let got = dst.to_vec(slot * SLOT, wc.byte_len as usize).unwrap();
+        let got = dst.to_vec(slot * SLOT, wc.byte_len() as usize).unwrap();
         let which = messages.iter().position(|m| *m == got).expect("a buffer holds no sent message");
         assert!(seen_msgs.insert(which), "message {which} arrived twice");
         let rest = dst.to_vec(slot * SLOT + got.len(), SLOT - got.len()).unwrap();
@@ -1341,7 +1341,7 @@ fn send__zero_copy_source_via_as_mut_slice<B: Backend>(b: &B) {
         assert_ok_wc(next_wc(p.client.cq()), round, WcOpcode::Send);
         let wc = next_wc(p.server.cq());
         assert_ok_wc(wc, 100 + round, WcOpcode::Recv);
-        assert_eq!(wc.byte_len as usize, data.len());
+        assert_eq!(wc.byte_len() as usize, data.len());
         assert_eq!(dst.to_vec(0, data.len()).unwrap(), data, "round {round}");
     }
 }
@@ -1365,7 +1365,7 @@ fn recv__zero_copy_read_via_as_mut_slice<B: Backend>(b: &B) {
         let wc = next_wc(p.server.cq());
         assert_ok_wc(wc, round, WcOpcode::Recv);
         let s = dst.as_mut_slice().expect("the receive was retired by polling its completion");
-        assert_eq!(&s[SZ / 2..SZ / 2 + wc.byte_len as usize], &data[..], "round {round}");
+        assert_eq!(&s[SZ / 2..SZ / 2 + wc.byte_len() as usize], &data[..], "round {round}");
         assert!(s[..SZ / 2].iter().all(|&v| v == 0), "bytes before the buffer changed");
         s.fill(0);
         assert_ok_wc(next_wc(p.client.cq()), 10 + round, WcOpcode::Send);
@@ -1427,12 +1427,12 @@ fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
     p.client.send(src.slice(..5)).context(5).post().unwrap();
     assert_ok_wc(next_wc(p.client.cq()), 5, WcOpcode::Send);
     let first = next_wc(p.server.cq());
-    assert!(first.wr_id == 3 || first.wr_id == 4, "{first:?}");
+    assert!(first.wr_id() == 3 || first.wr_id() == 4, "{first:?}");
     assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Again);
     p.client.send_empty().context(6).post().unwrap();
     assert_ok_wc(next_wc(p.client.cq()), 6, WcOpcode::Send);
     let second = next_wc(p.server.cq());
-    assert_eq!(first.wr_id + second.wr_id, 7, "{first:?} {second:?}");
+    assert_eq!(first.wr_id() + second.wr_id(), 7, "{first:?} {second:?}");
     dst.as_mut_slice().expect("both receives were retired");
 }
 
@@ -1451,7 +1451,7 @@ fn as_mut_slice__send_in_flight_E_AGAIN<B: Backend>(b: &B) {
     p.server.recv(dst.slice(..64)).context(2).post().unwrap();
     let wc = next_wc(p.server.cq());
     assert_ok_wc(wc, 2, WcOpcode::Recv);
-    assert_eq!(dst.to_vec(0, wc.byte_len as usize).unwrap(), b"queued");
+    assert_eq!(dst.to_vec(0, wc.byte_len() as usize).unwrap(), b"queued");
     assert_ok_wc(next_wc(p.client.cq()), 1, WcOpcode::Send);
     src.as_mut_slice().expect("the send was retired")[..6].copy_from_slice(b"reused");
     assert_eq!(src.to_vec(0, 6).unwrap(), b"reused");

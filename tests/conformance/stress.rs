@@ -115,19 +115,19 @@ impl Book {
 
     /// Routes a polled completion to its owner's shard.
     fn route(&self, wc: Wc) -> Result<(), String> {
-        let t = owner(wc.wr_id);
+        let t = owner(wc.wr_id());
         if t >= self.shards.len() {
             return Err(self.fail(format!("completion of a wr_id nobody posted: {wc:?}")));
         }
         let mut g = lock(&self.shards[t]);
-        match g.get_mut(&wc.wr_id) {
+        match g.get_mut(&wc.wr_id()) {
             Some(s @ Slot::Pending) => {
                 *s = Slot::Done(wc);
                 self.completed.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Some(Slot::Done(first)) => {
-                Err(self.fail(format!("second completion of {:#x}: {first:?} then {wc:?}", wc.wr_id)))
+                Err(self.fail(format!("second completion of {:#x}: {first:?} then {wc:?}", wc.wr_id())))
             }
             None => Err(self.fail(format!("completion of a retired or unknown wr_id: {wc:?}"))),
         }
@@ -260,7 +260,7 @@ impl<T: Transport> Worker<'_, T> {
     }
 
     fn check_wc(&self, wc: &Wc, opcode: WcOpcode) -> Result<(), String> {
-        if wc.status != WcStatus::Success || wc.opcode != opcode {
+        if wc.status() != WcStatus::Success || wc.opcode() != opcode {
             return Err(self.book.fail(format!("thread {}: expected a successful {opcode:?}, got {wc:?}", self.t)));
         }
         Ok(())
@@ -405,13 +405,13 @@ impl<T: Transport> Worker<'_, T> {
         let wcs = self.wait(lane, &[sid, rid], true)?;
         self.check_wc(&wcs[0], sop)?;
         let rwc = wcs[1];
-        if rwc.status != WcStatus::Success {
+        if rwc.status() != WcStatus::Success {
             return Err(self.book.fail(format!("thread {}: receive failed: {rwc:?}", self.t)));
         }
-        let delivered = match rwc.opcode {
-            WcOpcode::RecvRdmaWithImm => rwc.imm_data.ok_or_else(|| self.book.fail(format!("no imm: {rwc:?}")))?,
+        let delivered = match rwc.opcode() {
+            WcOpcode::RecvRdmaWithImm => rwc.imm_data().ok_or_else(|| self.book.fail(format!("no imm: {rwc:?}")))?,
             WcOpcode::Recv => {
-                let n = rwc.byte_len as usize;
+                let n = rwc.byte_len() as usize;
                 if !(4..=SLOT).contains(&n) {
                     return Err(self.book.fail(format!("thread {}: bad message length: {rwc:?}", self.t)));
                 }
@@ -420,7 +420,7 @@ impl<T: Transport> Worker<'_, T> {
                 if m != message(tok, n) {
                     return Err(self.book.fail(format!("thread {}: message {tok:#x} arrived corrupted", self.t)));
                 }
-                if rwc.imm_data.is_some_and(|i| i != tok) {
+                if rwc.imm_data().is_some_and(|i| i != tok) {
                     return Err(self.book.fail(format!("thread {}: imm differs from the message: {rwc:?}", self.t)));
                 }
                 tok

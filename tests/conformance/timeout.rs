@@ -95,7 +95,7 @@ fn timeout__cq_wait_expires_then_wakes_on_a_completion<B: Backend>(b: &B) {
         }
         assert!(Instant::now() < deadline, "no completion after its event");
     };
-    assert_eq!((wc.wr_id, wc.status), (4, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (4, WcStatus::Success));
 }
 
 fn timeout__conn_wait_on_a_shared_channel<B: Backend>(b: &B) {

@@ -98,8 +98,8 @@ fn assert_refused<T: Transport>(p: &Pair<T>, posted: rpma::Result<()>, wr_id: u6
         Err(e) => assert!(matches!(e.kind(), ErrorKind::Inval | ErrorKind::NoSupp), "unclear error: {e}"),
         Ok(()) => {
             let wc = next_wc(p.client.cq());
-            assert_eq!(wc.wr_id, wr_id, "{wc:?}");
-            assert_ne!(wc.status, WcStatus::Success, "a lying descriptor was honoured: {wc:?}");
+            assert_eq!(wc.wr_id(), wr_id, "{wc:?}");
+            assert_ne!(wc.status(), WcStatus::Success, "a lying descriptor was honoured: {wc:?}");
         }
     }
 }
@@ -235,11 +235,11 @@ fn oversized_message<B: Backend>(b: &B, imm: Option<u32>) {
         Some(i) => p.client.send(src.slice(0..512)).imm(i).context(1).post().unwrap(),
     }
     let wc = next_wc(p.server.cq());
-    assert_eq!(wc.wr_id, 50, "{wc:?}");
-    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.wr_id(), 50, "{wc:?}");
+    assert_ne!(wc.status(), WcStatus::Success, "{wc:?}");
     let wc = next_wc(p.client.cq());
-    assert_eq!(wc.wr_id, 1, "{wc:?}");
-    assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.wr_id(), 1, "{wc:?}");
+    assert_ne!(wc.status(), WcStatus::Success, "{wc:?}");
     let all = dst.to_vec(0, SZ).unwrap();
     assert!(all[..off].iter().all(|b| *b == SFILL), "bytes before the receive buffer modified");
     assert!(all[off + len..].iter().all(|b| *b == SFILL), "bytes after the receive buffer modified");

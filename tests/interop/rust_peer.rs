@@ -132,8 +132,8 @@ fn next_wc<T: Transport>(conn: &Conn<T>) -> Res<Wc> {
     let cq = conn.cq();
     loop {
         match cq.next_wc() {
-            Ok(Some(wc)) if wc.status.is_success() => return Ok(wc),
-            Ok(Some(wc)) => return Err(format!("completion of op {}: status {:?}", wc.wr_id, wc.status)),
+            Ok(Some(wc)) if wc.status().is_success() => return Ok(wc),
+            Ok(Some(wc)) => return Err(format!("completion of op {}: status {:?}", wc.wr_id(), wc.status())),
             Ok(None) => {
                 // Bounded: a vanished peer must not leave us blocked forever.
                 let left = OP_TIMEOUT.saturating_sub(start.elapsed());
@@ -156,12 +156,12 @@ fn await_ops<T: Transport>(conn: &Conn<T>, accept: &[&[WcOpcode]]) -> Res<Vec<Wc
     let mut got: Vec<Option<Wc>> = vec![None; accept.len()];
     for _ in 0..accept.len() {
         let wc = next_wc(conn)?;
-        let i = usize::try_from(wc.wr_id).unwrap_or(0);
+        let i = usize::try_from(wc.wr_id()).unwrap_or(0);
         if i == 0 || i > accept.len() || got[i - 1].is_some() {
-            return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id, wc.opcode));
+            return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id(), wc.opcode()));
         }
-        if !accept[i - 1].contains(&wc.opcode) {
-            return Err(format!("op {i} completed with {:?}, expected one of {:?}", wc.opcode, accept[i - 1]));
+        if !accept[i - 1].contains(&wc.opcode()) {
+            return Err(format!("op {i} completed with {:?}, expected one of {:?}", wc.opcode(), accept[i - 1]));
         }
         got[i - 1] = Some(wc);
     }
@@ -230,13 +230,13 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     conn.flush(cmem.slice(C_SW..C_SW + CHUNK), FlushType::Visibility).context(4).post().map_err(ctx("Conn::flush"))?;
     for _ in 0..2 {
         let wc = next_wc(&conn)?;
-        let ok = match wc.wr_id {
-            2 => wc.opcode == WcOpcode::RdmaRead,
-            4 => matches!(wc.opcode, WcOpcode::RdmaRead | WcOpcode::Flush),
+        let ok = match wc.wr_id() {
+            2 => wc.opcode() == WcOpcode::RdmaRead,
+            4 => matches!(wc.opcode(), WcOpcode::RdmaRead | WcOpcode::Flush),
             _ => false,
         };
         if !ok {
-            return Err(format!("RDY: unexpected completion of op {} ({:?})", wc.wr_id, wc.opcode));
+            return Err(format!("RDY: unexpected completion of op {} ({:?})", wc.wr_id(), wc.opcode()));
         }
     }
     expect_bytes(
@@ -251,30 +251,30 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     for (step, want_tag) in STEPS.iter().enumerate() {
         let wc = loop {
             let wc = next_wc(&conn)?;
-            if wc.opcode == WcOpcode::Send && wc.wr_id == 5 {
+            if wc.opcode() == WcOpcode::Send && wc.wr_id() == 5 {
                 sends -= 1;
                 continue;
             }
             break wc;
         };
-        if wc.wr_id != 1 {
-            return Err(format!("step {want_tag}: unexpected completion of op {} ({:?})", wc.wr_id, wc.opcode));
+        if wc.wr_id() != 1 {
+            return Err(format!("step {want_tag}: unexpected completion of op {} ({:?})", wc.wr_id(), wc.opcode()));
         }
-        let tag = match wc.opcode {
+        let tag = match wc.opcode() {
             WcOpcode::RecvRdmaWithImm => {
-                if wc.imm_data != Some(IMM_WRITE) {
-                    return Err(format!("WRITE-IMM: imm {:x?}, expected {IMM_WRITE:#010x}", wc.imm_data));
+                if wc.imm_data() != Some(IMM_WRITE) {
+                    return Err(format!("WRITE-IMM: imm {:x?}, expected {IMM_WRITE:#010x}", wc.imm_data()));
                 }
                 "WRITE-IMM".to_owned()
             }
             WcOpcode::Recv => {
-                if wc.byte_len as usize != MSG_LEN {
-                    return Err(format!("step {want_tag}: message of {} bytes, expected {MSG_LEN}", wc.byte_len));
+                if wc.byte_len() as usize != MSG_LEN {
+                    return Err(format!("step {want_tag}: message of {} bytes, expected {MSG_LEN}", wc.byte_len()));
                 }
                 let tag = get_msg(&msg)?;
                 let want_imm = (tag == "SEND-IMM").then_some(IMM_SEND);
-                if wc.imm_data != want_imm {
-                    return Err(format!("step {tag}: imm {:x?}, expected {want_imm:x?}", wc.imm_data));
+                if wc.imm_data() != want_imm {
+                    return Err(format!("step {tag}: imm {:x?}, expected {want_imm:x?}", wc.imm_data()));
                 }
                 tag
             }
@@ -300,8 +300,8 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
         // A receive for the next step, then the reply (once the previous send has completed).
         while sends > 0 {
             let wc = next_wc(&conn)?;
-            if wc.opcode != WcOpcode::Send || wc.wr_id != 5 {
-                return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id, wc.opcode));
+            if wc.opcode() != WcOpcode::Send || wc.wr_id() != 5 {
+                return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id(), wc.opcode()));
             }
             sends -= 1;
         }
@@ -314,8 +314,8 @@ pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     }
     while sends > 0 {
         let wc = next_wc(&conn)?;
-        if wc.opcode != WcOpcode::Send || wc.wr_id != 5 {
-            return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id, wc.opcode));
+        if wc.opcode() != WcOpcode::Send || wc.wr_id() != 5 {
+            return Err(format!("unexpected completion of op {} ({:?})", wc.wr_id(), wc.opcode()));
         }
         sends -= 1;
     }
@@ -339,8 +339,8 @@ fn step_exchange<T: Transport>(conn: &Conn<T>, msg: &MrLocal<T>, tag: &str, imm:
     .map_err(ctx("Conn::send"))?;
     let wcs = await_ops(conn, &[&[WcOpcode::Recv], &[WcOpcode::Send]])?;
     let reply = get_msg(msg)?;
-    if wcs[0].byte_len as usize != MSG_LEN || reply != format!("OK {tag}") {
-        return Err(format!("{tag}: reply {reply:?} ({} bytes), expected \"OK {tag}\"", wcs[0].byte_len));
+    if wcs[0].byte_len() as usize != MSG_LEN || reply != format!("OK {tag}") {
+        return Err(format!("{tag}: reply {reply:?} ({} bytes), expected \"OK {tag}\"", wcs[0].byte_len()));
     }
     println!("rust-client: {tag} ok");
     Ok(())
@@ -367,8 +367,8 @@ pub fn client<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     // RDY
     let wc = next_wc(&conn)?;
     let text = get_msg(&msg)?;
-    if wc.wr_id != 1 || wc.opcode != WcOpcode::Recv || wc.byte_len as usize != MSG_LEN || text != "RDY" {
-        return Err(format!("RDY: op {} {:?}, {} bytes {text:?}", wc.wr_id, wc.opcode, wc.byte_len));
+    if wc.wr_id() != 1 || wc.opcode() != WcOpcode::Recv || wc.byte_len() as usize != MSG_LEN || text != "RDY" {
+        return Err(format!("RDY: op {} {:?}, {} bytes {text:?}", wc.wr_id(), wc.opcode(), wc.byte_len()));
     }
     let mut want = vec![0u8; MEM_LEN];
     want[C_PC..C_PC + CHUNK].copy_from_slice(&pattern(T_PC, CHUNK));

@@ -12,7 +12,7 @@ fn poll_wc(cq: Cq<'_>) -> rpma::Result<Wc> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         match cq.next_wc()? {
-            Some(wc) if wc.status == WcStatus::Success => return Ok(wc),
+            Some(wc) if wc.status() == WcStatus::Success => return Ok(wc),
             Some(wc) => return Err(flow_err(&format!("error completion {wc:?}"))),
             None => {
                 if Instant::now() > deadline {
@@ -90,14 +90,14 @@ pub(super) fn flow(f: &MockFabric) -> rpma::Result<()> {
     client.send(src.slice(0..10)).context(3).post()?;
     poll_wc(client.cq())?;
     let wc = poll_wc(server.cq())?;
-    if wc.wr_id != 10 || srecv.to_vec(0, 10)? != b"persist me" {
+    if wc.wr_id() != 10 || srecv.to_vec(0, 10)? != b"persist me" {
         return Err(flow_err("wrong message"));
     }
     srecv.write(0, b"ack")?;
     server.send(srecv.slice(0..3)).context(11).post()?;
     poll_wc(server.cq())?;
     let rcq = client.rcq().ok_or_else(|| flow_err("no rcq"))?;
-    if poll_wc(rcq)?.wr_id != 20 || src.to_vec(1024, 3)? != b"ack" {
+    if poll_wc(rcq)?.wr_id() != 20 || src.to_vec(1024, 3)? != b"ack" {
         return Err(flow_err("wrong reply"));
     }
 
@@ -220,7 +220,7 @@ pub(super) fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
     client.send_empty().imm(77).context(3).post()?;
     let rcq = srq.rcq().ok_or_else(|| flow_err("no srq rcq"))?;
     let wc = poll_wc(rcq)?;
-    if wc.imm_data != Some(77) {
+    if wc.imm_data() != Some(77) {
         return Err(flow_err("wrong imm"));
     }
     // The client waits on its shared channel for the send completion and then the reply.
@@ -231,7 +231,7 @@ pub(super) fn flow_srq(f: &MockFabric) -> rpma::Result<()> {
         match client.wait() {
             Ok((cq, is_rcq)) => loop {
                 match cq.next_wc()? {
-                    Some(wc) if wc.status != WcStatus::Success => {
+                    Some(wc) if wc.status() != WcStatus::Success => {
                         return Err(flow_err(&format!("error completion {wc:?}")))
                     }
                     Some(_) if is_rcq => got.1 = true,

@@ -15,8 +15,8 @@ fn cut_link__both_sides_lost_and_work_flushed() {
     let mut flushed = BTreeSet::new();
     for _ in 0..2 {
         let wc = next_wc(fx.p.server.cq());
-        assert_eq!((wc.status, wc.opcode), (WcStatus::WrFlushErr, WcOpcode::Recv));
-        flushed.insert(wc.wr_id);
+        assert_eq!((wc.status(), wc.opcode()), (WcStatus::WrFlushErr, WcOpcode::Recv));
+        flushed.insert(wc.wr_id());
     }
     assert_eq!(flushed, BTreeSet::from([1, 2]));
     assert_no_wc(fx.p.server.cq());
@@ -24,17 +24,17 @@ fn cut_link__both_sides_lost_and_work_flushed() {
     fx.src.write(0, b"lost").unwrap();
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..4)).context(3).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!(wc.wr_id, 3);
-    assert_ne!(wc.status, WcStatus::Success);
+    assert_eq!(wc.wr_id(), 3);
+    assert_ne!(wc.status(), WcStatus::Success);
     assert_eq!(fx.dst.to_vec(0, 4).unwrap(), [0; 4]);
     // Even an unsignaled one reports its error.
     fx.p.client.send(fx.src.slice(0..4)).flags(CompletionFlags::ON_ERROR).context(4).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!(wc.wr_id, 4);
-    assert_ne!(wc.status, WcStatus::Success);
+    assert_eq!(wc.wr_id(), 4);
+    assert_ne!(wc.status(), WcStatus::Success);
     fx.p.server.recv(rbuf.slice(0..64)).context(5).post().unwrap();
     let wc = next_wc(fx.p.server.cq());
-    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::WrFlushErr));
+    assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::WrFlushErr));
     // Nothing else happens; the connection can still be released cleanly.
     assert_eq!(fx.p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     fx.p.client.disconnect().unwrap();
@@ -53,8 +53,8 @@ fn cut_link__pending_send_fails() {
     assert_no_wc(fx.p.client.cq());
     fx.p.server.backend().cut_link();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!(wc.wr_id, 1);
-    assert_ne!(wc.status, WcStatus::Success);
+    assert_eq!(wc.wr_id(), 1);
+    assert_ne!(wc.status(), WcStatus::Success);
     assert_eq!(next_event(&fx.p.client), ConnEvent::Lost);
     assert_eq!(next_event(&fx.p.server), ConnEvent::Lost);
 }
@@ -66,7 +66,7 @@ fn fixture_client_in_error() -> Fixture {
     desc[16] ^= 0xff; // corrupt the rkey
     let bad = MrRemote::from_descriptor(&desc).unwrap();
     fx.p.client.read(fx.src.slice(0..8), bad.at(0)).context(1).post().unwrap();
-    assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::RemAccessErr);
+    assert_eq!(next_wc(fx.p.client.cq()).status(), WcStatus::RemAccessErr);
     fx
 }
 

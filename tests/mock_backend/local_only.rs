@@ -27,7 +27,7 @@ fn mr_reg__local_only_region_is_unreachable_by_its_rkey() {
             _ => fx.p.client.write(forged.at(0), fx.src.slice(0..8)).context(1).post().unwrap(),
         }
         let wc = next_wc(fx.p.client.cq());
-        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr), "{op}");
+        assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::RemAccessErr), "{op}");
         assert_eq!(target.to_vec(0, 64).unwrap(), [0xAB; 64], "{op}: the region is untouched");
         assert_eq!(fx.src.to_vec(0, 8).unwrap(), [1; 8], "{op}: nothing was read");
         // Still exclusively ours.
@@ -48,6 +48,6 @@ fn mr_reg__iwarp_read_destination_is_remotely_writable() {
     fx.src.write(0, b"iwarp!!!").unwrap();
     fx.p.client.write(forged_rw(&target).at(8), fx.src.slice(0..8)).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success));
     assert_eq!(target.to_vec(8, 8).unwrap(), b"iwarp!!!");
 }

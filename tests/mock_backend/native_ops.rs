@@ -8,10 +8,10 @@ fn flush__native_completes_with_flush_opcode() {
     assert!(fx.p.client.peer().capabilities().native_flush);
     fx.p.client.flush(fx.rdst.slice(0..4096), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (1, WcStatus::Success, WcOpcode::Flush));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::Success, WcOpcode::Flush));
     fx.p.client.atomic_write(fx.rdst.at(8), 0x0102_0304_0506_0708u64.to_le_bytes()).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::AtomicWrite));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::Success, WcOpcode::AtomicWrite));
     assert_eq!(fx.dst.to_vec(8, 8).unwrap(), 0x0102_0304_0506_0708u64.to_le_bytes());
 }
 
@@ -21,10 +21,10 @@ fn flush__emulated_completes_with_read_opcode() {
     assert!(!fx.p.client.peer().capabilities().native_flush);
     fx.p.client.flush(fx.rdst.slice(0..4096), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (1, WcStatus::Success, WcOpcode::RdmaRead));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (1, WcStatus::Success, WcOpcode::RdmaRead));
     fx.p.client.atomic_write(fx.rdst.at(8), [9; 8]).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::Success, WcOpcode::RdmaWrite));
     assert_eq!(fx.dst.to_vec(8, 8).unwrap(), [9; 8]);
 }
 
@@ -35,13 +35,13 @@ fn read_flush_only_region(f: MockFabric) -> WcStatus {
     let rt = remote(&target);
     // Flushing it works either way.
     fx.p.client.flush(rt.slice(0..64), FlushType::Visibility).context(1).post().unwrap();
-    assert_eq!(next_wc(fx.p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(fx.p.client.cq()).status(), WcStatus::Success);
     // rpma-core lets the read through (flush usages imply remote read under APM); the
     // responder decides.
     fx.p.client.read(fx.src.slice(0..64), rt.at(0)).context(2).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!(wc.wr_id, 2);
-    wc.status
+    assert_eq!(wc.wr_id(), 2);
+    wc.status()
 }
 
 #[test]
@@ -65,5 +65,5 @@ fn flush__native_needs_the_flush_usage_at_the_responder() {
     let rt = MrRemote::from_descriptor(&desc).unwrap();
     fx.p.client.flush(rt.slice(0..64), FlushType::Visibility).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr));
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::RemAccessErr));
 }

@@ -176,9 +176,9 @@ fn srq_recv__retry_receives_the_message() {
     sbuf.write(0, b"ping").unwrap();
     p.client.send(sbuf.slice(0..4)).context(9).post().unwrap();
     let wc = next_wc(srq.rcq().unwrap());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode, wc.byte_len), (2, WcStatus::Success, WcOpcode::Recv, 4));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode(), wc.byte_len()), (2, WcStatus::Success, WcOpcode::Recv, 4));
     assert_no_wc(srq.rcq().unwrap());
-    assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
 }
 
 #[test]
@@ -301,7 +301,7 @@ fn conn_req_recv__post_recv_fails() {
     let sbuf = h.cpeer.alloc_mr(64, Usage::SEND).unwrap();
     h.client.send(sbuf.slice(0..8)).context(3).post().unwrap();
     let wc = next_wc(server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::Recv));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::Success, WcOpcode::Recv));
     assert_no_wc(server.cq());
 }
 
@@ -402,7 +402,7 @@ fn conn_disconnect__disconnect_fails() {
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     assert_eq!(p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     p.client.write_empty().context(1).post().unwrap();
-    assert_eq!(next_wc(p.client.cq()).status, WcStatus::Success);
+    assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
     // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
     p.client.disconnect().unwrap();
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
@@ -453,7 +453,7 @@ fn post_send_fault(rpma_op: &str, post: impl Fn(&Fixture, u64) -> rpma::Result<(
     assert_no_wc(fx.p.client.cq());
     post(&fx, 2).unwrap();
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, opcode), "{rpma_op}");
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::Success, opcode), "{rpma_op}");
     assert_no_wc(fx.p.client.cq());
 }
 
@@ -525,7 +525,7 @@ fn recv__post_recv_fails() {
     fx.p.server.recv(fx.dst.slice(0..64)).context(2).post().unwrap();
     fx.p.client.send(fx.src.slice(0..8)).context(3).post().unwrap();
     let wc = next_wc(fx.p.server.cq());
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (2, WcStatus::Success, WcOpcode::Recv));
+    assert_eq!((wc.wr_id(), wc.status(), wc.opcode()), (2, WcStatus::Success, WcOpcode::Recv));
     assert_no_wc(fx.p.server.cq());
 }
 
@@ -539,7 +539,7 @@ fn cq_get_wc__poll_cq_fails() {
     fx.f.faults().disarm();
     // The completion was not consumed by the failed poll.
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (42, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (42, WcStatus::Success));
 }
 
 #[test]
@@ -552,12 +552,12 @@ fn cq_wait__req_notify_cq_fails() {
     fx.f.faults().disarm();
     // The event was consumed before re-arming failed; the completion is still there.
     let wc = next_wc(fx.p.client.cq());
-    assert_eq!((wc.wr_id, wc.status), (42, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (42, WcStatus::Success));
     // As on hardware, the CQ stays unarmed after a failed re-arm: a later wait (non-blocking
     // here) reports no completion instead of hanging.
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(43).post().unwrap();
     assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "rpma_cq_wait");
-    assert_eq!(next_wc(fx.p.client.cq()).wr_id, 43);
+    assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 43);
 }
 
 #[test]
@@ -571,7 +571,7 @@ fn cq_wait__get_cq_event_fails() {
     fx.f.faults().disarm();
     // The event is still pending: the retry succeeds.
     fx.p.client.cq().wait().unwrap();
-    assert_eq!(next_wc(fx.p.client.cq()).wr_id, 42);
+    assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 42);
 }
 
 fn shared_channel_fixture() -> Fixture {
@@ -592,13 +592,13 @@ fn conn_wait__req_notify_cq_fails() {
     arm(&fx.f, "ibv_req_notify_cq", EIO);
     assert_provider(fx.p.client.wait(), EIO, "rpma_conn_wait");
     fx.f.faults().disarm();
-    assert_eq!(next_wc(fx.p.client.cq()).wr_id, 42);
+    assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 42);
     // The receive CQ is still armed: a wait for it succeeds.
     fx.p.client.recv(fx.src.slice(0..64)).context(7).post().unwrap();
     fx.p.server.send(fx.dst.slice(0..8)).context(8).post().unwrap();
     let (cq, is_rcq) = fx.p.client.wait().unwrap();
     assert!(is_rcq);
-    assert_eq!(next_wc(cq).wr_id, 7);
+    assert_eq!(next_wc(cq).wr_id(), 7);
 }
 
 #[test]
@@ -610,5 +610,5 @@ fn conn_wait__get_cq_event_fails() {
     fx.f.faults().disarm();
     let (cq, is_rcq) = fx.p.client.wait().unwrap();
     assert!(!is_rcq);
-    assert_eq!(next_wc(cq).wr_id, 42);
+    assert_eq!(next_wc(cq).wr_id(), 42);
 }

@@ -25,9 +25,9 @@ fn receive_order(f: MockFabric) -> Vec<(u64, u8)> {
     let mut order = Vec::new();
     for _ in 0..N {
         let wc = next_wc(p.server.cq());
-        assert_eq!((wc.status, wc.opcode, wc.byte_len), (WcStatus::Success, WcOpcode::Recv, 8));
-        let slot = wc.wr_id as usize;
-        order.push((wc.wr_id, rbuf.to_vec(slot * 8, 1).unwrap()[0]));
+        assert_eq!((wc.status(), wc.opcode(), wc.byte_len()), (WcStatus::Success, WcOpcode::Recv, 8));
+        let slot = wc.wr_id() as usize;
+        order.push((wc.wr_id(), rbuf.to_vec(slot * 8, 1).unwrap()[0]));
     }
     assert_no_wc(p.server.cq());
     assert_no_wc(p.client.cq());

@@ -58,8 +58,8 @@ fn conn__concurrent_writes_complete_once() {
                         Ok(n) => {
                             let mut g = done.lock().unwrap();
                             for w in &wc[..n] {
-                                assert_eq!(w.status, WcStatus::Success);
-                                g.push(w.wr_id);
+                                assert_eq!(w.status(), WcStatus::Success);
+                                g.push(w.wr_id());
                             }
                         }
                         Err(e) => panic!("{e}"),

@@ -193,7 +193,7 @@ fn conn_wait__get_cq_event_UNKNOWN() {
     p.client.write(remote(&dst).at(0), src.slice(0..8)).context(5).post().unwrap();
     let (cq, is_rcq) = p.client.wait().unwrap();
     assert!(!is_rcq);
-    assert_eq!(next_wc(cq).wr_id, 5);
+    assert_eq!(next_wc(cq).wr_id(), 5);
     // Not shared: nothing to inject into.
     let q = pair(&MockFabric::new());
     assert!(!q.client.backend().inject_cq_event(rpma::transport::CqSlot::Main));
@@ -440,7 +440,7 @@ fn recv_region_is_free_once_its_completion_is_polled() {
                 ready.wait(); // the server has posted its receive
                 client.send(src.slice(..)).post().expect("send");
                 let wc = next_wc(cq); // retires the send-queue slot
-                assert_eq!(wc.status, WcStatus::Success);
+                assert_eq!(wc.status(), WcStatus::Success);
             }
         });
         let cq = server.cq();
@@ -448,7 +448,7 @@ fn recv_region_is_free_once_its_completion_is_polled() {
             server.recv(inbox.slice(..)).context(round as u64).post().expect("recv");
             ready.wait();
             let wc = next_wc(cq);
-            assert_eq!((wc.wr_id, wc.status), (round as u64, WcStatus::Success));
+            assert_eq!((wc.wr_id(), wc.status()), (round as u64, WcStatus::Success));
             let bytes = inbox.as_mut_slice().unwrap_or_else(|e| panic!("round {round}: {e}"));
             bytes[0] = 0;
         }

@@ -137,7 +137,7 @@ fn a_client_that_stops_pinging_times_the_server_out() {
             let mut seen = 0;
             while seen < 2 {
                 if let Some(wc) = conn.cq().next_wc().unwrap() {
-                    assert_eq!(wc.status, rpma::WcStatus::Success);
+                    assert_eq!(wc.status(), rpma::WcStatus::Success);
                     seen += 1;
                 }
             }

@@ -123,8 +123,14 @@ impl ErrorKind {
 
 /// An error of an rpma operation: its [`ErrorKind`] plus context. `Send + Sync + 'static`, so
 /// it converts into `Box<dyn std::error::Error + Send + Sync>` and `std::io::Error`.
+///
+/// One pointer wide (the context is boxed, errors are the cold path): a `Result<()>` is
+/// returned in a register, so a successful post or poll carries no error-sized copy.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Error {
+pub struct Error(Box<Inner>);
+
+#[derive(Clone, PartialEq, Eq)]
+struct Inner {
     kind: ErrorKind,
     op: &'static str,
     errno: Option<i32>,
@@ -137,7 +143,7 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn new(kind: ErrorKind, op: &'static str) -> Self {
-        Self { kind, op, errno: None, detail: None }
+        Self(Box::new(Inner { kind, op, errno: None, detail: None }))
     }
 
     /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
@@ -153,52 +159,52 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn provider(op: &'static str, errno: i32) -> Self {
-        Self { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None }
+        Self(Box::new(Inner { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None }))
     }
 
     /// Adds a human-readable detail.
     #[must_use]
     #[cold]
     pub fn with_detail(mut self, detail: &str) -> Self {
-        self.detail = Some(detail.into());
+        self.0.detail = Some(detail.into());
         self
     }
 
     /// Replaces the operation name (used when one public call reports a backend step's error).
     #[must_use]
     pub fn in_op(mut self, op: &'static str) -> Self {
-        self.op = op;
+        self.0.op = op;
         self
     }
 
     /// The kind (`RPMA_E_*`).
     #[must_use]
     pub const fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// The numeric `RPMA_E_*` value, as librpma would have returned it.
     #[must_use]
     pub const fn code(&self) -> i32 {
-        self.kind.code()
+        self.0.kind.code()
     }
 
     /// The operation that failed (a librpma function name, e.g. `"rpma_flush"`).
     #[must_use]
     pub const fn op(&self) -> &'static str {
-        self.op
+        self.0.op
     }
 
     /// The provider's `errno`, for [`ErrorKind::Provider`] errors.
     #[must_use]
     pub const fn errno(&self) -> Option<i32> {
-        self.errno
+        self.0.errno
     }
 
     /// The detail message, if any.
     #[must_use]
     pub fn detail(&self) -> Option<&str> {
-        self.detail.as_deref()
+        self.0.detail.as_deref()
     }
 }
 
@@ -207,11 +213,11 @@ impl Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
-        d.field("kind", &self.kind).field("op", &self.op);
-        if let Some(errno) = self.errno {
+        d.field("kind", &self.0.kind).field("op", &self.0.op);
+        if let Some(errno) = self.0.errno {
             d.field("errno", &errno);
         }
-        if let Some(detail) = &self.detail {
+        if let Some(detail) = &self.0.detail {
             d.field("detail", detail);
         }
         d.finish()
@@ -220,11 +226,11 @@ impl fmt::Debug for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} ({})", self.op, self.kind.as_str(), self.kind.name())?;
-        if let Some(errno) = self.errno {
+        write!(f, "{}: {} ({})", self.0.op, self.0.kind.as_str(), self.0.kind.name())?;
+        if let Some(errno) = self.0.errno {
             write!(f, ", errno {errno} ({})", std::io::Error::from_raw_os_error(errno))?;
         }
-        if let Some(d) = &self.detail {
+        if let Some(d) = &self.0.detail {
             write!(f, ": {d}")?;
         }
         Ok(())
@@ -235,7 +241,7 @@ impl std::error::Error for Error {}
 
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
-        let kind = match e.kind {
+        let kind = match e.0.kind {
             ErrorKind::Inval => std::io::ErrorKind::InvalidInput,
             ErrorKind::NoSupp => std::io::ErrorKind::Unsupported,
             ErrorKind::NoMem => std::io::ErrorKind::OutOfMemory,
@@ -252,6 +258,14 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_are_returned_in_registers() {
+        // The data path returns these on every post and poll.
+        assert_eq!(size_of::<Error>(), size_of::<usize>());
+        assert_eq!(size_of::<Result<()>>(), size_of::<usize>());
+        assert!(size_of::<Result<usize>>() <= 2 * size_of::<usize>());
+    }
 
     #[test]
     fn codes_match_librpma() {

@@ -55,6 +55,7 @@ mod op;
 mod peer;
 pub mod transport;
 mod types;
+mod wc;
 // Not part of the API: the argument checks run by every public call, public only so that the
 // criterion benchmark can time them alone (benches/data_path.rs).
 #[doc(hidden)]
@@ -71,7 +72,8 @@ pub use op::{
 };
 pub use peer::{Device, Peer, PeerCfg};
 pub use transport::{Capabilities, Transport};
+pub use wc::{Wc, WcOpcode, WcStatus, WC_LAYOUT};
 pub use types::{
-    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, Wc, WcOpcode, WcStatus, ADVISE_FLAG_FLUSH,
+    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, ADVISE_FLAG_FLUSH,
     ATOMIC_WRITE_ALIGNMENT, DEFAULT_TIMEOUT,
 };

@@ -42,7 +42,8 @@ use rpma_mem::{Memory, VolatileSlice};
 
 use crate::error::Result;
 use crate::op::LocalSlice;
-use crate::types::{Advice, ContextType, FlushType, Usage, Wc};
+use crate::types::{Advice, ContextType, FlushType, Usage};
+use crate::wc::Wc;
 
 /// What a backend (and the device under it) can do. The conformance suite uses it to gate the
 /// few cases where backends legitimately differ.
@@ -510,6 +511,23 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// `Provider` if posting fails (fewer free send-queue slots than `wrs`: `ENOMEM`; QP not
     /// connected).
     fn post_send(&self, wrs: &[SendWr<'_, T>]) -> Result<()>;
+    /// [`QpBackend::post_send`] of one work request, by value (a backend's fast path for the
+    /// common case; the default posts a chain of one).
+    ///
+    /// # Errors
+    /// As [`QpBackend::post_send`].
+    #[inline]
+    fn post_send_one(&self, wr: SendWr<'_, T>) -> Result<()> {
+        self.post_send(std::slice::from_ref(&wr))
+    }
+    /// [`QpBackend::post_recv`] of one receive, by value (see [`QpBackend::post_send_one`]).
+    ///
+    /// # Errors
+    /// As [`QpBackend::post_recv`].
+    #[inline]
+    fn post_recv_one(&self, wr: RecvWr<'_, T>) -> Result<()> {
+        self.post_recv(std::slice::from_ref(&wr))
+    }
     /// Send-queue slots free now: the configured `sq_size` minus the work requests posted and
     /// not yet retired (an unsignaled one is retired by the completion of a later one).
     fn sq_free(&self) -> u32;

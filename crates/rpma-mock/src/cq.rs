@@ -63,15 +63,8 @@ fn encode(status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Option<u64> {
 }
 
 fn decode(wr_id: u64, code: u64) -> Wc {
-    Wc {
-        wr_id,
-        status: WcStatus::from_raw((code & 0xFFFF) as u32),
-        opcode: WcOpcode::from_raw(((code >> 16) & 0xFFFF) as u32),
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: None,
-        qp_num: (code >> 32) as u32,
-    }
+    Wc::new(wr_id, WcStatus::from_raw((code & 0xFFFF) as u32), WcOpcode::from_raw(((code >> 16) & 0xFFFF) as u32))
+        .with_qp_num((code >> 32) as u32)
 }
 
 /// What the owner thread writes on every completion: the ring's indices and the send-queue
@@ -168,7 +161,7 @@ impl CqShared {
     #[cold]
     #[inline(never)]
     fn push_own_slow(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32, retire: u64) {
-        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num };
+        let wc = Wc::new(wr_id, status, opcode).with_qp_num(qp_num);
         self.push(Entry { wc, retire });
     }
 

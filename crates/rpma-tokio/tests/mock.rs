@@ -58,7 +58,7 @@ async fn write_completes_as_a_future() {
     src.write(0, b"async!!!").unwrap();
     p.client.conn().write(remote(&dst).at(0), src.slice(0..8)).context(3).post().unwrap();
     let wc = timeout(LONG, p.client.next_wc()).await.expect("in time").expect("a completion");
-    assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (3, WcStatus::Success));
     assert_eq!(dst.to_vec(0, 8).unwrap(), b"async!!!");
     // Events and completions through one future.
     p.client.conn().disconnect().unwrap();
@@ -76,7 +76,7 @@ async fn cancel__drop_next_wc_future_before_the_completion() {
     p.client.conn().write(remote(&dst).at(0), src.slice(0..8)).context(9).post().unwrap();
     // The connection is still usable and the completion is not lost.
     let wc = timeout(LONG, p.client.next_wc()).await.expect("in time").expect("a completion");
-    assert_eq!(wc.wr_id, 9);
+    assert_eq!(wc.wr_id(), 9);
 }
 
 #[tokio::test]
@@ -117,7 +117,7 @@ async fn cancel__drop_region_while_its_write_is_in_flight() {
         assert!(src.dereg().is_ok());
     }
     let wc = timeout(LONG, p.client.next_wc()).await.unwrap().unwrap();
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success));
     assert_eq!(dst.to_vec(0, 8).unwrap(), [7; 8]);
 }
 
@@ -148,7 +148,7 @@ async fn timeout__a_peer_that_never_answers_does_not_hang() {
         while !(closed && flushed) {
             match p.client.next().await.unwrap() {
                 Next::Event(ev) => closed |= ev == ConnEvent::Closed || ev == ConnEvent::Lost,
-                Next::Completion(wc) => flushed |= wc.wr_id == 5 && wc.status != WcStatus::Success,
+                Next::Completion(wc) => flushed |= wc.wr_id() == 5 && wc.status() != WcStatus::Success,
             }
         }
     })
@@ -170,7 +170,7 @@ async fn many_connections_on_one_runtime_in_spawned_tasks() {
             for k in 0..32u64 {
                 p.client.conn().write(remote(&dst).at(k as usize * 64), src.slice(0..64)).context(k).post().unwrap();
                 let wc = timeout(LONG, p.client.next_wc()).await.unwrap().unwrap();
-                assert_eq!((wc.wr_id, wc.status), (k, WcStatus::Success));
+                assert_eq!((wc.wr_id(), wc.status()), (k, WcStatus::Success));
             }
             assert_eq!(dst.to_vec(31 * 64, 64).unwrap(), [i as u8; 64]);
         }));

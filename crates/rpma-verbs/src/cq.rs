@@ -1,7 +1,6 @@
 //! Completion queues and completion channels.
 
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,14 +8,39 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rdma_sys as ffi;
 use rpma_core::transport::CqBackend;
-use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
+use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WC_LAYOUT};
 
 use crate::pin::PARKED;
-use crate::ring::{RecvRing, SendRing, FLUSH_READ_BIT, RECV_BIT};
+use crate::ring::{FifoRing, SlotRing, FLUSH_READ_BIT, NUMBER_MASK, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};
 
-/// Completions polled per `ibv_poll_cq` call (a stack buffer: polling allocates nothing).
-const POLL_BATCH: usize = 16;
+// The device writes completions straight into the caller's `&mut [Wc]` (rule V7): `Wc` has
+// the layout of `struct ibv_wc`.
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    type W = ffi::ibv_wc;
+    let ibv = [
+        offset_of!(W, wr_id),
+        offset_of!(W, status),
+        offset_of!(W, opcode),
+        offset_of!(W, vendor_err),
+        offset_of!(W, byte_len),
+        offset_of!(W, imm_data_invalidated_rkey_union),
+        offset_of!(W, qp_num),
+        offset_of!(W, src_qp),
+        offset_of!(W, wc_flags),
+        offset_of!(W, pkey_index),
+        offset_of!(W, slid),
+        offset_of!(W, sl),
+        offset_of!(W, dlid_path_bits),
+    ];
+    let mut i = 0;
+    while i < ibv.len() {
+        assert!(ibv[i] == WC_LAYOUT.0[i], "rpma_core::Wc does not have the layout of struct ibv_wc");
+        i += 1;
+    }
+    assert!(size_of::<W>() == WC_LAYOUT.1 && align_of::<W>() <= align_of::<Wc>());
+};
 
 /// A completion channel (`ibv_comp_channel`).
 pub(crate) struct Channel {
@@ -110,7 +134,7 @@ pub(crate) type SrqRing = Mutex<SrqState>;
 /// What [`SrqRing`] protects.
 #[derive(Debug)]
 pub(crate) struct SrqState {
-    pub(crate) ring: RecvRing,
+    pub(crate) ring: SlotRing,
     pub(crate) scratch: crate::cm::Scratch,
 }
 
@@ -119,7 +143,7 @@ pub(crate) enum RecvLink {
     /// The CQ gets no receive completions.
     None,
     /// The connection's own receive queue (rule V6: its owner's thread only).
-    Own(UnsafeCell<RecvRing>),
+    Own(UnsafeCell<FifoRing>),
     /// A shared receive queue.
     Srq(Arc<SrqRing>),
 }
@@ -132,7 +156,7 @@ pub(crate) enum RecvLink {
 pub struct VerbsCq {
     cq: NonNull<ffi::ibv_cq>,
     destroyed: AtomicBool,
-    send: Option<UnsafeCell<SendRing>>,
+    send: Option<UnsafeCell<FifoRing>>,
     recv: RecvLink,
     channel: Arc<Channel>,
     shared: bool,
@@ -156,7 +180,7 @@ impl VerbsCq {
         ctx: *mut ffi::ibv_context,
         size: u32,
         channel: Option<&Arc<Channel>>,
-        send: Option<SendRing>,
+        send: Option<FifoRing>,
         recv: RecvLink,
     ) -> Result<Self> {
         let shared = channel.is_some();
@@ -217,7 +241,7 @@ impl VerbsCq {
     /// no method holds a reference to the ring across a call that may take another).
     #[inline]
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn send_ring(&self) -> Option<&mut SendRing> {
+    pub(crate) unsafe fn send_ring(&self) -> Option<&mut FifoRing> {
         // SAFETY: [V6] per the contract.
         self.send.as_ref().map(|c| unsafe { &mut *c.get() })
     }
@@ -228,7 +252,7 @@ impl VerbsCq {
     /// As [`VerbsCq::send_ring`].
     #[inline]
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn own_recv_ring(&self) -> Option<&mut RecvRing> {
+    pub(crate) unsafe fn own_recv_ring(&self) -> Option<&mut FifoRing> {
         match &self.recv {
             // SAFETY: [V6] per the contract.
             RecvLink::Own(c) => Some(unsafe { &mut *c.get() }),
@@ -268,42 +292,42 @@ impl VerbsCq {
         }
     }
 
-    #[inline]
-    fn translate(&self, w: &ffi::ibv_wc) -> Wc {
-        let flush_read = w.wr_id & FLUSH_READ_BIT != 0;
-        let verbs_id = w.wr_id & !FLUSH_READ_BIT;
-        let user = if verbs_id & RECV_BIT != 0 {
-            match &self.recv {
-                // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-                RecvLink::Own(c) => unsafe { &mut *c.get() }.complete(verbs_id),
-                RecvLink::Srq(r) => r.lock().unwrap_or_else(PoisonError::into_inner).ring.complete(verbs_id),
-                RecvLink::None => None,
-            }
+    /// Turns a completion the device wrote into the user's: retires its work request in its
+    /// ring and puts the user's `wr_id` in place of the verbs one.
+    #[inline(always)]
+    fn retire(&self, w: &mut Wc) {
+        let id = w.wr_id();
+        let user = if id & RECV_BIT == 0 {
+            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
+            unsafe { self.send_ring() }.and_then(|r| r.complete(id & NUMBER_MASK))
         } else {
-            // SAFETY: [V6] as above.
-            unsafe { self.send_ring() }.and_then(|r| r.complete(verbs_id))
+            self.retire_recv(id)
         };
-        let wr_id = user.unwrap_or_else(|| unknown_completion(verbs_id));
-        let with_imm = w.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
-        // SAFETY: [V2] with IBV_WC_WITH_IMM the union holds the immediate data (network order).
-        let imm = with_imm.then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
-        Wc {
-            wr_id,
-            status: WcStatus::from_raw(w.status),
-            opcode: if flush_read && w.opcode == ffi::ibv_wc_opcode::IBV_WC_RDMA_READ {
-                WcOpcode::Flush
-            } else {
-                WcOpcode::from_raw(w.opcode)
-            },
-            vendor_err: w.vendor_err,
-            byte_len: w.byte_len,
-            imm_data: imm,
-            qp_num: w.qp_num,
+        w.set_wr_id(user.unwrap_or_else(|| unknown_completion(id)));
+        if id & FLUSH_READ_BIT != 0 && w.opcode() == WcOpcode::RdmaRead {
+            w.set_opcode(WcOpcode::Flush);
+        }
+    }
+
+    #[inline]
+    fn retire_recv(&self, id: u64) -> Option<u64> {
+        match &self.recv {
+            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
+            RecvLink::Own(c) => unsafe { &mut *c.get() }.complete(id & NUMBER_MASK),
+            RecvLink::Srq(r) => r.lock().unwrap_or_else(PoisonError::into_inner).ring.complete(id),
+            RecvLink::None => None,
         }
     }
 }
 
 #[cold]
+#[inline(never)]
+fn poll_failed(n: i32) -> Error {
+    Error::provider("ibv_poll_cq", n.saturating_abs())
+}
+
+#[cold]
+#[inline(never)]
 fn unknown_completion(verbs_id: u64) -> u64 {
     rpma_core::rpma_log!(Error, "completion of an unknown work request (verbs wr_id {verbs_id:#x})");
     u64::MAX
@@ -318,32 +342,25 @@ impl Drop for VerbsCq {
 }
 
 impl CqBackend for VerbsCq {
+    #[inline(always)]
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
-        let mut raw: [MaybeUninit<ffi::ibv_wc>; POLL_BATCH] = [const { MaybeUninit::uninit() }; POLL_BATCH];
-        let mut filled = 0;
-        while filled < wc.len() {
-            let want = (wc.len() - filled).min(POLL_BATCH);
-            // SAFETY: [V2] the CQ is alive; `raw` has room for `want` entries.
-            let n = call!("ibv_poll_cq", -errno(), unsafe {
-                ffi::ibv_poll_cq(self.cq.as_ptr(), want as i32, raw.as_mut_ptr().cast())
-            });
-            if n < 0 {
-                return Err(Error::provider("ibv_poll_cq", n.abs()));
-            }
-            let n = n as usize;
-            for (dst, src) in wc[filled..filled + n].iter_mut().zip(&raw[..n]) {
-                // SAFETY: [V2] `ibv_poll_cq` filled the first `n` entries.
-                *dst = self.translate(unsafe { src.assume_init_ref() });
-            }
-            filled += n;
-            if n < want {
-                break;
-            }
+        let want = i32::try_from(wc.len()).unwrap_or(i32::MAX);
+        // SAFETY: [V2, V7] the CQ is alive; `wc` has room for `want` entries laid out as
+        // `struct ibv_wc` (asserted above), any bit pattern of which is a valid `Wc`.
+        let n = call!("ibv_poll_cq", -errno(), unsafe {
+            ffi::ibv_poll_cq(self.cq.as_ptr(), want, wc.as_mut_ptr().cast::<ffi::ibv_wc>())
+        });
+        let Ok(n) = usize::try_from(n) else {
+            return Err(poll_failed(n));
+        };
+        let n = n.min(wc.len());
+        for w in &mut wc[..n] {
+            self.retire(w);
         }
-        if filled > 0 && PARKED.any() {
+        if n > 0 && PARKED.any() {
             PARKED.sweep();
         }
-        Ok(filled)
+        Ok(n)
     }
 
     fn fd(&self) -> BorrowedFd<'_> {

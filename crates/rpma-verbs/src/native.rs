@@ -165,6 +165,13 @@ pub fn native_only() -> NativeOnly {
     NativeOnly { flush: ONLY_FLUSH.load(Ordering::Relaxed), atomic_write: ONLY_ATOMIC_WRITE.load(Ordering::Relaxed) }
 }
 
+/// Whether flushes must be native (the policy of [`native_only`], read without initialising
+/// it: every device lookup did, and a queue pair needs a device).
+#[inline(always)]
+pub(crate) fn only_flush() -> bool {
+    ONLY_FLUSH.load(Ordering::Relaxed)
+}
+
 /// Reads `RPMA_VERBS_NATIVE_ONLY` and `RPMA_VERBS_OP_COUNTS` once (called by every device
 /// lookup and by the policy functions).
 pub(crate) fn init_env() {

@@ -3,22 +3,34 @@
 //!
 //! A queue's bookkeeping (one thread at a time, rule V6) keeps a small table of the regions its
 //! work requests use: one [`Pin`] per (queue, region) pair, made the first time the queue uses
-//! the region and shared with the region. A pin counts the queue's work requests in flight on
-//! the region; only the queue's owner writes it (a plain load and store, no atomic
-//! read-modify-write, no lock). A region that is dropped or deregistered while one of its pins
-//! counts work requests is *parked* in its protection domain instead: it is deregistered, and
-//! its memory freed, when the pins come back to zero (checked when a queue retires work and
-//! when a queue pair is destroyed).
+//! the region and shared with the region. Only the queue's owner writes a pin (plain stores, no
+//! atomic read-modify-write, no lock):
+//! - a queue whose work requests complete in posting order (a send queue, a connection's own
+//!   receive queue) numbers them; the pin keeps one past the number of the last one that used
+//!   the region ([`PinTable::mark`]), and the queue publishes how many it has retired
+//!   ([`PinTable::retire`], one store per completion whatever the regions): the region is in use
+//!   while its mark is above that count;
+//! - a shared receive queue (completions in any order) counts its receives in flight on the
+//!   region ([`PinTable::take`], [`PinTable::put`]).
+//!
+//! A region that is dropped or deregistered while one of its pins says it is in use is *parked*
+//! in its protection domain instead: it is deregistered, and its memory freed, when no pin says
+//! so any more (checked when a queue retires work and when a queue pair is destroyed).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::mr::VerbsMr;
 
-/// A queue's work requests in flight on one region.
+/// A queue's use of one region.
 #[derive(Debug)]
 pub(crate) struct Pin {
-    /// Work requests in flight; written only by the owner of the queue (single writer).
+    /// In-order queues: one past the number of the last work request that used the region.
+    mark: AtomicU64,
+    /// In-order queues: how many of the queue's work requests are retired (shared by the
+    /// queue's pins; `u64::MAX` once the queue pair is destroyed).
+    retired: Arc<AtomicU64>,
+    /// Shared receive queues: receives in flight on the region.
     inflight: AtomicU64,
     /// The region was deregistered: the pin can be reused for another region once idle.
     gone: AtomicBool,
@@ -28,33 +40,27 @@ pub(crate) struct Pin {
 }
 
 impl Pin {
-    fn new(mr: &VerbsMr) -> Self {
-        Self { inflight: AtomicU64::new(0), gone: AtomicBool::new(false), addr: mr.addr_raw(), len: mr.len_raw() }
+    fn new(mr: &VerbsMr, retired: &Arc<AtomicU64>) -> Self {
+        Self {
+            mark: AtomicU64::new(0),
+            retired: Arc::clone(retired),
+            inflight: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
+            addr: mr.addr_raw(),
+            len: mr.len_raw(),
+        }
     }
 
-    /// Whether a work request of the queue still uses the region.
+    /// Whether a work request of the queue still uses the region. Acquire: a region owner who
+    /// sees the work retired sees everything the queue did before (the completion was polled).
     pub(crate) fn busy(&self) -> bool {
         self.inflight.load(Ordering::Acquire) != 0
+            || self.mark.load(Ordering::Acquire) > self.retired.load(Ordering::Acquire)
     }
 
     /// Marks the region deregistered.
     pub(crate) fn set_gone(&self) {
         self.gone.store(true, Ordering::Release);
-    }
-
-    /// Adds one work request (single writer: load and store).
-    #[inline]
-    fn take(&self) {
-        let n = self.inflight.load(Ordering::Relaxed);
-        self.inflight.store(n + 1, Ordering::Relaxed);
-    }
-
-    /// Retires one work request (single writer). Release: a region owner who then sees the
-    /// count fall sees everything the queue did before (the completion was polled).
-    #[inline]
-    fn put(&self) {
-        let n = self.inflight.load(Ordering::Relaxed);
-        self.inflight.store(n.saturating_sub(1), Ordering::Release);
     }
 }
 
@@ -62,26 +68,81 @@ impl Pin {
 pub(crate) type PinIdx = u32;
 
 /// A queue's pins (owned by the queue's single owner).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PinTable {
     /// (region id, pin).
     entries: Vec<(u64, Arc<Pin>)>,
     /// The entry used last (most operations use the same region as the one before).
     last: usize,
+    /// In-order queues: work requests retired (published to the pins).
+    retired: Arc<AtomicU64>,
+    /// In-order queues: the pin marked last (most operations use the region of the one
+    /// before): a compare and a store, no index; cloned only when another region comes.
+    hot: Option<(u64, Arc<Pin>)>,
+}
+
+impl Default for PinTable {
+    fn default() -> Self {
+        Self { entries: Vec::new(), last: 0, retired: Arc::new(AtomicU64::new(0)), hot: None }
+    }
 }
 
 impl PinTable {
-    /// Counts one more work request on `mr`; returns the pin's index (for [`PinTable::put`]).
+    /// The entry of `mr`, made on its first use.
     #[inline]
-    pub(crate) fn take(&mut self, mr: &VerbsMr) -> PinIdx {
+    fn entry(&mut self, mr: &VerbsMr) -> &Arc<Pin> {
         let id = mr.id();
         let i = match self.entries.get(self.last) {
             Some((e, _)) if *e == id => self.last,
             _ => self.find_or_add(mr),
         };
-        self.entries[i].1.take();
         self.last = i;
-        i as PinIdx
+        &self.entries[i].1
+    }
+
+    /// In-order queues: the work requests numbered below `upto` use `mr` (single writer: a
+    /// store; the region reaches another thread only through a synchronising hand-over after
+    /// the post that borrowed it).
+    #[inline(always)]
+    pub(crate) fn mark(&mut self, mr: &VerbsMr, upto: u64) {
+        match &self.hot {
+            Some((id, pin)) if *id == mr.id() => pin.mark.store(upto, Ordering::Relaxed),
+            _ => self.mark_cold(mr, upto),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn mark_cold(&mut self, mr: &VerbsMr, upto: u64) {
+        let id = mr.id();
+        let pin = Arc::clone(self.entry(mr));
+        pin.mark.store(upto, Ordering::Relaxed);
+        self.hot = Some((id, pin));
+    }
+
+    /// In-order queues: the work requests numbered below `upto` are retired. Release: pairs
+    /// with [`Pin::busy`].
+    #[inline]
+    pub(crate) fn retire(&self, upto: u64) {
+        self.retired.store(upto, Ordering::Release);
+    }
+
+    /// Shared receive queues: counts one more receive on `mr`; returns the pin's index (for
+    /// [`PinTable::put`]).
+    #[inline]
+    pub(crate) fn take(&mut self, mr: &VerbsMr) -> PinIdx {
+        let p = self.entry(mr);
+        p.inflight.store(p.inflight.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.last as PinIdx
+    }
+
+    /// Shared receive queues: retires one receive counted by [`PinTable::take`].
+    #[inline]
+    pub(crate) fn put(&self, idx: PinIdx) {
+        if let Some((_, p)) = self.entries.get(idx as usize) {
+            let n = p.inflight.load(Ordering::Relaxed);
+            p.inflight.store(n.saturating_sub(1), Ordering::Release);
+        }
     }
 
     #[cold]
@@ -90,7 +151,7 @@ impl PinTable {
         if let Some(i) = self.entries.iter().position(|(e, _)| *e == id) {
             return i;
         }
-        let pin = Arc::new(Pin::new(mr));
+        let pin = Arc::new(Pin::new(mr, &self.retired));
         mr.attach(Arc::clone(&pin));
         // Reuse the entry of a deregistered region no work request uses any more.
         let reuse = self.entries.iter().position(|(_, p)| p.gone.load(Ordering::Acquire) && !p.busy());
@@ -106,23 +167,16 @@ impl PinTable {
         }
     }
 
-    /// Retires one work request counted by [`PinTable::take`].
-    #[inline]
-    pub(crate) fn put(&self, idx: PinIdx) {
-        if let Some((_, p)) = self.entries.get(idx as usize) {
-            p.put();
-        }
-    }
-
     /// The queue pair was destroyed: the device no longer uses any region for it.
     pub(crate) fn release_all(&self) {
+        self.retired.store(u64::MAX, Ordering::Release);
         for (_, p) in &self.entries {
             p.inflight.store(0, Ordering::Release);
         }
     }
 
     /// The queue pair could not be destroyed: reports every region it may still use as leaked
-    /// (their pins stay counted, so they are never deregistered or freed).
+    /// (their pins stay as they are, so they are never deregistered or freed).
     pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
         for (_, p) in self.entries.iter().filter(|(_, p)| p.busy()) {
             crate::leak::region(p.addr, p.len, why);
@@ -172,18 +226,32 @@ impl Parked {
 mod tests {
     use super::*;
 
+    fn pin() -> Pin {
+        let retired = Arc::new(AtomicU64::new(0));
+        Pin { mark: AtomicU64::new(0), retired, inflight: AtomicU64::new(0), gone: AtomicBool::new(false), addr: 0, len: 0 }
+    }
+
     #[test]
-    fn pin_counts_single_writer() {
-        let p = Pin { inflight: AtomicU64::new(0), gone: AtomicBool::new(false), addr: 0, len: 0 };
+    fn pin_in_order_marks() {
+        let p = pin();
         assert!(!p.busy());
-        p.take();
-        p.take();
+        p.mark.store(3, Ordering::Relaxed);
+        assert!(p.busy(), "work requests 0..3 use it, none retired");
+        p.retired.store(2, Ordering::Release);
         assert!(p.busy());
-        p.put();
-        assert!(p.busy());
-        p.put();
+        p.retired.store(3, Ordering::Release);
         assert!(!p.busy());
-        p.put();
-        assert!(!p.busy(), "never below zero");
+        p.retired.store(u64::MAX, Ordering::Release);
+        p.mark.store(10, Ordering::Relaxed);
+        assert!(!p.busy(), "a destroyed queue uses nothing");
+    }
+
+    #[test]
+    fn pin_counts_shared_receives() {
+        let p = pin();
+        p.inflight.store(2, Ordering::Relaxed);
+        assert!(p.busy());
+        p.inflight.store(0, Ordering::Relaxed);
+        assert!(!p.busy());
     }
 }

@@ -1,6 +1,12 @@
-//! Per-queue slot tables: they record each posted work request's user `wr_id` and the regions
-//! it uses (pins, crate::pin) until it is retired, and translate the verbs `wr_id` (a slot
-//! number) back to the user's.
+//! Per-queue bookkeeping of posted work requests: each one's user `wr_id` and the regions it
+//! uses (pins, crate::pin) until it is retired, and the verbs `wr_id` that finds them again.
+//!
+//! - [`FifoRing`]: a send queue, or a connection's own receive queue. Their work requests
+//!   complete in posting order, so each is numbered and its number is its verbs `wr_id`: a
+//!   completion retires its work request and every one before it (unsignaled sends) with one
+//!   store, whatever regions they used.
+//! - [`SlotRing`]: a shared receive queue, whose receives complete in any order: free slots on a
+//!   stack, the slot number in the verbs `wr_id`.
 //!
 //! Preallocated at queue creation; plain single-owner structures (`&mut self`): a connection's
 //! rings belong to the thread holding the connection (rule V6), a shared receive queue's ring
@@ -18,26 +24,212 @@ pub(crate) const RECV_BIT: u64 = 1 << 63;
 /// persistent flush, docs/native-ops.md): its completion is reported as a flush, as every other
 /// flush on that device.
 pub(crate) const FLUSH_READ_BIT: u64 = 1 << 62;
+/// The number (or slot) part of a verbs `wr_id`.
+pub(crate) const NUMBER_MASK: u64 = FLUSH_READ_BIT - 1;
 
-/// The pins of every slot: `per` entries a slot, `count[slot]` of them used.
+/// How a queue records what it posts (both ring kinds).
+pub(crate) trait Ring {
+    /// Checks that `n` work requests fit.
+    ///
+    /// # Errors
+    /// `Provider` with `ENOMEM` (librpma's provider answer to a full queue).
+    fn check(&self, op: &'static str, n: usize) -> Result<()>;
+
+    /// The verbs `wr_id` of the `k`-th work request posted from now on (after
+    /// [`Ring::check`]).
+    fn id(&self, k: usize) -> u64;
+
+    /// Records the next posted work request (after the post succeeded, in order).
+    fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>);
+}
+
+#[cold]
+#[inline(never)]
+fn full(op: &'static str, what: &str) -> Error {
+    Error::provider(op, libc::ENOMEM).with_detail(&format!("{what} is full"))
+}
+
+/// A queue whose work requests complete in posting order (see the module docs).
+///
+/// Work request `n` (counted from 0 since the queue was made) has the verbs `wr_id`
+/// `tag | n` and its user `wr_id` in slot `n & mask`; slots are a power of two (a mask, not
+/// a division), at most `cap` (the configured queue size) in flight.
 #[derive(Debug)]
-struct SlotPins {
+pub(crate) struct FifoRing {
+    wr_ids: Box<[u64]>,
+    /// Number of the oldest unretired work request.
+    head: u64,
+    /// Number of the next work request.
+    tail: u64,
+    cap: u64,
+    /// Slots - 1.
+    mask: u64,
+    /// 0 for a send queue, [`RECV_BIT`] for a receive queue.
+    tag: u64,
+    pins: PinTable,
+}
+
+impl FifoRing {
+    /// A send queue's ring of `size` work requests.
+    pub(crate) fn send(size: u32) -> Self {
+        Self::new(size, 0)
+    }
+
+    /// A connection's own receive queue's ring of `size` receives.
+    pub(crate) fn recv(size: u32) -> Self {
+        Self::new(size, RECV_BIT)
+    }
+
+    fn new(size: u32, tag: u64) -> Self {
+        let cap = u64::from(size.max(1));
+        let slots = cap.next_power_of_two() as usize;
+        Self { wr_ids: vec![0; slots].into(), head: 0, tail: 0, cap, mask: slots as u64 - 1, tag, pins: PinTable::default() }
+    }
+
+    /// Work requests that can be posted now.
+    #[inline]
+    pub(crate) const fn free(&self) -> u64 {
+        self.cap - (self.tail - self.head)
+    }
+
+    /// The number of the next work request, if one fits.
+    #[inline(always)]
+    pub(crate) fn next(&self) -> Option<u64> {
+        (self.tail - self.head < self.cap).then_some(self.tail)
+    }
+
+    /// Records work request `n` (from [`FifoRing::next`], posted) with user `wr_id`, using
+    /// `mr` if any.
+    #[inline(always)]
+    pub(crate) fn push_one(&mut self, n: u64, wr_id: u64, mr: Option<&VerbsMr>) {
+        if let Some(slot) = self.wr_ids.get_mut((n & self.mask) as usize) {
+            *slot = wr_id;
+        }
+        self.tail = n + 1;
+        if let Some(mr) = mr {
+            self.pins.mark(mr, n + 1);
+        }
+    }
+
+    /// Retires work request `n` (its verbs `wr_id` without tag bits) and every one before it;
+    /// returns its user `wr_id`, or `None` if `n` is not in flight.
+    #[inline(always)]
+    pub(crate) fn complete(&mut self, n: u64) -> Option<u64> {
+        if n.wrapping_sub(self.head) >= self.tail - self.head {
+            return None;
+        }
+        self.head = n + 1;
+        self.pins.retire(self.head);
+        self.wr_ids.get((n & self.mask) as usize).copied()
+    }
+
+    /// The queue pair was destroyed: no region is in use by it any more.
+    pub(crate) fn release_pins(&self) {
+        self.pins.release_all();
+    }
+
+    /// The queue pair could not be destroyed: the regions in use stay pinned (never freed),
+    /// reported as leaked.
+    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
+        self.pins.report_leaks(why);
+    }
+}
+
+impl Ring for FifoRing {
+    #[inline]
+    fn check(&self, op: &'static str, n: usize) -> Result<()> {
+        if n as u64 > self.free() {
+            return Err(full(op, if self.tag == 0 { "send queue" } else { "receive queue" }));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn id(&self, k: usize) -> u64 {
+        self.tag | (self.tail + k as u64)
+    }
+
+    #[inline]
+    fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
+        let n = self.tail;
+        self.push_one(n, wr_id, None);
+        for mr in mrs {
+            self.pins.mark(mr, n + 1);
+        }
+    }
+}
+
+/// A shared receive queue's slots: receives complete in any order.
+#[derive(Debug)]
+pub(crate) struct SlotRing {
+    wr_ids: Box<[u64]>,
+    busy: Box<[bool]>,
+    /// The pins of every slot: `per` entries a slot, `count[slot]` of them used.
     idx: Box<[PinIdx]>,
     count: Box<[u8]>,
     per: usize,
     table: PinTable,
+    /// Free slots (a stack; preallocated to the ring's size).
+    free: Vec<u32>,
 }
 
-impl SlotPins {
-    fn new(slots: usize, per: u32) -> Self {
-        let per = per.clamp(1, u32::from(u8::MAX)) as usize;
-        Self { idx: vec![0; slots * per].into(), count: vec![0; slots].into(), per, table: PinTable::default() }
+impl SlotRing {
+    /// A ring of `size` slots whose receives use at most `max_sge` regions each.
+    pub(crate) fn new(size: u32, max_sge: u32) -> Self {
+        let cap = size.max(1);
+        let per = max_sge.clamp(1, u32::from(u8::MAX)) as usize;
+        Self {
+            wr_ids: vec![0; cap as usize].into(),
+            busy: vec![false; cap as usize].into(),
+            idx: vec![0; cap as usize * per].into(),
+            count: vec![0; cap as usize].into(),
+            per,
+            table: PinTable::default(),
+            free: (0..cap).rev().collect(),
+        }
     }
 
-    /// Records the regions of a work request in `slot` (at most `per`; the rest are refused
-    /// earlier: the QP is created with `per` scatter-gather entries).
+    /// Retires the receive in the slot of verbs `wr_id`; returns its user `wr_id`.
     #[inline]
-    fn set<'m>(&mut self, slot: usize, mrs: impl Iterator<Item = &'m VerbsMr>) {
+    pub(crate) fn complete(&mut self, verbs_wr_id: u64) -> Option<u64> {
+        let idx = u32::try_from(verbs_wr_id & NUMBER_MASK).ok()?;
+        let slot = idx as usize;
+        if !*self.busy.get(slot)? {
+            return None;
+        }
+        self.busy[slot] = false;
+        let base = slot * self.per;
+        let n = std::mem::take(&mut self.count[slot]) as usize;
+        for &i in &self.idx[base..base + n] {
+            self.table.put(i);
+        }
+        self.free.push(idx);
+        Some(self.wr_ids[slot])
+    }
+}
+
+impl Ring for SlotRing {
+    #[inline]
+    fn check(&self, op: &'static str, n: usize) -> Result<()> {
+        if n > self.free.len() {
+            return Err(full(op, "shared receive queue"));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn id(&self, k: usize) -> u64 {
+        RECV_BIT | u64::from(self.free[self.free.len() - 1 - k])
+    }
+
+    /// Records at most `max_sge` regions (the rest are refused earlier: the queue is created
+    /// with `max_sge` scatter-gather entries).
+    #[inline]
+    fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
+        let Some(slot) = self.free.pop() else { return };
+        let slot = slot as usize;
+        self.wr_ids[slot] = wr_id;
+        self.busy[slot] = true;
         let base = slot * self.per;
         let mut n = 0;
         for mr in mrs.take(self.per) {
@@ -47,192 +239,7 @@ impl SlotPins {
             }
             n += 1;
         }
-        if let Some(c) = self.count.get_mut(slot) {
-            *c = n as u8;
-        }
-    }
-
-    /// Releases the regions of the work request in `slot`.
-    #[inline]
-    fn clear(&mut self, slot: usize) {
-        let base = slot * self.per;
-        let n = std::mem::take(&mut self.count[slot]) as usize;
-        for &i in &self.idx[base..base + n] {
-            self.table.put(i);
-        }
-    }
-}
-
-/// A send queue's slots: work requests complete in posting order, and a completion retires its
-/// work request and every (unsignaled) one posted before it.
-///
-/// The slots are a power of two (a mask, not a division, per work request); at most `cap` (the
-/// configured queue size) are in flight.
-#[derive(Debug)]
-pub(crate) struct SendRing {
-    wr_ids: Box<[u64]>,
-    pins: SlotPins,
-    /// Sequence number of the oldest unretired work request.
-    head: u64,
-    /// Sequence number of the next work request.
-    tail: u64,
-    cap: u64,
-    /// Slots - 1.
-    mask: u64,
-}
-
-impl SendRing {
-    /// A ring of `size` slots whose work requests use at most `max_sge` regions each.
-    pub(crate) fn new(size: u32, max_sge: u32) -> Self {
-        let cap = u64::from(size.max(1));
-        let slots = cap.next_power_of_two() as usize;
-        Self {
-            wr_ids: vec![0; slots].into(),
-            pins: SlotPins::new(slots, max_sge),
-            head: 0,
-            tail: 0,
-            cap,
-            mask: slots as u64 - 1,
-        }
-    }
-
-    /// Slots free now.
-    #[inline]
-    pub(crate) const fn free(&self) -> u64 {
-        self.cap - (self.tail - self.head)
-    }
-
-    /// Checks that `n` work requests fit.
-    ///
-    /// # Errors
-    /// `Provider` with `ENOMEM` (librpma's provider answer to a full queue).
-    #[inline]
-    pub(crate) fn check(&self, op: &'static str, n: usize) -> Result<()> {
-        if n as u64 > self.free() {
-            return Err(Error::provider(op, libc::ENOMEM).with_detail("send queue is full"));
-        }
-        Ok(())
-    }
-
-    /// The verbs `wr_id` of the `k`-th work request posted from now on.
-    #[inline]
-    pub(crate) const fn id(&self, k: usize) -> u64 {
-        (self.tail + k as u64) & self.mask
-    }
-
-    /// Records the next posted work request (call after the post succeeded, in order).
-    #[inline]
-    pub(crate) fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
-        let slot = (self.tail & self.mask) as usize;
-        self.wr_ids[slot] = wr_id;
-        self.pins.set(slot, mrs);
-        self.tail += 1;
-    }
-
-    /// Retires the work request in slot `idx` and all before it; returns its user `wr_id`.
-    #[inline]
-    pub(crate) fn complete(&mut self, idx: u64) -> Option<u64> {
-        if idx > self.mask {
-            return None;
-        }
-        let off = idx.wrapping_sub(self.head) & self.mask;
-        if off >= self.tail - self.head {
-            return None;
-        }
-        let end = self.head + off + 1;
-        let mut s = self.head;
-        while s < end {
-            self.pins.clear((s & self.mask) as usize);
-            s += 1;
-        }
-        self.head = end;
-        Some(self.wr_ids[idx as usize])
-    }
-
-    /// The queue pair was destroyed: no region is in use by it any more.
-    pub(crate) fn release_pins(&self) {
-        self.pins.table.release_all();
-    }
-
-    /// The queue pair could not be destroyed: the regions in use stay pinned (never freed),
-    /// reported as leaked.
-    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
-        self.pins.table.report_leaks(why);
-    }
-}
-
-/// A receive queue's (or shared receive queue's) slots: receives complete in any order.
-#[derive(Debug)]
-pub(crate) struct RecvRing {
-    wr_ids: Box<[u64]>,
-    busy: Box<[bool]>,
-    pins: SlotPins,
-    /// Free slots (a stack; preallocated to the ring's size).
-    free: Vec<u32>,
-}
-
-impl RecvRing {
-    /// A ring of `size` slots whose receives use at most `max_sge` regions each.
-    pub(crate) fn new(size: u32, max_sge: u32) -> Self {
-        let cap = size.max(1);
-        Self {
-            wr_ids: vec![0; cap as usize].into(),
-            busy: vec![false; cap as usize].into(),
-            pins: SlotPins::new(cap as usize, max_sge),
-            free: (0..cap).rev().collect(),
-        }
-    }
-
-    /// Checks that `n` receives fit.
-    ///
-    /// # Errors
-    /// `Provider` with `ENOMEM`.
-    #[inline]
-    pub(crate) fn check(&self, op: &'static str, n: usize) -> Result<()> {
-        if n > self.free.len() {
-            return Err(Error::provider(op, libc::ENOMEM).with_detail("receive queue is full"));
-        }
-        Ok(())
-    }
-
-    /// The verbs `wr_id` of the `k`-th receive posted from now on (after [`RecvRing::check`]).
-    #[inline]
-    pub(crate) fn id(&self, k: usize) -> u64 {
-        RECV_BIT | u64::from(self.free[self.free.len() - 1 - k])
-    }
-
-    /// Records the next posted receive (call after the post succeeded, in order).
-    #[inline]
-    pub(crate) fn push<'m>(&mut self, wr_id: u64, mrs: impl Iterator<Item = &'m VerbsMr>) {
-        let Some(slot) = self.free.pop() else { return };
-        let slot = slot as usize;
-        self.wr_ids[slot] = wr_id;
-        self.busy[slot] = true;
-        self.pins.set(slot, mrs);
-    }
-
-    /// Retires the receive in the slot of verbs `wr_id`; returns its user `wr_id`.
-    #[inline]
-    pub(crate) fn complete(&mut self, verbs_wr_id: u64) -> Option<u64> {
-        let idx = u32::try_from(verbs_wr_id & !RECV_BIT).ok()?;
-        let slot = idx as usize;
-        if !*self.busy.get(slot)? {
-            return None;
-        }
-        self.busy[slot] = false;
-        self.pins.clear(slot);
-        self.free.push(idx);
-        Some(self.wr_ids[slot])
-    }
-
-    /// As [`SendRing::release_pins`].
-    pub(crate) fn release_pins(&self) {
-        self.pins.table.release_all();
-    }
-
-    /// As [`SendRing::report_leaks`].
-    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
-        self.pins.table.report_leaks(why);
+        self.count[slot] = n as u8;
     }
 }
 
@@ -240,7 +247,7 @@ impl RecvRing {
 mod tests {
     use super::*;
 
-    fn post(r: &mut SendRing, wr_id: u64) -> Result<u64> {
+    fn post(r: &mut FifoRing, wr_id: u64) -> Result<u64> {
         r.check("t", 1)?;
         let id = r.id(0);
         r.push(wr_id, std::iter::empty());
@@ -248,29 +255,32 @@ mod tests {
     }
 
     #[test]
-    fn send_ring_counts_the_configured_depth() {
-        let mut r = SendRing::new(3, 1);
-        for i in 0..3 {
-            post(&mut r, 100 + i).unwrap();
-        }
+    fn fifo_ring_counts_the_configured_depth() {
+        let mut r = FifoRing::send(3);
+        let ids: Vec<u64> = (0..3).map(|i| post(&mut r, 100 + i).unwrap()).collect();
+        assert_eq!(ids, [0, 1, 2]);
         assert_eq!(post(&mut r, 9).unwrap_err().errno(), Some(libc::ENOMEM));
+        assert_eq!(r.next(), None);
         // A completion of the third request retires the two unsignaled ones before it.
         assert_eq!(r.complete(2), Some(102));
         assert_eq!(r.free(), 3);
+        assert_eq!(r.complete(2), None, "already retired");
+        assert_eq!(r.complete(1), None, "retired with the third");
         for i in 0..3 {
             post(&mut r, 200 + i).unwrap();
         }
         assert!(post(&mut r, 9).is_err());
-        // Slots wrap around (4 of them for a depth of 3): the request with wr_id 200 is in
-        // slot 3.
-        assert_eq!(r.complete(3), Some(200));
-        assert_eq!(r.complete(3), None, "already retired");
-        assert_eq!(r.complete(7), None, "out of range");
+        // Slots wrap around (4 of them for a depth of 3): request 3 (wr_id 200) is in slot 3,
+        // request 4 (wr_id 201) in slot 0.
+        assert_eq!(r.complete(4), Some(201));
+        assert_eq!(r.complete(3), None, "retired with request 4");
+        assert_eq!(r.complete(7), None, "never posted");
+        assert_eq!(r.complete(u64::MAX), None);
     }
 
     #[test]
-    fn send_ring_chain_ids_are_consecutive_slots() {
-        let mut r = SendRing::new(4, 1);
+    fn fifo_ring_chain_ids_are_consecutive() {
+        let mut r = FifoRing::send(4);
         post(&mut r, 1).unwrap();
         r.check("t", 3).unwrap();
         assert_eq!((r.id(0), r.id(1), r.id(2)), (1, 2, 3));
@@ -284,8 +294,17 @@ mod tests {
     }
 
     #[test]
-    fn recv_ring_completes_in_any_order() {
-        let mut r = RecvRing::new(2, 1);
+    fn fifo_recv_ring_tags_its_ids() {
+        let mut r = FifoRing::recv(2);
+        let id = post(&mut r, 5).unwrap();
+        assert_eq!(id, RECV_BIT);
+        assert_eq!(r.complete(id & NUMBER_MASK), Some(5));
+        assert_eq!(r.check("t", 3).unwrap_err().errno(), Some(libc::ENOMEM));
+    }
+
+    #[test]
+    fn slot_ring_completes_in_any_order() {
+        let mut r = SlotRing::new(2, 1);
         r.check("t", 2).unwrap();
         let ids = [r.id(0), r.id(1)];
         r.push(10, std::iter::empty());

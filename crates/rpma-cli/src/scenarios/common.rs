@@ -252,7 +252,7 @@ pub fn wait_or_event<T: Transport>(cq: &Cq<'_, T>, conns: &[&Conn<T>]) -> Result
 pub fn drain<T: Transport>(cq: &Cq<'_, T>) -> Result<usize> {
     let mut n = 0;
     while let Some(wc) = cq.next_wc()? {
-        check_wc(&wc, wc.opcode)?;
+        check_wc(&wc, wc.opcode())?;
         n += 1;
     }
     Ok(n)
@@ -263,8 +263,8 @@ pub fn drain<T: Transport>(cq: &Cq<'_, T>) -> Result<usize> {
 /// # Errors
 /// If not.
 pub fn check_wc(wc: &Wc, expected: WcOpcode) -> Result<()> {
-    ensure!(wc.status == WcStatus::Success, "{:?} completed with {:?}", wc.opcode, wc.status);
-    ensure!(wc.opcode == expected, "unexpected completion opcode ({:?} != {expected:?})", wc.opcode);
+    ensure!(wc.status() == WcStatus::Success, "{:?} completed with {:?}", wc.opcode(), wc.status());
+    ensure!(wc.opcode() == expected, "unexpected completion opcode ({:?} != {expected:?})", wc.opcode());
     Ok(())
 }
 
@@ -285,8 +285,8 @@ pub fn wait_wc<T: Transport>(cq: &Cq<'_, T>, expected: WcOpcode) -> Result<Wc> {
 /// If waiting fails or the completion is not a successful flush.
 pub fn wait_flush<T: Transport>(cq: &Cq<'_, T>) -> Result<Wc> {
     let wc = next_wc(cq)?;
-    ensure!(wc.status == WcStatus::Success, "rpma_flush completed with {:?}", wc.status);
-    ensure!(matches!(wc.opcode, WcOpcode::Flush | WcOpcode::RdmaRead), "unexpected flush opcode {:?}", wc.opcode);
+    ensure!(wc.status() == WcStatus::Success, "rpma_flush completed with {:?}", wc.status());
+    ensure!(matches!(wc.opcode(), WcOpcode::Flush | WcOpcode::RdmaRead), "unexpected flush opcode {:?}", wc.opcode());
     Ok(wc)
 }
 

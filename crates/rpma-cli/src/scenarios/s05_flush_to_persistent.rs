@@ -134,7 +134,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     let flush_type = if pcfg.direct_write_to_pmem() { FlushType::Persistent } else { FlushType::Visibility };
     conn.flush(dst.slice(offset..offset + HELLO_STR_SIZE), flush_type).context(FLUSH_ID).post()?;
     let wc = wait_flush(&conn.cq())?;
-    ensure!(wc.wr_id == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id);
+    ensure!(wc.wr_id() == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id());
     let ops = watch.finish::<T>(1, 0);
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;

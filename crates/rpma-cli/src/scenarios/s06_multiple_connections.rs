@@ -80,7 +80,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
         } else {
             wait_wc(&conn.cq(), WcOpcode::RdmaRead)?
         };
-        ensure!(wc.wr_id == slot as u64, "completion of another read ({} != {slot})", wc.wr_id);
+        ensure!(wc.wr_id() == slot as u64, "completion of another read ({} != {slot})", wc.wr_id());
         names.push(cstr(&dst.to_vec(offset, MAX_NAME_SIZE)?));
         disconnect_and_wait_close(conn)?;
     }

@@ -162,7 +162,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         conn.atomic_write(remote.at(used_offset), used.to_ne_bytes()).flags(CompletionFlags::ON_ERROR).post()?;
         conn.flush(remote.slice(used_offset..used_offset + 8), flush_type).context(FLUSH_ID).post()?;
         let wc = wait_flush(&conn.cq())?;
-        ensure!(wc.wr_id == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id);
+        ensure!(wc.wr_id() == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id());
     }
     let n = o.words.len() as u64;
     let ops = watch.finish::<T>(2 * n, n);

@@ -84,7 +84,7 @@ pub fn get_u64<T: Transport>(mr: &MrLocal<T>, offset: usize) -> Result<u64> {
 /// # Errors
 /// If the completion is anything else.
 pub fn validate_wc(wc: &Wc, send_done: &mut bool, recv_done: &mut bool) -> Result<()> {
-    match wc.opcode {
+    match wc.opcode() {
         WcOpcode::Send => {
             check_wc(wc, WcOpcode::Send)?;
             *send_done = true;
@@ -92,10 +92,10 @@ pub fn validate_wc(wc: &Wc, send_done: &mut bool, recv_done: &mut bool) -> Resul
         _ => {
             check_wc(wc, WcOpcode::Recv)?;
             ensure!(
-                wc.wr_id == RECV_ID && wc.byte_len as usize == MSG_SIZE,
+                wc.wr_id() == RECV_ID && wc.byte_len() as usize == MSG_SIZE,
                 "received completion is not as expected ({:#x} != {RECV_ID:#x} [wc.wr_id] || {} != {MSG_SIZE} [wc.byte_len])",
-                wc.wr_id,
-                wc.byte_len
+                wc.wr_id(),
+                wc.byte_len()
             );
             *recv_done = true;
         }
@@ -127,7 +127,7 @@ pub fn wait_send_and_recv<T: Transport>(
             }
             Completions::SharedChannel => {
                 let (wc, from_rcq) = next_wc_shared(conn)?;
-                ensure!(from_rcq == (wc.opcode != WcOpcode::Send), "a {:?} completion on the wrong CQ", wc.opcode);
+                ensure!(from_rcq == (wc.opcode() != WcOpcode::Send), "a {:?} completion on the wrong CQ", wc.opcode());
                 validate_wc(&wc, send_done, recv_done)?;
             }
         }

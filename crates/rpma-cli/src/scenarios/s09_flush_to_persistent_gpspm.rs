@@ -189,7 +189,7 @@ fn cfg<T: Transport>(shared: bool) -> ConnCfg<T> {
 fn wait_on<T: Transport>(conn: &Conn<T>, rcq: bool, expected: WcOpcode, shared: bool) -> Result<Wc> {
     if shared {
         let (wc, from_rcq) = next_wc_shared(conn)?;
-        ensure!(from_rcq == rcq, "a {:?} completion on the wrong CQ", wc.opcode);
+        ensure!(from_rcq == rcq, "a {:?} completion on the wrong CQ", wc.opcode());
         check_wc(&wc, expected)?;
         return Ok(wc);
     }
@@ -223,7 +223,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
         Ok(req.recv(msg.slice(RECV_OFFSET..RECV_OFFSET + MSG_SIZE_MAX)).post()?)
     })?;
     let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
-    let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
+    let len = (wc.byte_len() as usize).min(MSG_SIZE_MAX);
     let request = FlushRequest::decode(&msg.to_vec(RECV_OFFSET, len)?)?;
     let in_range = request.offset.checked_add(request.length).is_some_and(|end| end <= mem.mr.len() as u64);
     ensure!(in_range, "flush request outside the region: {request:?}");
@@ -271,7 +271,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
     conn.send(msg.slice(SEND_OFFSET..SEND_OFFSET + req.len())).post()?;
     wait_on(&conn, false, WcOpcode::Send, shared)?;
     let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
-    let len = (wc.byte_len as usize).min(MSG_SIZE_MAX);
+    let len = (wc.byte_len() as usize).min(MSG_SIZE_MAX);
     let response = decode_response(&msg.to_vec(RECV_OFFSET, len)?)?;
     ensure!(response == FLUSH_ID, "unexpected op_context value ({response:#x} != {FLUSH_ID:#x})");
     let ops = watch.finish::<T>(0, 0);

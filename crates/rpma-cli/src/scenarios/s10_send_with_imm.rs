@@ -67,13 +67,13 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     ensure!(pdata.len() >= 4, "received connection's private data is too small ({} < 4)", pdata.len());
     let expected = u32::from_ne_bytes(pdata[..4].try_into()?);
     let wc = wait_wc(&conn.cq(), WcOpcode::Recv)?;
-    let imm = wc.imm_data.context("received no immediate data")?;
+    let imm = wc.imm_data().context("received no immediate data")?;
     ensure!(imm == expected, "received immediate data {imm} != announced {expected}");
-    let value = if wc.byte_len == 0 { String::new() } else { cstr(&recv.to_vec(0, KILOBYTE)?) };
+    let value = if wc.byte_len() == 0 { String::new() } else { cstr(&recv.to_vec(0, KILOBYTE)?) };
     wait_close_and_disconnect(conn)?;
     recv.dereg()?;
     ep.shutdown()?;
-    Ok(ServerReport { expected, imm, value, bytes: wc.byte_len })
+    Ok(ServerReport { expected, imm, value, bytes: wc.byte_len() })
 }
 
 /// The client side (`--imm N`, optionally `--word W`).

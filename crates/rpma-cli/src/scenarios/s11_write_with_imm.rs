@@ -53,7 +53,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     o.ready.signal();
     let conn = accept(&ep, &o.stop, None, Some(&pdata), |req| Ok(req.recv(recv.slice(..1)).post()?))?;
     let wc = wait_wc(&conn.cq(), WcOpcode::RecvRdmaWithImm)?;
-    let imm = wc.imm_data.context("received no immediate data")?;
+    let imm = wc.imm_data().context("received no immediate data")?;
     let mut b = [0u8; 4];
     dst.read(0, &mut b)?;
     let value = u32::from_ne_bytes(b);

@@ -90,11 +90,11 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
         }
         for wc in &wcs[..got] {
             check_wc(wc, WcOpcode::Recv)?;
-            let Some(idx) = conns.iter().position(|(_, qp)| *qp == wc.qp_num) else {
-                bail!("a completion of an unknown QP {}", wc.qp_num);
+            let Some(idx) = conns.iter().position(|(_, qp)| *qp == wc.qp_num()) else {
+                bail!("a completion of an unknown QP {}", wc.qp_num());
             };
-            let slot = usize::try_from(wc.wr_id)?;
-            ensure!(slot < n && wc.byte_len as usize == MSG_SIZE, "unexpected receive completion {wc:?}");
+            let slot = usize::try_from(wc.wr_id())?;
+            ensure!(slot < n && wc.byte_len() as usize == MSG_SIZE, "unexpected receive completion {wc:?}");
             let v = get_u64(&recv, slot * MSG_SIZE)?;
             if v == I_M_DONE {
                 done += 1;

@@ -70,7 +70,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
                 SrqRcq::Main => next_wc(&conn.cq())?,
                 SrqRcq::Conn => next_wc(&conn.rcq().context("the connection has no receive CQ")?)?,
             };
-            if wc.opcode == WcOpcode::Send {
+            if wc.opcode() == WcOpcode::Send {
                 check_wc(&wc, WcOpcode::Send)?;
                 continue;
             }
@@ -79,9 +79,9 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
         let (mut s, mut r) = (true, false);
         validate_wc(&wc, &mut s, &mut r)?;
         ensure!(
-            wc.qp_num == qp_num,
+            wc.qp_num() == qp_num,
             "number of QP (qp_num) in the received completion ({}) differs from the one of the connection ({qp_num})",
-            wc.qp_num
+            wc.qp_num()
         );
         let v = get_u64(&mr, RECV_OFFSET)?;
         if v == I_M_DONE {

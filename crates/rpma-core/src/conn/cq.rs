@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{CqBackend, Transport};
-use crate::types::Wc;
+use crate::wc::Wc;
 
 /// A completion queue (`struct rpma_cq`), borrowed from its connection or shared RQ.
 ///
@@ -64,7 +64,7 @@ impl<'a, T: Transport> Cq<'a, T> {
     /// [`Provider`](crate::ErrorKind::Provider) if polling fails; [`Unknown`](crate::ErrorKind::Unknown) if
     /// the provider reports more entries than asked.
     #[doc(alias = "rpma_cq_get_wc")]
-    #[inline]
+    #[inline(always)]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         if wc.is_empty() {
             return Err(Error::inval("rpma_cq_get_wc", "num_entries < 1"));

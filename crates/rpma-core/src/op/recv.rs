@@ -99,6 +99,16 @@ impl<T: Transport> RecvQueue<'_, T> {
         }
     }
 
+    /// Posts one validated receive.
+    #[inline]
+    pub(super) fn post_one(&self, wr: RecvWr<'_, T>) -> Result<()> {
+        match self {
+            Self::Conn(c) => c.qp().post_recv_one(wr),
+            Self::Srq(s) => s.backend().post_recv(std::slice::from_ref(&wr)),
+            Self::Req(r) => r.qp().post_recv_one(wr),
+        }
+    }
+
     /// Posts a chain of validated receives (one doorbell).
     #[inline]
     pub(super) fn post(&self, wrs: &[RecvWr<'_, T>]) -> Result<()> {
@@ -164,6 +174,6 @@ impl<'c, T: Transport> Recv<'c, T> {
     pub fn post(self) -> Result<()> {
         let queue = self.queue;
         let (wr, op) = self.into_wr()?;
-        queue.post(std::slice::from_ref(&wr)).map_err(|e| e.in_op(op))
+        queue.post_one(wr).map_err(|e| e.in_op(op))
     }
 }

@@ -82,7 +82,7 @@ impl<'c, T: Transport, K: SendKind<'c, T>> Post<'c, T, K> {
     pub fn post(self) -> Result<()> {
         let conn = self.conn;
         let (wr, op) = self.into_wr()?;
-        conn.qp().post_send(std::slice::from_ref(&wr)).map_err(|e| e.in_op(op))
+        conn.qp().post_send_one(wr).map_err(|e| e.in_op(op))
     }
 }
 

@@ -102,12 +102,12 @@ impl QpShared {
         if status == WcStatus::Success && !signaled {
             return;
         }
-        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len: 0, imm_data: None, qp_num: self.qp_num };
+        let wc = Wc::new(wr_id, status, opcode).with_qp_num(self.qp_num);
         self.send_cq.push(Entry { wc, retire: seq });
     }
 
     fn recv_complete(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32, imm: Option<u32>) {
-        let wc = Wc { wr_id, status, opcode, vendor_err: 0, byte_len, imm_data: imm, qp_num: self.qp_num };
+        let wc = Wc::new(wr_id, status, opcode).with_byte_len(byte_len).with_imm(imm).with_qp_num(self.qp_num);
         self.recv_cq.push(Entry { wc, retire: 0 });
     }
 

@@ -16,7 +16,7 @@ use rpma_core::{Error, ErrorKind, FlushType, Result};
 
 use crate::mr::VerbsMr;
 use crate::native::Counted;
-use crate::ring::{RecvRing, SendRing, FLUSH_READ_BIT};
+use crate::ring::{FifoRing, Ring, FLUSH_READ_BIT};
 use crate::Verbs;
 
 /// Reusable buffers of chains (owned by one queue; rule V6 or a lock).
@@ -276,34 +276,49 @@ fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
     w
 }
 
-/// Posts one read, write or send of at most one registered piece (the common case) straight
-/// from the work request, through `post` (`ibv_post_send`), and records it in `ring`; `None`
-/// for any other work request (the general path handles it).
+/// Posts one read, write or send of at most one registered piece, or an emulated flush (the
+/// common cases), straight from the work request through `post` (`ibv_post_send`) and records
+/// it in `ring`; `None` for any other work request (the general path handles it, and a full
+/// queue too, which it reports).
 #[inline(always)]
-pub(super) fn post_simple(
-    ring: &mut SendRing,
+pub(super) fn post_one<'f>(
+    ring: &mut FifoRing,
     wr: &SendWr<'_, Verbs>,
+    flush: impl FnOnce() -> Option<&'f VerbsMr>,
     post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
 ) -> Option<Result<()>> {
     use ffi::ibv_wr_opcode as O;
-    let (opcode, imm) = match wr.op {
-        SendOp::Read => (O::IBV_WR_RDMA_READ, None),
-        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None),
-        SendOp::WriteImm(i) => (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
-        SendOp::Send => (O::IBV_WR_SEND, None),
-        SendOp::SendImm(i) => (O::IBV_WR_SEND_WITH_IMM, Some(i)),
-        SendOp::AtomicWrite(_) | SendOp::Flush(_) => return None,
-    };
+    let n = ring.next()?;
     let piece = match wr.local {
         Local::One(b) => Some(b),
         Local::None => None,
         Local::Sg(_) | Local::Inline(_) => return None,
     };
-    let mut sge = piece.map(|b| b.mr.sge(b.offset, b.len));
+    let (opcode, imm, sge, mr) = match wr.op {
+        SendOp::Read => (O::IBV_WR_RDMA_READ, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
+        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
+        SendOp::WriteImm(i) => {
+            (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i), piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
+        }
+        SendOp::Send => (O::IBV_WR_SEND, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
+        SendOp::SendImm(i) => {
+            (O::IBV_WR_SEND_WITH_IMM, Some(i), piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
+        }
+        // An emulated flush (`flush` gives the flush buffer only when flushes are emulated and
+        // the native-only policy allows it): an 8-byte RDMA Read at the flushed address into the
+        // connection's flush buffer (docs/semantics.md#flush).
+        SendOp::Flush(_) => {
+            let fm = flush()?;
+            let len = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
+            (O::IBV_WR_RDMA_READ, None, Some(fm.sge(0, len)), None)
+        }
+        SendOp::AtomicWrite(_) => return None,
+    };
+    let mut sge = sge;
     let (raddr, rkey) = wr.remote.map_or((0, 0), |r| (r.addr, r.rkey));
     // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
     let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-    w.wr_id = ring.id(0);
+    w.wr_id = n;
     w.opcode = opcode;
     w.send_flags = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
     if let Some(i) = imm {
@@ -317,10 +332,50 @@ pub(super) fn post_simple(
     let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
     let r = post(&mut w, &mut bad);
     if r != 0 {
-        return Some(Err(Error::provider("ibv_post_send", crate::sys::ret_errno(r))));
+        return Some(Err(post_failed("ibv_post_send", r)));
     }
-    ring.push(wr.wr_id, piece.map(|b| &**b.mr).into_iter());
+    ring.push_one(n, wr.wr_id, mr);
+    if matches!(wr.op, SendOp::Flush(_)) {
+        crate::native::count(Counted::FlushEmulated);
+    }
     Some(Ok(()))
+}
+
+/// Posts one receive of at most one piece (the common case) through `post` (`ibv_post_recv`)
+/// and records it in `ring`; `None` for any other (the general path handles it, and a full
+/// queue too).
+#[inline(always)]
+pub(super) fn post_recv_one(
+    ring: &mut FifoRing,
+    wr: &RecvWr<'_, Verbs>,
+    post: impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32,
+) -> Option<Result<()>> {
+    let id = ring.next()?;
+    let piece = match wr.local {
+        Local::One(b) => Some(b),
+        Local::None => None,
+        Local::Sg(_) | Local::Inline(_) => return None,
+    };
+    let mut sge = piece.map(|b| b.mr.sge(b.offset, b.len));
+    let mut w = ffi::ibv_recv_wr {
+        wr_id: ring.id(0),
+        next: std::ptr::null_mut(),
+        sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
+        num_sge: i32::from(sge.is_some()),
+    };
+    let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+    let r = post(&mut w, &mut bad);
+    if r != 0 {
+        return Some(Err(post_failed("ibv_post_recv", r)));
+    }
+    ring.push_one(id, wr.wr_id, piece.map(|b| &**b.mr));
+    Some(Ok(()))
+}
+
+#[cold]
+#[inline(never)]
+fn post_failed(op: &'static str, r: i32) -> Error {
+    Error::provider(op, crate::sys::ret_errno(r))
 }
 
 /// Posts a chain of send work requests without native operations through `post`
@@ -329,7 +384,7 @@ pub(super) fn post_simple(
 /// # Errors
 /// As [`parts`]; `Provider` if posting fails.
 pub(super) fn post_send_chain(
-    ring: &mut SendRing,
+    ring: &mut FifoRing,
     sc: &mut Scratch,
     wrs: &[SendWr<'_, Verbs>],
     all: &[Parts],
@@ -397,7 +452,7 @@ pub(super) fn post_send_chain(
 /// `Provider` with `ENOMEM` if the queue has fewer free entries than `wrs` (nothing posted), or
 /// if posting fails.
 pub(crate) fn post_recv_chain(
-    ring: &mut RecvRing,
+    ring: &mut impl Ring,
     sc: &mut Scratch,
     wrs: &[RecvWr<'_, Verbs>],
     op: &'static str,
@@ -466,7 +521,7 @@ fn regions_sges<'m>(local: &Local<'m, Verbs>) -> impl Iterator<Item = ffi::ibv_s
 /// every native operation in `all`; the caller is its owner's thread (rule V6).
 pub(super) unsafe fn post_send_ex(
     q: *mut ffi::ibv_qp_ex,
-    ring: &mut SendRing,
+    ring: &mut FifoRing,
     sc: &mut Scratch,
     wrs: &[SendWr<'_, Verbs>],
     all: &[Parts],

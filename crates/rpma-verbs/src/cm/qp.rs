@@ -13,7 +13,7 @@ use rpma_core::{Error, ErrorKind, Result, Usage};
 use crate::cq::{Channel, RecvLink, VerbsCq};
 use crate::mr::{reg_mr, VerbsMr};
 use crate::pin::PARKED;
-use crate::ring::{RecvRing, SendRing};
+use crate::ring::{FifoRing, Ring};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
 
@@ -63,13 +63,13 @@ pub(super) fn build_qp(
     let caps = pd.caps();
     let shared = if cfg.shared_channel { Some(Channel::new(ctx)?) } else { None };
     let max_sge = cfg.max_sge.max(1);
-    let sq = SendRing::new(cfg.sq_size, max_sge);
+    let sq = FifoRing::send(cfg.sq_size);
     let srq = cfg.srq.map(Arc::clone);
     let srq_rcq = srq.as_ref().and_then(|s| s.rcq.as_ref()).map(VerbsCq::as_ptr);
     let want_rcq = cfg.rcq_size > 0 && srq_rcq.is_none();
     let recv_link = || match &srq {
         Some(s) => RecvLink::Srq(Arc::clone(&s.ring)),
-        None => RecvLink::Own(UnsafeCell::new(RecvRing::new(cfg.rq_size, max_sge))),
+        None => RecvLink::Own(UnsafeCell::new(FifoRing::recv(cfg.rq_size))),
     };
     let (main_recv, rcq_recv) = if srq_rcq.is_some() {
         (RecvLink::None, None)
@@ -130,6 +130,7 @@ pub(super) fn build_qp(
     let qp_num = unsafe { (*qp.as_ptr()).qp_num };
     Ok(VerbsQp {
         id,
+        raw: qp,
         qp_num,
         qpx,
         evch: evch.into_raw(),
@@ -168,6 +169,8 @@ fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
 /// A connection's queue pair with its CM id and event channel.
 pub struct VerbsQp {
     id: NonNull<ffi::rdma_cm_id>,
+    /// The id's QP (alive until teardown).
+    raw: NonNull<ffi::ibv_qp>,
     qp_num: u32,
     qpx: Option<NonNull<ffi::ibv_qp_ex>>,
     pub(super) evch: NonNull<ffi::rdma_event_channel>,
@@ -202,10 +205,21 @@ impl std::fmt::Debug for VerbsQp {
 }
 
 impl VerbsQp {
-    fn qp(&self) -> *mut ffi::ibv_qp {
-        // SAFETY: [V1] the id is alive until teardown, which only happens through `self` by value
-        // or on drop.
-        unsafe { (*self.id.as_ptr()).qp }
+    /// The QP: alive until teardown, which only happens through `self` by value or on drop.
+    #[inline(always)]
+    const fn qp(&self) -> *mut ffi::ibv_qp {
+        self.raw.as_ptr()
+    }
+
+    /// The flush buffer if this QP emulates flushes and the native-only policy allows it (the
+    /// fast path of a single flush); `None` sends flushes down the general path.
+    #[inline(always)]
+    fn emulated_flush(&self) -> Option<&VerbsMr> {
+        if self.qpx.is_none() && !crate::native::only_flush() {
+            self.flush_mr.as_ref()
+        } else {
+            None
+        }
     }
 
     fn teardown(&self) -> Result<()> {
@@ -290,6 +304,108 @@ impl VerbsQp {
         crate::leak::qp(self.qp_num, why);
     }
 
+    /// Posts receives other than a single one of at most one piece (chains, scatter-gather, a
+    /// shared receive queue's error, a full queue).
+    #[inline(never)]
+    fn post_recv_general(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
+        const OP: &str = "ibv_post_recv";
+        let owner = self.rcq.as_ref().filter(|c| c.has_own_recv()).unwrap_or(&self.cq);
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
+        // this call and nothing called here takes another.
+        let (ring, sc) = unsafe { (owner.own_recv_ring(), &mut *self.scratch.get()) };
+        let Some(ring) = ring else {
+            return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
+        };
+        let qp = self.qp();
+        post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
+            // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose SGEs
+            // live across the call and describe ranges inside registrations pinned by the ring.
+            call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, wr, bad) })
+        })
+    }
+
+    /// Posts what [`post::post_one`] does not: chains, scatter-gather, inline data, native or
+    /// atomic operations, a full queue.
+    #[inline(never)]
+    fn post_send_general(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
+        // this call and nothing called here takes another.
+        let (ring, sc, parts) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.parts.get()) };
+        let Some(ring) = ring else {
+            return Err(Error::provider(OP, libc::EINVAL).with_detail("no send queue"));
+        };
+        ring.check(OP, wrs.len())?;
+        let ops = self.ops();
+        let caps = self.pd.caps();
+        let no_native = |op: &'static str, what: &'static str| {
+            self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
+        };
+        let single;
+        let all: &[Parts] = if let [wr] = wrs {
+            single = post::parts(wr, ops, no_native)?;
+            std::slice::from_ref(&single)
+        } else {
+            parts.clear();
+            for wr in wrs {
+                parts.push(post::parts(wr, ops, no_native)?);
+            }
+            parts
+        };
+        let qp = self.qp();
+        let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
+            post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
+                // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose
+                // SGEs (and inline data) live across the call and describe ranges inside
+                // registrations pinned by the ring.
+                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, wr, bad) })
+            })
+        };
+        let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
+            return legacy(ring, sc, wrs, all);
+        };
+        // A chain with native operations: each native operation through the extended QP's
+        // builder, each run of the others with one `ibv_post_send` (rxe's builder mishandles some
+        // chains that mix sends with native flushes: measured in the debian13 guest), in order.
+        // Everything was validated before, so the doorbells after the first do not fail; if one
+        // did, the work requests before it stay posted and the error says how many.
+        let mut at = 0;
+        while at < wrs.len() {
+            let native = all[at].native.is_some();
+            let end =
+                if native { at + 1 } else { (at..wrs.len()).find(|&i| all[i].native.is_some()).unwrap_or(wrs.len()) };
+            let r = if native {
+                // SAFETY: [V2, V6] the live extended QP of this queue pair, created with the
+                // send-ops flags of the native operations `ops` reported; the owner's thread.
+                unsafe { post::post_send_ex(qpx.as_ptr(), ring, sc, &wrs[at..end], &all[at..end], ops.flush_mr) }
+            } else {
+                legacy(ring, sc, &wrs[at..end], &all[at..end])
+            };
+            if let Err(e) = r {
+                return Err(if at > 0 {
+                    e.with_detail(&format!("the first {at} of {} work requests were posted", wrs.len()))
+                } else {
+                    e
+                });
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// [`VerbsQp::post_send_general`] of one work request (by value: the fast path builds it
+    /// in registers, only this cold call puts it in memory).
+    #[inline(never)]
+    fn post_send_general_one(&self, wr: SendWr<'_, Verbs>) -> Result<()> {
+        self.post_send_general(std::slice::from_ref(&wr))
+    }
+
+    /// [`VerbsQp::post_recv_general`] of one receive (see [`VerbsQp::post_send_general_one`]).
+    #[inline(never)]
+    fn post_recv_general_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
+        self.post_recv_general(std::slice::from_ref(&wr))
+    }
+
     /// What this QP can do natively (librpma 1.3 decides per QP the same way: `qpx->wr_flush`
     /// / `qpx->wr_atomic_write` set).
     fn ops(&self) -> QpOps<'_> {
@@ -364,98 +480,52 @@ impl QpBackend<Verbs> for VerbsQp {
         &self.req_pdata
     }
 
+    #[inline]
     fn post_recv(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
-        const OP: &str = "ibv_post_recv";
-        let owner = self.rcq.as_ref().filter(|c| c.has_own_recv()).unwrap_or(&self.cq);
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
-        // this call and nothing called here takes another.
-        let (ring, sc) = unsafe { (owner.own_recv_ring(), &mut *self.scratch.get()) };
-        let Some(ring) = ring else {
-            return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
-        };
-        let qp = self.qp();
-        post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose SGEs
-            // live across the call and describe ranges inside registrations pinned by the ring.
-            call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, wr, bad) })
-        })
+        self.post_recv_general(wrs)
     }
 
-    fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
-        const OP: &str = "ibv_post_send";
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
-        // this call and nothing called here takes another.
-        let (ring, sc, parts) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.parts.get()) };
-        let Some(ring) = ring else {
-            return Err(Error::provider(OP, libc::EINVAL).with_detail("no send queue"));
-        };
-        ring.check(OP, wrs.len())?;
-        if let [wr] = wrs {
+    #[inline(always)]
+    fn post_recv_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
+        let owner = self.rcq.as_ref().unwrap_or(&self.cq);
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
+        // this block and nothing called here takes another.
+        if let Some(ring) = unsafe { owner.own_recv_ring() } {
             let qp = self.qp();
-            let simple = post::post_simple(ring, wr, |w, bad| {
-                // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE lives
-                // across the call and describes a range inside a registration pinned by the ring.
-                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
+            let one = post::post_recv_one(ring, &wr, |w, bad| {
+                // SAFETY: [V2, V4] the QP is alive; one initialised receive whose SGE lives
+                // across the call and describes a range inside a registration the ring pins.
+                call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, w, bad) })
             });
-            if let Some(r) = simple {
+            if let Some(r) = one {
                 return r;
             }
         }
-        let ops = self.ops();
-        let caps = self.pd.caps();
-        let no_native = |op: &'static str, what: &'static str| {
-            self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
-        };
-        let single;
-        let all: &[Parts] = if let [wr] = wrs {
-            single = post::parts(wr, ops, no_native)?;
-            std::slice::from_ref(&single)
-        } else {
-            parts.clear();
-            for wr in wrs {
-                parts.push(post::parts(wr, ops, no_native)?);
+        self.post_recv_general_one(wr)
+    }
+
+    #[inline]
+    fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
+        self.post_send_general(wrs)
+    }
+
+    #[inline(always)]
+    fn post_send_one(&self, wr: SendWr<'_, Verbs>) -> Result<()> {
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
+        // this block and nothing called here takes another.
+        if let Some(ring) = unsafe { self.cq.send_ring() } {
+            let qp = self.qp();
+            let one = post::post_one(ring, &wr, || self.emulated_flush(), |w, bad| {
+                // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE
+                // lives across the call and describes a range inside a registration the ring
+                // pins (or the connection's flush buffer).
+                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
+            });
+            if let Some(r) = one {
+                return r;
             }
-            parts
-        };
-        let qp = self.qp();
-        let legacy = |ring: &mut SendRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
-            post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
-                // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose
-                // SGEs (and inline data) live across the call and describe ranges inside
-                // registrations pinned by the ring.
-                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, wr, bad) })
-            })
-        };
-        let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
-            return legacy(ring, sc, wrs, all);
-        };
-        // A chain with native operations: each native operation through the extended QP's
-        // builder, each run of the others with one `ibv_post_send` (rxe's builder mishandles some
-        // chains that mix sends with native flushes: measured in the debian13 guest), in order.
-        // Everything was validated before, so the doorbells after the first do not fail; if one
-        // did, the work requests before it stay posted and the error says how many.
-        let mut at = 0;
-        while at < wrs.len() {
-            let native = all[at].native.is_some();
-            let end =
-                if native { at + 1 } else { (at..wrs.len()).find(|&i| all[i].native.is_some()).unwrap_or(wrs.len()) };
-            let r = if native {
-                // SAFETY: [V2, V6] the live extended QP of this queue pair, created with the
-                // send-ops flags of the native operations `ops` reported; the owner's thread.
-                unsafe { post::post_send_ex(qpx.as_ptr(), ring, sc, &wrs[at..end], &all[at..end], ops.flush_mr) }
-            } else {
-                legacy(ring, sc, &wrs[at..end], &all[at..end])
-            };
-            if let Err(e) = r {
-                return Err(if at > 0 {
-                    e.with_detail(&format!("the first {at} of {} work requests were posted", wrs.len()))
-                } else {
-                    e
-                });
-            }
-            at = end;
         }
-        Ok(())
+        self.post_send_general_one(wr)
     }
 
     fn sq_free(&self) -> u32 {

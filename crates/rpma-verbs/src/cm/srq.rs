@@ -10,7 +10,7 @@ use rpma_core::transport::{RecvWr, SrqBackend};
 use rpma_core::{Error, Result};
 
 use crate::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
-use crate::ring::RecvRing;
+use crate::ring::SlotRing;
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
@@ -39,7 +39,7 @@ impl std::fmt::Debug for VerbsSrq {
 }
 
 pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
-    let ring = Arc::new(Mutex::new(SrqState { ring: RecvRing::new(rq_size, 1), scratch: Scratch::default() }));
+    let ring = Arc::new(Mutex::new(SrqState { ring: SlotRing::new(rq_size, 1), scratch: Scratch::default() }));
     let rcq = if rcq_size > 0 {
         Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, RecvLink::Srq(Arc::clone(&ring)))?)
     } else {

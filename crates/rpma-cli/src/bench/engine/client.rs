@@ -1,6 +1,7 @@
 //! The client side: drives the lanes of each thread through every run and turns what they
 //! measured into the report's results.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -153,12 +154,20 @@ type PerRun = (Vec<Span>, Histogram<u64>);
 /// Per thread and run: the phase and its latencies.
 pub(super) type Measured = (Span, Histogram<u64>);
 
-#[allow(clippy::too_many_arguments)]
+/// The two points of every run where the client threads and the coordinator meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Before the warm-up.
+    Warmup,
+    /// Before the measurement.
+    Measure,
+}
+
 pub(super) fn client_thread<T: Transport>(
     mut lanes: Vec<Lane<T>>,
     plan: &Plan,
     runs: &[(Op, usize)],
-    barrier: &Barrier,
+    gate: &dyn Fn(usize, Phase),
     failed: &AtomicBool,
     progress: &Progress,
 ) -> Result<Vec<Measured>> {
@@ -168,15 +177,15 @@ pub(super) fn client_thread<T: Transport>(
         let done = &progress.runs[i].done;
         let mut hist = new_histogram();
         // Warm-up, then the measurement; every thread starts each phase together. Every thread
-        // (and the coordinator) passes both barriers of every run, even after a failure.
-        barrier.wait();
+        // (and the coordinator) passes both gates of every run, even after a failure.
+        gate(i, Phase::Warmup);
         let skip = failed.load(Ordering::Acquire);
         let warm = if skip {
             Ok((0, Instant::now(), Instant::now()))
         } else {
             drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
         };
-        barrier.wait();
+        gate(i, Phase::Measure);
         if skip {
             continue;
         }
@@ -247,37 +256,59 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
         let lane = connect(peer, addr, port, &footprint, plan.timeout, shape)?;
         per_thread[i % plan.threads].push(lane);
     }
-    let barrier = Barrier::new(plan.threads + 1);
-    let mut counts: Vec<Option<OpCounts>> = Vec::with_capacity(runs.len() + 1);
     let failed = AtomicBool::new(false);
     let progress = Progress::new(runs.len());
-    let measured: Vec<Result<Vec<Measured>>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = per_thread
-            .into_iter()
-            .map(|lanes| {
-                let (runs, barrier, failed, progress) = (&runs, &barrier, &failed, &progress);
-                sc.spawn(move || client_thread(lanes, plan, runs, barrier, failed, progress))
-            })
-            .collect();
-        let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
-        // The coordinator takes part in the barriers to move the progress to each run once
-        // every thread has started it (the previous run has ended everywhere), and reads the
-        // backend's flush and atomic-write counters as each measurement starts (every thread
-        // has finished the run's warm-up and the previous run).
-        for i in 0..runs.len() {
-            barrier.wait();
-            progress.begin(i, Instant::now());
-            barrier.wait();
+    let counts: RefCell<Vec<Option<OpCounts>>> = RefCell::new(Vec::with_capacity(runs.len() + 1));
+    // The coordinator's part at each gate: moves the progress to the run once every thread has
+    // started it (the previous run has ended everywhere), and reads the backend's flush and
+    // atomic-write counters as each measurement starts (every thread has finished the run's
+    // warm-up and the previous run).
+    let coordinate = |i: usize, phase: Phase| match phase {
+        Phase::Warmup => progress.begin(i, Instant::now()),
+        Phase::Measure => {
             progress.measure(i, Instant::now());
-            counts.push(crate::backend::op_counts::<T>());
+            counts.borrow_mut().push(crate::backend::op_counts::<T>());
         }
-        let results =
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
-        counts.push(crate::backend::op_counts::<T>());
-        progress.finished.store(true, Ordering::Release);
-        let _ = monitor.join();
-        results
-    });
+    };
+    let measured: Vec<Result<Vec<Measured>>> = if plan.threads == 1 && !shown(plan) {
+        // One client thread and nothing to show: the calling thread is the client, and the
+        // process stays single-threaded (as C benchmarks are: glibc then skips the
+        // cancellation-point bookkeeping of every system call, e.g. the doorbell of rxe).
+        let lanes = per_thread.pop().unwrap_or_default();
+        let r = client_thread(lanes, plan, &runs, &coordinate, &failed, &progress);
+        counts.borrow_mut().push(crate::backend::op_counts::<T>());
+        vec![r]
+    } else {
+        let barrier = Barrier::new(plan.threads + 1);
+        let meet = |_: usize, _: Phase| {
+            barrier.wait();
+        };
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = per_thread
+                .into_iter()
+                .map(|lanes| {
+                    let (runs, meet, failed, progress) = (&runs, &meet, &failed, &progress);
+                    sc.spawn(move || client_thread(lanes, plan, runs, meet, failed, progress))
+                })
+                .collect();
+            let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
+            for i in 0..runs.len() {
+                barrier.wait();
+                coordinate(i, Phase::Warmup);
+                barrier.wait();
+                coordinate(i, Phase::Measure);
+            }
+            let results = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked")))
+                .collect();
+            counts.borrow_mut().push(crate::backend::op_counts::<T>());
+            progress.finished.store(true, Ordering::Release);
+            let _ = monitor.join();
+            results
+        })
+    };
+    let counts = counts.into_inner();
     // Per run: every thread's operations and time, and the threads' merged latencies.
     let mut per_run: Vec<PerRun> = runs.iter().map(|_| (Vec::with_capacity(plan.threads), new_histogram())).collect();
     for m in measured {

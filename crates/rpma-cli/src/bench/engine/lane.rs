@@ -382,13 +382,13 @@ impl<T: Transport> Lane<T> {
             idle.progress();
             for wc in &wcs[..n] {
                 check(wc, "client")?;
-                if wc.wr_id == want {
+                if wc.wr_id() == want {
                     sent = true;
-                } else if wc.wr_id & RECV_TAG != 0 && recv {
-                    self.repost(wc.wr_id)?;
+                } else if wc.wr_id() & RECV_TAG != 0 && recv {
+                    self.repost(wc.wr_id())?;
                     recv = false;
                 } else {
-                    bail!("client: unexpected completion {:#x} around a write ping-pong", wc.wr_id);
+                    bail!("client: unexpected completion {:#x} around a write ping-pong", wc.wr_id());
                 }
             }
         }
@@ -434,8 +434,8 @@ impl<T: Transport> Lane<T> {
             let n = self.conn.cq().poll(wcs).context("client: polling")?;
             for wc in &wcs[..n] {
                 check(wc, Op::WritePingpong.name())?;
-                if wc.wr_id != PP_ID {
-                    bail!("client: unexpected completion {:#x} in a write ping-pong", wc.wr_id);
+                if wc.wr_id() != PP_ID {
+                    bail!("client: unexpected completion {:#x} in a write ping-pong", wc.wr_id());
                 }
                 self.pp_written = true;
             }
@@ -473,13 +473,13 @@ impl<T: Transport> Lane<T> {
         let mut done = 0;
         for wc in &wcs[..n] {
             check(wc, op.name())?;
-            if wc.wr_id & SEND_TAG != 0 {
+            if wc.wr_id() & SEND_TAG != 0 {
                 continue; // a message's send completion: its echo completes it
             }
-            if wc.wr_id & RECV_TAG != 0 {
-                self.repost(wc.wr_id)?;
+            if wc.wr_id() & RECV_TAG != 0 {
+                self.repost(wc.wr_id())?;
             }
-            done += self.retire(op, now, hist, record, wc.wr_id)?;
+            done += self.retire(op, now, hist, record, wc.wr_id())?;
         }
         Ok(done)
     }
@@ -493,7 +493,7 @@ impl<T: Transport> Lane<T> {
             let n = self.conn.cq().poll(&mut wcs).context("client: polling")?;
             for wc in &wcs[..n] {
                 check(wc, "stop")?;
-                if wc.wr_id == STOP_ID {
+                if wc.wr_id() == STOP_ID {
                     break 'wait;
                 }
             }

@@ -93,8 +93,13 @@ impl Progress {
     }
 }
 
+/// Whether a progress bar is drawn (asked for, and standard error is a terminal).
+pub(super) fn shown(plan: &Plan) -> bool {
+    plan.progress && std::io::stderr().is_terminal()
+}
+
 pub(super) fn show_progress(plan: &Plan, runs: &[(Op, usize)], progress: &Progress) {
-    if !(plan.progress && std::io::stderr().is_terminal()) {
+    if !shown(plan) {
         return;
     }
     let mut bar: Option<(usize, ProgressBar)> = None;

@@ -118,8 +118,8 @@ pub(super) fn fill_source<T: Transport>(mr: &mut MrLocal<T>) {
 }
 
 pub(super) fn check(wc: &Wc, who: &str) -> Result<()> {
-    if wc.status != WcStatus::Success {
-        bail!("{who}: operation {:#x} completed with {:?} (vendor error {})", wc.wr_id, wc.status, wc.vendor_err);
+    if wc.status() != WcStatus::Success {
+        bail!("{who}: operation {:#x} completed with {:?} (vendor error {})", wc.wr_id(), wc.status(), wc.vendor_err());
     }
     Ok(())
 }

@@ -118,7 +118,7 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
 pub(super) fn pingpong_wc(wc: &Wc) -> Result<()> {
     check(wc, "server")?;
-    if wc.wr_id & RECV_TAG != 0 {
+    if wc.wr_id() & RECV_TAG != 0 {
         bail!("server: the client sent a message during a write ping-pong");
     }
     Ok(())
@@ -180,7 +180,7 @@ pub(super) fn pingpong<T: Transport>(s: &Served<T>, size: usize) -> Result<()> {
             let n = s.conn.cq().poll(&mut wcs).context("server: polling")?;
             for wc in &wcs[..n] {
                 pingpong_wc(wc)?;
-                if wc.wr_id == PP_ID {
+                if wc.wr_id() == PP_ID {
                     break 'wait;
                 }
             }
@@ -228,14 +228,14 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
         idle = 0;
         for wc in &wcs[..n] {
             check(wc, "server")?;
-            if wc.wr_id & RECV_TAG == 0 {
+            if wc.wr_id() & RECV_TAG == 0 {
                 continue; // an echo's send completion
             }
-            let slot = (wc.wr_id & !RECV_TAG) as usize;
-            match wc.imm_data {
+            let slot = (wc.wr_id() & !RECV_TAG) as usize;
+            match wc.imm_data() {
                 Some(STOP_IMM) => break 'serve,
                 Some(imm) if imm & PINGPONG_BIT != 0 => {
-                    s.repost(wc.wr_id)?;
+                    s.repost(wc.wr_id())?;
                     pingpong(&s, (imm & !PINGPONG_BIT) as usize)?;
                     continue;
                 }
@@ -244,13 +244,13 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
             // Echo first, then re-post the receive: `qd + 1` receives are posted, so the client
             // (at most `qd` messages in flight) always finds one.
             // The echo goes out of the source buffer, filled once: nothing is copied.
-            let len = (wc.byte_len as usize).min(s.req.source_max);
+            let len = (wc.byte_len() as usize).min(s.req.source_max);
             let echo = match &s.source {
                 Some(src) if len > 0 => s.conn.send(src.slice(..len)),
                 _ => s.conn.send_empty(),
             };
             echo.context(SEND_TAG | slot as u64).post().context("server: echoing")?;
-            s.repost(wc.wr_id)?;
+            s.repost(wc.wr_id())?;
         }
     }
     match wait::next_event(&s.conn, s.timeout, "server: waiting for the client to disconnect")? {
