@@ -80,6 +80,21 @@ pub(super) struct QpOps<'a> {
     pub(super) flush_mr: Option<&'a VerbsMr>,
 }
 
+/// The verbs opcode (and immediate data) of a read, write or send; `None` for the operations
+/// that have their own paths (atomic write, flush).
+#[inline(always)]
+fn plain_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, Option<u32>)> {
+    use ffi::ibv_wr_opcode as O;
+    Some(match *op {
+        SendOp::Read => (O::IBV_WR_RDMA_READ, None),
+        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None),
+        SendOp::WriteImm(i) => (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
+        SendOp::Send => (O::IBV_WR_SEND, None),
+        SendOp::SendImm(i) => (O::IBV_WR_SEND_WITH_IMM, Some(i)),
+        SendOp::AtomicWrite(_) | SendOp::Flush(_) => return None,
+    })
+}
+
 /// Maps one validated work request to verbs.
 ///
 /// # Errors
@@ -109,18 +124,13 @@ pub(super) fn parts(
         p.flags |= F::IBV_SEND_INLINE.0;
         p.data = Data::Inline(b.as_ptr(), b.len());
     }
+    if let Some((opcode, imm)) = plain_opcode(&wr.op) {
+        p.opcode = opcode;
+        p.imm = imm;
+        return Ok(p);
+    }
     match &wr.op {
-        SendOp::Read => p.opcode = O::IBV_WR_RDMA_READ,
-        SendOp::Write => {}
-        SendOp::WriteImm(i) => {
-            p.opcode = O::IBV_WR_RDMA_WRITE_WITH_IMM;
-            p.imm = Some(*i);
-        }
-        SendOp::Send => p.opcode = O::IBV_WR_SEND,
-        SendOp::SendImm(i) => {
-            p.opcode = O::IBV_WR_SEND_WITH_IMM;
-            p.imm = Some(*i);
-        }
+        SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {}
         SendOp::AtomicWrite(bytes) => {
             if ops.native_atomic_write {
                 p.native = Some(Native::AtomicWrite);
@@ -295,14 +305,9 @@ pub(super) fn post_one<'f>(
         Local::Sg(_) | Local::Inline(_) => return None,
     };
     let (opcode, imm, sge, mr) = match wr.op {
-        SendOp::Read => (O::IBV_WR_RDMA_READ, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
-        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
-        SendOp::WriteImm(i) => {
-            (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i), piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
-        }
-        SendOp::Send => (O::IBV_WR_SEND, None, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr)),
-        SendOp::SendImm(i) => {
-            (O::IBV_WR_SEND_WITH_IMM, Some(i), piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
+        SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {
+            let (opcode, imm) = plain_opcode(&wr.op)?;
+            (opcode, imm, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
         }
         // An emulated flush (`flush` gives the flush buffer only when flushes are emulated and
         // the native-only policy allows it): an 8-byte RDMA Read at the flushed address into the

@@ -54,16 +54,28 @@ pub(super) fn drive<T: Transport>(
             while lane.inflight < lane.qd {
                 let at = Instant::now();
                 if lane.shape.batch > 1 {
-                    // Chains of `--batch` operations, each retired by its last one's completion.
+                    // Chains of `--batch` operations. As single operations, one completion per
+                    // `every` (`--cq-mod`): a chain is signaled (its last operation) when it
+                    // reaches the mark, when it is the phase's last, or when the next chain would
+                    // not fit in the queue (so a completion always comes to free it).
                     let left = match stop {
                         Stop::Count(n) => n - *posted,
                         Stop::Until(t) => u64::from(at < t) * u64::MAX,
                     };
                     let k = lane.shape.batch.min(usize::try_from(left).unwrap_or(usize::MAX));
-                    if k == 0 || lane.qd - lane.inflight < k {
+                    let room = lane.qd - lane.inflight;
+                    if k == 0 || room < k {
+                        if k == 0 && lane.open > 0 {
+                            // Time is up with unsignaled chains in flight: one signaled
+                            // operation retires them.
+                            lane.post(op, size, at, true)?;
+                            *posted += 1;
+                        }
                         break;
                     }
-                    lane.post_chain(op, size, at, k)?;
+                    let last = left <= k as u64;
+                    let signaled = last || lane.open + k >= every || room - k < k;
+                    lane.post_chain(op, size, at, k, signaled)?;
                     *posted += k as u64;
                     continue;
                 }

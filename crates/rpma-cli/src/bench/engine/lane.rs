@@ -302,9 +302,9 @@ impl<T: Transport> Lane<T> {
         Ok(())
     }
 
-    /// Posts `n` one-sided operations as one chain with one doorbell (`--batch`), the last one
-    /// signaled: its completion retires the chain.
-    pub(super) fn post_chain(&mut self, op: Op, size: usize, at: Instant, n: usize) -> Result<()> {
+    /// Posts `n` one-sided operations as one chain with one doorbell (`--batch`); if `signaled`,
+    /// the last one is, and its completion retires the chain and the unsignaled chains before.
+    pub(super) fn post_chain(&mut self, op: Op, size: usize, at: Instant, n: usize, signaled: bool) -> Result<()> {
         {
             let sge = if self.shape.sge > 1 { self.shape.sge } else { 0 };
             let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
@@ -319,10 +319,14 @@ impl<T: Transport> Lane<T> {
                 let flags = CompletionFlags::ON_ERROR;
                 self.emit(op, size, *o, self.seq + j as u64, flags, &buf[j * sge..(j + 1) * sge], &mut sink)?;
             }
-            chain.signal_last().post()
+            if signaled {
+                chain.signal_last().post()
+            } else {
+                chain.post()
+            }
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
-        self.posted(at, n, true);
+        self.posted(at, n, signaled);
         Ok(())
     }
 
