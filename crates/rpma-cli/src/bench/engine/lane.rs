@@ -102,6 +102,8 @@ pub(super) struct Lane<T: Transport> {
     /// Operations in flight (signaled or not).
     pub(super) inflight: usize,
     pub(super) seq: u64,
+    /// `seq % qd`, kept up to date (no division per operation).
+    slot: usize,
     /// `write-pingpong`: the number of the last ping, whether its write has completed.
     pub(super) pp_seq: u8,
     pub(super) pp_written: bool,
@@ -185,6 +187,7 @@ pub(super) fn connect<T: Transport>(
         open: 0,
         inflight: 0,
         seq: 0,
+        slot: 0,
         pp_seq: 0,
         pp_written: false,
     };
@@ -202,9 +205,29 @@ pub(super) enum Stop {
 }
 
 impl<T: Transport> Lane<T> {
+    /// Operation `seq`'s slot (`seq % qd`; the next operation's without a division).
+    #[inline]
+    fn slot_of(&self, seq: u64) -> usize {
+        if seq == self.seq {
+            self.slot
+        } else {
+            (seq % self.qd as u64) as usize
+        }
+    }
+
+    /// `i + 1` modulo the queue depth.
+    #[inline]
+    fn next_slot(&self, i: usize) -> usize {
+        if i + 1 == self.qd {
+            0
+        } else {
+            i + 1
+        }
+    }
+
     /// The offset of operation `seq`'s slot in the region `op` uses.
     fn offset(&self, op: Op, size: usize, seq: u64) -> usize {
-        let slot = (seq % self.qd as u64) as usize;
+        let slot = self.slot_of(seq);
         let region = match op {
             Op::Send | Op::SendImm => self.local_region,
             Op::Flush | Op::AtomicWrite => self.remote_region,
@@ -227,8 +250,7 @@ impl<T: Transport> Lane<T> {
         pieces: &'c [LocalSlice<'c, T>],
         sink: &mut Sink<'_, 'c, T>,
     ) -> rpma::Result<()> {
-        let slot = (seq % self.qd as u64) as usize;
-        let id = slot as u64;
+        let id = self.slot_of(seq) as u64;
         let (c, r) = (&self.conn, &self.remote);
         let local = self.local.slice(off..off + size);
         let range = || r.slice(off..off + size);
@@ -254,8 +276,8 @@ impl<T: Transport> Lane<T> {
             Op::Flush => sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id)),
             Op::AtomicWrite => sink.emit(c.atomic_write(r.at(off & !7), seq.to_le_bytes()).flags(flags).context(id)),
             Op::Send => sink.emit(send().flags(flags).context(SEND_TAG | id)),
-            Op::SendImm => sink.emit(send().imm(slot as u32).flags(flags).context(SEND_TAG | id)),
-            Op::WriteImm => sink.emit(write().imm(slot as u32).flags(flags).context(SEND_TAG | id)),
+            Op::SendImm => sink.emit(send().imm(id as u32).flags(flags).context(SEND_TAG | id)),
+            Op::WriteImm => sink.emit(write().imm(id as u32).flags(flags).context(SEND_TAG | id)),
             Op::WritePingpong => sink.emit(c.write(r.at(0), self.local.slice(..size)).flags(flags).context(PP_ID)),
         }
     }
@@ -263,7 +285,10 @@ impl<T: Transport> Lane<T> {
     /// Records `n` operations posted at `at`, the last signaled or not.
     fn posted(&mut self, at: Instant, n: usize, signaled: bool) {
         if signaled {
-            let tail = (self.head + self.pending) % self.qd;
+            let tail = match self.head + self.pending {
+                t if t >= self.qd => t - self.qd,
+                t => t,
+            };
             self.batches[tail] = (at, self.open + n);
             self.pending += 1;
             self.open = 0;
@@ -272,6 +297,7 @@ impl<T: Transport> Lane<T> {
         }
         self.inflight += n;
         self.seq += n as u64;
+        self.slot = if n == 1 { self.next_slot(self.slot) } else { (self.seq % self.qd as u64) as usize };
     }
 
     /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
@@ -358,7 +384,7 @@ impl<T: Transport> Lane<T> {
             bail!("client: a completion ({wr_id:#x}) for no operation in flight");
         }
         let (t0, n) = self.batches[self.head];
-        self.head = (self.head + 1) % self.qd;
+        self.head = self.next_slot(self.head);
         self.pending -= 1;
         self.inflight -= n;
         if record {
