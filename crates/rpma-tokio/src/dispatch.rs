@@ -51,8 +51,10 @@ struct Slot {
 }
 
 /// The routing state of one connection; lives under the connection's lock with the `Conn`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Dispatch {
+    /// Where polls put completions (kept, not made per poll).
+    buf: [Wc; POLL_BATCH],
     ops: Slab<Slot>,
     seq: u32,
     /// Signaled send-queue operations of this API in flight (orphans included): what a future
@@ -62,26 +64,117 @@ pub(crate) struct Dispatch {
     /// Futures waiting for a free send-queue slot or an unclaimed completion: woken whenever a
     /// poll took completions.
     waiters: Slab<Option<Waker>>,
+    /// The operation on the straight path ([`Dispatch::begin`]): posted with the token of the
+    /// slab's next vacant key, its slot not taken yet.
+    straight: Option<Straight>,
+    /// Orphans whose completion came while an operation was on the straight path: freed after
+    /// it (freeing them then would change the slab's next vacant key).
+    deferred: Vec<usize>,
+}
+
+/// The operation on the straight path.
+#[derive(Debug)]
+struct Straight {
+    key: usize,
+    token: u64,
+    sq: bool,
+    done: Option<Wc>,
+}
+
+impl Default for Dispatch {
+    fn default() -> Self {
+        Self {
+            buf: [Wc::EMPTY; POLL_BATCH],
+            ops: Slab::new(),
+            seq: 0,
+            sq_inflight: 0,
+            unclaimed: VecDeque::new(),
+            waiters: Slab::new(),
+            straight: None,
+            deferred: Vec::new(),
+        }
+    }
 }
 
 impl Dispatch {
-    /// Takes a slot for an operation about to be posted and returns its key and token.
+    /// The token of a new operation whose slot will have key `key`.
     ///
     /// # Errors
-    /// `NoMem` if the slab's key no longer fits the token (more than 2^32 operations in flight).
-    pub(crate) fn open(&mut self, sq: bool, waker: &Waker) -> Result<(usize, u64)> {
-        let entry = self.ops.vacant_entry();
-        let key = entry.key();
+    /// `NoMem` if the key no longer fits the token (more than 2^32 operations in flight).
+    #[inline]
+    fn token(&mut self, key: usize) -> Result<u64> {
         let Ok(k32) = u32::try_from(key) else {
             return Err(Error::new(ErrorKind::NoMem, "AsyncConn::post").with_detail("too many operations in flight"));
         };
         self.seq = self.seq.wrapping_add(1) & SEQ_MASK;
-        let token = TOKEN_TAG | (u64::from(self.seq) << 32) | u64::from(k32);
-        entry.insert(Slot { token, sq, state: State::Waiting(Some(waker.clone())) });
+        Ok(TOKEN_TAG | (u64::from(self.seq) << 32) | u64::from(k32))
+    }
+
+    /// Takes a slot for an operation about to be posted and returns its key and token.
+    ///
+    /// No waker is registered yet: the future registers one with [`Dispatch::take`] only if the
+    /// completion is not there when it first looks.
+    ///
+    /// # Errors
+    /// As [`Dispatch::token`].
+    #[inline]
+    pub(crate) fn open(&mut self, sq: bool) -> Result<(usize, u64)> {
+        let key = self.ops.vacant_key();
+        let token = self.token(key)?;
+        self.ops.insert(Slot { token, sq, state: State::Waiting(None) });
         if sq {
             self.sq_inflight += 1;
         }
         Ok((key, token))
+    }
+
+    /// Starts the straight path of an operation about to be posted: returns its token, for the
+    /// slab's next vacant key, without taking the slot. [`Dispatch::finish`] then either hands
+    /// the completion over (it came in the poll right after the post: the slab was not
+    /// touched) or takes the slot. The caller holds the connection's lock throughout, and
+    /// nothing but [`Dispatch::drive`] runs in between (which defers freeing orphans), so the
+    /// slab's next vacant key is still that key then.
+    ///
+    /// # Errors
+    /// As [`Dispatch::token`].
+    #[inline]
+    pub(crate) fn begin(&mut self, sq: bool) -> Result<u64> {
+        let key = self.ops.vacant_key();
+        let token = self.token(key)?;
+        self.straight = Some(Straight { key, token, sq, done: None });
+        Ok(token)
+    }
+
+    /// The post of the straight path failed: nothing is in flight.
+    pub(crate) fn cancel(&mut self) {
+        self.straight = None;
+        self.free_deferred();
+    }
+
+    /// Ends the straight path: `Some(Ok(wc))` its completion came, `Some(Err(key))` it is in
+    /// flight, in the slot `key`; `None` if no straight path was begun.
+    #[inline]
+    pub(crate) fn finish(&mut self) -> Option<std::result::Result<Wc, usize>> {
+        let st = self.straight.take()?;
+        let r = match st.done {
+            Some(wc) => Ok(wc),
+            None => {
+                let key = self.ops.insert(Slot { token: st.token, sq: st.sq, state: State::Waiting(None) });
+                debug_assert_eq!(key, st.key, "the slab's next vacant key moved on the straight path");
+                if st.sq {
+                    self.sq_inflight += 1;
+                }
+                Err(key)
+            }
+        };
+        self.free_deferred();
+        Some(r)
+    }
+
+    fn free_deferred(&mut self) {
+        while let Some(key) = self.deferred.pop() {
+            self.ops.try_remove(key);
+        }
     }
 
     /// Gives back the slot of an operation whose post failed (nothing will complete).
@@ -159,7 +252,11 @@ impl Dispatch {
         self.waiters.try_remove(key);
     }
 
+    #[inline]
     fn wake_waiters(&mut self) {
+        if self.waiters.is_empty() {
+            return;
+        }
         for (_, w) in &mut self.waiters {
             if let Some(w) = w.take() {
                 w.wake();
@@ -168,8 +265,15 @@ impl Dispatch {
     }
 
     /// Routes one completion.
+    #[inline]
     fn route(&mut self, wc: Wc) {
         if wc.wr_id & TAG_MASK == TOKEN_TAG {
+            if let Some(st) = &mut self.straight {
+                if st.token == wc.wr_id && st.done.is_none() {
+                    st.done = Some(wc);
+                    return;
+                }
+            }
             let key = (wc.wr_id & KEY_MASK) as usize;
             if let Some(slot) = self.ops.get_mut(key) {
                 if slot.token == wc.wr_id && !matches!(slot.state, State::Done(_)) {
@@ -178,6 +282,7 @@ impl Dispatch {
                     }
                     match std::mem::replace(&mut slot.state, State::Done(wc)) {
                         State::Waiting(Some(w)) => w.wake(),
+                        State::Orphan if self.straight.is_some() => self.deferred.push(key),
                         State::Orphan => {
                             self.ops.remove(key);
                         }
@@ -191,13 +296,14 @@ impl Dispatch {
     }
 
     /// Polls `cq` empty, routing what it returns; returns how many completions it took.
+    #[inline]
     fn drain<T: Transport>(&mut self, cq: Cq<'_, T>) -> Result<usize> {
-        let mut wcs = [Wc::EMPTY; POLL_BATCH];
         let mut total = 0;
         loop {
-            let n = cq.poll(&mut wcs)?;
-            for wc in &wcs[..n] {
-                self.route(*wc);
+            let n = cq.poll(&mut self.buf)?;
+            for i in 0..n {
+                let wc = self.buf[i];
+                self.route(wc);
             }
             total += n;
             if n < POLL_BATCH {
@@ -212,6 +318,7 @@ impl Dispatch {
     ///
     /// # Errors
     /// As [`Cq::poll`].
+    #[inline]
     pub(crate) fn drive<T: Transport>(&mut self, conn: &Conn<T>) -> Result<usize> {
         let mut n = self.drain(conn.cq())?;
         if let Some(rcq) = conn.rcq() {
@@ -247,11 +354,12 @@ mod tests {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut d = Dispatch::default();
-        let (a, ta) = d.open(true, &waker).unwrap();
-        let (b, tb) = d.open(false, &waker).unwrap();
+        let (a, ta) = d.open(true).unwrap();
+        let (b, tb) = d.open(false).unwrap();
         assert_ne!(ta, tb);
         assert_eq!(d.sq_inflight(), 1);
         assert_eq!(d.take(a, &waker), None);
+        assert_eq!(d.take(b, &waker), None);
         d.route(wc(7));
         d.route(wc(tb));
         assert_eq!(count.0.load(Ordering::Relaxed), 1, "b's waker woken");
@@ -268,13 +376,40 @@ mod tests {
     }
 
     #[test]
-    fn an_orphan_keeps_its_slot_until_its_completion_and_drops_it() {
+    fn the_straight_path_takes_no_slot_unless_the_operation_stays_in_flight() {
         let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
         let mut d = Dispatch::default();
-        let (a, ta) = d.open(true, &waker).unwrap();
+        // An orphan whose completion comes while another operation is on the straight path.
+        let (o, to) = d.open(true).unwrap();
+        d.forget(o);
+        let t = d.begin(true).unwrap();
+        assert_eq!(t & KEY_MASK, 1, "the next vacant key");
+        d.route(wc(to));
+        d.route(wc(t));
+        assert_eq!(d.finish().unwrap().map(|w| w.wr_id), Ok(t), "completed on the straight path");
+        assert_eq!((d.slots(), d.sq_inflight()), (0, 0), "no slot taken; the orphan freed after");
+        // Not completed: the slot is taken at the key of the token.
+        let t = d.begin(true).unwrap();
+        let key = d.finish().unwrap().unwrap_err();
+        assert!(d.finish().is_none(), "nothing begun");
+        assert_eq!((key as u64, d.sq_inflight()), (t & KEY_MASK, 1));
+        assert_eq!(d.take(key, &waker), None);
+        d.route(wc(t));
+        assert_eq!(d.take(key, &waker).map(|w| w.wr_id), Some(t));
+        // A failed post takes nothing.
+        d.begin(false).unwrap();
+        d.cancel();
+        assert_eq!((d.slots(), d.sq_inflight()), (0, 0));
+        assert!(d.pop_unclaimed().is_none());
+    }
+
+    #[test]
+    fn an_orphan_keeps_its_slot_until_its_completion_and_drops_it() {
+        let mut d = Dispatch::default();
+        let (a, ta) = d.open(true).unwrap();
         d.forget(a);
         // A new operation cannot take the orphan's key or token.
-        let (b, tb) = d.open(true, &waker).unwrap();
+        let (b, tb) = d.open(true).unwrap();
         assert_ne!(a, b);
         assert_eq!(d.sq_inflight(), 2);
         d.route(wc(ta));
@@ -285,7 +420,7 @@ mod tests {
         d.forget(b);
         assert_eq!(d.slots(), 0);
         // A failed post gives its slot back.
-        let (c, _) = d.open(true, &waker).unwrap();
+        let (c, _) = d.open(true).unwrap();
         d.abort(c);
         assert_eq!((d.slots(), d.sq_inflight()), (0, 0));
     }

@@ -186,6 +186,7 @@ impl<'a, T: Transport> Op<'a, T> {
     /// As [`Post::post`](rpma_core::Post::post) and [`Recv::post`](rpma_core::Recv::post);
     /// [`Inval`](rpma_core::ErrorKind::Inval) for an immediate value on an operation other
     /// than a write or a send.
+    #[inline]
     pub(crate) fn post_on(self, conn: &Conn<T>, flags: CompletionFlags, context: u64) -> Result<()> {
         let imm = self.imm;
         macro_rules! post {

@@ -15,12 +15,13 @@ use rpma_core::{
 
 use crate::conn::{AsyncConn, Inner};
 use crate::op::Op;
+use crate::op_future::OpFuture;
 
 /// The slot of an operation in flight, orphaned if its future is dropped before taking the
 /// completion.
-struct InFlight<'c, T: Transport> {
-    conn: &'c AsyncConn<T>,
-    key: Option<usize>,
+pub(crate) struct InFlight<'c, T: Transport> {
+    pub(crate) conn: &'c AsyncConn<T>,
+    pub(crate) key: Option<usize>,
 }
 
 impl<T: Transport> Drop for InFlight<'_, T> {
@@ -70,7 +71,7 @@ impl<T: Transport> Drop for Waiter<'_, T> {
 /// A signaled operation needs one slot. An unsignaled one needs two: its own and one left for
 /// the signaled operation that will retire it; so the queue never fills with unsignaled
 /// operations that nothing could retire.
-fn has_slot<T: Transport>(inner: &Inner<T>, op: &'static str, need: u32) -> Option<Result<()>> {
+pub(crate) fn has_slot<T: Transport>(inner: &Inner<T>, op: &'static str, need: u32) -> Option<Result<()>> {
     if inner.conn.sq_free() >= need {
         return Some(Ok(()));
     }
@@ -88,8 +89,30 @@ fn has_slot<T: Transport>(inner: &Inner<T>, op: &'static str, need: u32) -> Opti
     Some(Err(Error::new(ErrorKind::Again, op).with_detail(detail)))
 }
 
+/// Posts `op` (signaled) with a dispatcher slot of its own; the caller checked the send
+/// queue. Returns the slot's key.
+#[inline]
+pub(crate) fn start<T: Transport>(inner: &mut Inner<T>, op: Op<'_, T>, sq: bool) -> Result<usize> {
+    let (key, token) = inner.dispatch.open(sq)?;
+    if let Err(e) = op.post_on(&inner.conn, CompletionFlags::ALWAYS, token) {
+        inner.dispatch.abort(key);
+        return Err(e);
+    }
+    Ok(key)
+}
+
+/// `wc` if it succeeded, else the error saying how it failed.
+#[inline]
+pub(crate) fn checked(op: &'static str, wc: Wc) -> Result<Wc> {
+    if wc.status.is_success() {
+        Ok(wc)
+    } else {
+        Err(failed(op, &wc))
+    }
+}
+
 /// The error of a completion that did not succeed.
-fn failed(op: &'static str, wc: &Wc) -> Error {
+pub(crate) fn failed(op: &'static str, wc: &Wc) -> Error {
     Error::new(ErrorKind::Provider, op).with_detail(&format!(
         "the operation completed with status {:?} (ibv_wc_status {}, vendor error {:#x})",
         wc.status,
@@ -99,7 +122,8 @@ fn failed(op: &'static str, wc: &Wc) -> Error {
 }
 
 impl<T: Transport> AsyncConn<T> {
-    /// Posts `op` and awaits its completion.
+    /// The future of `op`: posts it when first polled and resolves to its completion.
+    /// Nothing is posted until then (a future dropped unpolled posts nothing).
     ///
     /// The operation is posted signaled ([`CompletionFlags::ALWAYS`]) with a context of its
     /// own (a token with [`TOKEN_TAG`](crate::TOKEN_TAG) in its top byte), by which its
@@ -113,8 +137,9 @@ impl<T: Transport> AsyncConn<T> {
     /// its completion (the backend holds it), and the completion is discarded when it arrives.
     ///
     /// # Errors
-    /// As [`Post::post`](rpma_core::Post::post) / [`Recv::post`](rpma_core::Recv::post) (bad
-    /// arguments are [`Inval`](ErrorKind::Inval), nothing is posted);
+    /// The future fails as [`Post::post`](rpma_core::Post::post) /
+    /// [`Recv::post`](rpma_core::Recv::post) (bad arguments are [`Inval`](ErrorKind::Inval),
+    /// nothing is posted);
     /// [`Provider`](ErrorKind::Provider) if the operation completed with an error status (the
     /// detail names it: e.g. `WrFlushErr` when the connection failed or was closed,
     /// `RemAccessErr` when the remote region is gone or refuses the access);
@@ -123,9 +148,13 @@ impl<T: Transport> AsyncConn<T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) when the connection's timeout
     /// ([`AsyncConn::set_timeout`]) passes; as [`Cq::poll`](rpma_core::Cq::poll) and
     /// [`Cq::wait`](rpma_core::Cq::wait).
-    pub async fn post(&self, op: Op<'_, T>) -> Result<Wc> {
-        let name = op.name();
-        let sq = op.uses_send_queue();
+    pub const fn post<'a>(&'a self, op: Op<'a, T>) -> OpFuture<'a, T> {
+        OpFuture::new(self, op)
+    }
+
+    /// The slow path of [`OpFuture`]: waits for a free send-queue slot if `op` needs one,
+    /// posts it, waits for its completion.
+    pub(crate) async fn post_waiting(&self, name: &'static str, sq: bool, op: Op<'_, T>) -> Result<Wc> {
         let mut op = Some(op);
         let mut waiter = Waiter::new(self);
         let mut flight = InFlight { conn: self, key: None };
@@ -146,26 +175,28 @@ impl<T: Transport> AsyncConn<T> {
                         }
                     }
                 }
-                let op = op.take()?;
-                let (key, token) = match inner.dispatch.open(sq, waker) {
-                    Ok(k) => k,
+                match start(inner, op.take()?, sq) {
+                    // The completion may be there already: the next round polls for it.
+                    Ok(key) => flight.key = Some(key),
                     Err(e) => return Some(Err(e)),
-                };
-                if let Err(e) = op.post_on(&inner.conn, CompletionFlags::ALWAYS, token) {
-                    inner.dispatch.abort(key);
-                    return Some(Err(e));
                 }
-                flight.key = Some(key);
-                // The completion may be there already (the mock completes one-sided
-                // operations as they are posted): the next round polls for it.
                 None
             })
             .await?;
-        if wc.status.is_success() {
-            Ok(wc)
-        } else {
-            Err(failed(name, &wc))
-        }
+        checked(name, wc)
+    }
+
+    /// The slow path of [`OpFuture`] once the operation is posted: waits for its completion
+    /// (the slot `flight` holds, orphaned if the wait is dropped).
+    pub(crate) async fn complete(&self, name: &'static str, mut flight: InFlight<'_, T>) -> Result<Wc> {
+        let wc = self
+            .wait_for(name, "waiting for the operation's completion", |inner, waker| {
+                let wc = inner.dispatch.take(flight.key?, waker)?;
+                flight.key = None;
+                Some(Ok(wc))
+            })
+            .await?;
+        checked(name, wc)
     }
 
     /// Posts `op` unsignaled ([`CompletionFlags::ON_ERROR`]) with context `context`, waiting
@@ -205,53 +236,54 @@ impl<T: Transport> AsyncConn<T> {
         .await
     }
 
-    /// Awaits an RDMA Write of `src` at `dst` ([`Op::write`]).
+    /// The future of an RDMA Write of `src` at `dst` ([`Op::write`], [`AsyncConn::post`]).
     ///
     /// # Errors
-    /// As [`AsyncConn::post`].
-    pub async fn write(&self, dst: RemoteAt<'_>, src: LocalSlice<'_, T>) -> Result<Wc> {
-        self.post(Op::write(dst, src)).await
+    /// The future fails as [`AsyncConn::post`]'s.
+    pub const fn write<'a>(&'a self, dst: RemoteAt<'a>, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(Op::write(dst, src))
     }
 
-    /// Awaits an RDMA Read of `dst.len()` bytes at `src` into `dst` ([`Op::read`]).
+    /// The future of an RDMA Read of `dst.len()` bytes at `src` into `dst` ([`Op::read`]).
     ///
     /// # Errors
-    /// As [`AsyncConn::post`].
-    pub async fn read(&self, dst: LocalSlice<'_, T>, src: RemoteAt<'_>) -> Result<Wc> {
-        self.post(Op::read(dst, src)).await
+    /// The future fails as [`AsyncConn::post`]'s.
+    pub const fn read<'a>(&'a self, dst: LocalSlice<'a, T>, src: RemoteAt<'a>) -> OpFuture<'a, T> {
+        self.post(Op::read(dst, src))
     }
 
-    /// Awaits a flush of `dst` ([`Op::flush`]).
+    /// The future of a flush of `dst` ([`Op::flush`]).
     ///
     /// # Errors
     /// As [`AsyncConn::post`]; [`NoSupp`](ErrorKind::NoSupp) for a persistent flush the remote
     /// peer did not declare support for.
-    pub async fn flush(&self, dst: RemoteSlice<'_>, flush_type: FlushType) -> Result<Wc> {
-        self.post(Op::flush(dst, flush_type)).await
+    pub const fn flush<'a>(&'a self, dst: RemoteSlice<'a>, flush_type: FlushType) -> OpFuture<'a, T> {
+        self.post(Op::flush(dst, flush_type))
     }
 
-    /// Awaits an atomic write of `value` at `dst` ([`Op::atomic_write`]).
+    /// The future of an atomic write of `value` at `dst` ([`Op::atomic_write`]).
     ///
     /// # Errors
-    /// As [`AsyncConn::post`].
-    pub async fn atomic_write(&self, dst: RemoteAt<'_>, value: [u8; 8]) -> Result<Wc> {
-        self.post(Op::atomic_write(dst, value)).await
+    /// The future fails as [`AsyncConn::post`]'s.
+    pub const fn atomic_write<'a>(&'a self, dst: RemoteAt<'a>, value: [u8; 8]) -> OpFuture<'a, T> {
+        self.post(Op::atomic_write(dst, value))
     }
 
-    /// Awaits a send of `src` ([`Op::send`]): it completes once the peer has received it.
+    /// The future of a send of `src` ([`Op::send`]): it completes once the peer has received
+    /// it.
     ///
     /// # Errors
-    /// As [`AsyncConn::post`].
-    pub async fn send(&self, src: LocalSlice<'_, T>) -> Result<Wc> {
-        self.post(Op::send(src)).await
+    /// The future fails as [`AsyncConn::post`]'s.
+    pub const fn send<'a>(&'a self, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(Op::send(src))
     }
 
-    /// Posts a receive buffer and awaits the message landing in it ([`Op::recv`]): the
-    /// completion's [`byte_len`](Wc::byte_len) says how many bytes came.
+    /// The future of a receive buffer ([`Op::recv`]): it completes when a message landed in
+    /// it, the completion's [`byte_len`](Wc::byte_len) saying how many bytes came.
     ///
     /// # Errors
-    /// As [`AsyncConn::post`].
-    pub async fn recv(&self, dst: LocalSlice<'_, T>) -> Result<Wc> {
-        self.post(Op::recv(dst)).await
+    /// The future fails as [`AsyncConn::post`]'s.
+    pub const fn recv<'a>(&'a self, dst: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(Op::recv(dst))
     }
 }

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{Peer, Transport, Wc};
 
+use super::async_lane::AsyncLanes;
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
@@ -153,9 +154,52 @@ type PerRun = (Vec<Span>, Histogram<u64>);
 /// Per thread and run: the phase and its latencies.
 pub(super) type Measured = (Span, Histogram<u64>);
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn client_thread<T: Transport>(
-    mut lanes: Vec<Lane<T>>,
+/// A client thread's connections, driven through the synchronous API (`Vec<Lane>`) or the
+/// async one (`--async`: `AsyncLanes`).
+pub(super) trait Driver {
+    /// Runs one phase (see [`drive`]).
+    #[allow(clippy::too_many_arguments)]
+    fn drive(
+        &mut self,
+        op: Op,
+        size: usize,
+        every: usize,
+        stop: Stop,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<Span>;
+
+    /// Ends every connection.
+    fn finish(self) -> Result<()>;
+}
+
+impl<T: Transport> Driver for Vec<Lane<T>> {
+    fn drive(
+        &mut self,
+        op: Op,
+        size: usize,
+        every: usize,
+        stop: Stop,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<Span> {
+        drive(self, op, size, every, stop, hist, record, done)
+    }
+
+    fn finish(self) -> Result<()> {
+        for lane in self {
+            lane.finish()?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs every run on a thread's connections (`lanes`: an error if they could not be set up,
+/// which fails the thread's runs while it still passes every barrier).
+pub(super) fn client_thread<D: Driver>(
+    lanes: Result<D>,
     plan: &Plan,
     runs: &[(Op, usize)],
     barrier: &Barrier,
@@ -164,6 +208,14 @@ pub(super) fn client_thread<T: Transport>(
 ) -> Result<Vec<Measured>> {
     let mut out = Vec::with_capacity(runs.len());
     let mut error = None;
+    let mut lanes = match lanes {
+        Ok(l) => Some(l),
+        Err(e) => {
+            failed.store(true, Ordering::Release);
+            error = Some(e);
+            None
+        }
+    };
     for (i, &(op, size)) in runs.iter().enumerate() {
         let done = &progress.runs[i].done;
         let mut hist = new_histogram();
@@ -171,21 +223,22 @@ pub(super) fn client_thread<T: Transport>(
         // (and the coordinator) passes both barriers of every run, even after a failure.
         barrier.wait();
         let skip = failed.load(Ordering::Acquire);
-        let warm = if skip {
-            Ok((0, Instant::now(), Instant::now()))
-        } else {
-            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
+        let warm = match (&mut lanes, skip) {
+            (Some(lanes), false) => {
+                lanes.drive(op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
+            }
+            _ => Ok((0, Instant::now(), Instant::now())),
         };
         barrier.wait();
-        if skip {
+        let Some(lanes) = lanes.as_mut().filter(|_| !skip) else {
             continue;
-        }
+        };
         let r = warm.and_then(|_| {
             let stop = match plan.amount {
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, done)
+            lanes.drive(op, size, plan.signal_every(op), stop, &mut hist, true, done)
         });
         match r {
             Ok(span) => out.push((span, hist)),
@@ -201,8 +254,8 @@ pub(super) fn client_thread<T: Transport>(
     if failed.load(Ordering::Acquire) {
         bail!("another client thread failed");
     }
-    for lane in lanes {
-        lane.finish()?;
+    if let Some(lanes) = lanes {
+        lanes.finish()?;
     }
     Ok(out)
 }
@@ -256,7 +309,13 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             .into_iter()
             .map(|lanes| {
                 let (runs, barrier, failed, progress) = (&runs, &barrier, &failed, &progress);
-                sc.spawn(move || client_thread(lanes, plan, runs, barrier, failed, progress))
+                sc.spawn(move || {
+                    if plan.async_api {
+                        client_thread(AsyncLanes::new(lanes), plan, runs, barrier, failed, progress)
+                    } else {
+                        client_thread(Ok(lanes), plan, runs, barrier, failed, progress)
+                    }
+                })
             })
             .collect();
         let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
@@ -315,6 +374,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             batch: plan.batch,
             sge: plan.sge,
             inline: plan.inline,
+            api: if plan.async_api { "async" } else { "sync" },
             ops,
             elapsed_s: secs,
             latency_kind: if op.is_half_round_trip() { "half_round_trip" } else { "completion" },
