@@ -18,6 +18,8 @@
 //!
 //! Feature `tokio` adds `rpma::tokio`: connection requests, connection events, completions and
 //! each operation (with send-queue backpressure) as futures on a tokio runtime (docs/async.md).
+//! Feature `mio` makes [`Ep`], [`Conn`] and [`Cq`] `mio::event::Source`s (their fds), for
+//! event loops other than tokio.
 //!
 //! Code written once for every backend names the generic types (`rpma::Peer<T>`,
 //! `rpma::Conn<T>`, ... with `T: rpma::Transport`); code for one backend uses its module
