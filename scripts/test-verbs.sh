@@ -2,8 +2,9 @@
 # Runs the tests of the verbs backend on a real RDMA device: Soft-RoCE (rxe0) inside a QEMU VM
 # (scripts/softroce/run.sh), all test binaries in one boot. These are the conformance suite on
 # verbs, the wire interop with the C librpma, the process-death tests, rpma-verbs' own tests
-# and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs), then the async
-# examples (examples/async_*.rs, built with --features verbs,tokio). Each test binary prints
+# and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs), then rpma-tokio's
+# cases on the device (tests/tokio_backends.rs) and the async examples (examples/async_*.rs),
+# built with --features verbs,tokio. Each test binary prints
 # libtest's `test result:` line, which scripts/test-all.sh sums up; an example fails the run by
 # its exit status.
 #
@@ -91,7 +92,8 @@ echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of r
     build -p rpma-verbs
     # every `rpma` scenario, in one process and as two processes (crates/rpma-cli)
     build -p rpma-cli --features verbs --test verbs_scenarios
-    # the async examples on the device (docs/async.md)
+    # rpma-tokio on the device, and the async examples (docs/async.md)
+    build -p rpma --features verbs,tokio --test tokio_backends
     build_examples -p rpma --features verbs,tokio --example async_echo --example async_replicated_write
 } > "$list"
 [ -s "$list" ] || { echo "test-verbs: cargo built no test binary" >&2; exit 1; }
