@@ -4,7 +4,7 @@
 //! endpoint's connection requests ([`AsyncEp::accept`]), a connection's establishment
 //! ([`connect`]), and on an [`AsyncConn`]:
 //!
-//! - **operations**, each a future resolving to *its own* completion:
+//! - **operations**, each a future ([`OpFuture`]) resolving to *its own* completion:
 //!   `conn.write(remote.at(0), src.slice(0..8)).await?`, or any [`Op`] with
 //!   [`AsyncConn::post`] (read, write, atomic write, flush, send, receive; scatter-gather,
 //!   inline, immediate data). Many may be in flight at once (`tokio::join!`, several tasks);
@@ -15,6 +15,34 @@
 //!   [`AsyncConn::next_wc`], or as a [`Stream`](futures_core::Stream)
 //!   ([`AsyncConn::completions`]);
 //! - **events**: [`AsyncConn::next_event`], or both with [`AsyncConn::next`].
+//!
+//! ```
+//! use rpma_core::{ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, Usage};
+//! use rpma_mock::MockFabric;
+//! use rpma_tokio::{connect, AsyncEp, Op};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> rpma_core::Result<()> {
+//! let fabric = MockFabric::new();
+//! let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
+//! let target = peer.alloc_mr(4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY)?;
+//! let mut ep = AsyncEp::new(Ep::listen(&peer, "127.0.0.1", "7207")?)?;
+//! let req = ConnReq::new(&peer, "127.0.0.1", "7207", None)?;
+//! let server = async { connect(ep.accept(None).await?, Some(&target.descriptor())).await };
+//! let (conn, _server) = tokio::try_join!(connect(req, None), server)?;
+//! let remote = conn.with_conn(|c| MrRemote::from_descriptor(c.private_data()))?;
+//!
+//! let src = peer.alloc_mr(4096, Usage::WRITE_SRC)?;
+//! src.write(0, b"log record")?;
+//! // Two operations in flight; each future resolves to its own completion.
+//! let (w, f) = tokio::join!(
+//!     conn.write(remote.at(0), src.slice(0..10)),
+//!     conn.post(Op::flush(remote.slice(0..10), FlushType::Visibility)),
+//! );
+//! assert!(w?.status.is_success() && f?.status.is_success());
+//! assert_eq!(target.to_vec(0, 10)?, b"log record");
+//! # Ok(()) }
+//! ```
 //!
 //! Each wait watches an fd rpma-rs already has (CM event channel, completion channel, also a
 //! shared one) with `tokio::io::unix::AsyncFd` and takes what is pending with the non-blocking

@@ -44,10 +44,8 @@ enum Kind<'a, T: Transport> {
 /// its regions for as long as it lives, and the future posting it for as long as that lives:
 /// a region cannot be changed through `&mut` or deregistered while its operation is awaited.
 ///
-/// ```ignore
-/// let wc = conn.post(Op::write(remote.at(0), src.slice(0..8))).await?;
-/// conn.post(Op::send_inline(b"hello").imm(7)).await?;
-/// ```
+/// `conn.post(Op::write(remote.at(0), src.slice(0..8))).await?`,
+/// `conn.post(Op::send_inline(b"hello").imm(7)).await?` (the crate docs have a whole example).
 pub struct Op<'a, T: Transport> {
     kind: Kind<'a, T>,
     imm: Option<u32>,
