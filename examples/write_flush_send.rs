@@ -96,7 +96,7 @@ fn wait(conn: &Conn) -> rpma::Result<rpma::Wc> {
     // a completion arriving in between still raises an event).
     loop {
         match conn.cq().next_wc()? {
-            Some(wc) if wc.status().is_success() => return Ok(wc),
+            Some(wc) if wc.is_success() => return Ok(wc),
             Some(wc) => panic!("operation {} failed: {:?}", wc.wr_id(), wc.status()),
             None => conn.cq().wait()?,
         }

@@ -55,8 +55,10 @@ cc -O2 -Wall -Wextra -Werror -o "$cbench/librpma_bench" benches/c/librpma_bench.
 rm -rf "$cbench"
 bash -n scripts/bench-softroce.sh
 
-step "examples run"
+step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rxe)"
 cargo run -q --example write_flush_send
+cargo run -q --features tokio --example async_echo
+cargo run -q --features tokio --example async_replicated_write
 step "the README's first command: rpma demo"
 cargo run -q -p rpma-cli -- demo >/dev/null
 

@@ -2,8 +2,11 @@
 # Runs the tests of the verbs backend on a real RDMA device: Soft-RoCE (rxe0) inside a QEMU VM
 # (scripts/softroce/run.sh), all test binaries in one boot. These are the conformance suite on
 # verbs, the wire interop with the C librpma, the process-death tests, rpma-verbs' own tests
-# and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs). Each binary prints
-# libtest's `test result:` line, which scripts/test-all.sh sums up.
+# and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs), then rpma-tokio's
+# cases on the device (tests/tokio_backends.rs) and the async examples (examples/async_*.rs),
+# built with --features verbs,tokio. Each test binary prints
+# libtest's `test result:` line, which scripts/test-all.sh sums up; an example fails the run by
+# its exit status.
 #
 # Both guest profiles run, debian12 then debian13 (see run_profile below), unless
 # SOFTROCE_PROFILE names one.
@@ -75,6 +78,13 @@ build() {
         grep '"profile":{[^}]*"test":true' |
         sed -n 's/.*"manifest_path":"\([^"]*\)\/Cargo.toml".*"executable":"\([^"]*\)".*/\1\t\2/p'
 }
+build_examples() {
+    # one line per example: its package directory, path, and the word "example" (run without
+    # the test arguments; it finds the device in RPMA_TEST_DEVICE/RPMA_TEST_ADDR)
+    cargo build --message-format=json "$@" |
+        grep '"kind":\["example"\]' |
+        sed -n 's/.*"manifest_path":"\([^"]*\)\/Cargo.toml".*"executable":"\([^"]*\)".*/\1\t\2\texample/p'
+}
 echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of rpma-verbs and verbs_scenarios (rpma-cli)" >&2
 {
     build -p rpma --features verbs "${args[@]}"
@@ -82,9 +92,12 @@ echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of r
     build -p rpma-verbs
     # every `rpma` scenario, in one process and as two processes (crates/rpma-cli)
     build -p rpma-cli --features verbs --test verbs_scenarios
+    # rpma-tokio on the device, and the async examples (docs/async.md)
+    build -p rpma --features verbs,tokio --test tokio_backends
+    build_examples -p rpma --features verbs,tokio --example async_echo --example async_replicated_write
 } > "$list"
 [ -s "$list" ] || { echo "test-verbs: cargo built no test binary" >&2; exit 1; }
-echo "test-verbs: $(wc -l < "$list") test binaries; running them in one Soft-RoCE VM" >&2
+echo "test-verbs: $(wc -l < "$list") binaries (tests and examples); running them in one Soft-RoCE VM" >&2
 
 # The VM shares the work tree read-write; a target dir outside it must be shared too (the tests
 # write into CARGO_TARGET_TMPDIR).
@@ -128,9 +141,13 @@ run_profile() {
         ibv_devinfo -v 2>/dev/null | grep -m1 device_cap_flags_ex | sed "s/^[[:space:]]*/test-verbs: rxe0 /" || true
         failed=()
         tab=$(printf "\t")
-        while IFS=$tab read -r -u 3 dir exe; do
+        while IFS=$tab read -r -u 3 dir exe kind; do
             printf "\n== %s (in the VM, profile %s, RPMA_TEST_DEVICE=%s) ==\n" "${exe##*/}" "$profile" "$RPMA_TEST_DEVICE"
-            (cd "$dir" && "$exe" "$@" < /dev/null) || failed+=("${exe##*/}")
+            if [ "$kind" = example ]; then
+                (cd "$dir" && "$exe" < /dev/null) || failed+=("${exe##*/}")
+            else
+                (cd "$dir" && "$exe" "$@" < /dev/null) || failed+=("${exe##*/}")
+            fi
         done 3< "$list"
         if [ ${#failed[@]} -gt 0 ]; then
             echo "test-verbs: FAILED ($profile): ${failed[*]}" >&2

@@ -16,8 +16,10 @@
 //! | `mock` (default) | [`mock`] | `mock::MockFabric`: an in-memory loopback fabric with the full semantics of a reliable connection | nothing |
 //! | `verbs` | `verbs` | `verbs::Verbs`: real RDMA devices (InfiniBand, RoCE, iWARP, Soft-RoCE) over libibverbs + librdmacm | libibverbs-dev, librdmacm-dev, libclang-dev |
 //!
-//! Feature `tokio` adds `rpma::tokio`: connection requests, connection events and completions
-//! as futures on a tokio runtime (docs/async.md).
+//! Feature `tokio` adds `rpma::tokio`: connection requests, connection events, completions and
+//! each operation (with send-queue backpressure) as futures on a tokio runtime (docs/async.md).
+//! Feature `mio` makes [`Ep`], [`Conn`] and [`Cq`] `mio::event::Source`s (their fds), for
+//! event loops other than tokio.
 //!
 //! Code written once for every backend names the generic types (`rpma::Peer<T>`,
 //! `rpma::Conn<T>`, ... with `T: rpma::Transport`); code for one backend uses its module
@@ -170,8 +172,9 @@ macro_rules! backend_aliases {
 }
 
 /// Futures on tokio: connection requests ([`AsyncEp`](rpma_tokio::AsyncEp)), establishment
-/// ([`connect`](rpma_tokio::connect)), connection events and completions
-/// ([`AsyncConn`](rpma_tokio::AsyncConn)); see `docs/async.md`.
+/// ([`connect`](rpma_tokio::connect)), and on an [`AsyncConn`](rpma_tokio::AsyncConn) each
+/// operation's completion (with send-queue backpressure), connection events and completions
+/// (also as a `Stream`); see `docs/async.md`.
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio {

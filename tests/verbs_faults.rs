@@ -164,7 +164,7 @@ fn completion(cq: Cq<'_>, wr_id: u64, step: &'static str) -> Flow<rpma::Wc> {
     readable(cq.fd(), step)?;
     cq.wait().at(step)?;
     let wc = cq.next_wc().at(step)?.ok_or(Failure::Unexpected(step, "an empty CQ after its event".into()))?;
-    if wc.wr_id() != wr_id || !wc.status().is_success() {
+    if wc.wr_id() != wr_id || !wc.is_success() {
         return Err(Failure::Unexpected(step, format!("{wc:?} (wanted wr_id {wr_id}, success)")));
     }
     Ok(wc)

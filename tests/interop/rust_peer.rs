@@ -132,7 +132,7 @@ fn next_wc<T: Transport>(conn: &Conn<T>) -> Res<Wc> {
     let cq = conn.cq();
     loop {
         match cq.next_wc() {
-            Ok(Some(wc)) if wc.status().is_success() => return Ok(wc),
+            Ok(Some(wc)) if wc.is_success() => return Ok(wc),
             Ok(Some(wc)) => return Err(format!("completion of op {}: status {:?}", wc.wr_id(), wc.status())),
             Ok(None) => {
                 // Bounded: a vanished peer must not leave us blocked forever.

@@ -71,7 +71,7 @@ fn every_operation_reports_the_documented_json() {
         "7601",
         "--no-progress",
     ]);
-    assert_eq!(v["schema"], 4);
+    assert_eq!(v["schema"], 5);
     assert_eq!(v["backend"], "mock");
     assert_eq!(v["device"], "mock0");
     assert_eq!(v["op_path_source"], "capabilities");
@@ -138,7 +138,7 @@ fn the_baseline_prints_its_own_gb_s_and_is_page_aligned() {
     let mut out = Vec::new();
     report.write(OutputFormat::Json, &mut out).unwrap();
     let j: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(j["schema"], 4);
+    assert_eq!(j["schema"], 5);
     for r in j["results"].as_array().unwrap() {
         assert!(r["baseline"]["gb_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
         assert_eq!(r["baseline"]["align"], 4096, "{r}");
@@ -250,7 +250,7 @@ fn the_rpma_binary_prints_the_json_report() {
         .expect("run rpma");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(4), Some("mock")));
+    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(5), Some("mock")));
     assert_run(&v["results"][0], "write", 64, 20);
     assert_run(&v["results"][1], "send", 64, 20);
 
@@ -397,4 +397,58 @@ fn batch_sge_and_inline_refuse_what_they_cannot_do() {
     let e = bench::measure(&args(&["--inline", "--size", "1K", "--iters", "1", "--port", "7634", "--no-progress"]))
         .expect_err("inline above the device's limit");
     assert!(format!("{e:#}").contains("inline limit of 256 B"), "{e:#}");
+}
+
+#[test]
+fn async_runs_every_one_sided_operation_and_reports_it() {
+    for (qd, conns, threads, port) in [("1", "1", "1", "7640"), ("4", "3", "2", "7641")] {
+        let v = json_of(&[
+            "--op",
+            "read,write,write-flush,flush,atomic-write",
+            "--size",
+            "8",
+            "--iters",
+            "300",
+            "--warmup",
+            "10",
+            "--qd",
+            qd,
+            "--conns",
+            conns,
+            "--threads",
+            threads,
+            "--async",
+            "--port",
+            port,
+            "--no-progress",
+        ]);
+        let results = v["results"].as_array().expect("results");
+        assert_eq!(results.len(), 5);
+        let per_conn: u64 = 300;
+        for r in results {
+            assert_run(r, r["op"].as_str().unwrap(), 8, per_conn * conns.parse::<u64>().unwrap());
+            assert_eq!(r["api"], "async", "{r}");
+        }
+    }
+    // A duration run, and the synchronous runs say so.
+    let v =
+        json_of(&["--op", "write", "--duration", "0.05", "--qd", "2", "--async", "--port", "7642", "--no-progress"]);
+    assert!(v["results"][0]["ops"].as_u64().is_some_and(|n| n > 0));
+    let v = json_of(&["--op", "write", "--iters", "10", "--port", "7643", "--no-progress"]);
+    assert_eq!(v["results"][0]["api"], "sync");
+}
+
+#[test]
+fn async_refuses_what_it_does_not_measure() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--async", "--op", "send"], "not send"),
+        (&["--async", "--op", "write-pingpong"], "not write-pingpong"),
+        (&["--async", "--batch", "2", "--qd", "2"], "no --batch"),
+        (&["--async", "--inline"], "no --batch, --sge or --inline"),
+        (&["--async", "--backend", "verbs", "--server"], "server"),
+    ];
+    for (line, want) in cases {
+        let e = bench::plan(&args(line)).expect_err(&format!("{line:?} must be refused"));
+        assert!(e.to_string().contains(want), "{line:?}: {e}");
+    }
 }

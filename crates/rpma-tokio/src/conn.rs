@@ -1,18 +1,41 @@
-//! A connection whose events and completions are awaited.
+//! A connection whose events, completions and operations are awaited.
+
+use std::future::{poll_fn, Future};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
 
 use rpma_core::{Conn, ConnEvent, ConnReq, Error, ErrorKind, Result, Transport, Wc};
 use tokio::io::unix::AsyncFd;
 
+use crate::channel::Channels;
+use crate::dispatch::Dispatch;
 use crate::fd::{io_error, watch, Watched};
+use crate::post::Waiter;
+use crate::timeout::{Deadline, Limit};
 
-/// A connection ([`Conn`]) on a tokio runtime: its CM events and its main CQ's completions are
-/// awaited. `Send` (not `Sync`, as the connection): its methods take `&mut self`, so their
-/// futures are `Send`.
+/// The connection and its dispatcher, under one lock.
+#[derive(Debug)]
+pub(crate) struct Inner<T: Transport> {
+    pub(crate) conn: Conn<T>,
+    pub(crate) dispatch: Dispatch,
+}
+
+/// A connection ([`Conn`]) on a tokio runtime: its operations, completions and CM events are
+/// awaited.
+///
+/// `Send + Sync`: its methods take `&self` and their futures are `Send`, so one connection may
+/// serve many futures of one task at once (`tokio::join!` of several operations: a queue depth
+/// above one), or, behind an `Arc`, several tasks of a multi-threaded runtime. The connection
+/// itself is `Send` but not `Sync` (docs/decisions.md #26): it lives behind a lock, taken for
+/// each post and each poll of the CQs (uncontended when one task drives the connection: one
+/// atomic operation each way) and never held across an await.
 #[derive(Debug)]
 pub struct AsyncConn<T: Transport> {
+    inner: Mutex<Inner<T>>,
     events: AsyncFd<Watched>,
-    cq: AsyncFd<Watched>,
-    conn: Conn<T>,
+    pub(crate) channels: Channels,
+    pub(crate) limit: Limit,
 }
 
 /// What [`AsyncConn::next`] found first.
@@ -20,7 +43,7 @@ pub struct AsyncConn<T: Transport> {
 pub enum Next {
     /// A connection event.
     Event(ConnEvent),
-    /// A completion of the main CQ.
+    /// An unclaimed completion (see [`AsyncConn::next_wc`]).
     Completion(Wc),
 }
 
@@ -31,7 +54,30 @@ pub enum Next {
 /// As [`ConnReq::connect`] and [`AsyncConn::new`]; [`Unknown`](ErrorKind::Unknown) naming the
 /// event if the first event is not `Established` (e.g. the peer rejected the request).
 pub async fn connect<T: Transport>(req: ConnReq<T>, pdata: Option<&[u8]>) -> Result<AsyncConn<T>> {
-    let mut conn = AsyncConn::new(req.connect(pdata)?)?;
+    let conn = AsyncConn::new(req.connect(pdata)?)?;
+    established(conn).await
+}
+
+/// [`connect`], giving up after `timeout` (the connection is deleted then).
+///
+/// # Errors
+/// As [`connect`]; [`NoEvent`](ErrorKind::NoEvent) if no event came in time;
+/// [`Inval`](ErrorKind::Inval) for a zero timeout or a runtime without timers.
+pub async fn connect_timeout<T: Transport>(
+    req: ConnReq<T>,
+    pdata: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<AsyncConn<T>> {
+    // The timeout is checked before the request is consumed.
+    Limit::default().set("rpma_conn_req_connect", Some(timeout))?;
+    let conn = AsyncConn::new(req.connect(pdata)?)?;
+    conn.set_timeout(Some(timeout))?;
+    let conn = established(conn).await?;
+    conn.set_timeout(None)?;
+    Ok(conn)
+}
+
+async fn established<T: Transport>(conn: AsyncConn<T>) -> Result<AsyncConn<T>> {
     match conn.next_event().await? {
         ConnEvent::Established => Ok(conn),
         ev => Err(Error::new(ErrorKind::Unknown, "rpma_conn_req_connect")
@@ -40,28 +86,75 @@ pub async fn connect<T: Transport>(req: ConnReq<T>, pdata: Option<&[u8]>) -> Res
 }
 
 impl<T: Transport> AsyncConn<T> {
-    /// Watches `conn`'s CM event fd and its main CQ's completion channel (both made
-    /// non-blocking) on the current tokio runtime.
+    /// Watches `conn`'s CM event fd and its completion channels (the main CQ's and the receive
+    /// CQ's, or the shared one; all made non-blocking) on the current tokio runtime.
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) outside a tokio runtime with IO enabled, or for a connection
-    /// with a shared completion channel (not supported here yet); [`Provider`](ErrorKind::Provider)
-    /// if an fd cannot be made non-blocking or registered.
+    /// [`Inval`](ErrorKind::Inval) outside a tokio runtime with IO enabled;
+    /// [`Provider`](ErrorKind::Provider) if an fd cannot be made non-blocking or registered.
     pub fn new(conn: Conn<T>) -> Result<Self> {
-        if conn.cq().is_channel_shared() {
-            return Err(Error::inval("AsyncConn::new", "a shared completion channel is not supported yet"));
-        }
         conn.set_nonblocking(true)?;
-        conn.cq().set_nonblocking(true)?;
         let events = watch("rpma_conn_get_event_fd", conn.event_fd())?;
-        let cq = watch("rpma_cq_get_fd", conn.cq().fd())?;
-        Ok(Self { events, cq, conn })
+        let channels = Channels::new(&conn)?;
+        Ok(Self {
+            inner: Mutex::new(Inner { conn, dispatch: Dispatch::default() }),
+            events,
+            channels,
+            limit: Limit::default(),
+        })
     }
 
-    /// The connection: post operations through it as usual.
+    /// The connection and its dispatcher, locked. A panic while it was held (none of this
+    /// crate's sections panics) leaves the state consistent, so a poisoned lock is taken as is.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the connection, under its lock: to post operations whose completions are
+    /// taken with [`AsyncConn::next_wc`] (or not at all: unsignaled ones), or to read its
+    /// properties (private data, QP number, ...).
+    ///
+    /// Inside `f`, do not poll the connection's CQs nor wait on them (that would take the
+    /// completions of awaited operations away from their futures: they would wait until the
+    /// timeout), give operations no context with [`TOKEN_TAG`](crate::TOKEN_TAG) in its top
+    /// byte, and call no method of this `AsyncConn` (its lock is held: that would deadlock).
+    pub fn with_conn<R>(&self, f: impl FnOnce(&Conn<T>) -> R) -> R {
+        f(&self.lock().conn)
+    }
+
+    /// Send-queue slots free now ([`Conn::sq_free`]).
     #[must_use]
-    pub const fn conn(&self) -> &Conn<T> {
-        &self.conn
+    pub fn sq_free(&self) -> u32 {
+        self.lock().conn.sq_free()
+    }
+
+    /// Operations posted through this connection's async API whose completion has not been
+    /// taken yet: awaited ones, and those whose future was dropped (their completions are
+    /// discarded as they arrive).
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.lock().dispatch.slots()
+    }
+
+    /// Limits every later wait of this connection (an operation's completion, a free
+    /// send-queue slot, a completion, an event) to `timeout`; `None` (the default) waits as
+    /// long as it takes. A wait that times out fails with
+    /// [`NoCompletion`](ErrorKind::NoCompletion) (completions, slots) or
+    /// [`NoEvent`](ErrorKind::NoEvent) (events) and the detail "timed out after ...", and is
+    /// dropped as if cancelled: an operation in flight goes on, and its completion is
+    /// discarded.
+    ///
+    /// # Errors
+    /// [`Inval`](ErrorKind::Inval) for a zero timeout, outside a tokio runtime, or on a
+    /// runtime without timers (`enable_time`).
+    pub fn set_timeout(&self, timeout: Option<Duration>) -> Result<()> {
+        self.limit.set("AsyncConn::set_timeout", timeout)
+    }
+
+    /// The limit of every wait ([`AsyncConn::set_timeout`]).
+    #[must_use]
+    pub fn timeout(&self) -> Option<Duration> {
+        self.limit.get()
     }
 
     /// The next connection event (`rpma_conn_next_event`).
@@ -69,89 +162,79 @@ impl<T: Transport> AsyncConn<T> {
     /// Cancel-safe: an event is taken only when the future completes.
     ///
     /// # Errors
-    /// As [`Conn::next_event`] (never [`NoEvent`](ErrorKind::NoEvent): it waits instead).
-    pub async fn next_event(&mut self) -> Result<ConnEvent> {
+    /// As [`Conn::next_event`]; [`NoEvent`](ErrorKind::NoEvent) when the connection's timeout
+    /// passes (never otherwise: it waits instead).
+    pub async fn next_event(&self) -> Result<ConnEvent> {
+        const OP: &str = "rpma_conn_next_event";
+        let mut deadline = Deadline::default();
         loop {
-            let mut guard = self.events.readable().await.map_err(|e| io_error("rpma_conn_next_event", &e))?;
-            match self.conn.next_event() {
+            let mut readable = std::pin::pin!(self.events.readable());
+            let mut guard = poll_fn(|cx| {
+                if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+                    return Poll::Ready(r.map_err(|e| io_error(OP, &e)));
+                }
+                deadline.poll(cx, self.limit.get(), OP, ErrorKind::NoEvent, "waiting for a connection event").map(Err)
+            })
+            .await?;
+            match self.lock().conn.next_event() {
                 Err(e) if e.kind() == ErrorKind::NoEvent => guard.clear_ready(),
                 r => return r,
             }
         }
     }
 
-    /// The next completion of the main CQ.
+    /// The next *unclaimed* completion: of an operation posted through
+    /// [`AsyncConn::with_conn`], or the error completion of an unsignaled one. The completions
+    /// of operations posted through [`AsyncConn::post`] go to their own futures, never here.
+    /// Receive completions of the connection's own receive CQ count as well.
     ///
     /// Cancel-safe: a completion is taken only when the future completes.
     ///
     /// # Errors
-    /// As [`Cq::poll`](rpma_core::Cq::poll) and [`Cq::wait`](rpma_core::Cq::wait).
-    pub async fn next_wc(&mut self) -> Result<Wc> {
-        loop {
-            if let Some(wc) = self.conn.cq().next_wc()? {
-                return Ok(wc);
+    /// As [`Cq::poll`](rpma_core::Cq::poll) and [`Cq::wait`](rpma_core::Cq::wait);
+    /// [`NoCompletion`](ErrorKind::NoCompletion) when the connection's timeout passes.
+    pub async fn next_wc(&self) -> Result<Wc> {
+        let mut waiter = Waiter::new(self);
+        self.wait_for("rpma_cq_get_wc", "waiting for a completion", |inner, waker| {
+            match inner.dispatch.pop_unclaimed() {
+                Some(wc) => {
+                    waiter.done(inner);
+                    Some(Ok(wc))
+                }
+                None => {
+                    waiter.register(inner, waker);
+                    None
+                }
             }
-            self.completion_event().await?;
-        }
+        })
+        .await
     }
 
-    /// Whichever comes first: a connection event or a completion.
+    /// Whichever comes first: a connection event or an unclaimed completion (completions
+    /// first if both are there).
     ///
     /// Cancel-safe, as [`AsyncConn::next_event`] and [`AsyncConn::next_wc`].
     ///
     /// # Errors
     /// As those two.
-    pub async fn next(&mut self) -> Result<Next> {
-        loop {
-            if let Some(wc) = self.conn.cq().next_wc()? {
-                return Ok(Next::Completion(wc));
-            }
-            match self.conn.next_event() {
-                Err(e) if e.kind() == ErrorKind::NoEvent => {}
-                r => return r.map(Next::Event),
-            }
-            tokio::select! {
-                r = self.cq.readable() => {
-                    let mut guard = r.map_err(|e| io_error("rpma_cq_wait", &e))?;
-                    take_event(&self.conn, &mut guard)?;
-                }
-                r = self.events.readable() => {
-                    let mut guard = r.map_err(|e| io_error("rpma_conn_next_event", &e))?;
-                    // The event itself is taken at the top of the loop; a spurious wake-up
-                    // clears the readiness there by finding nothing.
-                    match self.conn.next_event() {
-                        Err(e) if e.kind() == ErrorKind::NoEvent => guard.clear_ready(),
-                        r => return r.map(Next::Event),
-                    }
-                }
-            }
+    pub async fn next(&self) -> Result<Next> {
+        tokio::select! {
+            biased;
+            r = self.next_wc() => r.map(Next::Completion),
+            r = self.next_event() => r.map(Next::Event),
         }
     }
 
-    /// Waits until the completion channel has an event and takes it (acked, the CQ re-armed).
-    async fn completion_event(&mut self) -> Result<()> {
-        let mut guard = self.cq.readable().await.map_err(|e| io_error("rpma_cq_wait", &e))?;
-        take_event(&self.conn, &mut guard)
-    }
-
-    /// The connection back (its fds stay non-blocking).
+    /// The connection back, with the unclaimed completions not taken yet (its fds stay
+    /// non-blocking). Operations whose futures were dropped may still complete: their
+    /// completions, with [`TOKEN_TAG`](crate::TOKEN_TAG) in the top byte of their `wr_id`, then
+    /// show on the CQ like any other.
     #[must_use]
-    pub fn into_inner(self) -> Conn<T> {
-        let Self { events, cq, conn } = self;
-        drop((events, cq));
-        conn
-    }
-}
-
-/// Takes a pending completion event (acks it, re-arms the CQ); none pending clears the
-/// readiness so the next wait sleeps.
-fn take_event<T: Transport>(conn: &Conn<T>, guard: &mut tokio::io::unix::AsyncFdReadyGuard<'_, Watched>) -> Result<()> {
-    match conn.cq().wait() {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NoCompletion => {
-            guard.clear_ready();
-            Ok(())
-        }
-        Err(e) => Err(e),
+    pub fn into_inner(self) -> (Conn<T>, Vec<Wc>) {
+        let Self { inner, events, channels, limit: _ } = self;
+        drop((events, channels));
+        let mut inner = inner.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let unclaimed = std::iter::from_fn(|| inner.dispatch.pop_unclaimed()).collect();
+        (inner.conn, unclaimed)
     }
 }

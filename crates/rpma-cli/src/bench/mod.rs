@@ -194,6 +194,11 @@ pub struct BenchArgs {
     /// Run only the client side (verbs), connecting to a `rpma bench --server` at ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]
     pub connect: Option<String>,
+    /// Post and await every operation through the async API (`rpma::tokio`) on a
+    /// current-thread tokio runtime per client thread: `--qd` futures per connection, each a
+    /// loop of one operation and its await (one-sided operations; every one signaled).
+    #[arg(long = "async")]
+    pub async_api: bool,
     /// Also measure a memcpy of the same size in the same run.
     #[arg(long)]
     pub baseline: bool,
@@ -330,6 +335,8 @@ pub struct Plan {
     pub baseline: bool,
     /// Show a progress bar (if stderr is a terminal).
     pub progress: bool,
+    /// Drive the operations through the async API (`--async`).
+    pub async_api: bool,
 }
 
 impl Plan {
@@ -398,6 +405,9 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         bail!("--timeout must be a number of seconds in (0, 86400]");
     }
     check_shape(args, &ops, &sizes)?;
+    if args.async_api {
+        check_async(args, &ops)?;
+    }
     if ops.contains(&Op::WritePingpong) && args.qd != 1 {
         bail!("--op write-pingpong exchanges one message at a time: run it with --qd 1");
     }
@@ -444,6 +454,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         role,
         baseline: args.baseline,
         progress: !args.no_progress,
+        async_api: args.async_api,
     })
 }
 
@@ -494,6 +505,24 @@ fn check_shape(args: &BenchArgs, ops: &[Op], sizes: &[usize]) -> Result<()> {
         if sge > 1 {
             bail!("--inline and --sge exclude each other: inline data is one piece of plain memory");
         }
+    }
+    Ok(())
+}
+
+/// `--async` against the operations and the shape: one-sided operations, one at a time.
+fn check_async(args: &BenchArgs, ops: &[Op]) -> Result<()> {
+    if let Some(op) = ops.iter().find(|op| !engine::ASYNC_OPS.contains(op)) {
+        bail!(
+            "--async measures the one-sided operations ({}), not {}",
+            engine::ASYNC_OPS.map(Op::name).join(", "),
+            op.name()
+        );
+    }
+    if args.batch > 1 || args.sge > 1 || args.inline {
+        bail!("--async posts each operation on its own from one registered piece: no --batch, --sge or --inline");
+    }
+    if args.server {
+        bail!("--async is the client's way of posting: the server (--server) has no use for it");
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::native::{OpPath, Source};
 
 /// The version of the JSON schema (`docs/bench.md`).
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +86,9 @@ pub struct RunResult {
     pub sge: usize,
     /// Writes and sends inline (`--inline`).
     pub inline: bool,
+    /// How the operations were posted and completed: `"sync"` (post, poll the CQ) or `"async"`
+    /// (`--async`: each operation's future awaited through `rpma::tokio`).
+    pub api: &'static str,
     /// Measured operations (all connections, warm-up excluded).
     pub ops: u64,
     /// Measured time, seconds.
@@ -148,7 +151,7 @@ impl BenchReport {
             out,
             "backend,device,op,size,qd,conns,threads,ops,elapsed_s,latency_kind,lat_min_ns,lat_mean_ns,lat_p50_ns,\
              lat_p90_ns,lat_p99_ns,lat_p99_9_ns,lat_max_ns,mb_s,gb_s,msg_rate,memcpy_gb_s,memcpy_ratio,op_path,batch,\
-             sge,inline"
+             sge,inline,api"
         )?;
         for r in &self.results {
             let l = &r.latency_ns;
@@ -156,7 +159,7 @@ impl BenchReport {
                 r.baseline.map_or((String::new(), String::new()), |b| (gbs(b.gb_s), format!("{:.3}", b.ratio)));
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{},{},{},{},{}",
                 self.backend,
                 self.device,
                 r.op,
@@ -182,7 +185,8 @@ impl BenchReport {
                 r.op_path.map_or("", OpPath::name),
                 r.batch,
                 r.sge,
-                r.inline
+                r.inline,
+                r.api
             )?;
         }
         Ok(())
@@ -234,6 +238,9 @@ impl BenchReport {
             }
             if r.inline {
                 name += " inl";
+            }
+            if r.api == "async" {
+                name += " async";
             }
             write!(
                 out,
@@ -287,6 +294,7 @@ mod tests {
                 batch: 1,
                 sge: 1,
                 inline: false,
+                api: "sync",
                 ops: 4,
                 elapsed_s: 0.5,
                 latency_kind: "completion",
@@ -317,7 +325,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
         assert!(lines[1].starts_with("mock,mock0,write,8,1,1,1,4,"), "{}", lines[1]);
-        assert!(lines[1].ends_with(",10.000,0.500,,1,1,false"), "{}", lines[1]);
+        assert!(lines[1].ends_with(",10.000,0.500,,1,1,false,sync"), "{}", lines[1]);
     }
 
     #[test]
@@ -340,13 +348,13 @@ mod tests {
         let mut v = Vec::new();
         r.write(OutputFormat::Json, &mut v).unwrap();
         let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
-        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(4), Some("capabilities")));
+        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(5), Some("capabilities")));
         assert_eq!(j["results"][0]["op_path"], "emulated");
         let mut v = Vec::new();
         r.write(OutputFormat::Csv, &mut v).unwrap();
         let s = String::from_utf8(v).unwrap();
-        assert!(s.lines().next().unwrap().ends_with(",op_path,batch,sge,inline"));
-        assert!(s.lines().nth(1).unwrap().ends_with(",emulated,1,1,false"), "{s}");
+        assert!(s.lines().next().unwrap().ends_with(",op_path,batch,sge,inline,api"));
+        assert!(s.lines().nth(1).unwrap().ends_with(",emulated,1,1,false,sync"), "{s}");
         let mut v = Vec::new();
         r.write(OutputFormat::Table, &mut v).unwrap();
         let s = String::from_utf8(v).unwrap();

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -14,6 +14,8 @@ use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, QueueConfig, Tr
 use crate::types::ConnEvent;
 mod cq;
 mod ep;
+#[cfg(feature = "mio")]
+mod mio;
 mod req;
 mod srq;
 mod wait;
@@ -74,6 +76,13 @@ impl<T: Transport> Drop for Conn<T> {
                 crate::rpma_log!(Error, "dropping a connection failed: {e}");
             }
         }
+    }
+}
+
+/// The connection's CM event fd ([`Conn::event_fd`]).
+impl<T: Transport> AsFd for Conn<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.event_fd()
     }
 }
 

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{Peer, Transport, Wc};
 
+use super::async_lane::AsyncLanes;
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
@@ -166,6 +167,50 @@ type PerRun = (Vec<Span>, Histogram<u64>);
 /// Per thread and run: the phase and its latencies.
 pub(super) type Measured = (Span, Histogram<u64>);
 
+/// A client thread's connections, driven through the synchronous API (`Vec<Lane>`) or the
+/// async one (`--async`: `AsyncLanes`).
+pub(super) trait Driver {
+    /// Runs one phase (see [`drive`]).
+    #[allow(clippy::too_many_arguments)]
+    fn drive(
+        &mut self,
+        op: Op,
+        size: usize,
+        every: usize,
+        stop: Stop,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<Span>;
+
+    /// Ends every connection.
+    fn finish(self) -> Result<()>;
+}
+
+impl<T: Transport> Driver for Vec<Lane<T>> {
+    fn drive(
+        &mut self,
+        op: Op,
+        size: usize,
+        every: usize,
+        stop: Stop,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<Span> {
+        drive(self, op, size, every, stop, hist, record, done)
+    }
+
+    fn finish(self) -> Result<()> {
+        for lane in self {
+            lane.finish()?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs every run on a thread's connections (`lanes`: an error if they could not be set up,
+/// which fails the thread's runs while it still passes every barrier).
 /// The two points of every run where the client threads and the coordinator meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -175,8 +220,8 @@ pub(super) enum Phase {
     Measure,
 }
 
-pub(super) fn client_thread<T: Transport>(
-    mut lanes: Vec<Lane<T>>,
+pub(super) fn client_thread<D: Driver>(
+    lanes: Result<D>,
     plan: &Plan,
     runs: &[(Op, usize)],
     gate: &dyn Fn(usize, Phase),
@@ -185,6 +230,14 @@ pub(super) fn client_thread<T: Transport>(
 ) -> Result<Vec<Measured>> {
     let mut out = Vec::with_capacity(runs.len());
     let mut error = None;
+    let mut lanes = match lanes {
+        Ok(l) => Some(l),
+        Err(e) => {
+            failed.store(true, Ordering::Release);
+            error = Some(e);
+            None
+        }
+    };
     for (i, &(op, size)) in runs.iter().enumerate() {
         let done = &progress.runs[i].done;
         let mut hist = new_histogram();
@@ -192,21 +245,22 @@ pub(super) fn client_thread<T: Transport>(
         // (and the coordinator) passes both gates of every run, even after a failure.
         gate(i, Phase::Warmup);
         let skip = failed.load(Ordering::Acquire);
-        let warm = if skip {
-            Ok((0, Instant::now(), Instant::now()))
-        } else {
-            drive(&mut lanes, op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
+        let warm = match (&mut lanes, skip) {
+            (Some(lanes), false) => {
+                lanes.drive(op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
+            }
+            _ => Ok((0, Instant::now(), Instant::now())),
         };
         gate(i, Phase::Measure);
-        if skip {
+        let Some(lanes) = lanes.as_mut().filter(|_| !skip) else {
             continue;
-        }
+        };
         let r = warm.and_then(|_| {
             let stop = match plan.amount {
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            drive(&mut lanes, op, size, plan.signal_every(op), stop, &mut hist, true, done)
+            lanes.drive(op, size, plan.signal_every(op), stop, &mut hist, true, done)
         });
         match r {
             Ok(span) => out.push((span, hist)),
@@ -222,8 +276,8 @@ pub(super) fn client_thread<T: Transport>(
     if failed.load(Ordering::Acquire) {
         bail!("another client thread failed");
     }
-    for lane in lanes {
-        lane.finish()?;
+    if let Some(lanes) = lanes {
+        lanes.finish()?;
     }
     Ok(out)
 }
@@ -282,12 +336,19 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             counts.borrow_mut().push(crate::backend::op_counts::<T>());
         }
     };
+    let thread = |lanes: Vec<Lane<T>>, gate: &dyn Fn(usize, Phase)| {
+        if plan.async_api {
+            client_thread(AsyncLanes::new(lanes), plan, &runs, gate, &failed, &progress)
+        } else {
+            client_thread(Ok(lanes), plan, &runs, gate, &failed, &progress)
+        }
+    };
     let measured: Vec<Result<Vec<Measured>>> = if plan.threads == 1 && !shown(plan) {
         // One client thread and nothing to show: the calling thread is the client, and the
         // process stays single-threaded (as C benchmarks are: glibc then skips the
         // cancellation-point bookkeeping of every system call, e.g. the doorbell of rxe).
         let lanes = per_thread.pop().unwrap_or_default();
-        let r = client_thread(lanes, plan, &runs, &coordinate, &failed, &progress);
+        let r = thread(lanes, &coordinate);
         counts.borrow_mut().push(crate::backend::op_counts::<T>());
         vec![r]
     } else {
@@ -299,8 +360,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             let handles: Vec<_> = per_thread
                 .into_iter()
                 .map(|lanes| {
-                    let (runs, meet, failed, progress) = (&runs, &meet, &failed, &progress);
-                    sc.spawn(move || client_thread(lanes, plan, runs, meet, failed, progress))
+                    let (thread, meet) = (&thread, &meet);
+                    sc.spawn(move || thread(lanes, meet))
                 })
                 .collect();
             let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
@@ -310,10 +371,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
                 barrier.wait();
                 coordinate(i, Phase::Measure);
             }
-            let results = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked")))
-                .collect();
+            let results =
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
             counts.borrow_mut().push(crate::backend::op_counts::<T>());
             progress.finished.store(true, Ordering::Release);
             let _ = monitor.join();
@@ -358,6 +417,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             batch: plan.batch,
             sge: plan.sge,
             inline: plan.inline,
+            api: if plan.async_api { "async" } else { "sync" },
             ops,
             elapsed_s: secs,
             latency_kind: if op.is_half_round_trip() { "half_round_trip" } else { "completion" },

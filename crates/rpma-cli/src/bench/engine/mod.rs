@@ -28,6 +28,7 @@ use super::{Plan, Role};
 use crate::backend::BackendKind;
 use crate::native::Source;
 
+mod async_lane;
 mod client;
 mod lane;
 mod progress;
@@ -35,6 +36,7 @@ mod protocol;
 mod server;
 mod wait;
 
+pub(crate) use async_lane::ASYNC_OPS;
 use client::run_client;
 use server::run_server;
 

@@ -1,0 +1,217 @@
+//! `--async`: a client thread's connections driven through the async API (`rpma::tokio`) on a
+//! current-thread tokio runtime of the thread's own.
+//!
+//! Each connection keeps `--qd` operations in flight as `--qd` futures on one task, each a loop
+//! of "post one operation, await *its* completion" (`AsyncConn::write(..).await`, ...), all
+//! joined; every operation is signaled and awaited on its own (`--cq-mod` does not apply). A
+//! `write-flush` posts its write unsignaled (`post_unsignaled`) and awaits the flush, whose
+//! completion retires both. Latency is the time from the post to the await's return. The
+//! connections are made and ended as in the synchronous lanes (same protocol with the server):
+//! the connection is handed to an `AsyncConn` after it is established and given back to end it.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use futures_util::future::try_join_all;
+use hdrhistogram::Histogram;
+use rpma::tokio::{AsyncConn, Op as AsyncOp};
+use rpma::{ConnEvent, FlushType, MrLocal, MrRemote, Transport};
+
+use super::client::{Driver, Span};
+use super::lane::{Lane, Stop};
+use super::protocol::{slot_offset, STOP_IMM};
+use crate::bench::Op;
+
+/// The operations `--async` measures (one-sided, one completion each).
+pub(crate) const ASYNC_OPS: [Op; 5] = [Op::Read, Op::Write, Op::WriteFlush, Op::Flush, Op::AtomicWrite];
+
+/// Progress is published every this many operations of a future.
+const REPORT_EVERY: u64 = 256;
+
+/// One connection on the async API.
+struct AsyncLane<T: Transport> {
+    conn: AsyncConn<T>,
+    local: MrLocal<T>,
+    remote: MrRemote,
+    /// The span of the slots of operations on both regions.
+    region: usize,
+    /// The span of the slots of operations on the remote region alone (flush, atomic write).
+    remote_region: usize,
+    qd: usize,
+    /// The receive buffers the lane posted when it connected (held until the connection ends).
+    _msgs: Option<MrLocal<T>>,
+    /// The region the server writes for `write-pingpong` (not run here; held as the server
+    /// was given its descriptor).
+    _inbox: MrLocal<T>,
+}
+
+/// A client thread's connections and the runtime they are registered with.
+pub(super) struct AsyncLanes<T: Transport> {
+    // Dropped before the runtime: the connections deregister their fds from its reactor.
+    lanes: Vec<AsyncLane<T>>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl<T: Transport> AsyncLanes<T> {
+    /// A current-thread runtime and the lanes' connections on it.
+    pub(super) fn new(lanes: Vec<Lane<T>>) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building the client thread's tokio runtime")?;
+        let mut out = Vec::with_capacity(lanes.len());
+        {
+            let _in_rt = rt.enter();
+            for lane in lanes {
+                let Lane { conn, local, msgs, remote, inbox, region, remote_region, qd, timeout, .. } = lane;
+                let conn = AsyncConn::new(conn).context("client: the connection on tokio")?;
+                conn.set_timeout(Some(timeout)).context("client: the connection's timeout")?;
+                out.push(AsyncLane { conn, local, remote, region, remote_region, qd, _msgs: msgs, _inbox: inbox });
+            }
+        }
+        Ok(Self { lanes: out, rt })
+    }
+}
+
+impl<T: Transport> AsyncLane<T> {
+    /// The offset of worker `slot`'s buffer for `op`.
+    fn offset(&self, op: Op, size: usize, slot: usize) -> usize {
+        let region = if matches!(op, Op::Flush | Op::AtomicWrite) { self.remote_region } else { self.region };
+        slot_offset(slot, size, region)
+    }
+
+    /// The awaited operation `seq` at `off` (a `write-flush`'s flush: its write is posted
+    /// first, unsignaled, by [`AsyncLane::worker`]).
+    fn awaited(&self, op: Op, size: usize, off: usize, seq: u64) -> rpma::Result<AsyncOp<'_, T>> {
+        let r = &self.remote;
+        let local = self.local.slice(off..off + size);
+        Ok(match op {
+            Op::Read => AsyncOp::read(local, r.at(off)),
+            Op::Write => AsyncOp::write(r.at(off), local),
+            Op::WriteFlush | Op::Flush => AsyncOp::flush(r.slice(off..off + size), FlushType::Persistent),
+            Op::AtomicWrite => AsyncOp::atomic_write(r.at(off & !7), seq.to_le_bytes()),
+            Op::Send | Op::SendImm | Op::WriteImm | Op::WritePingpong => {
+                return Err(rpma::Error::inval(
+                    "rpma bench --async",
+                    "only one-sided operations are measured through the async API",
+                ))
+            }
+        })
+    }
+
+    /// Worker `slot`'s loop: posts and awaits operations on its own buffer until the lane has
+    /// posted what `stop` allows; returns how many it completed.
+    #[allow(clippy::too_many_arguments)]
+    async fn worker(
+        &self,
+        slot: usize,
+        op: Op,
+        size: usize,
+        stop: Stop,
+        posted: &Cell<u64>,
+        hist: &RefCell<&mut Histogram<u64>>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<u64> {
+        let off = self.offset(op, size, slot);
+        let mut completed = 0u64;
+        let mut unreported = 0u64;
+        loop {
+            let seq = posted.get();
+            let t0 = Instant::now();
+            let more = match stop {
+                Stop::Count(n) => seq < n,
+                Stop::Until(t) => t0 < t,
+            };
+            if !more {
+                break;
+            }
+            posted.set(seq + 1);
+            // (No `with_context` on the way: it costs a call per operation even when all is
+            // well; errors get their context here.)
+            let failed = |e: rpma::Error| anyhow::Error::new(e).context(format!("{} of {size} B (async)", op.name()));
+            if op == Op::WriteFlush {
+                let write = AsyncOp::write(self.remote.at(off), self.local.slice(off..off + size));
+                if let Err(e) = self.conn.post_unsignaled(write, seq).await {
+                    return Err(failed(e));
+                }
+            }
+            let awaited = match self.awaited(op, size, off, seq) {
+                Ok(a) => a,
+                Err(e) => return Err(failed(e)),
+            };
+            if let Err(e) = self.conn.post(awaited).await {
+                return Err(failed(e));
+            }
+            if record {
+                let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                hist.borrow_mut().saturating_record(ns.max(1));
+            }
+            completed += 1;
+            unreported += 1;
+            if unreported == REPORT_EVERY {
+                done.fetch_add(unreported, Ordering::Relaxed);
+                unreported = 0;
+            }
+        }
+        done.fetch_add(unreported, Ordering::Relaxed);
+        Ok(completed)
+    }
+
+    /// Ends the connection as the synchronous lane does: the stop message, then a disconnect.
+    async fn finish(self) -> Result<()> {
+        let c = &self.conn;
+        c.post(AsyncOp::send_empty().imm(STOP_IMM)).await.context("sending stop")?;
+        c.with_conn(|c| c.disconnect()).context("disconnecting")?;
+        match c.next_event().await.context("client: waiting for the disconnect")? {
+            ConnEvent::Closed => {}
+            ev => bail!("client: unexpected connection event {ev:?}"),
+        }
+        let (conn, _) = self.conn.into_inner();
+        conn.delete().context("deleting the connection")
+    }
+}
+
+impl<T: Transport> Driver for AsyncLanes<T> {
+    fn drive(
+        &mut self,
+        op: Op,
+        size: usize,
+        _every: usize,
+        stop: Stop,
+        hist: &mut Histogram<u64>,
+        record: bool,
+        done: &AtomicU64,
+    ) -> Result<Span> {
+        if matches!(stop, Stop::Count(0)) {
+            let now = Instant::now();
+            return Ok((0, now, now));
+        }
+        if !ASYNC_OPS.contains(&op) {
+            bail!("--async measures {}, not {}", ASYNC_OPS.map(Op::name).join(", "), op.name());
+        }
+        let shared = RefCell::new(hist);
+        let posted: Vec<Cell<u64>> = self.lanes.iter().map(|_| Cell::new(0)).collect();
+        let lanes = &self.lanes;
+        let (total, start, end) = self.rt.block_on(async {
+            let workers = lanes.iter().zip(&posted).flat_map(|(lane, posted)| {
+                let shared = &shared;
+                (0..lane.qd).map(move |slot| lane.worker(slot, op, size, stop, posted, shared, record, done))
+            });
+            let start = Instant::now();
+            let counts = try_join_all(workers).await?;
+            Ok::<_, anyhow::Error>((counts.into_iter().sum::<u64>(), start, Instant::now()))
+        })?;
+        Ok((total, start, end))
+    }
+
+    fn finish(self) -> Result<()> {
+        let Self { lanes, rt } = self;
+        for lane in lanes {
+            rt.block_on(lane.finish())?;
+        }
+        Ok(())
+    }
+}
