@@ -39,7 +39,7 @@
 //!     conn.write(remote.at(0), src.slice(0..10)),
 //!     conn.post(Op::flush(remote.slice(0..10), FlushType::Visibility)),
 //! );
-//! assert!(w?.status.is_success() && f?.status.is_success());
+//! assert!(w?.is_success() && f?.is_success());
 //! assert_eq!(target.to_vec(0, 10)?, b"log record");
 //! # Ok(()) }
 //! ```
