@@ -16,8 +16,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{
-    ConnCfg, ConnReq, ContextType, Device, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport,
-    Usage, WcStatus,
+    ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
+    Transport, Usage, WcStatus,
 };
 use tokio::time::timeout;
 
@@ -197,13 +197,23 @@ fn peer_dies_mid_operation<T: Transport>(env: &Env<T>) {
         let p = env.pair(None).await;
         let out = p.cpeer.alloc_mr(64, Usage::SEND).unwrap();
         // The send waits for a receive the peer never posts; then the peer's connection goes.
+        // As on any RDMA connection, the client learns it from its connection events and
+        // disconnects, which moves its queue pair to the error state: the work still queued is
+        // flushed and the send fails (a device alone may retry it for a long time, or forever:
+        // receiver-not-ready retries are unlimited, docs/async.md "A peer that goes away").
         let send = p.client.send(out.slice(0..4));
         let server = p.server;
         let kill = async move {
             tokio::time::sleep(SHORT).await;
             drop(server);
         };
-        let (r, ()) = timeout(LONG, async { tokio::join!(send, kill) }).await.expect("an error, not a hang");
+        let client = &p.client;
+        let watch = async {
+            let ev = client.next_event().await.expect("a connection event");
+            assert!(matches!(ev, ConnEvent::Closed | ConnEvent::Lost), "the peer went away: {ev:?}");
+            client.with_conn(|c| c.disconnect()).expect("disconnect");
+        };
+        let (r, (), ()) = timeout(LONG, async { tokio::join!(send, kill, watch) }).await.expect("an error, not a hang");
         assert_eq!(r.expect_err("the send cannot succeed").kind(), ErrorKind::Provider);
     });
 }
