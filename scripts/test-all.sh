@@ -53,7 +53,7 @@ cbench=$(mktemp -d)
 cc -O2 -Wall -Wextra -Werror -o "$cbench/librpma_bench" benches/c/librpma_bench.c -lrpma -libverbs -lrdmacm
 "$cbench/librpma_bench" 2>/dev/null && { echo "error: librpma_bench without arguments must fail" >&2; exit 1; }
 rm -rf "$cbench"
-bash -n scripts/bench-softroce.sh
+bash -n scripts/bench-softroce.sh && bash -n scripts/bench-async-softroce.sh
 
 step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rxe)"
 cargo run -q --example write_flush_send
