@@ -72,7 +72,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_new(cfg_ptr: *mut *mut RpmaConnCfg) -> c_
 /// C1/C2: `cfg_ptr` is NULL or a slot holding NULL or a live configuration.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_cfg_delete(cfg_ptr: *mut *mut RpmaConnCfg) -> c_int {
-    // SAFETY: [C1][C2] the caller's slot.
+    // SAFETY: [C1, C2] the caller's slot.
     guard(|| unsafe { take(cfg_ptr) }.map(drop))
 }
 

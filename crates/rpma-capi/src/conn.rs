@@ -81,7 +81,7 @@ impl RpmaConn {
         let null = std::ptr::null();
         let mut b =
             Box::new(Self { conn, cq: RpmaCq { conn: null, rcq: false }, rcq: RpmaCq { conn: null, rcq: true } });
-        let c: *const Conn<M> = &raw const b.conn;
+        let c: *const Conn<M> = std::ptr::addr_of!(b.conn);
         b.cq.conn = c;
         b.rcq.conn = c;
         Box::into_raw(b)
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn rpma_ep_listen(
 #[no_mangle]
 pub unsafe extern "C" fn rpma_ep_shutdown(ep_ptr: *mut *mut RpmaEp) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(ep_ptr) }? {
             Some(e) => e.ep.shutdown().map_err(code),
             None => Ok(()),
@@ -208,16 +208,17 @@ pub unsafe extern "C" fn rpma_conn_req_connect(
     conn_ptr: *mut *mut RpmaConn,
 ) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         let req = unsafe { take(req_ptr) }?.ok_or(E_INVAL)?;
         // SAFETY: [C1] pdata is NULL or readable.
         let pd = unsafe { pdata.as_ref() };
         let bytes = match pd {
             None => Ok(None),
             Some(p) if p.ptr.is_null() || p.len == 0 => Err(E_INVAL),
-            // SAFETY: [C1] ptr is readable for len bytes for the call.
             Some(p) => {
-                Ok(Some(unsafe { std::slice::from_raw_parts(p.ptr.cast::<u8>().cast_const(), usize::from(p.len)) }))
+                // SAFETY: [C1] ptr is readable for len bytes for the call.
+                let b = unsafe { std::slice::from_raw_parts(p.ptr.cast::<u8>().cast_const(), usize::from(p.len)) };
+                Ok(Some(b))
             }
         };
         let bytes = match bytes {
@@ -241,7 +242,7 @@ pub unsafe extern "C" fn rpma_conn_req_connect(
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_req_delete(req_ptr: *mut *mut RpmaConnReq) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(req_ptr) }? {
             Some(r) => r.req.delete().map_err(code),
             None => Ok(()),
@@ -358,7 +359,7 @@ pub unsafe extern "C" fn rpma_conn_get_cq(conn_: *const RpmaConn, cq_ptr: *mut *
         let c = unsafe { conn(conn_) }?;
         nonnull(cq_ptr)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(cq_ptr, (&raw const c.cq).cast_mut()) };
+        unsafe { put(cq_ptr, std::ptr::addr_of!(c.cq).cast_mut()) };
         Ok(())
     })
 }
@@ -373,7 +374,7 @@ pub unsafe extern "C" fn rpma_conn_get_rcq(conn_: *const RpmaConn, rcq_ptr: *mut
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(rcq_ptr)?;
-        let p = if c.conn.rcq().is_some() { (&raw const c.rcq).cast_mut() } else { std::ptr::null_mut() };
+        let p = if c.conn.rcq().is_some() { std::ptr::addr_of!(c.rcq).cast_mut() } else { std::ptr::null_mut() };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };
         Ok(())
@@ -397,7 +398,7 @@ pub unsafe extern "C" fn rpma_conn_wait(
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
         let (_, rcq) = c.conn.wait().map_err(code)?;
-        let h = if rcq { &raw const c.rcq } else { &raw const c.cq };
+        let h = if rcq { std::ptr::addr_of!(c.rcq) } else { std::ptr::addr_of!(c.cq) };
         // SAFETY: [C1] checked non-NULL out-parameters (is_rcq is optional).
         unsafe {
             put(cq, h.cast_mut());
@@ -430,7 +431,7 @@ pub unsafe extern "C" fn rpma_conn_disconnect(conn_: *mut RpmaConn) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_delete(conn_ptr: *mut *mut RpmaConn) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(conn_ptr) }? {
             Some(c) => {
                 let RpmaConn { conn, .. } = *c;

@@ -46,7 +46,7 @@ pub unsafe extern "C" fn rpma_mr_reg(
         }
         let usage = u32::try_from(usage).map_err(|_| E_INVAL)?;
         let usage = Usage::from_bits_retain(usage);
-        // SAFETY: [M6][C1] the caller keeps [ptr, ptr + size) valid and reaches it by no Rust
+        // SAFETY: [M6, C1] the caller keeps [ptr, ptr + size) valid and reaches it by no Rust
         // reference until rpma_mr_dereg; no release function: the memory stays the caller's.
         let memory = unsafe { Memory::from_raw_parts(base, size, None) };
         let mr = p.peer.reg_mr(memory, usage).map_err(code)?;
@@ -63,7 +63,7 @@ pub unsafe extern "C" fn rpma_mr_reg(
 #[no_mangle]
 pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(mr_ptr) }? {
             // The memory handed back has no release function: dropping it leaves it to the caller.
             Some(m) => m.mr.dereg().map(drop).map_err(code),
@@ -201,6 +201,6 @@ pub unsafe extern "C" fn rpma_mr_remote_get_flush_type(mr: *const RpmaMrRemote, 
 /// C1/C2: `mr_ptr` is NULL or a slot holding NULL or a live remote region.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_mr_remote_delete(mr_ptr: *mut *mut RpmaMrRemote) -> c_int {
-    // SAFETY: [C1][C2] the caller's slot.
+    // SAFETY: [C1, C2] the caller's slot.
     guard(|| unsafe { take(mr_ptr) }.map(drop))
 }

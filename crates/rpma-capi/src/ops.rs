@@ -20,7 +20,7 @@ fn flags(flags: c_int) -> CResult<CompletionFlags> {
     if flags == 0 {
         return Err(E_INVAL);
     }
-    Ok(CompletionFlags::from_bits_retain(flags.cast_unsigned()))
+    Ok(CompletionFlags::from_bits_retain(u32::from_ne_bytes(flags.to_ne_bytes())))
 }
 
 /// `[offset, offset + len)` of a local region.

@@ -48,7 +48,7 @@ pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut ibv_context, peer_ptr: *mut
 #[no_mangle]
 pub unsafe extern "C" fn rpma_peer_delete(peer_ptr: *mut *mut RpmaPeer) -> c_int {
     guard(|| {
-        // SAFETY: [C1][C2] the caller's slot.
+        // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(peer_ptr) }? {
             Some(p) => p.peer.delete().map_err(code),
             None => Ok(()),
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn rpma_peer_cfg_new(pcfg_ptr: *mut *mut RpmaPeerCfg) -> c
 /// C1/C2: `pcfg_ptr` is NULL or a slot holding NULL or a live configuration.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_peer_cfg_delete(pcfg_ptr: *mut *mut RpmaPeerCfg) -> c_int {
-    // SAFETY: [C1][C2] the caller's slot.
+    // SAFETY: [C1, C2] the caller's slot.
     guard(|| unsafe { take(pcfg_ptr) }.map(drop))
 }
 
