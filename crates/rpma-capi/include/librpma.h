@@ -4,8 +4,8 @@
  *
  * Written for rpma-rs: the names, values and prototypes are those of librpma 1.3's
  * interface, so programs written for it compile unchanged against the functions
- * declared here. Only the functions this library exports are declared; the ones
- * not implemented yet are listed in docs/capi.md.
+ * declared here. All 84 functions of librpma 1.3 are declared; docs/capi.md says
+ * how this library differs.
  *
  * Return values: 0 on success or a negative RPMA_E_* code. Deleting functions take
  * the address of the handle, free the object and store NULL there.
@@ -120,6 +120,8 @@ struct rpma_ep;
 struct rpma_conn_req;
 struct rpma_conn;
 struct rpma_cq;
+struct rpma_srq;
+struct rpma_srq_cfg;
 
 /* ---- peer configuration ---- */
 int rpma_peer_cfg_new(struct rpma_peer_cfg **pcfg_ptr);
@@ -148,6 +150,9 @@ int rpma_mr_remote_from_descriptor(const void *desc, size_t desc_size,
 int rpma_mr_remote_get_size(const struct rpma_mr_remote *mr, size_t *size);
 int rpma_mr_remote_get_flush_type(const struct rpma_mr_remote *mr, int *flush_type);
 int rpma_mr_remote_delete(struct rpma_mr_remote **mr_ptr);
+/* advice: IBV_ADVISE_MR_ADVICE_*; flags: IBV_ADVISE_MR_FLAG_* */
+int rpma_mr_advise(struct rpma_mr_local *mr, size_t offset, size_t len, int advice,
+		uint32_t flags);
 
 /* ---- connection configuration ---- */
 int rpma_conn_cfg_new(struct rpma_conn_cfg **cfg_ptr);
@@ -164,6 +169,21 @@ int rpma_conn_cfg_set_rq_size(struct rpma_conn_cfg *cfg, uint32_t rq_size);
 int rpma_conn_cfg_get_rq_size(const struct rpma_conn_cfg *cfg, uint32_t *rq_size);
 int rpma_conn_cfg_set_compl_channel(struct rpma_conn_cfg *cfg, bool shared);
 int rpma_conn_cfg_get_compl_channel(const struct rpma_conn_cfg *cfg, bool *shared);
+int rpma_conn_cfg_set_srq(struct rpma_conn_cfg *cfg, struct rpma_srq *srq);
+int rpma_conn_cfg_get_srq(const struct rpma_conn_cfg *cfg, struct rpma_srq **srq_ptr);
+
+/* ---- shared receive queues ---- */
+int rpma_srq_cfg_new(struct rpma_srq_cfg **cfg_ptr);
+int rpma_srq_cfg_delete(struct rpma_srq_cfg **cfg_ptr);
+int rpma_srq_cfg_set_rq_size(struct rpma_srq_cfg *cfg, uint32_t rq_size);
+int rpma_srq_cfg_get_rq_size(const struct rpma_srq_cfg *cfg, uint32_t *rq_size);
+int rpma_srq_cfg_set_rcq_size(struct rpma_srq_cfg *cfg, uint32_t rcq_size);
+int rpma_srq_cfg_get_rcq_size(const struct rpma_srq_cfg *cfg, uint32_t *rcq_size);
+int rpma_srq_new(struct rpma_peer *peer, struct rpma_srq_cfg *cfg, struct rpma_srq **srq_ptr);
+int rpma_srq_delete(struct rpma_srq **srq_ptr);
+int rpma_srq_recv(struct rpma_srq *srq, struct rpma_mr_local *dst, size_t offset, size_t len,
+		const void *op_context);
+int rpma_srq_get_rcq(const struct rpma_srq *srq, struct rpma_cq **rcq_ptr);
 
 /* ---- private data exchanged when connecting ---- */
 struct rpma_conn_private_data {

@@ -3,11 +3,13 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rpma_core::{ConnCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
+use rpma_core::{ConnCfg, Srq, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
 
 use crate::backend::M;
+use crate::srq::RpmaSrq;
 use crate::{give, guard, handle, nonnull, put, take, E_INVAL};
 
 /// `struct rpma_conn_cfg`.
@@ -18,6 +20,9 @@ pub struct RpmaConnCfg {
     sq_size: AtomicU32,
     rq_size: AtomicU32,
     shared: AtomicBool,
+    /// The shared RQ set with `rpma_conn_cfg_set_srq`: a clone of it (which keeps it alive) and
+    /// the handle to give back from `rpma_conn_cfg_get_srq` (never dereferenced here).
+    srq: Mutex<Option<(Srq<M>, *mut RpmaSrq)>>,
 }
 
 impl RpmaConnCfg {
@@ -31,6 +36,7 @@ impl RpmaConnCfg {
             .with_sq_size(self.sq_size.load(Ordering::Acquire))
             .with_rq_size(self.rq_size.load(Ordering::Acquire))
             .with_shared_channel(self.shared.load(Ordering::Acquire))
+            .with_srq(self.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|(s, _)| s))
     }
 }
 
@@ -59,6 +65,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_new(cfg_ptr: *mut *mut RpmaConnCfg) -> c_
             sq_size: AtomicU32::new(DEFAULT_SQ_SIZE),
             rq_size: AtomicU32::new(DEFAULT_RQ_SIZE),
             shared: AtomicBool::new(false),
+            srq: Mutex::new(None),
         };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(cfg_ptr, c) };
@@ -174,6 +181,38 @@ pub unsafe extern "C" fn rpma_conn_cfg_get_compl_channel(cfg: *const RpmaConnCfg
         nonnull(shared)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(shared, c.shared.load(Ordering::Acquire)) };
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_set_srq`: connections made with this configuration receive through `srq`
+/// (NULL is `RPMA_E_INVAL`, as in librpma's code).
+///
+/// # Safety
+/// C2: `cfg` and `srq` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handles.
+        let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
+        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((s.srq.clone(), srq));
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_get_srq`: the shared RQ set on the configuration, or NULL.
+///
+/// # Safety
+/// C1, C2: `cfg` is NULL or live; `srq_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_get_srq(cfg: *const RpmaConnCfg, srq_ptr: *mut *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        nonnull(srq_ptr)?;
+        let p = c.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(std::ptr::null_mut(), |(_, p)| *p);
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(srq_ptr, p) };
         Ok(())
     })
 }

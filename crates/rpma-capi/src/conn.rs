@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::AsRawFd;
 
-use rpma_core::{Conn, ConnReq, Cq, Ep, Wc};
+use rpma_core::{Conn, ConnReq, Cq, Ep, Srq, Wc};
 
 use crate::backend::M;
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
@@ -44,26 +44,45 @@ pub struct RpmaConnReq {
     req: ConnReq<M>,
 }
 
-/// `struct rpma_cq`: the main or the receive CQ of a connection. It lives inside its
-/// [`RpmaConn`] and points back at the connection, which never moves (it is boxed).
+/// `struct rpma_cq`: the main or the receive CQ of a connection, or the receive CQ of a shared
+/// RQ. It lives inside its owner ([`RpmaConn`], [`RpmaSrq`](crate::srq::RpmaSrq)) and points
+/// back at the owner's object, which never moves (the owner is boxed).
 pub struct RpmaCq {
-    conn: *const Conn<M>,
-    rcq: bool,
+    owner: CqOwner,
+}
+
+enum CqOwner {
+    Conn { conn: *const Conn<M>, rcq: bool },
+    Srq(*const Srq<M>),
 }
 
 impl RpmaCq {
+    /// The receive CQ of the shared RQ at `srq` (which must not move while this handle lives).
+    pub(crate) const fn of_srq(srq: *const Srq<M>) -> Self {
+        Self { owner: CqOwner::Srq(srq) }
+    }
+
     /// The CQ.
     ///
     /// # Safety
-    /// C2: the CQ handle is used only while its connection lives (librpma's rule: a CQ is the
-    /// connection's and goes with `rpma_conn_delete`).
+    /// C2: the CQ handle is used only while its owner lives (librpma's rule: a CQ is its
+    /// connection's or shared RQ's and goes with `rpma_conn_delete` / `rpma_srq_delete`).
     unsafe fn cq(&self) -> CResult<Cq<'_, M>> {
-        // SAFETY: [C2] the connection outlives the CQ handles inside it.
-        let conn = unsafe { &*self.conn };
-        if self.rcq {
-            conn.rcq().ok_or(E_UNKNOWN)
-        } else {
-            Ok(conn.cq())
+        match self.owner {
+            CqOwner::Conn { conn, rcq } => {
+                // SAFETY: [C2] the connection outlives the CQ handles inside it.
+                let conn = unsafe { &*conn };
+                if rcq {
+                    conn.rcq().ok_or(E_UNKNOWN)
+                } else {
+                    Ok(conn.cq())
+                }
+            }
+            CqOwner::Srq(srq) => {
+                // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
+                let srq = unsafe { &*srq };
+                srq.rcq().ok_or(E_UNKNOWN)
+            }
         }
     }
 }
@@ -79,11 +98,14 @@ impl RpmaConn {
     /// Boxes `conn` and points its CQ handles at it.
     fn boxed(conn: Conn<M>) -> *mut Self {
         let null = std::ptr::null();
-        let mut b =
-            Box::new(Self { conn, cq: RpmaCq { conn: null, rcq: false }, rcq: RpmaCq { conn: null, rcq: true } });
+        let mut b = Box::new(Self {
+            conn,
+            cq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: false } },
+            rcq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: true } },
+        });
         let c: *const Conn<M> = std::ptr::addr_of!(b.conn);
-        b.cq.conn = c;
-        b.rcq.conn = c;
+        b.cq.owner = CqOwner::Conn { conn: c, rcq: false };
+        b.rcq.owner = CqOwner::Conn { conn: c, rcq: true };
         Box::into_raw(b)
     }
 }

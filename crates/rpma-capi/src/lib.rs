@@ -25,6 +25,7 @@ mod log;
 mod mr;
 mod ops;
 mod peer;
+mod srq;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -238,4 +239,17 @@ symver!(
     rpma_cq_get_fd,
     rpma_cq_wait,
     rpma_cq_get_wc,
+    rpma_mr_advise,
+    rpma_conn_cfg_set_srq,
+    rpma_conn_cfg_get_srq,
+    rpma_srq_cfg_new,
+    rpma_srq_cfg_delete,
+    rpma_srq_cfg_set_rq_size,
+    rpma_srq_cfg_get_rq_size,
+    rpma_srq_cfg_set_rcq_size,
+    rpma_srq_cfg_get_rcq_size,
+    rpma_srq_new,
+    rpma_srq_delete,
+    rpma_srq_recv,
+    rpma_srq_get_rcq,
 );

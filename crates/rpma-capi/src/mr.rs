@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use rpma_core::{MrLocal, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
+use rpma_core::{Advice, MrLocal, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
 use rpma_mem::Memory;
 
 use crate::backend::M;
@@ -203,4 +203,32 @@ pub unsafe extern "C" fn rpma_mr_remote_get_flush_type(mr: *const RpmaMrRemote, 
 pub unsafe extern "C" fn rpma_mr_remote_delete(mr_ptr: *mut *mut RpmaMrRemote) -> c_int {
     // SAFETY: [C1, C2] the caller's slot.
     guard(|| unsafe { take(mr_ptr) }.map(drop))
+}
+
+/// `rpma_mr_advise`: advises the provider about `[offset, offset + len)` of the region
+/// (`advice`: `IBV_ADVISE_MR_ADVICE_PREFETCH` 0, `_PREFETCH_WRITE` 1, `_PREFETCH_NO_FAULT` 2).
+/// NULL `mr`, an unknown advice or a range outside the region is `RPMA_E_INVAL` (librpma
+/// checked none of them).
+///
+/// # Safety
+/// C2: `mr` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_mr_advise(
+    mr: *mut RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    advice: c_int,
+    flags: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let m = unsafe { handle(mr) }?;
+        let advice = match advice {
+            0 => Advice::Prefetch,
+            1 => Advice::PrefetchWrite,
+            2 => Advice::PrefetchNoFault,
+            _ => return Err(E_INVAL),
+        };
+        m.mr.advise(offset, len, advice, flags).map_err(code)
+    })
 }
