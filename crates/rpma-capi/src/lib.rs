@@ -1,9 +1,9 @@
 //! # rpma-capi: librpma's C ABI on rpma-rs
 //!
 //! Builds `librpma.so` (SONAME `librpma.so.0`, every `rpma_*` symbol under the version node
-//! `LIBRPMA_1.0`, as Debian's librpma0 exports them) and `librpma.a`, with the signatures,
+//! `LIBRPMA_1.0`, as Debian's librpma0 exports them), with the signatures,
 //! return codes and out-parameter behaviour of librpma 1.3. The header is
-//! `include/librpma.h`; what is exported and what is not yet is listed in `docs/capi.md`.
+//! `include/librpma.h`; `docs/capi.md` lists how this library differs from C librpma.
 //!
 //! Every exported body runs inside [`std::panic::catch_unwind`]: a panic becomes
 //! `RPMA_E_UNKNOWN`, never an unwind across the C boundary. Opaque handles are `Box` pointers to
