@@ -26,7 +26,7 @@ step "cargo doc (all features, no warning)"
 RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --all-features --no-deps
 
 step "every SAFETY comment names its rule of docs/memory.md"
-if grep -rn --include=*.rs -E '^\s*// SAFETY:' crates src tests | grep -vE '// SAFETY: \[[MV][0-9]+(, ?[MV][0-9]+)*\]'; then
+if grep -rn --include=*.rs -E '^\s*// SAFETY:' crates src tests | grep -vE '// SAFETY: \[[MVC][0-9]+(, ?[MVC][0-9]+)*\]'; then
     echo "error: a SAFETY comment above does not start with its rule, e.g. // SAFETY: [M2] ..." >&2
     exit 1
 fi

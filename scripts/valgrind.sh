@@ -3,13 +3,16 @@
 # untrusted-peer cases, the fault sweeps (every provider call of two full flows failed in turn)
 # and the connection state-machine model.
 #
-# Usage: scripts/valgrind.sh [memcheck|tsan|helgrind|drd]...   (default: memcheck tsan)
+# Usage: scripts/valgrind.sh [memcheck|tsan|capi|helgrind|drd]...   (default: memcheck tsan capi)
 #   memcheck  valgrind memcheck: invalid reads/writes, uninitialised values, definite and
 #             indirect leaks (exit 99 on any error).
 #   tsan      ThreadSanitizer (the data-race checker that understands Rust's locks): rebuilds
 #             std with -Zsanitizer=thread (needs the rust-src component; on a stable toolchain
 #             RUSTC_BOOTSTRAP=1 is set for this build only). Built in $TSAN_TARGET_DIR
 #             (default: <target dir>/tsan); the first build takes minutes (std is rebuilt).
+#   capi      memcheck over the C programs of crates/rpma-capi (librpma.so on the mock: end to
+#             end, bad arguments, shared RQs and channels, Debian's header), as built by
+#             `cargo test -p rpma-capi`.
 #   verbs     memcheck over the verbs backend's untrusted-peer and stress cases (and, with
 #             VERBS_FILTER=, any other) in the Soft-RoCE VM (scripts/softroce/run.sh; needs
 #             libibverbs-dev, librdmacm-dev, libclang-dev, qemu-system-x86).
@@ -24,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 modes=("$@")
-[ ${#modes[@]} -gt 0 ] || modes=(memcheck tsan)
+[ ${#modes[@]} -gt 0 ] || modes=(memcheck tsan capi)
 export RPMA_STRESS_OPS=${RPMA_STRESS_OPS:-400}
 export PROPTEST_CASES=${PROPTEST_CASES:-32}
 tests=(--test mock --test mock_backend --test model)
@@ -65,6 +68,15 @@ for mode in "${modes[@]}"; do
             run_all valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full \
                 --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
                 --suppressions=scripts/valgrind.supp
+            ;;
+        capi)
+            cargo test -q -p rpma-capi
+            dir="${CARGO_TARGET_DIR:-target}/debug/capi-tests"
+            for prog in e2e errors more abi; do
+                RPMA_BACKEND=mock LD_LIBRARY_PATH="$dir/$prog" valgrind -q --tool=memcheck --error-exitcode=99 \
+                    --leak-check=full --errors-for-leak-kinds=definite,indirect \
+                    --show-leak-kinds=definite,indirect --suppressions=scripts/valgrind.supp "$dir/$prog/$prog"
+            done
             ;;
         helgrind | drd)
             bins=$(binaries)

@@ -1,0 +1,218 @@
+//! `rpma_conn_cfg_*`: every setting read and written atomically (librpma 1.0+); a request
+//! reads the configuration when it is created.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rpma_core::{ConnCfg, Srq, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
+
+use crate::backend::M;
+use crate::srq::RpmaSrq;
+use crate::{give, guard, handle, nonnull, put, take, E_INVAL};
+
+/// `struct rpma_conn_cfg`.
+pub struct RpmaConnCfg {
+    timeout_ms: AtomicI32,
+    cq_size: AtomicU32,
+    rcq_size: AtomicU32,
+    sq_size: AtomicU32,
+    rq_size: AtomicU32,
+    shared: AtomicBool,
+    /// The shared RQ set with `rpma_conn_cfg_set_srq`: a clone of it (which keeps it alive) and
+    /// the handle to give back from `rpma_conn_cfg_get_srq` (never dereferenced here).
+    srq: Mutex<Option<(Srq<M>, *mut RpmaSrq)>>,
+}
+
+impl RpmaConnCfg {
+    /// The configuration as rpma-core takes it.
+    pub(crate) fn cfg(&self) -> ConnCfg<M> {
+        let ms = u64::try_from(self.timeout_ms.load(Ordering::Acquire)).unwrap_or(0);
+        ConnCfg::new()
+            .with_timeout(Duration::from_millis(ms))
+            .with_cq_size(self.cq_size.load(Ordering::Acquire))
+            .with_rcq_size(self.rcq_size.load(Ordering::Acquire))
+            .with_sq_size(self.sq_size.load(Ordering::Acquire))
+            .with_rq_size(self.rq_size.load(Ordering::Acquire))
+            .with_shared_channel(self.shared.load(Ordering::Acquire))
+            .with_srq(self.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|(s, _)| s))
+    }
+}
+
+/// The configuration behind `cfg`, or the defaults for NULL.
+///
+/// # Safety
+/// C2: `cfg` is NULL or a live configuration.
+pub(crate) unsafe fn cfg_or_default(cfg: *const RpmaConnCfg) -> Option<ConnCfg<M>> {
+    // SAFETY: [C2] the caller's handle.
+    unsafe { cfg.as_ref() }.map(RpmaConnCfg::cfg)
+}
+
+/// `rpma_conn_cfg_new`: a configuration with librpma's defaults.
+///
+/// # Safety
+/// C1: `cfg_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_new(cfg_ptr: *mut *mut RpmaConnCfg) -> c_int {
+    guard(|| {
+        nonnull(cfg_ptr)?;
+        let ms = i32::try_from(DEFAULT_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+        let c = RpmaConnCfg {
+            timeout_ms: AtomicI32::new(ms),
+            cq_size: AtomicU32::new(DEFAULT_CQ_SIZE),
+            rcq_size: AtomicU32::new(DEFAULT_RCQ_SIZE),
+            sq_size: AtomicU32::new(DEFAULT_SQ_SIZE),
+            rq_size: AtomicU32::new(DEFAULT_RQ_SIZE),
+            shared: AtomicBool::new(false),
+            srq: Mutex::new(None),
+        };
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { give(cfg_ptr, c) };
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_delete`.
+///
+/// # Safety
+/// C1/C2: `cfg_ptr` is NULL or a slot holding NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_delete(cfg_ptr: *mut *mut RpmaConnCfg) -> c_int {
+    // SAFETY: [C1, C2] the caller's slot.
+    guard(|| unsafe { take(cfg_ptr) }.map(drop))
+}
+
+/// `rpma_conn_cfg_set_timeout`.
+///
+/// # Safety
+/// C2: `cfg` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_set_timeout(cfg: *mut RpmaConnCfg, timeout_ms: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        if timeout_ms < 0 {
+            return Err(E_INVAL);
+        }
+        c.timeout_ms.store(timeout_ms, Ordering::Release);
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_get_timeout`.
+///
+/// # Safety
+/// C1/C2: `cfg` is NULL or live; `timeout_ms` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_get_timeout(cfg: *const RpmaConnCfg, timeout_ms: *mut c_int) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        nonnull(timeout_ms)?;
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(timeout_ms, c.timeout_ms.load(Ordering::Acquire)) };
+        Ok(())
+    })
+}
+
+macro_rules! u32_setting {
+    ($field:ident, $set:ident, $get:ident) => {
+        #[doc = concat!("`", stringify!($set), "`.")]
+        ///
+        /// # Safety
+        /// C2: `cfg` is NULL or live.
+        #[no_mangle]
+        pub unsafe extern "C" fn $set(cfg: *mut RpmaConnCfg, $field: u32) -> c_int {
+            guard(|| {
+                // SAFETY: [C2] the caller's handle.
+                let c = unsafe { handle(cfg) }?;
+                c.$field.store($field, Ordering::Release);
+                Ok(())
+            })
+        }
+
+        #[doc = concat!("`", stringify!($get), "`.")]
+        ///
+        /// # Safety
+        /// C1/C2: `cfg` is NULL or live; the out-parameter is NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $get(cfg: *const RpmaConnCfg, $field: *mut u32) -> c_int {
+            guard(|| {
+                // SAFETY: [C2] the caller's handle.
+                let c = unsafe { handle(cfg) }?;
+                nonnull($field)?;
+                // SAFETY: [C1] checked non-NULL out-parameter.
+                unsafe { put($field, c.$field.load(Ordering::Acquire)) };
+                Ok(())
+            })
+        }
+    };
+}
+
+u32_setting!(cq_size, rpma_conn_cfg_set_cq_size, rpma_conn_cfg_get_cq_size);
+u32_setting!(rcq_size, rpma_conn_cfg_set_rcq_size, rpma_conn_cfg_get_rcq_size);
+u32_setting!(sq_size, rpma_conn_cfg_set_sq_size, rpma_conn_cfg_get_sq_size);
+u32_setting!(rq_size, rpma_conn_cfg_set_rq_size, rpma_conn_cfg_get_rq_size);
+
+/// `rpma_conn_cfg_set_compl_channel`.
+///
+/// # Safety
+/// C2: `cfg` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_set_compl_channel(cfg: *mut RpmaConnCfg, shared: bool) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        c.shared.store(shared, Ordering::Release);
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_get_compl_channel`.
+///
+/// # Safety
+/// C1/C2: `cfg` is NULL or live; `shared` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_get_compl_channel(cfg: *const RpmaConnCfg, shared: *mut bool) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        nonnull(shared)?;
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(shared, c.shared.load(Ordering::Acquire)) };
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_set_srq`: connections made with this configuration receive through `srq`
+/// (NULL is `RPMA_E_INVAL`, as in librpma's code).
+///
+/// # Safety
+/// C2: `cfg` and `srq` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handles.
+        let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
+        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((s.srq.clone(), srq));
+        Ok(())
+    })
+}
+
+/// `rpma_conn_cfg_get_srq`: the shared RQ set on the configuration, or NULL.
+///
+/// # Safety
+/// C1, C2: `cfg` is NULL or live; `srq_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_conn_cfg_get_srq(cfg: *const RpmaConnCfg, srq_ptr: *mut *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = unsafe { handle(cfg) }?;
+        nonnull(srq_ptr)?;
+        let p = c.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(std::ptr::null_mut(), |(_, p)| *p);
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(srq_ptr, p) };
+        Ok(())
+    })
+}

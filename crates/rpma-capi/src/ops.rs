@@ -1,0 +1,302 @@
+//! The data path: `rpma_read`, `rpma_write`, `rpma_write_with_imm`, `rpma_atomic_write`,
+//! `rpma_flush`, `rpma_send`, `rpma_send_with_imm`, `rpma_recv`.
+//!
+//! librpma's NULL rules are checked here (the zero-byte forms: both regions NULL and every
+//! offset and length 0); rpma-core then checks flags, ranges against both regions and the
+//! flush gating, before posting.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use rpma_core::{CompletionFlags, FlushType, LocalSlice};
+
+use crate::backend::M;
+use crate::conn::RpmaConn;
+use crate::mr::{RpmaMrLocal, RpmaMrRemote};
+use crate::{code, guard, handle, nonnull, CResult, E_INVAL};
+
+/// `flags`: 0 is invalid; any other value is kept (only `RPMA_F_COMPLETION_ALWAYS`'s second
+/// bit decides whether the operation is signaled).
+fn flags(flags: c_int) -> CResult<CompletionFlags> {
+    if flags == 0 {
+        return Err(E_INVAL);
+    }
+    Ok(CompletionFlags::from_bits_retain(u32::from_ne_bytes(flags.to_ne_bytes())))
+}
+
+/// `[offset, offset + len)` of a local region.
+fn local(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<LocalSlice<'_, M>> {
+    let end = offset.checked_add(len).ok_or(E_INVAL)?;
+    Ok(mr.mr.slice(offset..end))
+}
+
+/// Which form an operation with a local and a remote region takes: `None` for the zero-byte
+/// form (both NULL, every offset and the length 0), else both handles.
+///
+/// # Safety
+/// C2: `l` and `r` are NULL or live.
+unsafe fn pair<'a>(
+    l: *const RpmaMrLocal,
+    r: *const RpmaMrRemote,
+    zero: bool,
+) -> CResult<Option<(&'a RpmaMrLocal, &'a RpmaMrRemote)>> {
+    match (l.is_null(), r.is_null()) {
+        (true, true) if zero => Ok(None),
+        // SAFETY: [C2] the caller's handles, both non-NULL.
+        (false, false) => Ok(Some(unsafe { (handle(l)?, handle(r)?) })),
+        _ => Err(E_INVAL),
+    }
+}
+
+/// `rpma_read`: `len` bytes at `src_offset` of the remote region into `dst` at `dst_offset`.
+///
+/// # Safety
+/// C2: `conn`, `dst` and `src` are NULL or live.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rpma_read(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrLocal,
+    dst_offset: usize,
+    src: *const RpmaMrRemote,
+    src_offset: usize,
+    len: usize,
+    flags_: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = &unsafe { handle(conn) }?.conn;
+        let f = flags(flags_)?;
+        // SAFETY: [C2] the caller's handles.
+        let op = match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
+            None => c.read_empty(),
+            Some((d, s)) => c.read(local(d, dst_offset, len)?, s.mr.at(src_offset)),
+        };
+        op.flags(f).context(op_context as u64).post().map_err(code)
+    })
+}
+
+/// The body of `rpma_write` and `rpma_write_with_imm`.
+///
+/// # Safety
+/// C2: `conn`, `dst` and `src` are NULL or live.
+#[allow(clippy::too_many_arguments)]
+unsafe fn write(
+    conn: *mut RpmaConn,
+    dst: *const RpmaMrRemote,
+    dst_offset: usize,
+    src: *const RpmaMrLocal,
+    src_offset: usize,
+    len: usize,
+    flags_: c_int,
+    imm: Option<u32>,
+    op_context: *const c_void,
+) -> CResult {
+    // SAFETY: [C2] the caller's handle.
+    let c = &unsafe { handle(conn) }?.conn;
+    let f = flags(flags_)?;
+    // SAFETY: [C2] the caller's handles.
+    let op = match unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? {
+        None => c.write_empty(),
+        Some((s, d)) => c.write(d.mr.at(dst_offset), local(s, src_offset, len)?),
+    };
+    let op = op.flags(f).context(op_context as u64);
+    match imm {
+        Some(imm) => op.imm(imm).post(),
+        None => op.post(),
+    }
+    .map_err(code)
+}
+
+/// `rpma_write`: `len` bytes of `src` at `src_offset` to the remote region at `dst_offset`.
+///
+/// # Safety
+/// C2: `conn`, `dst` and `src` are NULL or live.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rpma_write(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrRemote,
+    dst_offset: usize,
+    src: *const RpmaMrLocal,
+    src_offset: usize,
+    len: usize,
+    flags_: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    // SAFETY: [C2] forwarded handles.
+    guard(|| unsafe { write(conn, dst, dst_offset, src, src_offset, len, flags_, None, op_context) })
+}
+
+/// `rpma_write_with_imm`: as `rpma_write`, with immediate data (host order) that consumes a
+/// receive at the peer.
+///
+/// # Safety
+/// C2: `conn`, `dst` and `src` are NULL or live.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rpma_write_with_imm(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrRemote,
+    dst_offset: usize,
+    src: *const RpmaMrLocal,
+    src_offset: usize,
+    len: usize,
+    flags_: c_int,
+    imm: u32,
+    op_context: *const c_void,
+) -> c_int {
+    // SAFETY: [C2] forwarded handles.
+    guard(|| unsafe { write(conn, dst, dst_offset, src, src_offset, len, flags_, Some(imm), op_context) })
+}
+
+/// `rpma_atomic_write`: the 8 bytes at `src` to the remote region at `dst_offset` (a multiple
+/// of 8).
+///
+/// # Safety
+/// C1/C2: `conn` and `dst` are NULL or live; `src` is NULL or readable for 8 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_atomic_write(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrRemote,
+    dst_offset: usize,
+    src: *const c_char,
+    flags_: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handles.
+        let (c, d) = unsafe { (&handle(conn)?.conn, handle(dst)?) };
+        nonnull(src)?;
+        let f = flags(flags_)?;
+        let mut value = [0u8; 8];
+        // SAFETY: [C1] src is readable for 8 bytes (`const char src[8]`).
+        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), value.as_mut_ptr(), 8) };
+        c.atomic_write(d.mr.at(dst_offset), value).flags(f).context(op_context as u64).post().map_err(code)
+    })
+}
+
+/// `rpma_flush`: makes `[dst_offset, dst_offset + len)` of the remote region visible (`type`
+/// 1) or persistent (0).
+///
+/// # Safety
+/// C2: `conn` and `dst` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_flush(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrRemote,
+    dst_offset: usize,
+    len: usize,
+    type_: c_int,
+    flags_: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handles.
+        let (c, d) = unsafe { (&handle(conn)?.conn, handle(dst)?) };
+        let f = flags(flags_)?;
+        let t = match type_ {
+            0 => FlushType::Persistent,
+            1 => FlushType::Visibility,
+            _ => return Err(E_INVAL),
+        };
+        let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
+        c.flush(d.mr.slice(dst_offset..end), t).flags(f).context(op_context as u64).post().map_err(code)
+    })
+}
+
+/// The body of `rpma_send` and `rpma_send_with_imm`.
+///
+/// # Safety
+/// C2: `conn` and `src` are NULL or live.
+unsafe fn send(
+    conn: *mut RpmaConn,
+    src: *const RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    flags_: c_int,
+    imm: Option<u32>,
+    op_context: *const c_void,
+) -> CResult {
+    // SAFETY: [C2] the caller's handle.
+    let c = &unsafe { handle(conn) }?.conn;
+    let f = flags(flags_)?;
+    let op = if src.is_null() {
+        if offset != 0 || len != 0 {
+            return Err(E_INVAL);
+        }
+        c.send_empty()
+    } else {
+        // SAFETY: [C2] the caller's handle.
+        c.send(local(unsafe { handle(src) }?, offset, len)?)
+    };
+    let op = op.flags(f).context(op_context as u64);
+    match imm {
+        Some(imm) => op.imm(imm).post(),
+        None => op.post(),
+    }
+    .map_err(code)
+}
+
+/// `rpma_send`.
+///
+/// # Safety
+/// C2: `conn` and `src` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_send(
+    conn: *mut RpmaConn,
+    src: *const RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    flags_: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    // SAFETY: [C2] forwarded handles.
+    guard(|| unsafe { send(conn, src, offset, len, flags_, None, op_context) })
+}
+
+/// `rpma_send_with_imm`.
+///
+/// # Safety
+/// C2: `conn` and `src` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_send_with_imm(
+    conn: *mut RpmaConn,
+    src: *const RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    flags_: c_int,
+    imm: u32,
+    op_context: *const c_void,
+) -> c_int {
+    // SAFETY: [C2] forwarded handles.
+    guard(|| unsafe { send(conn, src, offset, len, flags_, Some(imm), op_context) })
+}
+
+/// `rpma_recv`.
+///
+/// # Safety
+/// C2: `conn` and `dst` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_recv(
+    conn: *mut RpmaConn,
+    dst: *mut RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    op_context: *const c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let c = &unsafe { handle(conn) }?.conn;
+        let op = if dst.is_null() {
+            if offset != 0 || len != 0 {
+                return Err(E_INVAL);
+            }
+            c.recv_empty()
+        } else {
+            // SAFETY: [C2] the caller's handle.
+            c.recv(local(unsafe { handle(dst) }?, offset, len)?)
+        };
+        op.context(op_context as u64).post().map_err(code)
+    })
+}

@@ -1,0 +1,179 @@
+//! Shared receive queues: `rpma_srq_cfg_*` and `rpma_srq_*`.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rpma_core::{Srq, SrqCfg};
+
+use crate::backend::M;
+use crate::conn::RpmaCq;
+use crate::mr::RpmaMrLocal;
+use crate::peer::RpmaPeer;
+use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL};
+
+/// `struct rpma_srq_cfg`: its sizes, read and written atomically.
+pub struct RpmaSrqCfg {
+    rq_size: AtomicU32,
+    rcq_size: AtomicU32,
+}
+
+/// `struct rpma_srq`: the shared RQ and the handle of its receive CQ.
+pub struct RpmaSrq {
+    pub(crate) srq: Srq<M>,
+    rcq: RpmaCq,
+}
+
+/// `rpma_srq_cfg_new`: sizes of 20 and 20 (librpma's code; its man page said 100).
+///
+/// # Safety
+/// C1: `cfg_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_cfg_new(cfg_ptr: *mut *mut RpmaSrqCfg) -> c_int {
+    guard(|| {
+        nonnull(cfg_ptr)?;
+        let d = SrqCfg::new();
+        let c = RpmaSrqCfg { rq_size: AtomicU32::new(d.rq_size()), rcq_size: AtomicU32::new(d.rcq_size()) };
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { give(cfg_ptr, c) };
+        Ok(())
+    })
+}
+
+/// `rpma_srq_cfg_delete`.
+///
+/// # Safety
+/// C1, C2: `cfg_ptr` is NULL or a slot holding NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_cfg_delete(cfg_ptr: *mut *mut RpmaSrqCfg) -> c_int {
+    // SAFETY: [C1, C2] the caller's slot.
+    guard(|| unsafe { take(cfg_ptr) }.map(drop))
+}
+
+macro_rules! u32_setting {
+    ($field:ident, $set:ident, $get:ident) => {
+        #[doc = concat!("`", stringify!($set), "`.")]
+        ///
+        /// # Safety
+        /// C2: `cfg` is NULL or live.
+        #[no_mangle]
+        pub unsafe extern "C" fn $set(cfg: *mut RpmaSrqCfg, $field: u32) -> c_int {
+            guard(|| {
+                // SAFETY: [C2] the caller's handle.
+                let c = unsafe { handle(cfg) }?;
+                c.$field.store($field, Ordering::Release);
+                Ok(())
+            })
+        }
+
+        #[doc = concat!("`", stringify!($get), "`.")]
+        ///
+        /// # Safety
+        /// C1, C2: `cfg` is NULL or live; the out-parameter is NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $get(cfg: *const RpmaSrqCfg, $field: *mut u32) -> c_int {
+            guard(|| {
+                // SAFETY: [C2] the caller's handle.
+                let c = unsafe { handle(cfg) }?;
+                nonnull($field)?;
+                // SAFETY: [C1] checked non-NULL out-parameter.
+                unsafe { put($field, c.$field.load(Ordering::Acquire)) };
+                Ok(())
+            })
+        }
+    };
+}
+
+u32_setting!(rq_size, rpma_srq_cfg_set_rq_size, rpma_srq_cfg_get_rq_size);
+u32_setting!(rcq_size, rpma_srq_cfg_set_rcq_size, rpma_srq_cfg_get_rcq_size);
+
+/// `rpma_srq_new`: `cfg` NULL means the defaults.
+///
+/// # Safety
+/// C1, C2: `peer` is NULL or live; `cfg` is NULL or live; `srq_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_new(peer: *mut RpmaPeer, cfg: *mut RpmaSrqCfg, srq_ptr: *mut *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let p = unsafe { handle(peer) }?;
+        nonnull(srq_ptr)?;
+        // SAFETY: [C2] the caller's configuration or NULL.
+        let cfg = unsafe { cfg.as_ref() }.map(|c| {
+            SrqCfg::new()
+                .with_rq_size(c.rq_size.load(Ordering::Acquire))
+                .with_rcq_size(c.rcq_size.load(Ordering::Acquire))
+        });
+        let srq = Srq::new(&p.peer, cfg.as_ref()).map_err(code)?;
+        let mut b = Box::new(RpmaSrq { srq, rcq: RpmaCq::of_srq(std::ptr::null()) });
+        b.rcq = RpmaCq::of_srq(std::ptr::addr_of!(b.srq));
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(srq_ptr, Box::into_raw(b)) };
+        Ok(())
+    })
+}
+
+/// `rpma_srq_delete`: frees the handle and NULLs `*srq_ptr`, success or not. (Connections
+/// still using the shared RQ keep it alive; librpma required it to outlive them.)
+///
+/// # Safety
+/// C1, C2: `srq_ptr` is NULL or a slot holding NULL or a live shared RQ.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_delete(srq_ptr: *mut *mut RpmaSrq) -> c_int {
+    guard(|| {
+        // SAFETY: [C1, C2] the caller's slot.
+        match unsafe { take(srq_ptr) }? {
+            Some(s) => {
+                let RpmaSrq { srq, .. } = *s;
+                srq.delete().map_err(code)
+            }
+            None => Ok(()),
+        }
+    })
+}
+
+/// `rpma_srq_recv`: a receive buffer shared by the connections using the shared RQ; `dst`
+/// NULL with `offset == len == 0` posts a zero-length one.
+///
+/// # Safety
+/// C2: `srq` and `dst` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_recv(
+    srq: *mut RpmaSrq,
+    dst: *mut RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    op_context: *const c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let s = unsafe { handle(srq) }?;
+        let op = if dst.is_null() {
+            if offset != 0 || len != 0 {
+                return Err(E_INVAL);
+            }
+            s.srq.recv_empty()
+        } else {
+            // SAFETY: [C2] the caller's handle.
+            let d = unsafe { handle(dst) }?;
+            let end = offset.checked_add(len).ok_or(E_INVAL)?;
+            s.srq.recv(d.mr.slice(offset..end))
+        };
+        op.context(op_context as u64).post().map_err(code)
+    })
+}
+
+/// `rpma_srq_get_rcq`: the shared RQ's receive CQ, or NULL if it was made with `rcq_size` 0.
+///
+/// # Safety
+/// C1, C2: `srq` is NULL or live; `rcq_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_srq_get_rcq(srq: *const RpmaSrq, rcq_ptr: *mut *mut RpmaCq) -> c_int {
+    guard(|| {
+        // SAFETY: [C2] the caller's handle.
+        let s = unsafe { handle(srq) }?;
+        nonnull(rcq_ptr)?;
+        let p = if s.srq.rcq().is_some() { std::ptr::addr_of!(s.rcq).cast_mut() } else { std::ptr::null_mut() };
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(rcq_ptr, p) };
+        Ok(())
+    })
+}

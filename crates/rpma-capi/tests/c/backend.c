@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Prints the result of the first call that needs a backend (RPMA_BACKEND decides). */
+#include <stdio.h>
+
+#include <librpma.h>
+
+int main(void)
+{
+	struct ibv_context *ctx = (struct ibv_context *)0x1;
+	int ret = rpma_utils_get_ibv_context("127.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx);
+	/* twice: the choice is made once, and fails the same way every time */
+	int ret2 = rpma_utils_get_ibv_context("127.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx);
+	printf("%d %d %s\n", ret, ret2, ctx == (struct ibv_context *)0x1 ? "untouched" : "set");
+	return 0;
+}
