@@ -72,8 +72,8 @@ pub use op::{
 };
 pub use peer::{Device, Peer, PeerCfg};
 pub use transport::{Capabilities, Transport};
-pub use wc::{Wc, WcOpcode, WcStatus, WC_LAYOUT};
 pub use types::{
-    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, ADVISE_FLAG_FLUSH,
-    ATOMIC_WRITE_ALIGNMENT, DEFAULT_TIMEOUT,
+    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT,
+    DEFAULT_TIMEOUT,
 };
+pub use wc::{Wc, WcOpcode, WcStatus, WC_LAYOUT};

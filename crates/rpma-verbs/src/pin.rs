@@ -228,7 +228,14 @@ mod tests {
 
     fn pin() -> Pin {
         let retired = Arc::new(AtomicU64::new(0));
-        Pin { mark: AtomicU64::new(0), retired, inflight: AtomicU64::new(0), gone: AtomicBool::new(false), addr: 0, len: 0 }
+        Pin {
+            mark: AtomicU64::new(0),
+            retired,
+            inflight: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
+            addr: 0,
+            len: 0,
+        }
     }
 
     #[test]

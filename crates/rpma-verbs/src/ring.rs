@@ -83,7 +83,15 @@ impl FifoRing {
     fn new(size: u32, tag: u64) -> Self {
         let cap = u64::from(size.max(1));
         let slots = cap.next_power_of_two() as usize;
-        Self { wr_ids: vec![0; slots].into(), head: 0, tail: 0, cap, mask: slots as u64 - 1, tag, pins: PinTable::default() }
+        Self {
+            wr_ids: vec![0; slots].into(),
+            head: 0,
+            tail: 0,
+            cap,
+            mask: slots as u64 - 1,
+            tag,
+            pins: PinTable::default(),
+        }
     }
 
     /// Work requests that can be posted now.

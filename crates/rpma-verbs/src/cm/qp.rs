@@ -515,12 +515,17 @@ impl QpBackend<Verbs> for VerbsQp {
         // this block and nothing called here takes another.
         if let Some(ring) = unsafe { self.cq.send_ring() } {
             let qp = self.qp();
-            let one = post::post_one(ring, &wr, || self.emulated_flush(), |w, bad| {
-                // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE
-                // lives across the call and describes a range inside a registration the ring
-                // pins (or the connection's flush buffer).
-                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
-            });
+            let one = post::post_one(
+                ring,
+                &wr,
+                || self.emulated_flush(),
+                |w, bad| {
+                    // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE
+                    // lives across the call and describes a range inside a registration the ring
+                    // pins (or the connection's flush buffer).
+                    call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
+                },
+            );
             if let Some(r) = one {
                 return r;
             }

@@ -310,10 +310,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
                 barrier.wait();
                 coordinate(i, Phase::Measure);
             }
-            let results = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked")))
-                .collect();
+            let results =
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
             counts.borrow_mut().push(crate::backend::op_counts::<T>());
             progress.finished.store(true, Ordering::Release);
             let _ = monitor.join();
