@@ -22,6 +22,7 @@ const ENOMEM: i32 = 12;
 const DEADLINE: Duration = Duration::from_secs(10);
 
 mod fault_sweep;
+mod fds;
 mod link_loss;
 mod live;
 mod local_only;

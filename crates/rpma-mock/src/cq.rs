@@ -242,7 +242,7 @@ impl std::fmt::Debug for MockCq {
 
 pub(crate) fn new_channel(fabric: &Arc<FabricInner>) -> Result<Arc<Channel>> {
     fabric.faults.check("ibv_create_comp_channel")?;
-    Ok(Arc::new(new_notifier(fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
+    Ok(Arc::new(new_notifier(fabric, fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
 }
 
 /// Creates a CQ of `size` entries on `channel` (a new private one if `None`), armed. `own`

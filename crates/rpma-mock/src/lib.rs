@@ -22,8 +22,14 @@
 //!   until the peer posts a receive. Shared receive queues serve several connections.
 //! - **Completions**: CQs with `wr_id`, status, opcode, `byte_len`, `imm_data`; unsignaled work
 //!   requests occupy send-queue slots until a later signaled one is polled, so posting beyond
-//!   the queue sizes fails as on hardware; completion channels are real fds (socket pairs) that
-//!   become readable, per CQ or shared.
+//!   the queue sizes fails as on hardware; completion channels become readable, per CQ or shared.
+//! - **File descriptors**: a channel (a CQ's completion channel, a connection's CM events, an
+//!   endpoint's requests) has no fd until one is asked for (`fd()`, `event_fd()`, `compl_fd()`,
+//!   `set_nonblocking`, a wait with a deadline); then it gets one `eventfd`, readable while an
+//!   event is pending. Blocking waits need none (they sleep on a condition variable), so 1000
+//!   connections fit in the default limit of 1024 fds. A fabric holds one fd of its own: handed
+//!   out by a channel whose eventfd cannot be created (`EMFILE`), always readable, the channel's
+//!   waits then failing with that errno, so a poller wakes and learns why instead of hanging.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
 //! - **Concurrency**: no fabric-wide lock or counter on the data path. A one-sided operation
@@ -62,6 +68,9 @@ pub use mem::MockMr;
 pub use qp::{MockListener, MockQp, MockSrq};
 
 use counters::{Counters, Live};
+
+/// The operation named by errors of the fabric itself.
+const CONFIG_OP: &str = "rpma_mock_fabric";
 
 const ENODEV: i32 = 19;
 const EADDRINUSE: i32 = 98;
@@ -164,9 +173,30 @@ impl MockFabricBuilder {
         self
     }
 
-    /// Builds the fabric.
+    /// Builds the fabric, or reports why it cannot be used.
+    ///
+    /// # Errors
+    /// `Provider` if the fabric's own fd cannot be created (`EMFILE`).
+    pub fn try_build(self) -> Result<MockFabric> {
+        let f = self.build();
+        match &f.inner.config_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(f),
+        }
+    }
+
+    /// Builds the fabric. A fabric that cannot be used (see [`MockFabricBuilder::try_build`])
+    /// does not panic: it reports the error at its first device lookup (so at the first
+    /// `Device::lookup`), and nothing can be made on it.
     #[must_use]
     pub fn build(self) -> MockFabric {
+        let (broken_fd, config_error) = match notify::broken_channel_fd() {
+            Ok(fd) => (Some(fd), None),
+            Err(e) => (
+                None,
+                Some(Error::provider(CONFIG_OP, e as i32).with_detail("cannot create the fabric's broken-channel fd")),
+            ),
+        };
         let mut devices = self.devices;
         if devices.is_empty() {
             devices.push((
@@ -190,6 +220,8 @@ impl MockFabricBuilder {
                 ordered: self.ordered,
                 counters: Arc::new(Counters::default()),
                 faults: Faults::default(),
+                config_error,
+                broken_fd,
             }),
         }
     }
@@ -205,6 +237,10 @@ pub(crate) struct FabricInner {
     pub(crate) ordered: bool,
     pub(crate) counters: Arc<Counters>,
     pub(crate) faults: Faults,
+    /// Why the fabric cannot be used, reported by every device lookup.
+    config_error: Option<Error>,
+    /// Handed out by a channel whose own fd cannot be created (`notify.rs`).
+    pub(crate) broken_fd: Option<Arc<nix::sys::eventfd::EventFd>>,
 }
 
 impl FabricInner {
@@ -284,6 +320,14 @@ impl MockFabric {
         Self::builder().build()
     }
 
+    /// [`MockFabric::new`], reporting at once a fabric that cannot be used.
+    ///
+    /// # Errors
+    /// As [`MockFabricBuilder::try_build`].
+    pub fn try_new() -> Result<Self> {
+        Self::builder().try_build()
+    }
+
     /// A builder for a configured fabric.
     #[must_use]
     pub fn builder() -> MockFabricBuilder {
@@ -349,6 +393,9 @@ impl Transport for MockFabric {
     }
 
     fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
+        if let Some(e) = &self.inner.config_error {
+            return Err(e.clone());
+        }
         let faults = &self.inner.faults;
         faults.check("rdma_getaddrinfo")?;
         faults.check("rdma_create_id")?;
