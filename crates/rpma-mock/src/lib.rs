@@ -32,22 +32,55 @@
 //!   waits then failing with that errno, so a poller wakes and learns why instead of hanging.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
-//! - **Concurrency**: no fabric-wide lock or counter on the data path. A one-sided operation
-//!   (read, write, atomic write, flush) takes no lock and writes no memory another connection's
-//!   thread writes: the send-queue slots are a counter of its own queue pair, the target region
-//!   comes from the queue pair's cache of the last one (the peer's registration table, under its
-//!   read lock, only on a miss), the bytes move by one `memcpy` and the completion goes into the
-//!   CQ's own ring (a queue pair and its CQs are used by one thread at a time, the transport
-//!   contract). Its only read-modify-writes are on the target region's reference count, held
-//!   while it is copied into. Messages go through the receiver's queue and the sender's CQ's
-//!   shared queue (a lock each).
+//!
+//! # Modes
+//!
+//! When work executes is the fabric's [`Mode`], chosen with [`MockFabricBuilder::mode`] /
+//! [`MockFabric::with_mode`] or, when the builder is not told, by the environment variable
+//! `RPMA_MOCK_MODE=immediate|deferred` ([`MODE_ENV`]), read once when the fabric is built. An
+//! unknown value is an [`Inval`](rpma_core::ErrorKind::Inval) error naming the variable and the
+//! accepted values: from [`MockFabric::try_new`] / [`MockFabricBuilder::try_build`] at once, and
+//! from every device lookup of a fabric built anyway with [`MockFabric::new`] (never a panic).
+//!
+//! - [`Mode::Immediate`] (default): a one-sided operation executes inside `post`, and a send is
+//!   delivered inside `post` if a receive waits. Fast and deterministic; it cannot show the bugs
+//!   of code that assumes this.
+//! - [`Mode::Deferred`]: work requests wait in their send queue and execute later, in posting
+//!   order (RC's order; a send waiting for a receive holds back the work behind it): when a CQ
+//!   or a wait of either end of the connection is polled, when [`MockFabric::progress`] is
+//!   called, and on the fabric's progress thread about 2 ms after posting
+//!   ([`MockFabricBuilder::background_progress`]; `None` for work that runs only when the test
+//!   says). The source of a write or send is read when it executes, the destination of a read
+//!   written then. What it punishes: a buffer reused before its completion (the peer gets the
+//!   new bytes), a region read before the remote write's completion (it shows the old bytes),
+//!   ordering assumed across connections (each progresses on its own), completions assumed
+//!   without polling. With [`MockFabricBuilder::tearing`], remote writes land in aligned pieces
+//!   in a random order, one per progress step, so a "poll the last byte" receiver sees a torn
+//!   message.
+//!
+//! # Concurrency
+//!
+//! No fabric-wide lock or counter on the data path. In the immediate mode a one-sided operation
+//! (read, write, atomic write, flush) takes no lock and writes no memory another connection's
+//! thread writes: the send-queue slots are a counter of its own queue pair, the target region
+//! comes from the queue pair's cache of the last one (the peer's registration table, under its
+//! read lock, only on a miss), the bytes move by one `memcpy` and the completion goes into the
+//! CQ's own ring (a queue pair and its CQs are used by one thread at a time, the transport
+//! contract). Its only read-modify-writes are on the target region's reference count, held
+//! while it is copied into. Messages go through the receiver's queue and the sender's CQ's
+//! shared queue (a lock each). The deferred mode's send queue is behind a lock (the peer's
+//! polls and the progress thread execute it too) and its completions go through the CQ's
+//! shared queue; its posts leave the immediate path where it finds no free slot (a deferred
+//! queue pair has none there), so the immediate mode pays nothing for it.
 //!
 //! Capabilities are configurable ([`MockFabricBuilder::capabilities`]) so the emulated and
 //! native flush / atomic-write paths can both be exercised.
 #![forbid(unsafe_code)]
 
+mod config;
 mod counters;
 mod cq;
+mod engine;
 mod faults;
 mod mem;
 mod notify;
@@ -56,21 +89,22 @@ mod qp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
 use rpma_mem::Memory;
 
+pub use config::{Mode, DEFAULT_PROGRESS_DELAY, MODE_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use faults::Faults;
 pub use mem::MockMr;
 pub use qp::{MockListener, MockQp, MockSrq};
 
+use config::Exec;
 use counters::{Counters, Live};
-
-/// The operation named by errors of the fabric itself.
-const CONFIG_OP: &str = "rpma_mock_fabric";
+use engine::Engine;
 
 const ENODEV: i32 = 19;
 const EADDRINUSE: i32 = 98;
@@ -112,11 +146,22 @@ pub struct MockFabricBuilder {
     caps: Capabilities,
     seed: u64,
     ordered: bool,
+    mode: Option<Mode>,
+    tearing: Option<usize>,
+    background: Option<Duration>,
 }
 
 impl Default for MockFabricBuilder {
     fn default() -> Self {
-        Self { devices: Vec::new(), caps: default_caps(), seed: 0x5EED_0F4D_4D41, ordered: false }
+        Self {
+            devices: Vec::new(),
+            caps: default_caps(),
+            seed: 0x5EED_0F4D_4D41,
+            ordered: false,
+            mode: None,
+            tearing: None,
+            background: Some(DEFAULT_PROGRESS_DELAY),
+        }
     }
 }
 
@@ -173,10 +218,45 @@ impl MockFabricBuilder {
         self
     }
 
-    /// Builds the fabric, or reports why it cannot be used.
+    /// When operations execute ([`Mode`]). Without this, the mode is read from the environment
+    /// variable [`MODE_ENV`] (`RPMA_MOCK_MODE=immediate|deferred`) when the fabric is built, and
+    /// is [`Mode::Immediate`] if it is unset.
+    #[must_use]
+    pub const fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Deferred mode: remote writes longer than `bytes` land in pieces of at most `bytes` (split
+    /// at the multiples of `bytes` of the remote address, e.g. 8), one piece per progress step,
+    /// in a random order (seeded, [`MockFabricBuilder::seed`]); the write completes after its
+    /// last piece. Between two steps the target shows some pieces new and the others old, as a
+    /// NIC may place a message's data in any order. Atomic writes are never torn.
+    /// Tearing needs [`Mode::Deferred`] and `bytes > 0` (otherwise building fails).
+    #[must_use]
+    pub const fn tearing(mut self, bytes: usize) -> Self {
+        self.tearing = Some(bytes);
+        self
+    }
+
+    /// Deferred mode: work left waiting runs on the fabric's progress thread about `delay` after
+    /// it was posted (default [`DEFAULT_PROGRESS_DELAY`]), so code waiting in `poll(2)`/`epoll`
+    /// on a completion fd sees its completions without calling into the mock. `None`: no
+    /// background progress; work runs only in polls and waits of its connection and in
+    /// [`MockFabric::progress`], deterministically (a thread blocked in `poll(2)` on an fd then
+    /// waits until another thread progresses the work).
+    #[must_use]
+    pub const fn background_progress(mut self, delay: Option<Duration>) -> Self {
+        self.background = delay;
+        self
+    }
+
+    /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
-    /// `Provider` if the fabric's own fd cannot be created (`EMFILE`).
+    /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`] names no mode (when
+    /// [`MockFabricBuilder::mode`] was not called), or for tearing outside the deferred mode or
+    /// in pieces of 0 bytes; `Provider` if the fabric's own fd cannot be created (`EMFILE`).
     pub fn try_build(self) -> Result<MockFabric> {
         let f = self.build();
         match &f.inner.config_error {
@@ -185,17 +265,24 @@ impl MockFabricBuilder {
         }
     }
 
-    /// Builds the fabric. A fabric that cannot be used (see [`MockFabricBuilder::try_build`])
-    /// does not panic: it reports the error at its first device lookup (so at the first
+    /// Builds the fabric. A bad configuration (see [`MockFabricBuilder::try_build`]) does not
+    /// panic: the fabric reports it as the error of its first device lookup (so of the first
     /// `Device::lookup`), and nothing can be made on it.
     #[must_use]
     pub fn build(self) -> MockFabric {
-        let (broken_fd, config_error) = match notify::broken_channel_fd() {
-            Ok(fd) => (Some(fd), None),
-            Err(e) => (
-                None,
-                Some(Error::provider(CONFIG_OP, e as i32).with_detail("cannot create the fabric's broken-channel fd")),
-            ),
+        let (exec, mut config_error) = match Exec::resolve(self.mode, self.tearing, self.background) {
+            Ok(e) => (e, None),
+            Err(e) => (Exec::fallback(), Some(e)),
+        };
+        let broken_fd = match notify::broken_channel_fd() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                config_error.get_or_insert_with(|| {
+                    Error::provider(config::CONFIG_OP, e as i32)
+                        .with_detail("cannot create the fabric's broken-channel fd")
+                });
+                None
+            }
         };
         let mut devices = self.devices;
         if devices.is_empty() {
@@ -220,6 +307,8 @@ impl MockFabricBuilder {
                 ordered: self.ordered,
                 counters: Arc::new(Counters::default()),
                 faults: Faults::default(),
+                engine: Arc::new(Engine::new(exec.background)),
+                exec,
                 config_error,
                 broken_fd,
             }),
@@ -237,10 +326,18 @@ pub(crate) struct FabricInner {
     pub(crate) ordered: bool,
     pub(crate) counters: Arc<Counters>,
     pub(crate) faults: Faults,
-    /// Why the fabric cannot be used, reported by every device lookup.
+    pub(crate) exec: Exec,
+    /// A bad configuration, reported by every device lookup.
     config_error: Option<Error>,
     /// Handed out by a channel whose own fd cannot be created (`notify.rs`).
     pub(crate) broken_fd: Option<Arc<nix::sys::eventfd::EventFd>>,
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Drop for FabricInner {
+    fn drop(&mut self) {
+        self.engine.shutdown();
+    }
 }
 
 impl FabricInner {
@@ -320,18 +417,45 @@ impl MockFabric {
         Self::builder().build()
     }
 
-    /// [`MockFabric::new`], reporting at once a fabric that cannot be used.
+    /// [`MockFabric::new`], reporting a bad `RPMA_MOCK_MODE` at once.
     ///
     /// # Errors
-    /// As [`MockFabricBuilder::try_build`].
+    /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`] is set to anything but
+    /// `immediate` or `deferred`.
     pub fn try_new() -> Result<Self> {
         Self::builder().try_build()
+    }
+
+    /// A default fabric in `mode` (whatever the environment says).
+    #[must_use]
+    pub fn with_mode(mode: Mode) -> Self {
+        Self::builder().mode(mode).build()
     }
 
     /// A builder for a configured fabric.
     #[must_use]
     pub fn builder() -> MockFabricBuilder {
         MockFabricBuilder::default()
+    }
+
+    /// The fabric's mode.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.inner.exec.mode
+    }
+
+    /// Deferred mode: one progress step of every connection with waiting work: each send queue
+    /// executes its waiting work requests in order, up to the first piece of a torn write (see
+    /// [`MockFabricBuilder::tearing`]) or a message waiting for a receive. Returns whether
+    /// anything executed (always `false` in the immediate mode).
+    pub fn progress(&self) -> bool {
+        let mut ran = false;
+        for q in self.inner.engine.take_ready().iter().filter_map(Weak::upgrade) {
+            qp::unscheduled(&q);
+            ran |= qp::progress_qp(&q, false);
+            qp::reschedule_if_waiting(&q);
+        }
+        ran
     }
 
     /// The fabric's devices.

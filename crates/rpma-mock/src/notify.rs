@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -22,6 +23,9 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::counters::Live;
 use crate::FabricInner;
+
+/// How often a blocking wait that must also run deferred work wakes to run it.
+const PROGRESS_TICK: Duration = Duration::from_millis(1);
 
 struct State<E> {
     queue: VecDeque<E>,
@@ -78,8 +82,13 @@ impl<E> Notifier<E> {
     }
 
     /// Takes the next event: waits for one unless the fd is non-blocking (then `Ok(None)`).
-    pub(crate) fn pop(&self) -> std::io::Result<Option<E>> {
+    /// `progress` (deferred mode) runs before each look and every millisecond while waiting:
+    /// the work whose completion is awaited may still have to execute.
+    pub(crate) fn pop_with(&self, progress: Option<&dyn Fn()>) -> std::io::Result<Option<E>> {
         let nonblocking = self.nonblocking();
+        if let Some(p) = progress {
+            p();
+        }
         let mut g = self.lock();
         loop {
             if let Some(errno) = g.broken {
@@ -98,8 +107,21 @@ impl<E> Notifier<E> {
             if nonblocking {
                 return Ok(None);
             }
-            g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+            g = match progress {
+                None => self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(p) => {
+                    let (g, _) = self.cv.wait_timeout(g, PROGRESS_TICK).unwrap_or_else(PoisonError::into_inner);
+                    drop(g);
+                    p();
+                    self.lock()
+                }
+            };
         }
+    }
+
+    /// [`Notifier::pop_with`] without deferred work.
+    pub(crate) fn pop(&self) -> std::io::Result<Option<E>> {
+        self.pop_with(None)
     }
 
     /// The fd, created now if it was never asked for.
