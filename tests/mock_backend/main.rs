@@ -21,6 +21,7 @@ const EIO: i32 = 5;
 const ENOMEM: i32 = 12;
 const DEADLINE: Duration = Duration::from_secs(10);
 
+mod cm;
 mod deferred;
 mod fault_sweep;
 mod fds;

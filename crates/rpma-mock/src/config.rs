@@ -1,5 +1,5 @@
-//! How a fabric executes work: the [`Mode`] (immediate or deferred), tearing of remote writes and
-//! background progress, with `RPMA_MOCK_MODE` read when a fabric is built.
+//! How a fabric executes work: the [`Mode`] (immediate or deferred), tearing of remote writes,
+//! background progress and the CM timeout, with `RPMA_MOCK_MODE` read when a fabric is built.
 
 use std::time::Duration;
 
@@ -77,6 +77,10 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// The default CM timeout: how long a side that disconnected first waits for its peer's answer
+/// before it sees CLOSED anyway (RDMA CM's DREQ timeout, shortened for tests).
+pub const DEFAULT_CM_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The default delay of the background progress of [`Mode::Deferred`].
 pub const DEFAULT_PROGRESS_DELAY: Duration = Duration::from_millis(2);
 
@@ -89,15 +93,21 @@ pub(crate) struct Exec {
     /// Deferred work left pending this long runs on the fabric's progress thread (`None`: only
     /// polls, waits and `MockFabric::progress` run it).
     pub(crate) background: Option<Duration>,
+    pub(crate) cm_timeout: Duration,
 }
 
 impl Exec {
     /// Settings from the builder's choices, the mode from the environment if none was chosen.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) for a bad `RPMA_MOCK_MODE`, or tearing outside the
-    /// deferred mode or in pieces of 0 bytes.
-    pub(crate) fn resolve(mode: Option<Mode>, tearing: Option<usize>, background: Option<Duration>) -> Result<Self> {
+    /// [`Inval`](rpma_core::ErrorKind::Inval) for a bad `RPMA_MOCK_MODE`, tearing outside the
+    /// deferred mode or in pieces of 0 bytes, or a zero CM timeout.
+    pub(crate) fn resolve(
+        mode: Option<Mode>,
+        tearing: Option<usize>,
+        background: Option<Duration>,
+        cm_timeout: Duration,
+    ) -> Result<Self> {
         let mode = match mode {
             Some(m) => m,
             None => Mode::from_env()?,
@@ -112,13 +122,16 @@ impl Exec {
             }
             _ => {}
         }
-        Ok(Self { mode, tearing, background })
+        if cm_timeout.is_zero() {
+            return Err(Error::inval(CONFIG_OP, "a CM timeout of zero"));
+        }
+        Ok(Self { mode, tearing, background, cm_timeout })
     }
 
     /// What a fabric whose configuration is bad runs with (it reports the error at its first
     /// use, see `FabricInner::config_error`).
     pub(crate) const fn fallback() -> Self {
-        Self { mode: Mode::Immediate, tearing: None, background: None }
+        Self { mode: Mode::Immediate, tearing: None, background: None, cm_timeout: DEFAULT_CM_TIMEOUT }
     }
 }
 
@@ -141,11 +154,14 @@ mod tests {
     }
 
     #[test]
-    fn resolve_checks_tearing() {
-        assert!(Exec::resolve(Some(Mode::Deferred), Some(8), None).is_ok());
-        let e = Exec::resolve(Some(Mode::Immediate), Some(8), None).unwrap_err();
+    fn resolve_checks_tearing_and_timeout() {
+        let t = DEFAULT_CM_TIMEOUT;
+        assert!(Exec::resolve(Some(Mode::Deferred), Some(8), None, t).is_ok());
+        let e = Exec::resolve(Some(Mode::Immediate), Some(8), None, t).unwrap_err();
         assert!(e.to_string().contains("tearing needs the deferred mode"), "{e}");
-        let e = Exec::resolve(Some(Mode::Deferred), Some(0), None).unwrap_err();
+        let e = Exec::resolve(Some(Mode::Deferred), Some(0), None, t).unwrap_err();
         assert!(e.to_string().contains("0 bytes"), "{e}");
+        let e = Exec::resolve(Some(Mode::Immediate), None, None, Duration::ZERO).unwrap_err();
+        assert!(e.to_string().contains("CM timeout"), "{e}");
     }
 }

@@ -1,16 +1,17 @@
-//! The fabric's progress engine: the queue pairs whose deferred work waits to run, served by one
-//! thread per fabric, started the first time it is needed.
+//! The fabric's progress engine: the queue pairs whose deferred work waits to run, and the
+//! timers of the connection manager (a disconnect's DREQ timing out), served by one thread per
+//! fabric, started the first time it is needed.
 //!
 //! The thread holds no strong reference to the fabric or a queue pair between two pieces of work:
 //! it stops once the fabric is gone (`Engine::shutdown`, from the fabric's drop), and a queue pair
 //! dropped meanwhile is skipped.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rpma_core::{Error, Result};
 
-use crate::qp::{progress_qp, unscheduled, QpShared};
+use crate::qp::{cm_timer_fired, progress_qp, unscheduled, QpShared};
 
 const EAGAIN: i32 = 11;
 
@@ -18,6 +19,8 @@ const EAGAIN: i32 = 11;
 struct State {
     /// Queue pairs with deferred work, each at most once (`QpShared`'s `scheduled` flag).
     ready: Vec<Weak<QpShared>>,
+    /// CM timers: when, and whose.
+    timers: Vec<(Instant, Weak<QpShared>)>,
     /// The thread runs.
     running: bool,
     /// The fabric is gone: the thread ends.
@@ -70,14 +73,21 @@ impl Engine {
         std::mem::take(&mut self.lock().ready)
     }
 
+    /// Fires `qp`'s CM timer after `after` (the thread must run: [`Engine::ensure_thread`]).
+    pub(crate) fn timer(&self, after: Duration, qp: Weak<QpShared>) {
+        let at = Instant::now().checked_add(after).unwrap_or_else(Instant::now);
+        self.lock().timers.push((at, qp));
+        self.cv.notify_all();
+    }
+
     /// Ends the thread (the fabric is gone).
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
     }
 
-    /// The thread: runs deferred work about `self.background` after it was handed over (never,
-    /// if `None`).
+    /// The thread: runs deferred work about `self.background` after it was handed over (never, if
+    /// `None`) and fires the timers when due.
     fn run(&self) {
         let background = self.background;
         let mut g = self.lock();
@@ -85,6 +95,19 @@ impl Engine {
             if g.shutdown {
                 g.running = false;
                 return;
+            }
+            let now = Instant::now();
+            let (due, later): (Vec<_>, Vec<_>) = g.timers.drain(..).partition(|(at, _)| *at <= now);
+            g.timers = later;
+            if !due.is_empty() {
+                drop(g);
+                for (_, q) in &due {
+                    if let Some(q) = q.upgrade() {
+                        cm_timer_fired(&q);
+                    }
+                }
+                g = self.lock();
+                continue;
             }
             if let (Some(delay), false) = (background, g.ready.is_empty()) {
                 // The work waits its delay (what comes meanwhile runs with it), then runs whole.
@@ -98,7 +121,13 @@ impl Engine {
                 g = self.lock();
                 continue;
             }
-            g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+            let wait = g
+                .timers
+                .iter()
+                .map(|(at, _)| at.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::from_secs(3600));
+            g = self.cv.wait_timeout(g, wait).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 }

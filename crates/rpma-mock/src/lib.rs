@@ -30,6 +30,13 @@
 //!   connections fit in the default limit of 1024 fds. A fabric holds one fd of its own: handed
 //!   out by a channel whose eventfd cannot be created (`EMFILE`), always readable, the channel's
 //!   waits then failing with that errno, so a poller wakes and learns why instead of hanging.
+//! - **Connection management timeouts**: a side that disconnects first sees CLOSED when its peer
+//!   disconnects too or goes away, or, if the peer stays silent, after the CM timeout (RDMA CM's
+//!   DREQ timeout; [`MockFabricBuilder::cm_timeout`], 1 s by default; the timer runs on the
+//!   fabric's thread `rpma-mock-progress`, started when first needed and ended with the fabric,
+//!   so a poller of the event fd wakes too). An active side that goes away during setup makes
+//!   the passive side's accept fail (`ECONNREFUSED`, "the requesting side is gone"); once
+//!   accepted, its peer sees ESTABLISHED then CLOSED.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
 //!
@@ -95,7 +102,7 @@ use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
 use rpma_mem::Memory;
 
-pub use config::{Mode, DEFAULT_PROGRESS_DELAY, MODE_ENV};
+pub use config::{Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use faults::Faults;
@@ -149,6 +156,7 @@ pub struct MockFabricBuilder {
     mode: Option<Mode>,
     tearing: Option<usize>,
     background: Option<Duration>,
+    cm_timeout: Duration,
 }
 
 impl Default for MockFabricBuilder {
@@ -161,6 +169,7 @@ impl Default for MockFabricBuilder {
             mode: None,
             tearing: None,
             background: Some(DEFAULT_PROGRESS_DELAY),
+            cm_timeout: DEFAULT_CM_TIMEOUT,
         }
     }
 }
@@ -251,12 +260,22 @@ impl MockFabricBuilder {
         self
     }
 
+    /// How long a side that called `disconnect` first waits for its peer to disconnect too
+    /// before it gets [`ConnEvent::Closed`](rpma_core::ConnEvent::Closed) anyway (RDMA CM's DREQ
+    /// timeout; default [`DEFAULT_CM_TIMEOUT`], 1 s). Must not be zero.
+    #[must_use]
+    pub const fn cm_timeout(mut self, timeout: Duration) -> Self {
+        self.cm_timeout = timeout;
+        self
+    }
+
     /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
     /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`] names no mode (when
-    /// [`MockFabricBuilder::mode`] was not called), or for tearing outside the deferred mode or
-    /// in pieces of 0 bytes; `Provider` if the fabric's own fd cannot be created (`EMFILE`).
+    /// [`MockFabricBuilder::mode`] was not called), for tearing outside the deferred mode or in
+    /// pieces of 0 bytes, or for a zero CM timeout; `Provider` if the fabric's own fd cannot be
+    /// created (`EMFILE`).
     pub fn try_build(self) -> Result<MockFabric> {
         let f = self.build();
         match &f.inner.config_error {
@@ -270,7 +289,7 @@ impl MockFabricBuilder {
     /// `Device::lookup`), and nothing can be made on it.
     #[must_use]
     pub fn build(self) -> MockFabric {
-        let (exec, mut config_error) = match Exec::resolve(self.mode, self.tearing, self.background) {
+        let (exec, mut config_error) = match Exec::resolve(self.mode, self.tearing, self.background, self.cm_timeout) {
             Ok(e) => (e, None),
             Err(e) => (Exec::fallback(), Some(e)),
         };
@@ -417,11 +436,10 @@ impl MockFabric {
         Self::builder().build()
     }
 
-    /// [`MockFabric::new`], reporting a bad `RPMA_MOCK_MODE` at once.
+    /// [`MockFabric::new`], reporting a bad configuration (`RPMA_MOCK_MODE`) at once.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`] is set to anything but
-    /// `immediate` or `deferred`.
+    /// As [`MockFabricBuilder::try_build`].
     pub fn try_new() -> Result<Self> {
         Self::builder().try_build()
     }

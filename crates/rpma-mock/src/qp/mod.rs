@@ -166,6 +166,14 @@ impl QpShared {
     }
 }
 
+/// The CM timer of `qp` fired: a disconnect it started was not answered within the CM timeout,
+/// so it closes (RDMA CM reports DISCONNECTED when the DREQ times out).
+pub(crate) fn cm_timer_fired(qp: &QpShared) {
+    if qp.disconnecting.load(Ordering::Acquire) {
+        qp.hang_up(CmEvent::Disconnected);
+    }
+}
+
 /// A queue pair of the mock, with its CM identifier and event channel.
 pub struct MockQp {
     shared: Arc<QpShared>,
@@ -629,9 +637,12 @@ impl QpBackend<MockFabric> for MockQp {
                 // CLOSED; this side's own CLOSED comes when the peer disconnects too (or goes
                 // away), as RDMA CM reports it.
                 Some(r) if !s.closed.load(Ordering::Acquire) => {
+                    // The DREQ times out if the peer stays silent (`cm_timer_fired`).
+                    s.fabric.engine.ensure_thread("rdma_disconnect")?;
                     s.disconnecting.store(true, Ordering::Release);
                     s.to_error();
                     r.hang_up(CmEvent::Disconnected);
+                    s.fabric.engine.timer(s.fabric.exec.cm_timeout, Arc::downgrade(s));
                 }
                 // The peer is gone, or this side is already closed (lost link).
                 _ => s.hang_up(CmEvent::Disconnected),
