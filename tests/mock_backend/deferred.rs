@@ -298,3 +298,28 @@ fn deferred__mode_is_reported() {
     assert_eq!(manual().mode(), Mode::Deferred);
     assert_eq!(MockFabric::with_mode(Mode::Immediate).mode(), Mode::Immediate);
 }
+
+/// A connection torn down while the progress thread runs its work (a write torn in 4096 pieces
+/// keeps it busy) or its CM timer: once the connection is deleted, nothing of it is live (the
+/// thread never holds a torn-down queue pair), so dropping the fabric releases every resource.
+#[test]
+fn deferred__teardown_racing_the_progress_thread_leaks_nothing() {
+    for i in 0..200u64 {
+        let f = MockFabric::builder()
+            .mode(Mode::Deferred)
+            .tearing(1)
+            .background_progress(Some(Duration::from_micros(100)))
+            .cm_timeout(Duration::from_micros(200 + (i * 53) % 300))
+            .build();
+        let Fixture { f, p, src, dst, rdst } = fixture_on(f);
+        p.client.write(rdst.at(0), src.slice(..)).context(1).post().unwrap();
+        if i % 2 == 0 {
+            p.client.disconnect().unwrap();
+        }
+        std::thread::sleep(Duration::from_micros(100 + (i * 37) % 500));
+        p.client.delete().unwrap();
+        p.server.delete().unwrap();
+        drop((p.ep, p.cpeer, p.speer, src, dst));
+        assert!(f.live().is_zero(), "round {i}: {:?}", f.live());
+    }
+}

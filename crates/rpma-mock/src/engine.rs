@@ -2,9 +2,13 @@
 //! timers of the connection manager (a disconnect's DREQ timing out), served by one thread per
 //! fabric, started the first time it is needed.
 //!
-//! The thread holds no strong reference to the fabric or a queue pair between two pieces of work:
-//! it stops once the fabric is gone (`Engine::shutdown`, from the fabric's drop), and a queue pair
-//! dropped meanwhile is skipped.
+//! The thread holds no strong reference to the fabric, and holds a queue pair only while it runs
+//! that queue pair's work or timer, one at a time, marked as `holding`. A queue pair being torn
+//! down is first forgotten ([`Engine::forget`]): taken off the lists, and waited for if the
+//! thread holds it, so the thread never holds a torn-down queue pair, and dropping the last
+//! handle of a connection frees it at once, on its owner's thread (nothing stays live behind a
+//! deleted connection). The thread stops once the fabric is gone (`Engine::shutdown`, from the
+//! fabric's drop).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -15,12 +19,19 @@ use crate::qp::{cm_timer_fired, progress_qp, unscheduled, QpShared};
 
 const EAGAIN: i32 = 11;
 
+/// The identity of a queue pair in the engine's lists (its address, compared only).
+fn id(w: &Weak<QpShared>) -> usize {
+    w.as_ptr() as usize
+}
+
 #[derive(Default)]
 struct State {
     /// Queue pairs with deferred work, each at most once (`QpShared`'s `scheduled` flag).
     ready: Vec<Weak<QpShared>>,
     /// CM timers: when, and whose.
     timers: Vec<(Instant, Weak<QpShared>)>,
+    /// The queue pair the thread holds now.
+    holding: Option<usize>,
     /// The thread runs.
     running: bool,
     /// The fabric is gone: the thread ends.
@@ -80,16 +91,49 @@ impl Engine {
         self.cv.notify_all();
     }
 
+    /// Forgets `qp` (being torn down; it schedules nothing any more): takes it off the lists and
+    /// waits until the thread does not hold it. Called by its owner, holding no lock.
+    pub(crate) fn forget(&self, qp: &Arc<QpShared>) {
+        let me = Arc::as_ptr(qp) as usize;
+        let mut g = self.lock();
+        g.ready.retain(|w| id(w) != me);
+        g.timers.retain(|(_, w)| id(w) != me);
+        while g.holding == Some(me) {
+            g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
     /// Ends the thread (the fabric is gone).
     pub(crate) fn shutdown(&self) {
         self.lock().shutdown = true;
         self.cv.notify_all();
     }
 
-    /// The thread: runs deferred work about `self.background` after it was handed over (never, if
-    /// `None`) and fires the timers when due.
+    /// Runs `f` on the queue pair `w` names, if it is alive, holding it meanwhile (`g` is the
+    /// engine's lock, released while `f` runs and taken again).
+    fn hold<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State>,
+        w: &Weak<QpShared>,
+        f: impl FnOnce(&Arc<QpShared>),
+    ) -> MutexGuard<'a, State> {
+        let Some(q) = w.upgrade() else { return g };
+        g.holding = Some(id(w));
+        drop(g);
+        f(&q);
+        // Released before the mark: whoever waits in `forget` holds the last handle.
+        drop(q);
+        let mut g = self.lock();
+        g.holding = None;
+        self.cv.notify_all();
+        g
+    }
+
+    /// The thread: fires the timers when due, and runs deferred work about `self.background`
+    /// after it was handed over (never, if `None`), one queue pair at a time.
     fn run(&self) {
         let background = self.background;
+        let mut delayed = false;
         let mut g = self.lock();
         loop {
             if g.shutdown {
@@ -97,30 +141,29 @@ impl Engine {
                 return;
             }
             let now = Instant::now();
-            let (due, later): (Vec<_>, Vec<_>) = g.timers.drain(..).partition(|(at, _)| *at <= now);
-            g.timers = later;
-            if !due.is_empty() {
-                drop(g);
-                for (_, q) in &due {
-                    if let Some(q) = q.upgrade() {
-                        cm_timer_fired(&q);
-                    }
-                }
-                g = self.lock();
+            if let Some(i) = g.timers.iter().position(|(at, _)| *at <= now) {
+                let (_, w) = g.timers.swap_remove(i);
+                g = self.hold(g, &w, |q| cm_timer_fired(q));
                 continue;
             }
             if let (Some(delay), false) = (background, g.ready.is_empty()) {
-                // The work waits its delay (what comes meanwhile runs with it), then runs whole.
-                drop(g);
-                std::thread::sleep(delay);
-                let work = self.take_ready();
-                for q in work.iter().filter_map(Weak::upgrade) {
-                    unscheduled(&q);
-                    progress_qp(&q, true);
+                if !delayed {
+                    // The work waits its delay; what comes meanwhile runs with it.
+                    drop(g);
+                    std::thread::sleep(delay);
+                    delayed = true;
+                    g = self.lock();
+                    continue;
                 }
-                g = self.lock();
+                if let Some(w) = g.ready.pop() {
+                    g = self.hold(g, &w, |q| {
+                        unscheduled(q);
+                        progress_qp(q, true);
+                    });
+                }
                 continue;
             }
+            delayed = false;
             let wait = g
                 .timers
                 .iter()

@@ -200,11 +200,14 @@ impl DeferredSq {
         }
     }
 
-    /// Drops every waiting work request (the queue pair is torn down: its CQs go with it).
+    /// Drops every waiting work request (the queue pair is torn down: its CQs go with it); from
+    /// now on nothing executes or schedules it.
     pub(super) fn clear(&self) {
+        self.scheduled.store(true, Ordering::Release);
         let dropped: Vec<Pending> = {
             let mut g = self.lock();
             g.closed = true;
+            g.stalled = None;
             g.queue.drain(..).collect()
         };
         drop(dropped);
@@ -223,7 +226,7 @@ impl QpShared {
         let Some(d) = &self.deferred else { return };
         let more = {
             let mut g = d.lock();
-            if g.stalled != Some(seq) {
+            if g.closed || g.stalled != Some(seq) {
                 return;
             }
             g.stalled = None;

@@ -437,6 +437,8 @@ impl MockQp {
         if let Some(d) = &s.deferred {
             d.clear();
         }
+        // The progress thread never holds it from now on: its last handle is its owner's.
+        s.fabric.engine.forget(s);
         // librpma's order (rpma_conn_delete, docs/semantics.md#connection-teardown): the APM flush
         // buffer first.
         if self.flush_buf {
