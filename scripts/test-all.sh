@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of rpma-rs: formatting, lints, the conformance suite on the mock, the per-rule
-# and property tests, the examples and doc tests, and the dependency guard of the default build.
+# Runs every test of rpma-rs: formatting, lints, the conformance suite on the mock (immediate and
+# deferred modes), the per-rule and property tests, the examples and doc tests, and the dependency
+# guard of the default build.
 # On Soft-RoCE in a QEMU VM (scripts/test-verbs.sh): the verbs backend's conformance suite, the
 # wire interop with the C librpma and the process-death tests.
 # Usage: scripts/test-all.sh   (from anywhere; the system packages it needs are installed when run
@@ -44,6 +45,9 @@ step "tests (conformance suite on the mock, unit, property, doc tests)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-features 2>&1 | tee "$log"
+
+step "the conformance suite on the mock in its deferred mode (operations complete after post)"
+RPMA_MOCK_MODE=deferred cargo test --test mock 2>&1 | tee -a "$log"
 
 step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
 scripts/test-verbs.sh 2>&1 | tee -a "$log"

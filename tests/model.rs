@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rpma::descriptor::MrDescriptor;
-use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, MrLocal, Peer};
+use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, Mode, MrLocal, Peer};
 use rpma::{CompletionFlags, ConnEvent, ContextType, ErrorKind, MrRemote, Usage, WcOpcode, WcStatus};
 
 const ADDR: &str = "127.0.0.1";
@@ -281,7 +281,8 @@ fn nonblock(fd: BorrowedFd<'_>) {
 }
 
 fn setup() -> Sut {
-    let fabric = MockFabric::new();
+    // The model is of the immediate mode (work executes inside post), whatever RPMA_MOCK_MODE says.
+    let fabric = MockFabric::with_mode(Mode::Immediate);
     let caps = fabric.devices()[0].capabilities().clone();
     assert!(!caps.native_atomic_write && !caps.native_flush, "the model assumes emulated atomic write");
     let dev = Device::lookup(&fabric, ADDR, ContextType::Local).unwrap();

@@ -21,7 +21,10 @@ const EIO: i32 = 5;
 const ENOMEM: i32 = 12;
 const DEADLINE: Duration = Duration::from_secs(10);
 
+mod cm;
+mod deferred;
 mod fault_sweep;
+mod fds;
 mod link_loss;
 mod live;
 mod local_only;

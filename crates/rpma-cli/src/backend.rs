@@ -3,6 +3,8 @@
 //! Code that works on any transport implements [`WithTransport`] and is handed to [`dispatch`],
 //! which builds the selected transport and calls it with static dispatch.
 
+#[cfg(feature = "mock")]
+use anyhow::Context as _;
 use anyhow::Result;
 
 /// The transports the command can use.
@@ -50,7 +52,8 @@ pub fn dispatch<W: WithTransport>(kind: BackendKind, work: W) -> Result<W::Outpu
 
 #[cfg(feature = "mock")]
 fn mock<W: WithTransport>(work: W) -> Result<W::Output> {
-    work.run(rpma::mock::MockFabric::new())
+    // A bad RPMA_MOCK_MODE is reported here, before any work.
+    work.run(rpma::mock::MockFabric::try_new().context("the mock backend")?)
 }
 
 #[cfg(not(feature = "mock"))]

@@ -310,15 +310,18 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         }
     };
     let native = if a.native { "with" } else { "without" };
+    let fabric = || rpma::mock::MockFabric::builder().native(a.native, a.native).try_build();
+    // A bad RPMA_MOCK_MODE ends the demo before any scenario runs.
+    let mode = fabric().context("the mock fabric")?.mode();
     outln!(
-        "rpma demo: {} scenario(s) on the in-memory mock fabric ({native} native flush and atomic write), \
-         server and client(s) as threads\n",
+        "rpma demo: {} scenario(s) on the in-memory mock fabric ({mode} mode, {native} native flush and atomic \
+         write), server and client(s) as threads\n",
         list.len()
     )?;
     let mut failed = Vec::new();
     for s in &list {
         // A fresh fabric per scenario: nothing of one run can leak into the next.
-        let fabric = rpma::mock::MockFabric::builder().native(a.native, a.native).build();
+        let fabric = fabric().context("the mock fabric")?;
         let env = DemoEnv::new(&dir);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
@@ -402,7 +405,8 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
 
 #[cfg(feature = "mock")]
 fn mock_devices(addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
-    let mut devs = devices::mock_devices(&rpma::mock::MockFabric::new());
+    let fabric = anyhow::Context::context(rpma::mock::MockFabric::try_new(), "the mock fabric")?;
+    let mut devs = devices::mock_devices(&fabric);
     if let Some(addr) = addr {
         devs.retain(|d| d.addresses.iter().any(|a| a == addr));
         if devs.is_empty() {

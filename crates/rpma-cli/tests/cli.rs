@@ -189,6 +189,42 @@ fn demo_runs_every_scenario_and_passes() {
     }
 }
 
+fn rpma_in_mode(mode: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env("RPMA_MOCK_MODE", mode)
+        .output()
+        .unwrap()
+}
+
+/// `RPMA_MOCK_MODE=deferred`: every scenario passes with operations executing after post.
+#[test]
+fn demo_in_the_deferred_mock_mode_passes() {
+    let o = rpma_in_mode("deferred", &["demo"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("(deferred mode,"), "{out}");
+    assert!(out.contains("17 passed, 0 failed"), "{out}");
+}
+
+/// A bad `RPMA_MOCK_MODE` is one clear line and exit code 1, before anything runs.
+#[test]
+fn bad_mock_mode_is_one_line_and_exit_code_1() {
+    for args in [&["demo"][..], &["devices"], &["bench", "--iters", "10"]] {
+        let o = rpma_in_mode("sometimes", args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(
+            err.contains(r#"RPMA_MOCK_MODE="sometimes" is not a mock mode (expected "immediate" or "deferred")"#),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!stdout(&o).contains("PASS"), "{args:?}");
+    }
+}
+
 #[test]
 fn demo_of_chosen_scenarios_by_name_and_number() {
     let o = rpma(&["demo", "-s", "connection", "-s", "07", "--scenario", "12scch"]);
@@ -212,7 +248,7 @@ fn demo_reports_whether_flushes_and_atomic_writes_were_native() {
         assert!(o.status.success(), "{out}");
         assert!(out.contains(want), "{want}: {out}");
         assert!(out.contains("client: path: GPSPM, the server persists on request; no RDMA flush"), "{out}");
-        let native = if extra.is_some() { "(with native" } else { "(without native" };
+        let native = if extra.is_some() { " mode, with native" } else { " mode, without native" };
         assert!(out.contains(native), "{out}");
     }
 }

@@ -13,7 +13,7 @@ pub enum Kind {
     Mr,
     /// Completion queues.
     Cq,
-    /// Completion or CM event channels (each holds two fds).
+    /// Completion or CM event channels (each holds one fd, once it was asked for).
     Channel,
     /// Queue pairs (with their CM identifiers).
     Qp,

@@ -21,14 +21,15 @@
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use rpma_core::transport::{CqBackend, CqSlot};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::notify::{new_notifier, Notifier};
-use crate::FabricInner;
+use crate::qp::{progress_conn, QpShared};
+use crate::{FabricInner, Mode};
 
 const EIO: i32 = 5;
 
@@ -109,10 +110,34 @@ pub(crate) struct CqShared {
     slot: CqSlot,
     pub(crate) channel: Arc<Channel>,
     fabric: Arc<FabricInner>,
+    /// Deferred mode: the queue pairs completing here, whose connections a poll or a wait
+    /// progresses (`None` in the immediate mode).
+    progress: Option<Mutex<Vec<Weak<QpShared>>>>,
     _live: Live,
 }
 
 impl CqShared {
+    /// Deferred mode: a poll or wait of this CQ progresses `qp`'s connection.
+    pub(crate) fn watch(&self, qp: &Arc<QpShared>) {
+        if let Some(p) = &self.progress {
+            let mut g = p.lock().unwrap_or_else(PoisonError::into_inner);
+            g.retain(|w| w.strong_count() > 0);
+            g.push(Arc::downgrade(qp));
+        }
+    }
+
+    /// Deferred mode: runs the deferred work of the connections completing here (a step, or all
+    /// of it if `drain`).
+    #[cold]
+    #[inline(never)]
+    fn progress(&self, list: &Mutex<Vec<Weak<QpShared>>>, drain: bool) {
+        let qps: Vec<Arc<QpShared>> =
+            list.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+        for q in &qps {
+            progress_conn(q, drain);
+        }
+    }
+
     /// The highest send-queue sequence number retired by polling.
     pub(crate) fn retired(&self) -> u64 {
         self.own.retired.load(Ordering::Acquire)
@@ -242,7 +267,7 @@ impl std::fmt::Debug for MockCq {
 
 pub(crate) fn new_channel(fabric: &Arc<FabricInner>) -> Result<Arc<Channel>> {
     fabric.faults.check("ibv_create_comp_channel")?;
-    Ok(Arc::new(new_notifier(fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
+    Ok(Arc::new(new_notifier(fabric, fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
 }
 
 /// Creates a CQ of `size` entries on `channel` (a new private one if `None`), armed. `own`
@@ -290,6 +315,7 @@ pub(crate) fn new_cq(
         slot,
         channel,
         fabric: Arc::clone(fabric),
+        progress: (fabric.exec.mode == Mode::Deferred).then(|| Mutex::new(Vec::new())),
         _live: fabric.live(Kind::Cq),
     });
     shared.rearm()?;
@@ -305,6 +331,9 @@ impl CqBackend for MockCq {
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_poll_cq")?;
+        if let Some(p) = &s.progress {
+            s.progress(p, false);
+        }
         if s.foreign.overrun.load(Ordering::Acquire) {
             return Err(overrun());
         }
@@ -326,7 +355,8 @@ impl CqBackend for MockCq {
     fn wait(&self) -> Result<()> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
-        match s.channel.pop() {
+        let hook = s.progress.as_ref().map(|p| move || s.progress(p, true));
+        match s.channel.pop_with(hook.as_ref().map(|h| h as &dyn Fn())) {
             Ok(Some(_)) => s.rearm(),
             Ok(None) => Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event")),
             Err(e) => Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event").with_detail(&e.to_string())),

@@ -22,26 +22,72 @@
 //!   until the peer posts a receive. Shared receive queues serve several connections.
 //! - **Completions**: CQs with `wr_id`, status, opcode, `byte_len`, `imm_data`; unsignaled work
 //!   requests occupy send-queue slots until a later signaled one is polled, so posting beyond
-//!   the queue sizes fails as on hardware; completion channels are real fds (socket pairs) that
-//!   become readable, per CQ or shared.
+//!   the queue sizes fails as on hardware; completion channels become readable, per CQ or shared.
+//! - **File descriptors**: a channel (a CQ's completion channel, a connection's CM events, an
+//!   endpoint's requests) has no fd until one is asked for (`fd()`, `event_fd()`, `compl_fd()`,
+//!   `set_nonblocking`, a wait with a deadline); then it gets one `eventfd`, readable while an
+//!   event is pending. Blocking waits need none (they sleep on a condition variable), so 1000
+//!   connections fit in the default limit of 1024 fds. A fabric holds one fd of its own: handed
+//!   out by a channel whose eventfd cannot be created (`EMFILE`), always readable, the channel's
+//!   waits then failing with that errno, so a poller wakes and learns why instead of hanging.
+//! - **Connection management timeouts**: a side that disconnects first sees CLOSED when its peer
+//!   disconnects too or goes away, or, if the peer stays silent, after the CM timeout (RDMA CM's
+//!   DREQ timeout; [`MockFabricBuilder::cm_timeout`], 1 s by default; the timer runs on the
+//!   fabric's thread `rpma-mock-progress`, started when first needed and ended with the fabric,
+//!   so a poller of the event fd wakes too). An active side that goes away during setup makes
+//!   the passive side's accept fail (`ECONNREFUSED`, "the requesting side is gone"); once
+//!   accepted, its peer sees ESTABLISHED then CLOSED.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
-//! - **Concurrency**: no fabric-wide lock or counter on the data path. A one-sided operation
-//!   (read, write, atomic write, flush) takes no lock and writes no memory another connection's
-//!   thread writes: the send-queue slots are a counter of its own queue pair, the target region
-//!   comes from the queue pair's cache of the last one (the peer's registration table, under its
-//!   read lock, only on a miss), the bytes move by one `memcpy` and the completion goes into the
-//!   CQ's own ring (a queue pair and its CQs are used by one thread at a time, the transport
-//!   contract). Its only read-modify-writes are on the target region's reference count, held
-//!   while it is copied into. Messages go through the receiver's queue and the sender's CQ's
-//!   shared queue (a lock each).
+//!
+//! # Modes
+//!
+//! When work executes is the fabric's [`Mode`], chosen with [`MockFabricBuilder::mode`] /
+//! [`MockFabric::with_mode`] or, when the builder is not told, by the environment variable
+//! `RPMA_MOCK_MODE=immediate|deferred` ([`MODE_ENV`]), read once when the fabric is built. An
+//! unknown value is an [`Inval`](rpma_core::ErrorKind::Inval) error naming the variable and the
+//! accepted values: from [`MockFabric::try_new`] / [`MockFabricBuilder::try_build`] at once, and
+//! from every device lookup of a fabric built anyway with [`MockFabric::new`] (never a panic).
+//!
+//! - [`Mode::Immediate`] (default): a one-sided operation executes inside `post`, and a send is
+//!   delivered inside `post` if a receive waits. Fast and deterministic; it cannot show the bugs
+//!   of code that assumes this.
+//! - [`Mode::Deferred`]: work requests wait in their send queue and execute later, in posting
+//!   order (RC's order; a send waiting for a receive holds back the work behind it): when a CQ
+//!   or a wait of either end of the connection is polled, when [`MockFabric::progress`] is
+//!   called, and on the fabric's progress thread about 2 ms after posting
+//!   ([`MockFabricBuilder::background_progress`]; `None` for work that runs only when the test
+//!   says). The source of a write or send is read when it executes, the destination of a read
+//!   written then. What it punishes: a buffer reused before its completion (the peer gets the
+//!   new bytes), a region read before the remote write's completion (it shows the old bytes),
+//!   ordering assumed across connections (each progresses on its own), completions assumed
+//!   without polling. With [`MockFabricBuilder::tearing`], remote writes land in aligned pieces
+//!   in a random order, one per progress step, so a "poll the last byte" receiver sees a torn
+//!   message.
+//!
+//! # Concurrency
+//!
+//! No fabric-wide lock or counter on the data path. In the immediate mode a one-sided operation
+//! (read, write, atomic write, flush) takes no lock and writes no memory another connection's
+//! thread writes: the send-queue slots are a counter of its own queue pair, the target region
+//! comes from the queue pair's cache of the last one (the peer's registration table, under its
+//! read lock, only on a miss), the bytes move by one `memcpy` and the completion goes into the
+//! CQ's own ring (a queue pair and its CQs are used by one thread at a time, the transport
+//! contract). Its only read-modify-writes are on the target region's reference count, held
+//! while it is copied into. Messages go through the receiver's queue and the sender's CQ's
+//! shared queue (a lock each). The deferred mode's send queue is behind a lock (the peer's
+//! polls and the progress thread execute it too) and its completions go through the CQ's
+//! shared queue; its posts leave the immediate path where it finds no free slot (a deferred
+//! queue pair has none there), so the immediate mode pays nothing for it.
 //!
 //! Capabilities are configurable ([`MockFabricBuilder::capabilities`]) so the emulated and
 //! native flush / atomic-write paths can both be exercised.
 #![forbid(unsafe_code)]
 
+mod config;
 mod counters;
 mod cq;
+mod engine;
 mod faults;
 mod mem;
 mod notify;
@@ -50,18 +96,22 @@ mod qp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
 use rpma_mem::Memory;
 
+pub use config::{Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use faults::Faults;
 pub use mem::MockMr;
 pub use qp::{MockListener, MockQp, MockSrq};
 
+use config::Exec;
 use counters::{Counters, Live};
+use engine::Engine;
 
 const ENODEV: i32 = 19;
 const EADDRINUSE: i32 = 98;
@@ -103,11 +153,24 @@ pub struct MockFabricBuilder {
     caps: Capabilities,
     seed: u64,
     ordered: bool,
+    mode: Option<Mode>,
+    tearing: Option<usize>,
+    background: Option<Duration>,
+    cm_timeout: Duration,
 }
 
 impl Default for MockFabricBuilder {
     fn default() -> Self {
-        Self { devices: Vec::new(), caps: default_caps(), seed: 0x5EED_0F4D_4D41, ordered: false }
+        Self {
+            devices: Vec::new(),
+            caps: default_caps(),
+            seed: 0x5EED_0F4D_4D41,
+            ordered: false,
+            mode: None,
+            tearing: None,
+            background: Some(DEFAULT_PROGRESS_DELAY),
+            cm_timeout: DEFAULT_CM_TIMEOUT,
+        }
     }
 }
 
@@ -164,9 +227,82 @@ impl MockFabricBuilder {
         self
     }
 
-    /// Builds the fabric.
+    /// When operations execute ([`Mode`]). Without this, the mode is read from the environment
+    /// variable [`MODE_ENV`] (`RPMA_MOCK_MODE=immediate|deferred`) when the fabric is built, and
+    /// is [`Mode::Immediate`] if it is unset.
+    #[must_use]
+    pub const fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Deferred mode: remote writes longer than `bytes` land in pieces of at most `bytes` (split
+    /// at the multiples of `bytes` of the remote address, e.g. 8), one piece per progress step,
+    /// in a random order (seeded, [`MockFabricBuilder::seed`]); the write completes after its
+    /// last piece. Between two steps the target shows some pieces new and the others old, as a
+    /// NIC may place a message's data in any order. Atomic writes are never torn.
+    /// Tearing needs [`Mode::Deferred`] and `bytes > 0` (otherwise building fails).
+    #[must_use]
+    pub const fn tearing(mut self, bytes: usize) -> Self {
+        self.tearing = Some(bytes);
+        self
+    }
+
+    /// Deferred mode: work left waiting runs on the fabric's progress thread about `delay` after
+    /// it was posted (default [`DEFAULT_PROGRESS_DELAY`]), so code waiting in `poll(2)`/`epoll`
+    /// on a completion fd sees its completions without calling into the mock. `None`: no
+    /// background progress; work runs only in polls and waits of its connection and in
+    /// [`MockFabric::progress`], deterministically (a thread blocked in `poll(2)` on an fd then
+    /// waits until another thread progresses the work).
+    #[must_use]
+    pub const fn background_progress(mut self, delay: Option<Duration>) -> Self {
+        self.background = delay;
+        self
+    }
+
+    /// How long a side that called `disconnect` first waits for its peer to disconnect too
+    /// before it gets [`ConnEvent::Closed`](rpma_core::ConnEvent::Closed) anyway (RDMA CM's DREQ
+    /// timeout; default [`DEFAULT_CM_TIMEOUT`], 1 s). Must not be zero.
+    #[must_use]
+    pub const fn cm_timeout(mut self, timeout: Duration) -> Self {
+        self.cm_timeout = timeout;
+        self
+    }
+
+    /// Builds the fabric, or reports a bad configuration.
+    ///
+    /// # Errors
+    /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`] names no mode (when
+    /// [`MockFabricBuilder::mode`] was not called), for tearing outside the deferred mode or in
+    /// pieces of 0 bytes, or for a zero CM timeout; `Provider` if the fabric's own fd cannot be
+    /// created (`EMFILE`).
+    pub fn try_build(self) -> Result<MockFabric> {
+        let f = self.build();
+        match &f.inner.config_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(f),
+        }
+    }
+
+    /// Builds the fabric. A bad configuration (see [`MockFabricBuilder::try_build`]) does not
+    /// panic: the fabric reports it as the error of its first device lookup (so of the first
+    /// `Device::lookup`), and nothing can be made on it.
     #[must_use]
     pub fn build(self) -> MockFabric {
+        let (exec, mut config_error) = match Exec::resolve(self.mode, self.tearing, self.background, self.cm_timeout) {
+            Ok(e) => (e, None),
+            Err(e) => (Exec::fallback(), Some(e)),
+        };
+        let broken_fd = match notify::broken_channel_fd() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                config_error.get_or_insert_with(|| {
+                    Error::provider(config::CONFIG_OP, e as i32)
+                        .with_detail("cannot create the fabric's broken-channel fd")
+                });
+                None
+            }
+        };
         let mut devices = self.devices;
         if devices.is_empty() {
             devices.push((
@@ -190,6 +326,10 @@ impl MockFabricBuilder {
                 ordered: self.ordered,
                 counters: Arc::new(Counters::default()),
                 faults: Faults::default(),
+                engine: Arc::new(Engine::new(exec.background)),
+                exec,
+                config_error,
+                broken_fd,
             }),
         }
     }
@@ -205,6 +345,18 @@ pub(crate) struct FabricInner {
     pub(crate) ordered: bool,
     pub(crate) counters: Arc<Counters>,
     pub(crate) faults: Faults,
+    pub(crate) exec: Exec,
+    /// A bad configuration, reported by every device lookup.
+    config_error: Option<Error>,
+    /// Handed out by a channel whose own fd cannot be created (`notify.rs`).
+    pub(crate) broken_fd: Option<Arc<nix::sys::eventfd::EventFd>>,
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Drop for FabricInner {
+    fn drop(&mut self) {
+        self.engine.shutdown();
+    }
 }
 
 impl FabricInner {
@@ -284,10 +436,44 @@ impl MockFabric {
         Self::builder().build()
     }
 
+    /// [`MockFabric::new`], reporting a bad configuration (`RPMA_MOCK_MODE`) at once.
+    ///
+    /// # Errors
+    /// As [`MockFabricBuilder::try_build`].
+    pub fn try_new() -> Result<Self> {
+        Self::builder().try_build()
+    }
+
+    /// A default fabric in `mode` (whatever the environment says).
+    #[must_use]
+    pub fn with_mode(mode: Mode) -> Self {
+        Self::builder().mode(mode).build()
+    }
+
     /// A builder for a configured fabric.
     #[must_use]
     pub fn builder() -> MockFabricBuilder {
         MockFabricBuilder::default()
+    }
+
+    /// The fabric's mode.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.inner.exec.mode
+    }
+
+    /// Deferred mode: one progress step of every connection with waiting work: each send queue
+    /// executes its waiting work requests in order, up to the first piece of a torn write (see
+    /// [`MockFabricBuilder::tearing`]) or a message waiting for a receive. Returns whether
+    /// anything executed (always `false` in the immediate mode).
+    pub fn progress(&self) -> bool {
+        let mut ran = false;
+        for q in self.inner.engine.take_ready().iter().filter_map(Weak::upgrade) {
+            qp::unscheduled(&q);
+            ran |= qp::progress_qp(&q, false);
+            qp::reschedule_if_waiting(&q);
+        }
+        ran
     }
 
     /// The fabric's devices.
@@ -349,6 +535,9 @@ impl Transport for MockFabric {
     }
 
     fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
+        if let Some(e) = &self.inner.config_error {
+            return Err(e.clone());
+        }
         let faults = &self.inner.faults;
         faults.check("rdma_getaddrinfo")?;
         faults.check("rdma_create_id")?;

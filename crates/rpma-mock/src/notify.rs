@@ -1,72 +1,190 @@
-//! Event queues with a real file descriptor: readable while an event is pending, so poll/epoll
-//! work on the mock exactly as on a completion or CM event channel.
+//! Event queues (CM event channels, completion channels, a listener's requests) whose file
+//! descriptor exists only once asked for.
+//!
+//! A blocking wait sleeps on a condition variable, so a queue nobody asks the fd of costs no fd
+//! at all (1000 connections fit in the default limit of 1024 fds). Asked for, the fd is one
+//! `eventfd`, readable while an event is pending, so `poll`/`epoll` work on it exactly as on a
+//! completion or CM event channel; `O_NONBLOCK` set on it by the user makes the waits
+//! non-blocking. Each push writes the eventfd once (an edge for edge-triggered `epoll`, as the
+//! byte of a channel), and taking the last pending event reads it back to zero.
+//!
+//! If the eventfd cannot be created (`EMFILE`), the queue hands out its fabric's *broken-channel
+//! fd* instead (made with the fabric, always readable), and its waits fail with the errno from
+//! then on: the caller polls, wakes and gets the error, never a hang.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind as IoKind, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, PoisonError};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::counters::Live;
+use crate::FabricInner;
 
-const ENOMEM: i32 = 12;
+/// How often a blocking wait that must also run deferred work wakes to run it.
+const PROGRESS_TICK: Duration = Duration::from_millis(1);
 
-/// A queue of events whose fd carries one byte per pending event.
-///
-/// The consumer side of the socket pair is the fd users see: if they set `O_NONBLOCK` on it,
-/// [`Notifier::pop`] stops blocking and returns `Ok(None)` when nothing is pending.
+struct State<E> {
+    queue: VecDeque<E>,
+    /// The eventfd's counter is not zero (written since it was last read back).
+    signalled: bool,
+    /// The errno of a failed creation of the eventfd: every wait fails with it.
+    broken: Option<i32>,
+}
+
+/// A queue of events with a lazily created fd (see the module documentation).
 pub(crate) struct Notifier<E> {
-    tx: UnixStream,
-    rx: UnixStream,
-    queue: Mutex<VecDeque<E>>,
+    state: Mutex<State<E>>,
+    cv: Condvar,
+    fd: OnceLock<EventFd>,
+    /// The fabric's broken-channel fd.
+    broken_fd: Arc<EventFd>,
     _live: Live,
 }
 
 impl<E> Notifier<E> {
-    pub(crate) fn new(live: Live) -> std::io::Result<Self> {
-        let (tx, rx) = UnixStream::pair()?;
-        tx.set_nonblocking(true)?;
-        Ok(Self { tx, rx, queue: Mutex::new(VecDeque::new()), _live: live })
+    /// A queue without fd; `broken_fd` is handed out if its own cannot be created.
+    pub(crate) fn new(live: Live, broken_fd: Arc<EventFd>) -> Self {
+        Self {
+            state: Mutex::new(State { queue: VecDeque::new(), signalled: false, broken: None }),
+            cv: Condvar::new(),
+            fd: OnceLock::new(),
+            broken_fd,
+            _live: live,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<E>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn push(&self, e: E) {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push_back(e);
-        // One byte per event; a full socket buffer (never reached by the bounded event sources)
-        // only delays readiness.
-        let _ = (&self.tx).write(&[1]);
+        let mut g = self.lock();
+        g.queue.push_back(e);
+        if let Some(fd) = self.fd.get() {
+            // Never blocks: the counter cannot reach its maximum with bounded event sources.
+            let _ = fd.write(1);
+            g.signalled = true;
+        }
+        drop(g);
+        self.cv.notify_all();
     }
 
-    /// Takes the next event: blocks on the fd unless it is non-blocking (then `Ok(None)`).
-    pub(crate) fn pop(&self) -> std::io::Result<Option<E>> {
-        let mut b = [0u8; 1];
+    /// Whether the user made the fd non-blocking (no fd: blocking).
+    fn nonblocking(&self) -> bool {
+        self.fd.get().is_some_and(|fd| {
+            fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)
+                .is_ok_and(|fl| OFlag::from_bits_truncate(fl).contains(OFlag::O_NONBLOCK))
+        })
+    }
+
+    /// Takes the next event: waits for one unless the fd is non-blocking (then `Ok(None)`).
+    /// `progress` (deferred mode) runs before each look and every millisecond while waiting:
+    /// the work whose completion is awaited may still have to execute.
+    pub(crate) fn pop_with(&self, progress: Option<&dyn Fn()>) -> std::io::Result<Option<E>> {
+        let nonblocking = self.nonblocking();
+        if let Some(p) = progress {
+            p();
+        }
+        let mut g = self.lock();
         loop {
-            match (&self.rx).read(&mut b) {
-                Ok(1) => break,
-                Ok(_) => return Err(std::io::Error::from(IoKind::UnexpectedEof)),
-                Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) if e.kind() == IoKind::WouldBlock => return Ok(None),
-                Err(e) => return Err(e),
+            if let Some(errno) = g.broken {
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
+            if let Some(e) = g.queue.pop_front() {
+                if g.queue.is_empty() && g.signalled {
+                    if let Some(fd) = self.fd.get() {
+                        // The counter is not zero: the read returns at once.
+                        let _ = fd.read();
+                    }
+                    g.signalled = false;
+                }
+                return Ok(Some(e));
+            }
+            if nonblocking {
+                return Ok(None);
+            }
+            g = match progress {
+                None => self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(p) => {
+                    let (g, _) = self.cv.wait_timeout(g, PROGRESS_TICK).unwrap_or_else(PoisonError::into_inner);
+                    drop(g);
+                    p();
+                    self.lock()
+                }
+            };
+        }
+    }
+
+    /// [`Notifier::pop_with`] without deferred work.
+    pub(crate) fn pop(&self) -> std::io::Result<Option<E>> {
+        self.pop_with(None)
+    }
+
+    /// The fd, created now if it was never asked for.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        if let Some(fd) = self.fd.get() {
+            return fd.as_fd();
+        }
+        let mut g = self.lock();
+        if self.fd.get().is_none() && g.broken.is_none() {
+            match EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC) {
+                Ok(fd) => {
+                    if !g.queue.is_empty() {
+                        let _ = fd.write(1);
+                        g.signalled = true;
+                    }
+                    let _ = self.fd.set(fd);
+                }
+                Err(e) => {
+                    rpma_core::rpma_log!(Error, "mock: cannot create a channel's fd ({e}); its waits fail from now on");
+                    g.broken = Some(e as i32);
+                    drop(g);
+                    self.cv.notify_all();
+                }
             }
         }
-        Ok(self.queue.lock().unwrap_or_else(PoisonError::into_inner).pop_front())
-    }
-
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.rx.as_fd()
+        self.fd.get().map_or_else(|| self.broken_fd.as_fd(), AsFd::as_fd)
     }
 
     /// Drains every pending event without blocking.
     pub(crate) fn drain(&self) -> Vec<E> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect()
+        let mut g = self.lock();
+        if g.signalled {
+            if let Some(fd) = self.fd.get() {
+                let _ = fd.read();
+            }
+            g.signalled = false;
+        }
+        g.queue.drain(..).collect()
     }
 }
 
 impl<E> std::fmt::Debug for Notifier<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notifier").finish_non_exhaustive()
+        f.debug_struct("Notifier").field("fd", &self.fd.get().map(AsRawFd::as_raw_fd)).finish_non_exhaustive()
     }
 }
 
-pub(crate) fn new_notifier<E>(live: Live, op: &'static str) -> rpma_core::Result<Notifier<E>> {
-    Notifier::new(live).map_err(|e| rpma_core::Error::provider(op, e.raw_os_error().unwrap_or(ENOMEM)))
+/// The fabric's broken-channel fd: readable forever (its counter is never read).
+///
+/// # Errors
+/// The errno of `eventfd`.
+pub(crate) fn broken_channel_fd() -> nix::Result<Arc<EventFd>> {
+    EventFd::from_value_and_flags(1, EfdFlags::EFD_CLOEXEC).map(Arc::new)
+}
+
+/// A queue of `fabric` (one of its channels, counted by `live`).
+///
+/// # Errors
+/// `Provider` naming `op` if the fabric has no broken-channel fd (then it reports its
+/// configuration error at its first device lookup, and nothing reaches this).
+pub(crate) fn new_notifier<E>(fabric: &FabricInner, live: Live, op: &'static str) -> rpma_core::Result<Notifier<E>> {
+    match &fabric.broken_fd {
+        Some(fd) => Ok(Notifier::new(live, Arc::clone(fd))),
+        None => Err(rpma_core::Error::provider(op, Errno::EMFILE as i32).with_detail("the fabric has no fd")),
+    }
 }

@@ -59,7 +59,7 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
     f.faults.check("rdma_bind_addr")?;
     f.faults.check("rdma_listen")?;
     let shared =
-        Arc::new(ListenerShared { requests: new_notifier(f.live(Kind::Channel), "rdma_create_event_channel")? });
+        Arc::new(ListenerShared { requests: new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")? });
     f.add_listener(addr, port, &shared)?;
     Ok(MockListener {
         shared,

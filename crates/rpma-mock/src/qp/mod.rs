@@ -12,8 +12,9 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
 use crate::notify::{new_notifier, Notifier};
-use crate::{FabricInner, MockFabric, MockPd, MrTable};
+use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
 
+mod deferred;
 mod listener;
 mod pieces;
 mod recv;
@@ -21,11 +22,13 @@ mod responder;
 mod sq;
 mod srq;
 
+pub(crate) use deferred::{progress_conn, progress_qp, reschedule_if_waiting, unscheduled};
 pub use listener::MockListener;
 pub(crate) use listener::{listen, ListenEvent, ListenerShared};
 pub(crate) use srq::create_srq;
 pub use srq::MockSrq;
 
+use deferred::{schedule, DeferredSq};
 use listener::Incoming;
 use pieces::{Dst, Source};
 use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
@@ -68,8 +71,14 @@ pub(crate) struct QpShared {
     rq: Option<Mutex<RecvSide>>,
     srq: Option<Arc<SrqShared>>,
     sq_size: u64,
+    /// The slots the immediate path of `post_send` may take: `sq_size`, or 0 in the deferred
+    /// mode, so that a deferred post finds its slots "full" and goes the cold way, which the
+    /// immediate mode's fast path then pays nothing for.
+    fast_slots: u64,
     /// Send-queue slots taken so far (written by the posting thread only, see `sq.rs`).
     posted: AtomicU64,
+    /// The send queue of the deferred mode (`None`: work executes as it is posted).
+    deferred: Option<Box<DeferredSq>>,
     remote: OnceLock<Weak<QpShared>>,
     /// The remote PD's registration table (set with `remote`): one-sided operations reach it
     /// without upgrading `remote` (no reference-count traffic per operation).
@@ -157,6 +166,14 @@ impl QpShared {
     }
 }
 
+/// The CM timer of `qp` fired: a disconnect it started was not answered within the CM timeout,
+/// so it closes (RDMA CM reports DISCONNECTED when the DREQ times out).
+pub(crate) fn cm_timer_fired(qp: &QpShared) {
+    if qp.disconnecting.load(Ordering::Acquire) {
+        qp.hang_up(CmEvent::Disconnected);
+    }
+}
+
 /// A queue pair of the mock, with its CM identifier and event channel.
 pub struct MockQp {
     shared: Arc<QpShared>,
@@ -199,7 +216,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         srq_rcq.or_else(|| rcq.as_ref().map(|c| Arc::clone(&c.shared))).unwrap_or_else(|| Arc::clone(&cq.shared));
     let qp_num = f.next_num() & 0x00FF_FFFF;
     let rq = srq.is_none().then(|| Mutex::new(RecvSide::new(cfg.rq_size, f.seed ^ u64::from(qp_num), f.ordered)));
-    let events = new_notifier(f.live(Kind::Channel), "rdma_create_event_channel")?;
+    let events = new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")?;
     let shared = Arc::new(QpShared {
         fabric: Arc::clone(f),
         pd: Arc::clone(pd),
@@ -213,12 +230,20 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         rq,
         srq,
         sq_size: u64::from(cfg.sq_size),
+        fast_slots: if f.exec.mode == Mode::Deferred { 0 } else { u64::from(cfg.sq_size) },
         posted: AtomicU64::new(0),
+        deferred: (f.exec.mode == Mode::Deferred)
+            .then(|| Box::new(DeferredSq::new(f.exec.tearing, f.seed ^ u64::from(qp_num)))),
         remote: OnceLock::new(),
         remote_mrs: OnceLock::new(),
         events,
         _live: f.live(Kind::Qp),
     });
+    // A poll or a wait on one of its CQs progresses the connection's deferred work.
+    shared.send_cq.watch(&shared);
+    if !Arc::ptr_eq(&shared.send_cq, &shared.recv_cq) {
+        shared.recv_cq.watch(&shared);
+    }
     Ok(MockQp {
         shared,
         cq,
@@ -354,6 +379,35 @@ impl MockQp {
         arrive(&remote, m);
     }
 
+    /// `post_send` when the immediate path found no free slots: a full send queue, or the
+    /// deferred mode, where the chain takes its slots and waits in the queue.
+    #[cold]
+    #[inline(never)]
+    fn post_cold(&self, wrs: &[SendWr<'_, MockFabric>]) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        let s = &self.shared;
+        let full = || Error::provider(OP, ENOMEM).with_detail("send queue is full");
+        let Some(d) = &s.deferred else { return Err(full()) };
+        if s.fabric.exec.background.is_some() {
+            s.fabric.engine.ensure_thread(OP)?;
+        }
+        let first = s.take_slots_of(wrs.len() as u64, s.sq_size).ok_or_else(full)?;
+        d.push(wrs, first);
+        schedule(s);
+        Ok(())
+    }
+
+    /// What a wait of this connection runs while it waits, in the deferred mode.
+    fn progress_hook(&self) -> Option<impl Fn() + '_> {
+        self.shared.deferred.as_ref().map(|_| || progress_conn(&self.shared, true))
+    }
+
+    /// Deferred work requests waiting in the send queue (0 in the immediate mode).
+    #[must_use]
+    pub fn deferred_waiting(&self) -> usize {
+        self.shared.deferred.as_ref().map_or(0, |d| d.waiting())
+    }
+
     fn teardown(&self) -> Result<()> {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -380,6 +434,11 @@ impl MockQp {
             }
         }
         s.to_error();
+        if let Some(d) = &s.deferred {
+            d.clear();
+        }
+        // The progress thread never holds it from now on: its last handle is its owner's.
+        s.fabric.engine.forget(s);
         // librpma's order (rpma_conn_delete, docs/semantics.md#connection-teardown): the APM flush
         // buffer first.
         if self.flush_buf {
@@ -433,7 +492,8 @@ impl QpBackend<MockFabric> for MockQp {
             return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
         };
         self.shared.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
-        let Ok(Some(slot)) = ch.pop() else {
+        let hook = self.progress_hook();
+        let Ok(Some(slot)) = ch.pop_with(hook.as_ref().map(|h| h as &dyn Fn())) else {
             return Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event"));
         };
         match slot {
@@ -476,7 +536,9 @@ impl QpBackend<MockFabric> for MockQp {
         }
         let n = wrs.len() as u64;
         // The whole chain takes its slots at once, or none.
-        let first = s.take_slots(n).ok_or_else(|| Error::provider(OP, ENOMEM).with_detail("send queue is full"))?;
+        let Some(first) = s.take_slots(n) else {
+            return self.post_cold(wrs);
+        };
         for (i, wr) in wrs.iter().enumerate() {
             self.post_one(wr, first + i as u64 + 1);
         }
@@ -554,7 +616,8 @@ impl QpBackend<MockFabric> for MockQp {
 
     fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)> {
         self.shared.fabric.faults.check("rdma_get_cm_event")?;
-        match self.shared.events.pop() {
+        let hook = self.progress_hook();
+        match self.shared.events.pop_with(hook.as_ref().map(|h| h as &dyn Fn())) {
             // A failed ack loses the event (as librpma: the private-data copy is discarded).
             Ok(Some(e)) => self.shared.fabric.faults.check("rdma_ack_cm_event").map(|()| e),
             Ok(None) => Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
@@ -576,9 +639,12 @@ impl QpBackend<MockFabric> for MockQp {
                 // CLOSED; this side's own CLOSED comes when the peer disconnects too (or goes
                 // away), as RDMA CM reports it.
                 Some(r) if !s.closed.load(Ordering::Acquire) => {
+                    // The DREQ times out if the peer stays silent (`cm_timer_fired`).
+                    s.fabric.engine.ensure_thread("rdma_disconnect")?;
                     s.disconnecting.store(true, Ordering::Release);
                     s.to_error();
                     r.hang_up(CmEvent::Disconnected);
+                    s.fabric.engine.timer(s.fabric.exec.cm_timeout, Arc::downgrade(s));
                 }
                 // The peer is gone, or this side is already closed (lost link).
                 _ => s.hang_up(CmEvent::Disconnected),

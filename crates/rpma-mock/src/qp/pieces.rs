@@ -104,32 +104,81 @@ impl Source {
     }
 }
 
+/// The local side of a work request as the responder copies it: registered pieces, in order,
+/// or inline bytes. Implemented by the borrowed side of a work request being posted and by the
+/// owned side of one waiting in a deferred send queue.
+pub(super) trait LocalSide {
+    /// The inline bytes, if the side is inline.
+    fn inline(&self) -> Option<&[u8]>;
+    /// How many registered pieces.
+    fn pieces(&self) -> usize;
+    /// The `i`-th piece: its region, offset and length (validated by rpma-core).
+    fn piece_at(&self, i: usize) -> Option<(&MrShared, usize, usize)>;
+}
+
+impl LocalSide for Local<'_, MockFabric> {
+    #[inline]
+    fn inline(&self) -> Option<&[u8]> {
+        match self {
+            Local::Inline(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn pieces(&self) -> usize {
+        self.pieces_len()
+    }
+
+    #[inline]
+    fn piece_at(&self, i: usize) -> Option<(&MrShared, usize, usize)> {
+        self.piece(i).map(|b| (&**b.mr.shared(), b.offset, b.len))
+    }
+}
+
 /// Writes the local side of a write (`len` bytes in all) into `dst` at `off`.
 #[inline]
-pub(super) fn gather_into(local: &Local<'_, MockFabric>, dst: &MrShared, off: usize) {
-    match local {
-        Local::None => {}
-        Local::One(b) => copy(b.mr.shared(), b.offset, dst, off, b.len),
-        Local::Inline(bytes) => dst.bytes(off, bytes.len()).write(0, bytes).expect("inside the region"),
-        Local::Sg(_) => {
-            let mut at = off;
-            for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
-                copy(p.mr.shared(), p.offset, dst, at, p.len);
-                at += p.len;
-            }
+pub(super) fn gather_into<L: LocalSide>(local: &L, dst: &MrShared, off: usize) {
+    if let Some(bytes) = local.inline() {
+        dst.bytes(off, bytes.len()).write(0, bytes).expect("inside the region");
+        return;
+    }
+    let mut at = off;
+    for i in 0..local.pieces() {
+        if let Some((mr, o, l)) = local.piece_at(i) {
+            copy(mr, o, dst, at, l);
+            at += l;
         }
+    }
+}
+
+/// Writes bytes `from..from + len` of the local side of a write (its pieces one after the
+/// other) into `dst` at `dst_off`: one piece of a torn write.
+pub(super) fn gather_range<L: LocalSide>(local: &L, from: usize, len: usize, dst: &MrShared, dst_off: usize) {
+    if let Some(bytes) = local.inline() {
+        dst.bytes(dst_off, len).write(0, &bytes[from..from + len]).expect("inside the region");
+        return;
+    }
+    let (end, mut at) = (from + len, 0);
+    for i in 0..local.pieces() {
+        let Some((mr, o, l)) = local.piece_at(i) else { continue };
+        // The overlap of this piece, [at, at + l), with [from, end).
+        let (lo, hi) = (at.max(from), (at + l).min(end));
+        if lo < hi {
+            copy(mr, o + (lo - at), dst, dst_off + (lo - from), hi - lo);
+        }
+        at += l;
     }
 }
 
 /// Reads `src` at `off` into the local side of a read, piece after piece.
 #[inline]
-pub(super) fn scatter_from(src: &MrShared, off: usize, local: &Local<'_, MockFabric>) {
-    if let Local::One(b) = local {
-        return copy(src, off, b.mr.shared(), b.offset, b.len);
-    }
+pub(super) fn scatter_from<L: LocalSide>(src: &MrShared, off: usize, local: &L) {
     let mut at = off;
-    for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
-        copy(src, at, p.mr.shared(), p.offset, p.len);
-        at += p.len;
+    for i in 0..local.pieces() {
+        if let Some((mr, o, l)) = local.piece_at(i) {
+            copy(src, at, mr, o, l);
+            at += l;
+        }
     }
 }

@@ -83,6 +83,7 @@ pub(super) fn fail_sender(m: &Msg, status: WcStatus) {
     if let Some(s) = m.sender.upgrade() {
         let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
         s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
+        s.message_done(m.sender_seq);
     }
 }
 
@@ -110,6 +111,7 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
     if let Some(s) = m.sender.upgrade() {
         s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
+        s.message_done(m.sender_seq);
     }
 }
 

@@ -3,13 +3,13 @@
 
 use std::sync::atomic::Ordering;
 
-use rpma_core::transport::{Local, SendOp, SendWr};
+use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
 use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
 
 use crate::mem::{copy, MrShared};
 use crate::MockFabric;
 
-use super::pieces::{gather_into, scatter_from};
+use super::pieces::{gather_into, scatter_from, LocalSide};
 
 /// The completion opcode of an operation on the sender, and whether it consumes a receive.
 pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
@@ -52,25 +52,47 @@ fn execute_slow(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities)
 /// every later access: `valid` is false).
 #[inline]
 pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, caps: &Capabilities) -> WcStatus {
-    let Some(rb) = wr.remote else {
+    execute_op(wr.op, &wr.local, wr.remote, wr.len, target, caps)
+}
+
+/// Where a write of `len` bytes at `rb` lands in `mr`: its offset, if `mr` is the region the
+/// rkey names, still registered, grants remote write access and holds the range.
+pub(super) fn write_offset(mr: &MrShared, rb: RemoteBuf, len: usize) -> Option<usize> {
+    if mr.rkey != rb.rkey || !mr.valid.load(Ordering::Acquire) || !mr.access.remote_write {
+        return None;
+    }
+    mr.offset_of(rb.addr, len)
+}
+
+/// [`execute`] of an operation given by its parts (`local` borrowed from a work request being
+/// posted, or owned by one that waited in a deferred send queue).
+pub(super) fn execute_op<L: LocalSide>(
+    op: SendOp,
+    local: &L,
+    remote: Option<RemoteBuf>,
+    len: usize,
+    target: Option<&MrShared>,
+    caps: &Capabilities,
+) -> WcStatus {
+    let Some(rb) = remote else {
         return WcStatus::Success;
     };
     let Some(mr) = target.filter(|m| m.rkey == rb.rkey && m.valid.load(Ordering::Acquire)) else {
         return WcStatus::RemAccessErr;
     };
     let a = mr.access;
-    match wr.op {
+    match op {
         SendOp::Read => {
-            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_read) else {
+            let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_read) else {
                 return WcStatus::RemAccessErr;
             };
-            scatter_from(mr, off, &wr.local);
+            scatter_from(mr, off, local);
         }
         SendOp::Write | SendOp::WriteImm(_) => {
-            let (Some(off), true) = (mr.offset_of(rb.addr, wr.len), a.remote_write) else {
+            let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_write) else {
                 return WcStatus::RemAccessErr;
             };
-            gather_into(&wr.local, mr, off);
+            gather_into(local, mr, off);
         }
         SendOp::AtomicWrite(bytes) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
@@ -86,11 +108,11 @@ pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, ca
                 FlushType::Visibility => a.flush_global,
                 FlushType::Persistent => a.flush_persistent,
             };
-            let Some(off) = mr.offset_of(rb.addr, wr.len).filter(|_| allowed) else {
+            let Some(off) = mr.offset_of(rb.addr, len).filter(|_| allowed) else {
                 return WcStatus::RemAccessErr;
             };
             // A file-backed region: a persistent flush writes the range back to the file.
-            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+            if t == FlushType::Persistent && mr.persist(off, len).is_err() {
                 return WcStatus::RemOpErr;
             }
         }
@@ -105,7 +127,7 @@ pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, ca
             }
             let mut sink = [0u8; 8];
             mr.bytes(off.min(mr.len - n), n).read(0, &mut sink[..n]).expect("inside the region");
-            if t == FlushType::Persistent && mr.persist(off, wr.len).is_err() {
+            if t == FlushType::Persistent && mr.persist(off, len).is_err() {
                 return WcStatus::RemOpErr;
             }
         }

@@ -18,14 +18,22 @@ use crate::mem::MrShared;
 use crate::{MockFabric, MrTable};
 
 impl QpShared {
-    /// Takes `n` send-queue slots, all or none; the sequence number before the first.
+    /// Takes `n` send-queue slots for the immediate path, all or none; the sequence number
+    /// before the first. `None` if they are not free, and always in the deferred mode (its
+    /// `fast_slots` is 0): the caller's cold path then sorts out which.
     /// Only the posting thread writes `posted` (a load and a store, no read-modify-write);
     /// `retired` is written by polling, on the same thread.
     #[inline]
     pub(super) fn take_slots(&self, n: u64) -> Option<u64> {
+        self.take_slots_of(n, self.fast_slots)
+    }
+
+    /// [`QpShared::take_slots`] out of a queue of `size` slots.
+    #[inline]
+    pub(super) fn take_slots_of(&self, n: u64, size: u64) -> Option<u64> {
         let p = self.posted.load(Ordering::Relaxed);
         let retired = self.send_cq.retired();
-        if p.saturating_sub(retired) + n > self.sq_size {
+        if p.saturating_sub(retired) + n > size {
             return None;
         }
         self.posted.store(p + n, Ordering::Release);

@@ -1,0 +1,401 @@
+//! The send queue of [`Mode::Deferred`](crate::Mode::Deferred): work requests wait after `post`
+//! and execute later, in posting order (RC's order; nothing passes anything), when the queue is
+//! progressed: by a poll or a wait on either end of the connection, by
+//! [`MockFabric::progress`](crate::MockFabric::progress), or on the fabric's progress thread.
+//!
+//! A waiting work request owns its local side: registered pieces (each region's `Arc`, released
+//! before its completion is queued) or inline bytes (copied at post, as a NIC does). So the source
+//! of a write or send is read when it executes, and the destination of a read is written then.
+//! A send (or write with immediate data) whose message finds no receive at the peer stalls the
+//! queue behind it (receiver-not-ready retry) until a receive takes it. With tearing, a remote
+//! write lands one piece per progress step, in a seeded random order of its aligned pieces, and
+//! completes after the last; a region deregistered meanwhile refuses the rest (remote access error).
+//!
+//! The queue is executed by one thread at a time (`busy`); whoever finds it busy leaves it to
+//! that thread. No lock is held while a work request executes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
+use rpma_core::{WcOpcode, WcStatus};
+
+use super::pieces::{gather_range, LocalSide, Piece, Source};
+use super::recv::{arrive, Msg};
+use super::responder::{execute_op, opcodes, write_offset};
+use super::{QpShared, CONNECTED};
+use crate::mem::MrShared;
+use crate::MockFabric;
+
+/// The owned local side of a waiting work request.
+enum Owned {
+    None,
+    Pieces(Box<[Piece]>),
+    /// Inline bytes, copied at post.
+    Bytes(Box<[u8]>),
+}
+
+impl Owned {
+    fn of(local: &Local<'_, MockFabric>) -> Self {
+        match local {
+            Local::None => Self::None,
+            Local::Inline(b) => Self::Bytes((*b).into()),
+            Local::One(_) | Local::Sg(_) => Self::Pieces(
+                (0..local.pieces_len())
+                    .filter_map(|i| local.piece(i))
+                    .map(|b| (Arc::clone(b.mr), b.offset, b.len))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The source of a message, read now (several pieces) or when it is delivered (one).
+    fn into_source(self, len: usize) -> Source {
+        match self {
+            Self::None => Source::None,
+            Self::Bytes(b) => Source::Bytes(b),
+            Self::Pieces(p) => match &*p {
+                [(mr, off, _)] => Source::One(Arc::clone(mr), *off),
+                _ => {
+                    let mut v = vec![0u8; len];
+                    let mut at = 0;
+                    for (mr, off, l) in p.iter() {
+                        mr.shared().bytes(*off, *l).read(0, &mut v[at..at + l]).expect("inside the piece");
+                        at += l;
+                    }
+                    Source::Bytes(v.into_boxed_slice())
+                }
+            },
+        }
+    }
+}
+
+impl LocalSide for Owned {
+    fn inline(&self) -> Option<&[u8]> {
+        match self {
+            Self::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn pieces(&self) -> usize {
+        match self {
+            Self::Pieces(p) => p.len(),
+            _ => 0,
+        }
+    }
+
+    fn piece_at(&self, i: usize) -> Option<(&MrShared, usize, usize)> {
+        match self {
+            Self::Pieces(p) => p.get(i).map(|(mr, off, len)| (&**mr.shared(), *off, *len)),
+            _ => None,
+        }
+    }
+}
+
+/// A remote write landing in pieces.
+struct Torn {
+    /// The target region, held weakly: its deregistration must not wait for the write.
+    target: Weak<MrShared>,
+    /// The write's offset in the target.
+    off: usize,
+    /// The pieces still to land, `(start in the write, length)`, the next one last.
+    left: Vec<(usize, usize)>,
+}
+
+impl Torn {
+    /// The pieces of a write of `len` bytes at remote address `addr`, split at the multiples of
+    /// `chunk` of the address, in a random order.
+    fn new(target: Weak<MrShared>, off: usize, addr: u64, len: usize, chunk: usize, rng: &mut fastrand::Rng) -> Self {
+        let mut left = Vec::with_capacity(len / chunk + 2);
+        let mut at = 0;
+        while at < len {
+            let a = addr + at as u64;
+            let to_boundary = chunk - (a % chunk as u64) as usize;
+            let n = to_boundary.min(len - at);
+            left.push((at, n));
+            at += n;
+        }
+        rng.shuffle(&mut left);
+        Self { target, off, left }
+    }
+}
+
+/// A work request waiting in the queue.
+struct Pending {
+    op: SendOp,
+    local: Owned,
+    remote: Option<RemoteBuf>,
+    len: usize,
+    signaled: bool,
+    wr_id: u64,
+    /// Its send-queue sequence number (what its completion retires).
+    seq: u64,
+    /// Set once a torn write started landing.
+    torn: Option<Torn>,
+}
+
+/// What executing a work request did.
+enum Step {
+    /// It completed (or failed).
+    Done,
+    /// One piece of a torn write landed; the rest waits for the next step.
+    Partial,
+}
+
+struct SqState {
+    queue: VecDeque<Pending>,
+    /// A thread executes the queue.
+    busy: bool,
+    /// The sequence number of a message waiting for a receive at the peer: the queue waits
+    /// behind it.
+    stalled: Option<u64>,
+    /// Torn down: nothing executes any more.
+    closed: bool,
+    rng: fastrand::Rng,
+}
+
+/// A queue pair's deferred send queue.
+pub(crate) struct DeferredSq {
+    state: Mutex<SqState>,
+    /// On the fabric's list of queue pairs with work (see `schedule`).
+    scheduled: AtomicBool,
+    tearing: Option<usize>,
+}
+
+impl DeferredSq {
+    pub(super) fn new(tearing: Option<usize>, seed: u64) -> Self {
+        Self {
+            state: Mutex::new(SqState {
+                queue: VecDeque::new(),
+                busy: false,
+                stalled: None,
+                closed: false,
+                rng: fastrand::Rng::with_seed(seed),
+            }),
+            scheduled: AtomicBool::new(false),
+            tearing,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SqState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a chain whose send-queue slots were taken, the first after sequence number `seq`.
+    pub(super) fn push(&self, wrs: &[SendWr<'_, MockFabric>], seq: u64) {
+        let mut g = self.lock();
+        for (i, wr) in wrs.iter().enumerate() {
+            g.queue.push_back(Pending {
+                op: wr.op,
+                local: Owned::of(&wr.local),
+                remote: wr.remote,
+                len: wr.len,
+                signaled: wr.signaled,
+                wr_id: wr.wr_id,
+                seq: seq + i as u64 + 1,
+                torn: None,
+            });
+        }
+    }
+
+    /// Drops every waiting work request (the queue pair is torn down: its CQs go with it); from
+    /// now on nothing executes or schedules it.
+    pub(super) fn clear(&self) {
+        self.scheduled.store(true, Ordering::Release);
+        let dropped: Vec<Pending> = {
+            let mut g = self.lock();
+            g.closed = true;
+            g.stalled = None;
+            g.queue.drain(..).collect()
+        };
+        drop(dropped);
+    }
+
+    /// Work requests waiting (for tests and `MockFabric::progress`).
+    pub(crate) fn waiting(&self) -> usize {
+        self.lock().queue.len()
+    }
+}
+
+impl QpShared {
+    /// The message of work request `seq` was delivered or failed: a queue stalled behind it
+    /// goes on (scheduled to run).
+    pub(super) fn message_done(self: &Arc<Self>, seq: u64) {
+        let Some(d) = &self.deferred else { return };
+        let more = {
+            let mut g = d.lock();
+            if g.closed || g.stalled != Some(seq) {
+                return;
+            }
+            g.stalled = None;
+            !g.queue.is_empty()
+        };
+        if more {
+            schedule(self);
+        }
+    }
+}
+
+/// Puts `qp` on its fabric's list of queue pairs with deferred work (once).
+pub(super) fn schedule(qp: &Arc<QpShared>) {
+    if let Some(d) = &qp.deferred {
+        if !d.scheduled.swap(true, Ordering::AcqRel) {
+            qp.fabric.engine.schedule(Arc::downgrade(qp));
+        }
+    }
+}
+
+/// Takes `qp` off its fabric's list (the list was taken): a later post schedules it again.
+pub(crate) fn unscheduled(qp: &QpShared) {
+    if let Some(d) = &qp.deferred {
+        d.scheduled.store(false, Ordering::Release);
+    }
+}
+
+/// Puts `qp` back on its fabric's list if work still waits (after one step of
+/// `MockFabric::progress`).
+pub(crate) fn reschedule_if_waiting(qp: &Arc<QpShared>) {
+    if qp.deferred.as_ref().is_some_and(|d| d.waiting() > 0) {
+        schedule(qp);
+    }
+}
+
+/// Executes `qp`'s waiting work requests in order: all of them if `drain`, else up to the first
+/// piece of a torn write. Stops at a message waiting for a receive. Returns whether anything
+/// executed (nothing if another thread is executing the queue).
+pub(crate) fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
+    let Some(d) = &qp.deferred else { return false };
+    let mut g = d.lock();
+    if g.busy {
+        return false;
+    }
+    g.busy = true;
+    let mut ran = false;
+    while g.stalled.is_none() && !g.closed {
+        let Some(mut p) = g.queue.pop_front() else { break };
+        drop(g);
+        let step = execute(qp, d, &mut p);
+        ran = true;
+        g = d.lock();
+        if let Step::Partial = step {
+            if g.closed {
+                break;
+            }
+            g.queue.push_front(p);
+            if !drain {
+                break;
+            }
+        }
+    }
+    g.busy = false;
+    ran
+}
+
+/// Progresses both send queues of `qp`'s connection (a poll or a wait on one end).
+pub(crate) fn progress_conn(qp: &Arc<QpShared>, drain: bool) {
+    progress_qp(qp, drain);
+    if let Some(r) = qp.remote() {
+        progress_qp(&r, drain);
+    }
+}
+
+/// Releases the work request's local side, then queues its completion.
+fn finish(qp: &QpShared, p: &mut Pending, status: WcStatus, opcode: WcOpcode) -> Step {
+    p.local = Owned::None;
+    p.torn = None;
+    qp.complete(p.wr_id, status, opcode, p.signaled, p.seq);
+    Step::Done
+}
+
+fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
+    let caps = &qp.pd.caps;
+    let (sop, rop) = opcodes(p.op, caps);
+    if p.torn.is_some() {
+        return land(qp, p, sop);
+    }
+    if qp.state() != CONNECTED {
+        return finish(qp, p, WcStatus::WrFlushErr, sop);
+    }
+    if !rop {
+        let Some(table) = qp.remote_mrs.get() else {
+            return finish(qp, p, WcStatus::WrFlushErr, sop);
+        };
+        let target =
+            p.remote.and_then(|rb| table.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned());
+        if let (SendOp::Write, Some(chunk), Some(rb)) = (p.op, d.tearing, p.remote) {
+            if p.len > chunk {
+                let Some(off) = target.as_deref().and_then(|m| write_offset(m, rb, p.len)) else {
+                    return finish(qp, p, WcStatus::RemAccessErr, sop);
+                };
+                let weak = target.as_ref().map_or_else(Weak::new, Arc::downgrade);
+                drop(target);
+                let torn = Torn::new(weak, off, rb.addr, p.len, chunk, &mut d.lock().rng);
+                p.torn = Some(torn);
+                return land(qp, p, sop);
+            }
+        }
+        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps);
+        drop(target);
+        return finish(qp, p, status, sop);
+    }
+    // A send, or a write with immediate data: a message for the peer's receive queue.
+    let Some(remote) = qp.remote() else {
+        return finish(qp, p, WcStatus::WrFlushErr, sop);
+    };
+    if p.remote.is_some() {
+        let target =
+            p.remote.and_then(|rb| remote.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned());
+        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps);
+        if status != WcStatus::Success {
+            return finish(qp, p, status, sop);
+        }
+    }
+    let src = match p.op {
+        SendOp::Send | SendOp::SendImm(_) => std::mem::replace(&mut p.local, Owned::None).into_source(p.len),
+        _ => Source::None,
+    };
+    p.local = Owned::None;
+    let imm = match p.op {
+        SendOp::SendImm(i) | SendOp::WriteImm(i) => Some(i),
+        _ => None,
+    };
+    let m = Msg {
+        src,
+        len: p.len,
+        imm,
+        write_imm: matches!(p.op, SendOp::WriteImm(_)),
+        sender: Arc::downgrade(qp),
+        sender_signaled: p.signaled,
+        sender_wr_id: p.wr_id,
+        sender_seq: p.seq,
+        receiver: Arc::downgrade(&remote),
+    };
+    // Stalled before it arrives: a receive taking it at once (here or on another thread) ends
+    // the stall through `message_done`.
+    d.lock().stalled = Some(p.seq);
+    arrive(&remote, m);
+    Step::Done
+}
+
+/// Lands the next piece of a torn write; completes it after the last.
+fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Step {
+    if qp.state() != CONNECTED {
+        return finish(qp, p, WcStatus::WrFlushErr, opcode);
+    }
+    let Pending { torn: Some(t), local, .. } = p else {
+        return finish(qp, p, WcStatus::Success, opcode);
+    };
+    let Some((from, n)) = t.left.pop() else {
+        return finish(qp, p, WcStatus::Success, opcode);
+    };
+    match t.target.upgrade().filter(|m| m.valid.load(Ordering::Acquire)) {
+        Some(m) => gather_range(local, from, n, &m, t.off + from),
+        None => return finish(qp, p, WcStatus::RemAccessErr, opcode),
+    }
+    if t.left.is_empty() {
+        return finish(qp, p, WcStatus::Success, opcode);
+    }
+    Step::Partial
+}
