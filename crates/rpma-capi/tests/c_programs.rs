@@ -117,6 +117,11 @@ fn two_threads_post_on_one_connection_while_a_third_polls() {
 }
 
 #[test]
+fn dereg_of_a_region_in_use_fails_and_keeps_the_handle() {
+    run_ok("dereg", "dereg.c", true);
+}
+
+#[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);
 }
