@@ -174,8 +174,13 @@ pub unsafe extern "C" fn rpma_mr_remote_from_descriptor(
     guard(|| {
         nonnull(desc)?;
         nonnull(mr_ptr)?;
-        // SAFETY: [C1] desc is readable for desc_size bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), desc_size) };
+        if desc_size < MR_DESCRIPTOR_SIZE {
+            return Err(E_INVAL);
+        }
+        // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
+        let len = desc_size.min(MR_DESCRIPTOR_SIZE);
+        // SAFETY: [C1] desc is readable for desc_size >= len bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let mr = MrRemote::from_descriptor(bytes).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(mr_ptr, RpmaMrRemote { mr }) };
