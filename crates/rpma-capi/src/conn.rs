@@ -25,6 +25,8 @@ pub struct rpma_conn_private_data {
 
 impl rpma_conn_private_data {
     /// A view of `bytes`, which live as long as the object they belong to (librpma's rule).
+    /// The `*mut` is librpma's type only: the bytes are Rust-owned and shared, and C reads
+    /// them only (include/librpma.h says so; rule C1), never writes through `ptr`.
     fn of(bytes: &[u8]) -> Self {
         if bytes.is_empty() {
             Self { ptr: std::ptr::null_mut(), len: 0 }
@@ -350,7 +352,8 @@ pub unsafe extern "C" fn rpma_conn_req_get_private_data(
         // SAFETY: [C2] the caller's handle.
         let r = unsafe { handle(req) }?;
         nonnull(pdata)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
+        // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
+        // request's, live until it is connected or deleted, and read-only to C (librpma.h).
         unsafe { put(pdata, rpma_conn_private_data::of(lock(&r.req).private_data())) };
         Ok(())
     })
@@ -534,7 +537,9 @@ pub unsafe extern "C" fn rpma_conn_get_private_data(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(pdata)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
+        // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
+        // connection's (set once, at ESTABLISHED), live until rpma_conn_delete, and read-only
+        // to C (librpma.h).
         unsafe { put(pdata, rpma_conn_private_data::of(lock(&c.conn).private_data())) };
         Ok(())
     })
