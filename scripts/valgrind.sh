@@ -72,7 +72,7 @@ for mode in "${modes[@]}"; do
         capi)
             cargo test -q -p rpma-capi
             dir="${CARGO_TARGET_DIR:-target}/debug/capi-tests"
-            for prog in e2e errors more abi; do
+            for prog in e2e errors more dereg threads abi; do
                 RPMA_BACKEND=mock LD_LIBRARY_PATH="$dir/$prog" valgrind -q --tool=memcheck --error-exitcode=99 \
                     --leak-check=full --errors-for-leak-kinds=definite,indirect \
                     --show-leak-kinds=definite,indirect --suppressions=scripts/valgrind.supp "$dir/$prog/$prog"

@@ -185,7 +185,14 @@ int rpma_srq_recv(struct rpma_srq *srq, struct rpma_mr_local *dst, size_t offset
 		const void *op_context);
 int rpma_srq_get_rcq(const struct rpma_srq *srq, struct rpma_cq **rcq_ptr);
 
-/* ---- private data exchanged when connecting ---- */
+/*
+ * ---- private data exchanged when connecting ----
+ * Given to rpma_conn_req_connect: read during the call only. Filled in by
+ * rpma_conn_req_get_private_data / rpma_conn_get_private_data: ptr points into memory the
+ * library owns (valid until the request is connected or deleted / the connection is deleted)
+ * and is READ-ONLY although the member is `void *` (librpma's type): writing through it is
+ * undefined behaviour.
+ */
 struct rpma_conn_private_data {
 	void *ptr;
 	uint8_t len;
@@ -207,6 +214,7 @@ int rpma_conn_req_connect(struct rpma_conn_req **req_ptr,
 int rpma_conn_req_delete(struct rpma_conn_req **req_ptr);
 int rpma_conn_req_recv(struct rpma_conn_req *req, struct rpma_mr_local *dst, size_t offset,
 		size_t len, const void *op_context);
+/* pdata->ptr is read-only, owned by the request (see struct rpma_conn_private_data) */
 int rpma_conn_req_get_private_data(const struct rpma_conn_req *req,
 		struct rpma_conn_private_data *pdata);
 
@@ -219,6 +227,7 @@ int rpma_conn_get_rcq(const struct rpma_conn *conn, struct rpma_cq **rcq_ptr);
 int rpma_conn_wait(struct rpma_conn *conn, int flags, struct rpma_cq **cq, bool *is_rcq);
 int rpma_conn_disconnect(struct rpma_conn *conn);
 int rpma_conn_delete(struct rpma_conn **conn_ptr);
+/* pdata->ptr is read-only, owned by the connection (see struct rpma_conn_private_data) */
 int rpma_conn_get_private_data(const struct rpma_conn *conn,
 		struct rpma_conn_private_data *pdata);
 int rpma_conn_apply_remote_peer_cfg(struct rpma_conn *conn, const struct rpma_peer_cfg *pcfg);

@@ -195,7 +195,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut 
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
-        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((s.srq.clone(), srq));
+        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((crate::conn::lock(&s.srq).clone(), srq));
         Ok(())
     })
 }

@@ -1,9 +1,11 @@
 //! Endpoints, connection requests, connections and completion queues.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
-use rpma_core::{Conn, ConnReq, Cq, Ep, Srq, Wc};
+use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Srq, Wc};
 
 use crate::backend::M;
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
@@ -23,6 +25,8 @@ pub struct rpma_conn_private_data {
 
 impl rpma_conn_private_data {
     /// A view of `bytes`, which live as long as the object they belong to (librpma's rule).
+    /// The `*mut` is librpma's type only: the bytes are Rust-owned and shared, and C reads
+    /// them only (include/librpma.h says so; rule C1), never writes through `ptr`.
     fn of(bytes: &[u8]) -> Self {
         if bytes.is_empty() {
             Self { ptr: std::ptr::null_mut(), len: 0 }
@@ -39,9 +43,47 @@ pub struct RpmaEp {
     ep: Ep<M>,
 }
 
-/// `struct rpma_conn_req`.
+/// `struct rpma_conn_req`: the request behind a lock (`rpma_conn_req_recv` is thread-safe
+/// in librpma; rpma-core's request is not `Sync`).
 pub struct RpmaConnReq {
-    req: ConnReq<M>,
+    req: Mutex<ConnReq<M>>,
+}
+
+/// Locks `m`; a lock poisoned by a panic (caught at the C boundary) is taken over as it is.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How long a blocking wait holds its object's lock at a time: between two slices other
+/// threads post and poll (a wait never holds the lock while it blocks for longer).
+const WAIT_SLICE: Duration = Duration::from_millis(5);
+
+/// Whether `fd` is non-blocking (then a wait does not block and runs once under the lock).
+fn is_nonblocking(fd: RawFd) -> bool {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    fcntl(fd, FcntlArg::F_GETFL).is_ok_and(|f| OFlag::from_bits_truncate(f).contains(OFlag::O_NONBLOCK))
+}
+
+/// A blocking wait of librpma on the object behind `m` without holding the lock while it
+/// blocks: on a blocking `fd`, `slice` (a wait of at most [`WAIT_SLICE`]) runs under the lock
+/// until it returns something other than `empty`; on a non-blocking one, `once` runs once.
+fn blocking<T, R>(
+    m: &Mutex<T>,
+    empty: ErrorKind,
+    fd: impl Fn(&T) -> CResult<RawFd>,
+    once: impl Fn(&T) -> rpma_core::Result<R>,
+    slice: impl Fn(&T) -> rpma_core::Result<R>,
+) -> CResult<R> {
+    loop {
+        let g = lock(m);
+        if is_nonblocking(fd(&g)?) {
+            return once(&g).map_err(code);
+        }
+        match slice(&g) {
+            Err(e) if e.kind() == empty => drop(g),
+            r => return r.map_err(code),
+        }
+    }
 }
 
 /// `struct rpma_cq`: the main or the receive CQ of a connection, or the receive CQ of a shared
@@ -52,44 +94,45 @@ pub struct RpmaCq {
 }
 
 enum CqOwner {
-    Conn { conn: *const Conn<M>, rcq: bool },
-    Srq(*const Srq<M>),
+    Conn { conn: *const Mutex<Conn<M>>, rcq: bool },
+    Srq(*const Mutex<Srq<M>>),
 }
 
 impl RpmaCq {
     /// The receive CQ of the shared RQ at `srq` (which must not move while this handle lives).
-    pub(crate) const fn of_srq(srq: *const Srq<M>) -> Self {
+    pub(crate) const fn of_srq(srq: *const Mutex<Srq<M>>) -> Self {
         Self { owner: CqOwner::Srq(srq) }
     }
 
-    /// The CQ.
+    /// Runs `f` on the CQ with its owner's lock held.
     ///
     /// # Safety
     /// C2: the CQ handle is used only while its owner lives (librpma's rule: a CQ is its
     /// connection's or shared RQ's and goes with `rpma_conn_delete` / `rpma_srq_delete`).
-    unsafe fn cq(&self) -> CResult<Cq<'_, M>> {
+    unsafe fn with<R>(&self, f: impl FnOnce(&Cq<'_, M>) -> CResult<R>) -> CResult<R> {
         match self.owner {
             CqOwner::Conn { conn, rcq } => {
                 // SAFETY: [C2] the connection outlives the CQ handles inside it.
-                let conn = unsafe { &*conn };
-                if rcq {
-                    conn.rcq().ok_or(E_UNKNOWN)
-                } else {
-                    Ok(conn.cq())
-                }
+                let conn = lock(unsafe { &*conn });
+                let q = if rcq { conn.rcq().ok_or(E_UNKNOWN)? } else { conn.cq() };
+                f(&q)
             }
             CqOwner::Srq(srq) => {
                 // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
-                let srq = unsafe { &*srq };
-                srq.rcq().ok_or(E_UNKNOWN)
+                let srq = lock(unsafe { &*srq });
+                let q = srq.rcq().ok_or(E_UNKNOWN)?;
+                f(&q)
             }
         }
     }
 }
 
-/// `struct rpma_conn`: the connection and its two CQ handles.
+/// `struct rpma_conn`: the connection, behind a lock that every function taking the
+/// connection or one of its CQs holds (librpma documents the data path, `rpma_cq_get_wc`,
+/// `rpma_cq_wait` and `rpma_conn_next_event` as thread-safe; rpma-core's connection is not
+/// `Sync`), and its two CQ handles.
 pub struct RpmaConn {
-    pub(crate) conn: Conn<M>,
+    pub(crate) conn: Mutex<Conn<M>>,
     cq: RpmaCq,
     rcq: RpmaCq,
 }
@@ -98,15 +141,19 @@ impl RpmaConn {
     /// Boxes `conn` and points its CQ handles at it.
     fn boxed(conn: Conn<M>) -> *mut Self {
         let null = std::ptr::null();
-        let mut b = Box::new(Self {
-            conn,
+        let b = Box::into_raw(Box::new(Self {
+            conn: Mutex::new(conn),
             cq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: false } },
             rcq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: true } },
-        });
-        let c: *const Conn<M> = std::ptr::addr_of!(b.conn);
-        b.cq.owner = CqOwner::Conn { conn: c, rcq: false };
-        b.rcq.owner = CqOwner::Conn { conn: c, rcq: true };
-        Box::into_raw(b)
+        }));
+        // Every pointer derives from the raw pointer `b` (no reference to the box is kept);
+        // SAFETY: [C2] b is the live, unaliased allocation just made.
+        unsafe {
+            let c: *const Mutex<Conn<M>> = std::ptr::addr_of!((*b).conn);
+            (*b).cq.owner = CqOwner::Conn { conn: c, rcq: false };
+            (*b).rcq.owner = CqOwner::Conn { conn: c, rcq: true };
+        }
+        b
     }
 }
 
@@ -184,7 +231,7 @@ pub unsafe extern "C" fn rpma_ep_next_conn_req(
         let cfg = unsafe { cfg_or_default(cfg) };
         let req = e.ep.next_conn_req(cfg.as_ref()).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(req_ptr, RpmaConnReq { req }) };
+        unsafe { give(req_ptr, RpmaConnReq { req: Mutex::new(req) }) };
         Ok(())
     })
 }
@@ -212,7 +259,7 @@ pub unsafe extern "C" fn rpma_conn_req_new(
         let cfg = unsafe { cfg_or_default(cfg) };
         let req = ConnReq::new(&p.peer, addr, port, cfg.as_ref()).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(req_ptr, RpmaConnReq { req }) };
+        unsafe { give(req_ptr, RpmaConnReq { req: Mutex::new(req) }) };
         Ok(())
     })
 }
@@ -246,11 +293,11 @@ pub unsafe extern "C" fn rpma_conn_req_connect(
         let bytes = match bytes {
             Ok(b) if !conn_ptr.is_null() => b,
             _ => {
-                let _ = req.req.delete();
+                let _ = req.req.into_inner().unwrap_or_else(PoisonError::into_inner).delete();
                 return Err(E_INVAL);
             }
         };
-        let conn = req.req.connect(bytes).map_err(code)?;
+        let conn = req.req.into_inner().unwrap_or_else(PoisonError::into_inner).connect(bytes).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(conn_ptr, RpmaConn::boxed(conn)) };
         Ok(())
@@ -266,7 +313,7 @@ pub unsafe extern "C" fn rpma_conn_req_delete(req_ptr: *mut *mut RpmaConnReq) ->
     guard(|| {
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(req_ptr) }? {
-            Some(r) => r.req.delete().map_err(code),
+            Some(r) => r.req.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code),
             None => Ok(()),
         }
     })
@@ -288,7 +335,7 @@ pub unsafe extern "C" fn rpma_conn_req_recv(
         // SAFETY: [C2] the caller's handles.
         let (r, d) = unsafe { (handle(req)?, handle(dst)?) };
         let end = offset.checked_add(len).ok_or(E_INVAL)?;
-        r.req.recv(d.mr.slice(offset..end)).context(op_context as u64).post().map_err(code)
+        lock(&r.req).recv(d.mr.slice(offset..end)).context(op_context as u64).post().map_err(code)
     })
 }
 
@@ -305,8 +352,9 @@ pub unsafe extern "C" fn rpma_conn_req_get_private_data(
         // SAFETY: [C2] the caller's handle.
         let r = unsafe { handle(req) }?;
         nonnull(pdata)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(pdata, rpma_conn_private_data::of(r.req.private_data())) };
+        // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
+        // request's, live until it is connected or deleted, and read-only to C (librpma.h).
+        unsafe { put(pdata, rpma_conn_private_data::of(lock(&r.req).private_data())) };
         Ok(())
     })
 }
@@ -330,7 +378,13 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut 
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(event)?;
-        let ev = c.conn.next_event().map_err(code)?;
+        let ev = blocking(
+            &c.conn,
+            ErrorKind::NoEvent,
+            |c| Ok(c.event_fd().as_raw_fd()),
+            Conn::next_event,
+            |c| c.next_event_timeout(WAIT_SLICE),
+        )?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(event, ev as c_int) };
         Ok(())
@@ -348,7 +402,7 @@ pub unsafe extern "C" fn rpma_conn_get_event_fd(conn_: *const RpmaConn, fd: *mut
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(fd, c.conn.event_fd().as_raw_fd()) };
+        unsafe { put(fd, lock(&c.conn).event_fd().as_raw_fd()) };
         Ok(())
     })
 }
@@ -363,7 +417,7 @@ pub unsafe extern "C" fn rpma_conn_get_compl_fd(conn_: *const RpmaConn, fd: *mut
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
-        let raw = c.conn.compl_fd().map_err(code)?.as_raw_fd();
+        let raw = lock(&c.conn).compl_fd().map_err(code)?.as_raw_fd();
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(fd, raw) };
         Ok(())
@@ -396,7 +450,7 @@ pub unsafe extern "C" fn rpma_conn_get_rcq(conn_: *const RpmaConn, rcq_ptr: *mut
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(rcq_ptr)?;
-        let p = if c.conn.rcq().is_some() { std::ptr::addr_of!(c.rcq).cast_mut() } else { std::ptr::null_mut() };
+        let p = if lock(&c.conn).rcq().is_some() { std::ptr::addr_of!(c.rcq).cast_mut() } else { std::ptr::null_mut() };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };
         Ok(())
@@ -419,7 +473,13 @@ pub unsafe extern "C" fn rpma_conn_wait(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
-        let (_, rcq) = c.conn.wait().map_err(code)?;
+        let rcq = blocking(
+            &c.conn,
+            ErrorKind::NoCompletion,
+            |c| Ok(c.compl_fd().map_err(code)?.as_raw_fd()),
+            |c| c.wait().map(|(_, rcq)| rcq),
+            |c| c.wait_timeout(WAIT_SLICE).map(|(_, rcq)| rcq),
+        )?;
         let h = if rcq { std::ptr::addr_of!(c.rcq) } else { std::ptr::addr_of!(c.cq) };
         // SAFETY: [C1] checked non-NULL out-parameters (is_rcq is optional).
         unsafe {
@@ -441,7 +501,7 @@ pub unsafe extern "C" fn rpma_conn_disconnect(conn_: *mut RpmaConn) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
-        c.conn.disconnect().map_err(code)
+        lock(&c.conn).disconnect().map_err(code)
     })
 }
 
@@ -457,7 +517,7 @@ pub unsafe extern "C" fn rpma_conn_delete(conn_ptr: *mut *mut RpmaConn) -> c_int
         match unsafe { take(conn_ptr) }? {
             Some(c) => {
                 let RpmaConn { conn, .. } = *c;
-                conn.delete().map_err(code)
+                conn.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
             }
             None => Ok(()),
         }
@@ -477,8 +537,10 @@ pub unsafe extern "C" fn rpma_conn_get_private_data(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(pdata)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(pdata, rpma_conn_private_data::of(c.conn.private_data())) };
+        // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
+        // connection's (set once, at ESTABLISHED), live until rpma_conn_delete, and read-only
+        // to C (librpma.h).
+        unsafe { put(pdata, rpma_conn_private_data::of(lock(&c.conn).private_data())) };
         Ok(())
     })
 }
@@ -492,7 +554,7 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(conn_: *mut RpmaConn, p
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, p) = unsafe { (conn(conn_)?, handle(pcfg)?) };
-        c.conn.apply_remote_peer_cfg(&p.cfg());
+        lock(&c.conn).apply_remote_peer_cfg(&p.cfg());
         Ok(())
     })
 }
@@ -508,18 +570,18 @@ pub unsafe extern "C" fn rpma_conn_get_qp_num(conn_: *const RpmaConn, qp_num: *m
         let c = unsafe { conn(conn_) }?;
         nonnull(qp_num)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(qp_num, c.conn.qp_num()) };
+        unsafe { put(qp_num, lock(&c.conn).qp_num()) };
         Ok(())
     })
 }
 
-/// The CQ behind `cq`.
+/// Runs `f` on the CQ behind `cq` with its owner's lock held.
 ///
 /// # Safety
-/// C2: `cq` is NULL or a CQ handle of a live connection.
-unsafe fn cq<'a>(cq: *const RpmaCq) -> CResult<Cq<'a, M>> {
-    // SAFETY: [C2] the caller's handle, inside a live connection.
-    unsafe { handle(cq)?.cq() }
+/// C2: `cq` is NULL or a CQ handle of a live connection or shared RQ.
+unsafe fn with_cq<R>(cq: *const RpmaCq, f: impl FnOnce(&Cq<'_, M>) -> CResult<R>) -> CResult<R> {
+    // SAFETY: [C2] the caller's handle, inside a live connection or shared RQ.
+    unsafe { handle(cq)?.with(f) }
 }
 
 /// `rpma_cq_get_fd`.
@@ -530,24 +592,37 @@ unsafe fn cq<'a>(cq: *const RpmaCq) -> CResult<Cq<'a, M>> {
 pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let q = unsafe { cq(cq_) }?;
+        let raw = unsafe { with_cq(cq_, |q| Ok(q.fd().as_raw_fd())) }?;
         nonnull(fd)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(fd, q.fd().as_raw_fd()) };
+        unsafe { put(fd, raw) };
         Ok(())
     })
 }
 
-/// `rpma_cq_wait`.
+/// `rpma_cq_wait`: the owner's lock is held for at most a short slice at a time (other
+/// threads post and poll while this one waits).
 ///
 /// # Safety
 /// C2: `cq` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
-    guard(|| {
+    guard(|| loop {
         // SAFETY: [C2] the caller's handle.
-        let q = unsafe { cq(cq_) }?;
-        q.wait().map_err(code)
+        let r = unsafe {
+            with_cq(cq_, |q| {
+                if is_nonblocking(q.fd().as_raw_fd()) {
+                    return q.wait().map(|()| true).map_err(code);
+                }
+                match q.wait_timeout(WAIT_SLICE) {
+                    Err(e) if e.kind() == ErrorKind::NoCompletion => Ok(false),
+                    r => r.map(|()| true).map_err(code),
+                }
+            })
+        }?;
+        if r {
+            return Ok(());
+        }
     })
 }
 
@@ -566,8 +641,8 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
 ) -> c_int {
     guard(|| {
         let n = usize::try_from(num_entries).ok().filter(|n| *n >= 1).ok_or(E_INVAL)?;
-        // SAFETY: [C2] the caller's handle.
-        let q = unsafe { cq(cq_) }?;
+        // SAFETY: [C2] the caller's handle (checked before the other arguments, as before).
+        unsafe { with_cq(cq_, |_| Ok(())) }?;
         nonnull(wc)?;
         if n > 1 && num_entries_got.is_null() {
             return Err(E_INVAL);
@@ -575,7 +650,8 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose layout
         // Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
         let entries = unsafe { std::slice::from_raw_parts_mut(wc, n) };
-        let got = q.poll(entries).map_err(code)?;
+        // SAFETY: [C2] the caller's handle.
+        let got = unsafe { with_cq(cq_, |q| q.poll(entries).map_err(code)) }?;
         if got == 0 {
             return Err(E_NO_COMPLETION);
         }
@@ -586,3 +662,11 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         Ok(())
     })
 }
+
+/// The locks above make the handles `Sync` only if what they hold may move between threads.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Conn<M>>();
+    send::<ConnReq<M>>();
+    send::<Srq<M>>();
+};

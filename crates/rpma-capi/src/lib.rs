@@ -36,6 +36,8 @@ use rpma_core::{Error, ErrorKind};
 pub(crate) const E_UNKNOWN: c_int = ErrorKind::Unknown.code();
 /// `RPMA_E_INVAL`.
 pub(crate) const E_INVAL: c_int = ErrorKind::Inval.code();
+/// `RPMA_E_PROVIDER`.
+pub(crate) const E_PROVIDER: c_int = ErrorKind::Provider.code();
 /// `RPMA_E_NO_COMPLETION`.
 pub(crate) const E_NO_COMPLETION: c_int = ErrorKind::NoCompletion.code();
 

@@ -8,7 +8,9 @@ use rpma_mem::Memory;
 
 use crate::backend::M;
 use crate::peer::RpmaPeer;
-use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL};
+use rpma_core::rpma_log;
+
+use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL, E_PROVIDER};
 
 /// `struct rpma_mr_local`: the registration and the caller's base pointer.
 pub struct RpmaMrLocal {
@@ -47,7 +49,9 @@ pub unsafe extern "C" fn rpma_mr_reg(
         let usage = u32::try_from(usage).map_err(|_| E_INVAL)?;
         let usage = Usage::from_bits_retain(usage);
         // SAFETY: [M6, C1] the caller keeps [ptr, ptr + size) valid and reaches it by no Rust
-        // reference until rpma_mr_dereg; no release function: the memory stays the caller's.
+        // reference until rpma_mr_dereg returns 0, which it does only once no operation in
+        // flight holds the region (else RPMA_E_PROVIDER, region kept); no release function:
+        // the memory stays the caller's.
         let memory = unsafe { Memory::from_raw_parts(base, size, None) };
         let mr = p.peer.reg_mr(memory, usage).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
@@ -56,16 +60,36 @@ pub unsafe extern "C" fn rpma_mr_reg(
     })
 }
 
-/// `rpma_mr_dereg`: frees the handle and NULLs `*mr_ptr`, even when deregistration fails.
+/// `rpma_mr_dereg`: deregisters the region, frees the handle and NULLs `*mr_ptr` (also when
+/// deregistration fails). While an operation in flight (a posted receive, an unsignaled or not
+/// yet completed operation) still holds the region, it is `RPMA_E_PROVIDER` with an ERROR log
+/// line (EBUSY) and the handle stays valid and untouched: the memory is the caller's, who could
+/// free it on success while the device still reaches it (librpma deregistered at once).
 ///
 /// # Safety
-/// C1/C2: `mr_ptr` is NULL or a slot holding NULL or a live region.
+/// C1/C2: `mr_ptr` is NULL or a slot holding NULL or a live region used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
     guard(|| {
+        nonnull(mr_ptr)?;
+        // SAFETY: [C1] mr_ptr is a valid slot.
+        let p = unsafe { mr_ptr.read() };
+        // SAFETY: [C2] the slot holds NULL or a live handle.
+        if let Some(m) = unsafe { p.as_ref() } {
+            if m.mr.is_in_use() {
+                rpma_log!(
+                    Error,
+                    "rpma_mr_dereg: the region is in use by an operation in flight (EBUSY): complete \
+                     or retire it first; the region stays registered"
+                );
+                return Err(E_PROVIDER);
+            }
+        }
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(mr_ptr) }? {
-            // The memory handed back has no release function: dropping it leaves it to the caller.
+            // Nothing holds the region (checked above, and no other thread uses it: C2), so
+            // deregistration is not deferred. The memory handed back has no release function:
+            // dropping it leaves it to the caller.
             Some(m) => m.mr.dereg().map(drop).map_err(code),
             None => Ok(()),
         }
@@ -150,8 +174,13 @@ pub unsafe extern "C" fn rpma_mr_remote_from_descriptor(
     guard(|| {
         nonnull(desc)?;
         nonnull(mr_ptr)?;
-        // SAFETY: [C1] desc is readable for desc_size bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), desc_size) };
+        if desc_size < MR_DESCRIPTOR_SIZE {
+            return Err(E_INVAL);
+        }
+        // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
+        let len = desc_size.min(MR_DESCRIPTOR_SIZE);
+        // SAFETY: [C1] desc is readable for desc_size >= len bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let mr = MrRemote::from_descriptor(bytes).map_err(code)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(mr_ptr, RpmaMrRemote { mr }) };

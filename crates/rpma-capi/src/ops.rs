@@ -65,7 +65,8 @@ pub unsafe extern "C" fn rpma_read(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let c = &unsafe { handle(conn) }?.conn;
+        let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
+        let c = &*g;
         let f = flags(flags_)?;
         // SAFETY: [C2] the caller's handles.
         let op = match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
@@ -93,7 +94,8 @@ unsafe fn write(
     op_context: *const c_void,
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
-    let c = &unsafe { handle(conn) }?.conn;
+    let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
+    let c = &*g;
     let f = flags(flags_)?;
     // SAFETY: [C2] the caller's handles.
     let op = match unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? {
@@ -166,7 +168,9 @@ pub unsafe extern "C" fn rpma_atomic_write(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handles.
-        let (c, d) = unsafe { (&handle(conn)?.conn, handle(dst)?) };
+        let (c, d) = unsafe { (handle(conn)?, handle(dst)?) };
+        let g = crate::conn::lock(&c.conn);
+        let c = &*g;
         nonnull(src)?;
         let f = flags(flags_)?;
         let mut value = [0u8; 8];
@@ -193,7 +197,9 @@ pub unsafe extern "C" fn rpma_flush(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handles.
-        let (c, d) = unsafe { (&handle(conn)?.conn, handle(dst)?) };
+        let (c, d) = unsafe { (handle(conn)?, handle(dst)?) };
+        let g = crate::conn::lock(&c.conn);
+        let c = &*g;
         let f = flags(flags_)?;
         let t = match type_ {
             0 => FlushType::Persistent,
@@ -219,7 +225,8 @@ unsafe fn send(
     op_context: *const c_void,
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
-    let c = &unsafe { handle(conn) }?.conn;
+    let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
+    let c = &*g;
     let f = flags(flags_)?;
     let op = if src.is_null() {
         if offset != 0 || len != 0 {
@@ -287,7 +294,8 @@ pub unsafe extern "C" fn rpma_recv(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let c = &unsafe { handle(conn) }?.conn;
+        let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
+        let c = &*g;
         let op = if dst.is_null() {
             if offset != 0 || len != 0 {
                 return Err(E_INVAL);

@@ -162,8 +162,10 @@ pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
         if desc_size < PEER_CFG_DESCRIPTOR_SIZE {
             return Err(E_INVAL);
         }
-        // SAFETY: [C1] desc is readable for desc_size bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), desc_size) };
+        // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
+        let len = desc_size.min(PEER_CFG_DESCRIPTOR_SIZE);
+        // SAFETY: [C1] desc is readable for desc_size >= len bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let cfg = PeerCfg::from_descriptor(bytes).map_err(code)?;
         let c = RpmaPeerCfg { direct: AtomicBool::new(cfg.direct_write_to_pmem()) };
         // SAFETY: [C1] checked non-NULL out-parameter.

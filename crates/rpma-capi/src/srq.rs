@@ -2,6 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use rpma_core::{Srq, SrqCfg};
 
@@ -17,9 +18,11 @@ pub struct RpmaSrqCfg {
     rcq_size: AtomicU32,
 }
 
-/// `struct rpma_srq`: the shared RQ and the handle of its receive CQ.
+/// `struct rpma_srq`: the shared RQ, behind a lock that `rpma_srq_recv` and its receive CQ's
+/// functions hold (several threads may post to it and poll its CQ), and the handle of its
+/// receive CQ.
 pub struct RpmaSrq {
-    pub(crate) srq: Srq<M>,
+    pub(crate) srq: Mutex<Srq<M>>,
     rcq: RpmaCq,
 }
 
@@ -103,10 +106,12 @@ pub unsafe extern "C" fn rpma_srq_new(peer: *mut RpmaPeer, cfg: *mut RpmaSrqCfg,
                 .with_rcq_size(c.rcq_size.load(Ordering::Acquire))
         });
         let srq = Srq::new(&p.peer, cfg.as_ref()).map_err(code)?;
-        let mut b = Box::new(RpmaSrq { srq, rcq: RpmaCq::of_srq(std::ptr::null()) });
-        b.rcq = RpmaCq::of_srq(std::ptr::addr_of!(b.srq));
+        let b = Box::into_raw(Box::new(RpmaSrq { srq: Mutex::new(srq), rcq: RpmaCq::of_srq(std::ptr::null()) }));
+        // The CQ's pointer derives from the raw pointer `b` (no reference to the box is kept);
+        // SAFETY: [C2] b is the live, unaliased allocation just made.
+        unsafe { (*b).rcq = RpmaCq::of_srq(std::ptr::addr_of!((*b).srq)) };
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(srq_ptr, Box::into_raw(b)) };
+        unsafe { put(srq_ptr, b) };
         Ok(())
     })
 }
@@ -123,7 +128,7 @@ pub unsafe extern "C" fn rpma_srq_delete(srq_ptr: *mut *mut RpmaSrq) -> c_int {
         match unsafe { take(srq_ptr) }? {
             Some(s) => {
                 let RpmaSrq { srq, .. } = *s;
-                srq.delete().map_err(code)
+                srq.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
             }
             None => Ok(()),
         }
@@ -146,16 +151,18 @@ pub unsafe extern "C" fn rpma_srq_recv(
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let s = unsafe { handle(srq) }?;
+        let g = crate::conn::lock(&s.srq);
+        let s = &*g;
         let op = if dst.is_null() {
             if offset != 0 || len != 0 {
                 return Err(E_INVAL);
             }
-            s.srq.recv_empty()
+            s.recv_empty()
         } else {
             // SAFETY: [C2] the caller's handle.
             let d = unsafe { handle(dst) }?;
             let end = offset.checked_add(len).ok_or(E_INVAL)?;
-            s.srq.recv(d.mr.slice(offset..end))
+            s.recv(d.mr.slice(offset..end))
         };
         op.context(op_context as u64).post().map_err(code)
     })
@@ -171,7 +178,11 @@ pub unsafe extern "C" fn rpma_srq_get_rcq(srq: *const RpmaSrq, rcq_ptr: *mut *mu
         // SAFETY: [C2] the caller's handle.
         let s = unsafe { handle(srq) }?;
         nonnull(rcq_ptr)?;
-        let p = if s.srq.rcq().is_some() { std::ptr::addr_of!(s.rcq).cast_mut() } else { std::ptr::null_mut() };
+        let p = if crate::conn::lock(&s.srq).rcq().is_some() {
+            std::ptr::addr_of!(s.rcq).cast_mut()
+        } else {
+            std::ptr::null_mut()
+        };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };
         Ok(())

@@ -112,6 +112,16 @@ fn end_to_end_on_the_mock() {
 }
 
 #[test]
+fn two_threads_post_on_one_connection_while_a_third_polls() {
+    run_ok("threads", "threads.c", true);
+}
+
+#[test]
+fn dereg_of_a_region_in_use_fails_and_keeps_the_handle() {
+    run_ok("dereg", "dereg.c", true);
+}
+
+#[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);
 }

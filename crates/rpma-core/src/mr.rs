@@ -244,6 +244,13 @@ impl<T: Transport> MrLocal<T> {
         self.mr.advise(offset, len, advice, flags).map_err(|e| e.in_op(OP))
     }
 
+    /// Whether an operation in flight (posted and not retired yet) still holds the region:
+    /// then [`MrLocal::dereg`] would defer deregistration (`Ok(None)`).
+    #[must_use]
+    pub fn is_in_use(&self) -> bool {
+        Arc::strong_count(&self.mr) > 1
+    }
+
     /// `rpma_mr_dereg`: deregisters the region now and gives its memory back. (Dropping it
     /// deregisters too, logging a failure.) If an operation in flight still holds the region,
     /// deregistration happens when that operation is retired, the memory is freed then, and

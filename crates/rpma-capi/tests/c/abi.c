@@ -4,11 +4,31 @@
  * -lrpma against rpma-rs's librpma.so and run on RPMA_BACKEND=mock: a connection, a write
  * and a read through the same bytes, teardown. Proves the ABI, not just the API.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <librpma.h>
+
+/*
+ * rpma_cq_get_wc writes rpma_core::Wc entries into the caller's struct ibv_wc array: the
+ * layouts must agree (rpma_core::WC_LAYOUT, checked by its own unit test).
+ */
+_Static_assert(sizeof(struct ibv_wc) == 48, "struct ibv_wc is 48 bytes, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, wr_id) == 0, "ibv_wc.wr_id at 0, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, status) == 8, "ibv_wc.status at 8, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, opcode) == 12, "ibv_wc.opcode at 12, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, vendor_err) == 16, "ibv_wc.vendor_err at 16");
+_Static_assert(offsetof(struct ibv_wc, byte_len) == 20, "ibv_wc.byte_len at 20, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, imm_data) == 24, "ibv_wc.imm_data at 24, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, qp_num) == 28, "ibv_wc.qp_num at 28, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, src_qp) == 32, "ibv_wc.src_qp at 32, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, wc_flags) == 36, "ibv_wc.wc_flags at 36, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, pkey_index) == 40, "ibv_wc.pkey_index at 40");
+_Static_assert(offsetof(struct ibv_wc, slid) == 42, "ibv_wc.slid at 42, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, sl) == 44, "ibv_wc.sl at 44, as rpma_core::Wc");
+_Static_assert(offsetof(struct ibv_wc, dlid_path_bits) == 45, "ibv_wc.dlid_path_bits at 45");
 
 #define CHECK(expr)                                                                      \
 	do {                                                                             \

@@ -7,6 +7,7 @@
  * before the server takes it.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,10 @@ static void peer_cfg(void)
 	INVAL(rpma_peer_cfg_from_descriptor(desc, 1, NULL));
 	EXPECT(pcfg == SENTINEL);
 	OK(rpma_peer_cfg_from_descriptor(desc, 1, &pcfg));
+	/* a desc_size beyond the descriptor: only the descriptor's byte is read */
+	struct rpma_peer_cfg *pcfg2 = NULL;
+	OK(rpma_peer_cfg_from_descriptor(desc, SIZE_MAX, &pcfg2));
+	OK(rpma_peer_cfg_delete(&pcfg2));
 	OK(rpma_peer_cfg_get_direct_write_to_pmem(pcfg, &b));
 	EXPECT(b);
 	INVAL(rpma_peer_cfg_set_direct_write_to_pmem(NULL, true));
@@ -237,6 +242,10 @@ int main(void)
 	INVAL(rpma_mr_remote_from_descriptor(zero_usage, 21, &remote));
 	EXPECT(remote == SENTINEL);
 	OK(rpma_mr_remote_from_descriptor(desc, 21, &remote));
+	/* a desc_size beyond the descriptor: only its 21 bytes are read */
+	struct rpma_mr_remote *remote2 = NULL;
+	OK(rpma_mr_remote_from_descriptor(desc, SIZE_MAX, &remote2));
+	OK(rpma_mr_remote_delete(&remote2));
 	int flush_type = -1;
 	INVAL(rpma_mr_remote_get_size(NULL, &size));
 	INVAL(rpma_mr_remote_get_size(remote, NULL));
