@@ -116,44 +116,10 @@ pub unsafe extern "C" fn rpma_conn_cfg_get_timeout(cfg: *const RpmaConnCfg, time
     })
 }
 
-macro_rules! u32_setting {
-    ($field:ident, $set:ident, $get:ident) => {
-        #[doc = concat!("`", stringify!($set), "`.")]
-        ///
-        /// # Safety
-        /// C2: `cfg` is NULL or live.
-        #[no_mangle]
-        pub unsafe extern "C" fn $set(cfg: *mut RpmaConnCfg, $field: u32) -> c_int {
-            guard(|| {
-                // SAFETY: [C2] the caller's handle.
-                let c = unsafe { handle(cfg) }?;
-                c.$field.store($field, Ordering::Release);
-                Ok(())
-            })
-        }
-
-        #[doc = concat!("`", stringify!($get), "`.")]
-        ///
-        /// # Safety
-        /// C1/C2: `cfg` is NULL or live; the out-parameter is NULL or writable.
-        #[no_mangle]
-        pub unsafe extern "C" fn $get(cfg: *const RpmaConnCfg, $field: *mut u32) -> c_int {
-            guard(|| {
-                // SAFETY: [C2] the caller's handle.
-                let c = unsafe { handle(cfg) }?;
-                nonnull($field)?;
-                // SAFETY: [C1] checked non-NULL out-parameter.
-                unsafe { put($field, c.$field.load(Ordering::Acquire)) };
-                Ok(())
-            })
-        }
-    };
-}
-
-u32_setting!(cq_size, rpma_conn_cfg_set_cq_size, rpma_conn_cfg_get_cq_size);
-u32_setting!(rcq_size, rpma_conn_cfg_set_rcq_size, rpma_conn_cfg_get_rcq_size);
-u32_setting!(sq_size, rpma_conn_cfg_set_sq_size, rpma_conn_cfg_get_sq_size);
-u32_setting!(rq_size, rpma_conn_cfg_set_rq_size, rpma_conn_cfg_get_rq_size);
+u32_setting!(RpmaConnCfg, cq_size, rpma_conn_cfg_set_cq_size, rpma_conn_cfg_get_cq_size);
+u32_setting!(RpmaConnCfg, rcq_size, rpma_conn_cfg_set_rcq_size, rpma_conn_cfg_get_rcq_size);
+u32_setting!(RpmaConnCfg, sq_size, rpma_conn_cfg_set_sq_size, rpma_conn_cfg_get_sq_size);
+u32_setting!(RpmaConnCfg, rq_size, rpma_conn_cfg_set_rq_size, rpma_conn_cfg_get_rq_size);
 
 /// `rpma_conn_cfg_set_compl_channel`.
 ///

@@ -18,6 +18,8 @@
 //! Unsafe code follows docs/memory.md; the C-ABI rules are C1 (pointers from C), C2 (handles
 //! from C) and C3 (function pointers from C).
 
+#[macro_use]
+mod setting;
 mod backend;
 mod cfg;
 mod conn;

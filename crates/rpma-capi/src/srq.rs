@@ -52,42 +52,8 @@ pub unsafe extern "C" fn rpma_srq_cfg_delete(cfg_ptr: *mut *mut RpmaSrqCfg) -> c
     guard(|| unsafe { take(cfg_ptr) }.map(drop))
 }
 
-macro_rules! u32_setting {
-    ($field:ident, $set:ident, $get:ident) => {
-        #[doc = concat!("`", stringify!($set), "`.")]
-        ///
-        /// # Safety
-        /// C2: `cfg` is NULL or live.
-        #[no_mangle]
-        pub unsafe extern "C" fn $set(cfg: *mut RpmaSrqCfg, $field: u32) -> c_int {
-            guard(|| {
-                // SAFETY: [C2] the caller's handle.
-                let c = unsafe { handle(cfg) }?;
-                c.$field.store($field, Ordering::Release);
-                Ok(())
-            })
-        }
-
-        #[doc = concat!("`", stringify!($get), "`.")]
-        ///
-        /// # Safety
-        /// C1, C2: `cfg` is NULL or live; the out-parameter is NULL or writable.
-        #[no_mangle]
-        pub unsafe extern "C" fn $get(cfg: *const RpmaSrqCfg, $field: *mut u32) -> c_int {
-            guard(|| {
-                // SAFETY: [C2] the caller's handle.
-                let c = unsafe { handle(cfg) }?;
-                nonnull($field)?;
-                // SAFETY: [C1] checked non-NULL out-parameter.
-                unsafe { put($field, c.$field.load(Ordering::Acquire)) };
-                Ok(())
-            })
-        }
-    };
-}
-
-u32_setting!(rq_size, rpma_srq_cfg_set_rq_size, rpma_srq_cfg_get_rq_size);
-u32_setting!(rcq_size, rpma_srq_cfg_set_rcq_size, rpma_srq_cfg_get_rcq_size);
+u32_setting!(RpmaSrqCfg, rq_size, rpma_srq_cfg_set_rq_size, rpma_srq_cfg_get_rq_size);
+u32_setting!(RpmaSrqCfg, rcq_size, rpma_srq_cfg_set_rcq_size, rpma_srq_cfg_get_rcq_size);
 
 /// `rpma_srq_new`: `cfg` NULL means the defaults.
 ///

@@ -14,23 +14,7 @@
 
 #include <librpma.h>
 
-#define CHECK(expr)                                                                      \
-	do {                                                                             \
-		int ret_ = (expr);                                                       \
-		if (ret_ != 0) {                                                         \
-			fprintf(stderr, "%s:%d: %s = %d (%s)\n", __FILE__, __LINE__, #expr, ret_, \
-				rpma_err_2str(ret_));                                    \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
-
-#define EXPECT(cond)                                                                     \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
+#include "check.h"
 
 #define ADDR "127.0.0.1"
 #define PORT "7311"

@@ -10,6 +10,8 @@
 
 #include <librpma.h>
 
+#include "check.h"
+
 #define RET(expr, code)                                                                  \
 	do {                                                                             \
 		int ret_ = (expr);                                                       \
@@ -21,13 +23,6 @@
 	} while (0)
 #define OK(expr) RET(expr, 0)
 #define INVAL(expr) RET(expr, RPMA_E_INVAL)
-#define EXPECT(cond)                                                                     \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
 
 #define ADDR "127.0.0.1"
 #define PORT "7314"
