@@ -1,8 +1,10 @@
 //! File descriptors: a channel (CM events, completions, requests) gets its fd only when asked
-//! for (`fd()`, `event_fd()`, a wait with a deadline), one eventfd each; blocking waits need none.
-//! 1000 connection pairs fit in the default limit of 1024 fds.
+//! for (`fd()`, `event_fd()`, `set_nonblocking`), one eventfd each; blocking waits and waits
+//! with a deadline (`next_event_timeout`, `Cq::wait_timeout`) need none. 1000 connection pairs
+//! fit in the default limit of 1024 fds.
 
 use std::process::Command;
+use std::time::Duration;
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
@@ -56,6 +58,14 @@ fn fds__child_1000_pairs_under_1024_fds() {
         client.write(rdst.at(8 * i), src.slice(..)).context(i as u64).post().unwrap();
         assert_eq!(next_wc(client.cq()).wr_id(), i as u64);
         pairs.push((client, server));
+    }
+    // Waits with a deadline, for an event and for a completion, make no fd either.
+    for (client, server) in &pairs {
+        let e = client.next_event_timeout(Duration::from_millis(1)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoEvent, "{e}");
+        assert!(e.to_string().contains("timed out"), "{e}");
+        let e = server.cq().wait_timeout(Duration::from_millis(1)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoCompletion, "{e}");
     }
     let used = open_fds();
     assert_eq!(used, before, "{PAIRS} pairs opened fds");

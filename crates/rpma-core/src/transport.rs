@@ -37,6 +37,7 @@
 use std::fmt::Debug;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rpma_mem::{Memory, VolatileSlice};
 
@@ -436,6 +437,16 @@ pub trait CqBackend: Send + 'static {
     /// # Errors
     /// `NoCompletion` if no event can be had (non-blocking fd); `Provider` if re-arming fails.
     fn wait(&self) -> Result<()>;
+    /// [`CqBackend::wait`] for at most `timeout` (non-zero), without the fd: `None` if the
+    /// backend has no such wait (the default), and rpma-core then polls [`CqBackend::fd`]. A
+    /// backend whose fds are made on demand (the mock) waits here without making one.
+    ///
+    /// # Errors
+    /// `NoCompletion` if no event came in time; as [`CqBackend::wait`].
+    fn wait_timeout(&self, timeout: Duration) -> Option<Result<()>> {
+        let _ = timeout;
+        None
+    }
 }
 
 /// A shared receive queue.
@@ -549,6 +560,18 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// # Errors
     /// `NoEvent` if nothing is pending on a non-blocking fd; `Provider`.
     fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)>;
+    /// [`QpBackend::next_event`] waiting at most `timeout` (non-zero), without the fd: `None` if
+    /// the backend has no such wait (the default), and rpma-core then polls
+    /// [`QpBackend::event_fd`]. A backend whose fds are made on demand (the mock) waits here
+    /// without making one, so that many connections need no fd each.
+    ///
+    /// # Errors
+    /// `NoEvent` if no event came in time; as [`QpBackend::next_event`].
+    #[allow(clippy::type_complexity)]
+    fn next_event_timeout(&self, timeout: Duration) -> Option<Result<(CmEvent, Option<Box<[u8]>>)>> {
+        let _ = timeout;
+        None
+    }
     /// `rdma_disconnect`.
     ///
     /// # Errors

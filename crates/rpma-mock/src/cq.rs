@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use rpma_core::transport::{CqBackend, CqSlot};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
@@ -353,10 +354,21 @@ impl CqBackend for MockCq {
     }
 
     fn wait(&self) -> Result<()> {
+        self.wait_until(None)
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Option<Result<()>> {
+        Some(self.wait_until(Instant::now().checked_add(timeout)))
+    }
+}
+
+impl MockCq {
+    /// [`CqBackend::wait`], until `deadline` at most (without making the channel's fd).
+    fn wait_until(&self, deadline: Option<Instant>) -> Result<()> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
         let hook = s.progress.as_ref().map(|p| move || s.progress(p, true));
-        match s.channel.pop_with(hook.as_ref().map(|h| h as &dyn Fn())) {
+        match s.channel.pop_until(hook.as_ref().map(|h| h as &dyn Fn()), deadline) {
             Ok(Some(_)) => s.rearm(),
             Ok(None) => Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event")),
             Err(e) => Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event").with_detail(&e.to_string())),

@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -85,7 +85,17 @@ impl<E> Notifier<E> {
     /// `progress` (deferred mode) runs before each look and every millisecond while waiting:
     /// the work whose completion is awaited may still have to execute.
     pub(crate) fn pop_with(&self, progress: Option<&dyn Fn()>) -> std::io::Result<Option<E>> {
-        let nonblocking = self.nonblocking();
+        self.pop_until(progress, None)
+    }
+
+    /// [`Notifier::pop_with`] waiting until `deadline` at most, whatever the fd's mode (and
+    /// without making the fd): `Ok(None)` if nothing came by then.
+    pub(crate) fn pop_until(
+        &self,
+        progress: Option<&dyn Fn()>,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<Option<E>> {
+        let nonblocking = deadline.is_none() && self.nonblocking();
         if let Some(p) = progress {
             p();
         }
@@ -107,10 +117,19 @@ impl<E> Notifier<E> {
             if nonblocking {
                 return Ok(None);
             }
-            g = match progress {
-                None => self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
-                Some(p) => {
-                    let (g, _) = self.cv.wait_timeout(g, PROGRESS_TICK).unwrap_or_else(PoisonError::into_inner);
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(None),
+                },
+            };
+            g = match (progress, left) {
+                (None, None) => self.cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                (None, Some(left)) => self.cv.wait_timeout(g, left).unwrap_or_else(PoisonError::into_inner).0,
+                (Some(p), left) => {
+                    let tick = left.map_or(PROGRESS_TICK, |l| l.min(PROGRESS_TICK));
+                    let (g, _) = self.cv.wait_timeout(g, tick).unwrap_or_else(PoisonError::into_inner);
                     drop(g);
                     p();
                     self.lock()

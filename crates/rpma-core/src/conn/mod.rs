@@ -106,8 +106,13 @@ impl<T: Transport> Conn<T> {
     /// [`Unknown`](crate::ErrorKind::Unknown) for an unexpected CM event (it is acknowledged);
     /// [`Provider`](crate::ErrorKind::Provider) if getting or acknowledging the event fails.
     pub fn next_event(&self) -> Result<ConnEvent> {
+        self.take_event(self.qp().next_event())
+    }
+
+    /// Maps a CM event the backend took (`rpma_conn_next_event`'s rules).
+    pub(crate) fn take_event(&self, taken: Result<(CmEvent, Option<Box<[u8]>>)>) -> Result<ConnEvent> {
         const OP: &str = "rpma_conn_next_event";
-        let (ev, pdata) = self.qp().next_event().map_err(|e| e.in_op(OP))?;
+        let (ev, pdata) = taken.map_err(|e| e.in_op(OP))?;
         let event = match ev {
             CmEvent::Established => {
                 if let Some(p) = pdata.filter(|p| !p.is_empty()) {

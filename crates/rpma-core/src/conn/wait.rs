@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::cfg::ConnCfg;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::Transport;
+use crate::transport::{CqBackend, QpBackend, Transport};
 use crate::types::ConnEvent;
 
 use super::{Conn, ConnReq, Cq, Ep};
@@ -42,6 +42,21 @@ pub(crate) fn set_nonblocking(op: &'static str, fd: BorrowedFd<'_>, on: bool) ->
     Ok(())
 }
 
+/// `Inval` for a zero timeout.
+fn zero_timeout(op: &'static str) -> Error {
+    Error::inval(op, "the timeout is zero (set the fd non-blocking to poll without waiting)")
+}
+
+/// A backend's own timed wait that found nothing (`empty`): says it timed out, as the fd
+/// path does.
+fn timed_out(e: Error, empty: ErrorKind, timeout: Duration) -> Error {
+    if e.kind() == empty {
+        e.with_detail(&format!("timed out after {timeout:?}"))
+    } else {
+        e
+    }
+}
+
 /// Calls `attempt` with `fd` non-blocking until it returns something other than `empty` (the
 /// kind that means "nothing pending"), polling `fd` in between, for at most `timeout`.
 fn with_deadline<R>(
@@ -52,7 +67,7 @@ fn with_deadline<R>(
     mut attempt: impl FnMut() -> Result<R>,
 ) -> Result<R> {
     if timeout.is_zero() {
-        return Err(Error::inval(op, "the timeout is zero (set the fd non-blocking to poll without waiting)"));
+        return Err(zero_timeout(op));
     }
     let deadline = Instant::now().checked_add(timeout);
     let was_nonblocking = is_nonblocking(op, fd)?;
@@ -110,7 +125,14 @@ impl<T: Transport> Conn<T> {
     /// [`NoEvent`](ErrorKind::NoEvent) if no event came in time; [`Inval`](ErrorKind::Inval)
     /// for a zero timeout; as [`Conn::next_event`] otherwise.
     pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
-        with_deadline("rpma_conn_next_event", self.event_fd(), timeout, ErrorKind::NoEvent, || self.next_event())
+        const OP: &str = "rpma_conn_next_event";
+        if timeout.is_zero() {
+            return Err(zero_timeout(OP));
+        }
+        match self.qp().next_event_timeout(timeout) {
+            Some(taken) => self.take_event(taken.map_err(|e| timed_out(e, ErrorKind::NoEvent, timeout))),
+            None => with_deadline(OP, self.event_fd(), timeout, ErrorKind::NoEvent, || self.next_event()),
+        }
     }
 
     /// [`Conn::wait`] waiting at most `timeout`.
@@ -144,7 +166,17 @@ impl<T: Transport> Cq<'_, T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
     /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Cq::wait`] otherwise.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        with_deadline("rpma_cq_wait", self.fd(), timeout, ErrorKind::NoCompletion, || self.wait())
+        const OP: &str = "rpma_cq_wait";
+        if timeout.is_zero() {
+            return Err(zero_timeout(OP));
+        }
+        if self.shared {
+            return Err(Error::new(ErrorKind::SharedChannel, OP));
+        }
+        match self.cq.wait_timeout(timeout) {
+            Some(r) => r.map_err(|e| timed_out(e, ErrorKind::NoCompletion, timeout).in_op(OP)),
+            None => with_deadline(OP, self.fd(), timeout, ErrorKind::NoCompletion, || self.wait()),
+        }
     }
 
     /// Makes the CQ's completion-channel fd non-blocking (`on`) or blocking.

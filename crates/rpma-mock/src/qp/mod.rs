@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendOp, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
@@ -397,6 +398,19 @@ impl MockQp {
         Ok(())
     }
 
+    /// [`QpBackend::next_event`], waiting until `deadline` at most (without making the event
+    /// channel's fd).
+    fn next_event_until(&self, deadline: Option<Instant>) -> Result<(CmEvent, Option<Box<[u8]>>)> {
+        self.shared.fabric.faults.check("rdma_get_cm_event")?;
+        let hook = self.progress_hook();
+        match self.shared.events.pop_until(hook.as_ref().map(|h| h as &dyn Fn()), deadline) {
+            // A failed ack loses the event (as librpma: the private-data copy is discarded).
+            Ok(Some(e)) => self.shared.fabric.faults.check("rdma_ack_cm_event").map(|()| e),
+            Ok(None) => Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
+            Err(e) => Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
+        }
+    }
+
     /// What a wait of this connection runs while it waits, in the deferred mode.
     fn progress_hook(&self) -> Option<impl Fn() + '_> {
         self.shared.deferred.as_ref().map(|_| || progress_conn(&self.shared, true))
@@ -615,14 +629,11 @@ impl QpBackend<MockFabric> for MockQp {
     }
 
     fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)> {
-        self.shared.fabric.faults.check("rdma_get_cm_event")?;
-        let hook = self.progress_hook();
-        match self.shared.events.pop_with(hook.as_ref().map(|h| h as &dyn Fn())) {
-            // A failed ack loses the event (as librpma: the private-data copy is discarded).
-            Ok(Some(e)) => self.shared.fabric.faults.check("rdma_ack_cm_event").map(|()| e),
-            Ok(None) => Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
-            Err(e) => Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
-        }
+        self.next_event_until(None)
+    }
+
+    fn next_event_timeout(&self, timeout: Duration) -> Option<Result<(CmEvent, Option<Box<[u8]>>)>> {
+        Some(self.next_event_until(Instant::now().checked_add(timeout)))
     }
 
     fn disconnect(&self) -> Result<()> {

@@ -2,7 +2,6 @@
 //! writes) ends after `--timeout` without progress, with an error naming the wait, so a lost
 //! peer cannot hang a phase.
 
-use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -60,18 +59,6 @@ fn secs(d: Duration) -> String {
     } else {
         format!("{s}")
     }
-}
-
-/// Waits up to `limit` for `fds` (any) to become readable; which ones are.
-pub(super) fn readable(fds: &[BorrowedFd<'_>], limit: Duration) -> Result<Vec<bool>> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
-    let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)).collect();
-    match poll(&mut pfds, PollTimeout::from(ms)) {
-        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-        Err(e) => return Err(e).context("polling"),
-    }
-    Ok(pfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect())
 }
 
 /// The connection's next event, waiting at most `limit` for it (`Conn::next_event_timeout`).
