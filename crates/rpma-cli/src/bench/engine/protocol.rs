@@ -29,7 +29,7 @@ pub(super) const WC_BATCH: usize = 32;
 /// Empty polls a server thread spins through, then yields through, before it sleeps on its
 /// completion channel (busy enough for ping-pong latency, polite to the client's threads).
 pub(super) const SERVER_SPINS: u32 = 1024;
-pub(super) const SERVER_YIELDS: u32 = 50_000;
+pub(super) const SERVER_YIELDS: u32 = 2_000;
 /// Then the server sleeps in timed waits of this long for a completion, checking for a
 /// connection event and the client's failure between two.
 pub(super) const SERVER_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
