@@ -59,13 +59,25 @@ pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> 
     }
 }
 
-/// A length must fit one work request of the device.
+/// The largest length of one work request on a device: its `max_msg_size`, and at most
+/// `u32::MAX` (the length field of a verbs scatter-gather entry).
+#[must_use]
+pub const fn msg_limit(caps: &Capabilities) -> u64 {
+    if caps.max_msg_size < u32::MAX as u64 {
+        caps.max_msg_size
+    } else {
+        u32::MAX as u64
+    }
+}
+
+/// A length must fit one work request of the device: at most `limit`, its
+/// [`msg_limit`].
 ///
 /// # Errors
 /// `Inval`.
 #[inline(always)]
-pub fn msg_len(op: &'static str, caps: &Capabilities, len: usize) -> Result<()> {
-    if len as u64 > caps.max_msg_size || len > u32::MAX as usize {
+pub fn msg_len(op: &'static str, limit: u64, len: usize) -> Result<()> {
+    if len as u64 > limit {
         return Err(Error::inval(op, "len exceeds the device's maximum message size"));
     }
     Ok(())

@@ -35,11 +35,24 @@ pub(crate) struct OpLimits {
     pub(crate) max_sge_rd: u32,
     /// Inline bytes.
     pub(crate) max_inline: u32,
+    /// Bytes of one message ([`validate::msg_limit`](crate::validate::msg_limit) of the
+    /// device's capabilities, computed once).
+    pub(crate) max_msg: u64,
 }
 
 impl OpLimits {
     pub(crate) fn of<T: Transport>(qc: &QueueConfig<'_, T>, caps: &Capabilities) -> Self {
-        Self { max_sge: qc.max_sge, max_sge_rd: qc.max_sge.min(caps.max_sge_rd), max_inline: qc.max_inline }
+        Self {
+            max_sge: qc.max_sge,
+            max_sge_rd: qc.max_sge.min(caps.max_sge_rd),
+            max_inline: qc.max_inline,
+            max_msg: crate::validate::msg_limit(caps),
+        }
+    }
+
+    /// A shared receive queue's: one piece, nothing inline.
+    pub(crate) fn single(caps: &Capabilities) -> Self {
+        Self { max_sge: 1, max_sge_rd: 1, max_inline: 0, max_msg: crate::validate::msg_limit(caps) }
     }
 }
 
@@ -217,10 +230,6 @@ impl<T: Transport> Conn<T> {
     /// [`Provider`](crate::ErrorKind::Provider).
     pub fn delete(mut self) -> Result<()> {
         self.qp.take().map_or(Ok(()), |qp| qp.destroy().map_err(|e| e.in_op("rpma_conn_delete")))
-    }
-
-    pub(crate) fn caps(&self) -> &Capabilities {
-        &self.peer.inner.caps
     }
 
     pub(crate) const fn limits(&self) -> &OpLimits {

@@ -108,10 +108,6 @@ impl<T: Transport> ConnReq<T> {
         self.qp.as_ref().expect("qp present until consumed")
     }
 
-    pub(crate) fn caps(&self) -> &Capabilities {
-        &self.peer.inner.caps
-    }
-
     pub(crate) const fn peer(&self) -> &Peer<T> {
         &self.peer
     }

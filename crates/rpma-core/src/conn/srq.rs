@@ -6,10 +6,10 @@ use std::sync::Arc;
 use crate::cfg::{SrqCfg, DEFAULT_SRQ_SIZE};
 use crate::error::Result;
 use crate::peer::{Peer, PeerInner};
-use crate::transport::{Capabilities, SrqBackend, Transport};
+use crate::transport::{SrqBackend, Transport};
 use crate::validate;
 
-use super::Cq;
+use super::{Cq, OpLimits};
 
 /// A shared receive queue (`struct rpma_srq`): one set of receive buffers for several
 /// connections. Cheap to clone (a handle); connections using it keep it alive.
@@ -18,11 +18,13 @@ use super::Cq;
 pub struct Srq<T: Transport> {
     pub(super) srq: Arc<T::Srq>,
     _peer: Arc<PeerInner<T>>,
+    /// What a receive may use: one piece ([`OpLimits::single`]).
+    limits: OpLimits,
 }
 
 impl<T: Transport> Clone for Srq<T> {
     fn clone(&self) -> Self {
-        Self { srq: Arc::clone(&self.srq), _peer: Arc::clone(&self._peer) }
+        Self { srq: Arc::clone(&self.srq), _peer: Arc::clone(&self._peer), limits: self.limits }
     }
 }
 
@@ -46,7 +48,7 @@ impl<T: Transport> Srq<T> {
         validate::queue_size(OP, "rq_size", rq, peer.inner.caps.max_srq_wr)?;
         validate::queue_size(OP, "rcq_size", rcq, peer.inner.caps.max_cqe)?;
         let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("rpma_srq_new"))?;
-        Ok(Self { srq: Arc::new(srq), _peer: Arc::clone(&peer.inner) })
+        Ok(Self { srq: Arc::new(srq), _peer: Arc::clone(&peer.inner), limits: OpLimits::single(&peer.inner.caps) })
     }
 
     pub(crate) fn backend(&self) -> &T::Srq {
@@ -57,8 +59,8 @@ impl<T: Transport> Srq<T> {
         &self._peer
     }
 
-    pub(crate) fn caps(&self) -> &Capabilities {
-        &self._peer.caps
+    pub(crate) const fn limits(&self) -> &OpLimits {
+        &self.limits
     }
 
     /// `rpma_srq_get_rcq`: the SRQ's receive CQ, or `None` if created with `rcq_size == 0`.

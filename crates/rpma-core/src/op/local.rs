@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::conn::OpLimits;
 use crate::error::{Error, Result};
 use crate::peer::PeerInner;
 use crate::transport::{Local, Transport};
@@ -43,10 +44,23 @@ impl<T: Transport> fmt::Debug for Src<'_, T> {
 /// Where a validated local side goes: `device_writes` (read destinations, receives), and how
 /// many pieces and inline bytes the connection allows.
 #[derive(Clone, Copy)]
-pub(super) struct Rules {
+pub(super) struct Rules<'l> {
     pub(super) device_writes: bool,
-    pub(super) max_pieces: u32,
-    pub(super) max_inline: u32,
+    /// Whether the pieces are a read's (bounded by `max_sge_rd`, not `max_sge`).
+    pub(super) read: bool,
+    /// Read only on the paths that need them (several pieces, inline data): the common case
+    /// of one registered piece loads nothing from here.
+    pub(super) limits: &'l OpLimits,
+}
+
+impl Rules<'_> {
+    fn max_pieces(&self) -> u32 {
+        if self.read {
+            self.limits.max_sge_rd
+        } else {
+            self.limits.max_sge
+        }
+    }
 }
 
 impl<'a, T: Transport> Src<'a, T> {
@@ -59,7 +73,7 @@ impl<'a, T: Transport> Src<'a, T> {
         self,
         op: &'static str,
         peer: &Arc<PeerInner<T>>,
-        rules: Rules,
+        rules: Rules<'_>,
     ) -> Result<(Local<'a, T>, usize)> {
         match self {
             Self::None => Ok((Local::None, 0)),
@@ -71,12 +85,12 @@ impl<'a, T: Transport> Src<'a, T> {
                 if pieces.is_empty() {
                     return Err(Error::inval(op, "no scatter-gather pieces"));
                 }
-                if pieces.len() > rules.max_pieces as usize {
+                if pieces.len() > rules.max_pieces() as usize {
                     return Err(Error::inval(op, "more scatter-gather pieces than the connection's max_sge")
                         .with_detail(&format!(
                             "{} pieces, max_sge {} (ConnCfg::with_max_sge, bounded by the device)",
                             pieces.len(),
-                            rules.max_pieces
+                            rules.max_pieces()
                         )));
                 }
                 let mut total = 0usize;
@@ -93,12 +107,12 @@ impl<'a, T: Transport> Src<'a, T> {
                 if bytes.is_empty() {
                     return Err(Error::inval(op, "inline data is empty"));
                 }
-                if bytes.len() > rules.max_inline as usize {
+                if bytes.len() > rules.limits.max_inline as usize {
                     return Err(Error::inval(op, "inline data exceeds the connection's max_inline").with_detail(
                         &format!(
                             "{} bytes, max_inline {} (ConnCfg::with_max_inline, bounded by the device)",
                             bytes.len(),
-                            rules.max_inline
+                            rules.limits.max_inline
                         ),
                     ));
                 }

@@ -1,9 +1,11 @@
 //! Receive buffers, posted to a connection, a connection request or a shared receive queue.
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::conn::{Conn, ConnReq, Srq};
+use crate::conn::{Conn, ConnReq, OpLimits, Srq};
 use crate::error::Result;
+use crate::peer::PeerInner;
 use crate::transport::{QpBackend, RecvWr, SrqBackend, Transport};
 use crate::validate;
 
@@ -99,16 +101,6 @@ impl<T: Transport> RecvQueue<'_, T> {
         }
     }
 
-    /// Posts one validated receive.
-    #[inline]
-    pub(super) fn post_one(&self, wr: RecvWr<'_, T>) -> Result<()> {
-        match self {
-            Self::Conn(c) => c.qp().post_recv_one(wr),
-            Self::Srq(s) => s.backend().post_recv(std::slice::from_ref(&wr)),
-            Self::Req(r) => r.qp().post_recv_one(wr),
-        }
-    }
-
     /// Posts a chain of validated receives (one doorbell).
     #[inline]
     pub(super) fn post(&self, wrs: &[RecvWr<'_, T>]) -> Result<()> {
@@ -150,15 +142,20 @@ impl<'c, T: Transport> Recv<'c, T> {
     #[inline]
     pub(super) fn into_wr(self) -> Result<(RecvWr<'c, T>, &'static str)> {
         let op = self.queue.op();
-        let (caps, max_pieces, peer) = match &self.queue {
-            RecvQueue::Conn(c) => (c.caps(), c.limits().max_sge, &c.peer().inner),
-            RecvQueue::Srq(s) => (s.caps(), 1, s.peer_inner()),
-            RecvQueue::Req(r) => (r.caps(), r.limits().max_sge, &r.peer().inner),
-        };
-        let rules = Rules { device_writes: true, max_pieces, max_inline: 0 };
-        let (local, len) = self.dst.validate(op, peer, rules)?;
-        validate::msg_len(op, caps, len)?;
-        Ok((RecvWr { local, wr_id: self.context }, op))
+        let wr = match &self.queue {
+            RecvQueue::Conn(c) => self.validated(op, c.limits(), &c.peer().inner),
+            RecvQueue::Srq(s) => self.validated(op, s.limits(), s.peer_inner()),
+            RecvQueue::Req(r) => self.validated(op, r.limits(), &r.peer().inner),
+        }?;
+        Ok((wr, op))
+    }
+
+    /// Validates the buffer against a queue's `limits` and `peer` (`op` names the call).
+    #[inline(always)]
+    fn validated(&self, op: &'static str, limits: &OpLimits, peer: &Arc<PeerInner<T>>) -> Result<RecvWr<'c, T>> {
+        let (local, len) = self.dst.validate(op, peer, Rules { device_writes: true, read: false, limits })?;
+        validate::msg_len(op, limits.max_msg, len)?;
+        Ok(RecvWr { local, wr_id: self.context })
     }
 
     /// Validates the buffer and posts it.
@@ -172,8 +169,21 @@ impl<'c, T: Transport> Recv<'c, T> {
     /// own).
     #[inline]
     pub fn post(self) -> Result<()> {
-        let queue = self.queue;
-        let (wr, op) = self.into_wr()?;
-        queue.post_one(wr).map_err(|e| e.in_op(op))
+        // One dispatch on the queue (each arm validates and posts), not one to validate and
+        // another to post.
+        match self.queue {
+            RecvQueue::Conn(c) => {
+                let wr = self.validated("rpma_recv", c.limits(), &c.peer().inner)?;
+                c.qp().post_recv_one(wr).map_err(|e| e.in_op("rpma_recv"))
+            }
+            RecvQueue::Srq(s) => {
+                let wr = self.validated("rpma_srq_recv", s.limits(), s.peer_inner())?;
+                s.backend().post_recv(std::slice::from_ref(&wr)).map_err(|e| e.in_op("rpma_srq_recv"))
+            }
+            RecvQueue::Req(r) => {
+                let wr = self.validated("rpma_conn_req_recv", r.limits(), &r.peer().inner)?;
+                r.qp().post_recv_one(wr).map_err(|e| e.in_op("rpma_conn_req_recv"))
+            }
+        }
     }
 }

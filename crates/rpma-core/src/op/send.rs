@@ -152,9 +152,8 @@ impl<T: Transport> sealed::Sealed for Send<'_, T> {}
 
 /// The rules of a send-queue operation's local side on `conn`.
 #[inline(always)]
-fn rules<T: Transport>(conn: &Conn<T>, device_writes: bool) -> Rules {
-    let l = conn.limits();
-    Rules { device_writes, max_pieces: if device_writes { l.max_sge_rd } else { l.max_sge }, max_inline: l.max_inline }
+fn rules<T: Transport>(conn: &Conn<T>, read: bool) -> Rules<'_> {
+    Rules { device_writes: read, read, limits: conn.limits() }
 }
 
 impl<'c, T: Transport> SendKind<'c, T> for Read<'c, T> {
@@ -169,7 +168,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Read<'c, T> {
         let remote = match self.src {
             None => None,
             Some(src) => {
-                validate::msg_len(OP, conn.caps(), len)?;
+                validate::msg_len(OP, conn.limits().max_msg, len)?;
                 Some(validate::remote_buf(OP, src.mr, src.offset, len, RemoteAccess::Read)?)
             }
         };
@@ -193,7 +192,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Write<'c, T> {
         let remote = match self.dst {
             None => None,
             Some(dst) => {
-                validate::msg_len(op, conn.caps(), len)?;
+                validate::msg_len(op, conn.limits().max_msg, len)?;
                 Some(validate::remote_buf(op, dst.mr, dst.offset, len, RemoteAccess::Write)?)
             }
         };
@@ -262,7 +261,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Send<'c, T> {
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         let op = SendKind::<T>::op_name(&self);
         let (local, len) = self.src.validate(op, &conn.peer().inner, rules(conn, false))?;
-        validate::msg_len(op, conn.caps(), len)?;
+        validate::msg_len(op, conn.limits().max_msg, len)?;
         let sop = self.imm.map_or(SendOp::Send, SendOp::SendImm);
         Ok(SendWr { op: sop, local, remote: None, len, signaled, wr_id })
     }
