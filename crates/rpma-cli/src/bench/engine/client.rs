@@ -53,7 +53,8 @@ pub(super) fn drive<T: Transport>(
         let before = total;
         for (lane, posted) in lanes.iter_mut().zip(posted.iter_mut()) {
             while lane.inflight < lane.qd {
-                let at = Instant::now();
+                // Each post reads the clock itself, right before posting; here it is read only
+                // for a phase of a given duration.
                 if lane.shape.batch > 1 {
                     // Chains of `--batch` operations. As single operations, one completion per
                     // `every` (`--cq-mod`): a chain is signaled (its last operation) when it
@@ -61,7 +62,7 @@ pub(super) fn drive<T: Transport>(
                     // not fit in the queue (so a completion always comes to free it).
                     let left = match stop {
                         Stop::Count(n) => n - *posted,
-                        Stop::Until(t) => u64::from(at < t) * u64::MAX,
+                        Stop::Until(t) => u64::from(Instant::now() < t) * u64::MAX,
                     };
                     let k = lane.shape.batch.min(usize::try_from(left).unwrap_or(usize::MAX));
                     let room = lane.qd - lane.inflight;
@@ -69,31 +70,31 @@ pub(super) fn drive<T: Transport>(
                         if k == 0 && lane.open > 0 {
                             // Time is up with unsignaled chains in flight: one signaled
                             // operation retires them.
-                            lane.post(op, size, at, true)?;
+                            lane.post(op, size, true)?;
                             *posted += 1;
                         }
                         break;
                     }
                     let last = left <= k as u64;
                     let signaled = last || lane.open + k >= every || room - k < k;
-                    lane.post_chain(op, size, at, k, signaled)?;
+                    lane.post_chain(op, size, k, signaled)?;
                     *posted += k as u64;
                     continue;
                 }
                 let (more, last) = match stop {
                     Stop::Count(n) => (*posted < n, *posted + 1 == n),
-                    Stop::Until(t) => (at < t, false),
+                    Stop::Until(t) => (Instant::now() < t, false),
                 };
                 if !more {
                     if lane.open > 0 {
                         // Time is up with unsignaled operations in flight: one more, signaled,
                         // retires them.
-                        lane.post(op, size, at, true)?;
+                        lane.post(op, size, true)?;
                         *posted += 1;
                     }
                     break;
                 }
-                lane.post(op, size, at, last || lane.open + 1 >= every)?;
+                lane.post(op, size, last || lane.open + 1 >= every)?;
                 *posted += 1;
             }
             if lane.inflight > 0 {

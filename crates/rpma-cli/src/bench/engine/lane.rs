@@ -25,16 +25,23 @@ pub(super) struct Shape {
     pub(super) inline: usize,
 }
 
-/// Where an operation goes: posted at once, or pushed into a chain.
+/// Where an operation goes: posted at once (the clock read right before the first post of
+/// the operation, into the `Option`), or pushed into a chain.
 enum Sink<'b, 'c, T: Transport> {
-    Now,
+    Now(&'b mut Option<Instant>),
     Chain(&'b mut Batch<'c, T, MAX_BATCH>),
 }
 
 impl<'c, T: Transport> Sink<'_, 'c, T> {
+    #[inline(always)]
     fn emit<K: SendKind<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
         match self {
-            Self::Now => post_op(p),
+            Self::Now(at) => {
+                if at.is_none() {
+                    **at = Some(Instant::now());
+                }
+                post_op(p)
+            }
             Self::Chain(b) => b.push(p).map(|_| ()),
         }
     }
@@ -236,8 +243,9 @@ impl<T: Transport> Lane<T> {
         slot_offset(slot, size, region)
     }
 
-    /// Makes the work requests of operation `seq` at `off` (with `flags`) and hands them to
-    /// `sink`. `pieces` holds the scatter-gather pieces of the local side (empty: one piece).
+    /// Makes the work requests of operation `seq` (its slot `id`) at `off` (with `flags`) and
+    /// hands them to `sink`. `pieces` holds the scatter-gather pieces of the local side (empty:
+    /// one piece).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn emit<'c>(
@@ -245,12 +253,11 @@ impl<T: Transport> Lane<T> {
         op: Op,
         size: usize,
         off: usize,
-        seq: u64,
+        (seq, id): (u64, u64),
         flags: CompletionFlags,
         pieces: &'c [LocalSlice<'c, T>],
         sink: &mut Sink<'_, 'c, T>,
     ) -> rpma::Result<()> {
-        let id = self.slot_of(seq) as u64;
         let (c, r) = (&self.conn, &self.remote);
         let local = self.local.slice(off..off + size);
         let range = || r.slice(off..off + size);
@@ -282,22 +289,36 @@ impl<T: Transport> Lane<T> {
         }
     }
 
-    /// Records `n` operations posted at `at`, the last signaled or not.
-    fn posted(&mut self, at: Instant, n: usize, signaled: bool) {
-        if signaled {
+    /// Records `n` operations about to be posted, the last signaled or not; the index of the
+    /// signaled one's entry in `batches` (its post time is set once it is posted), if any.
+    /// Done before the post, so that the latency window holds the post and its completion only
+    /// (a failed post ends the run: nothing to undo).
+    fn posted(&mut self, n: usize, signaled: bool) -> Option<usize> {
+        let entry = if signaled {
             let tail = match self.head + self.pending {
                 t if t >= self.qd => t - self.qd,
                 t => t,
             };
-            self.batches[tail] = (at, self.open + n);
+            self.batches[tail].1 = self.open + n;
             self.pending += 1;
             self.open = 0;
+            Some(tail)
         } else {
             self.open += n;
-        }
+            None
+        };
         self.inflight += n;
         self.seq += n as u64;
         self.slot = if n == 1 { self.next_slot(self.slot) } else { (self.seq % self.qd as u64) as usize };
+        entry
+    }
+
+    /// Sets the post time of a signaled operation's entry (from [`Lane::posted`]).
+    #[inline]
+    fn stamp(&mut self, entry: Option<usize>, at: Option<Instant>) {
+        if let (Some(i), Some(at)) = (entry, at) {
+            self.batches[i].0 = at;
+        }
     }
 
     /// Posts one operation, signaled (its completion retires it and the unsignaled ones before
@@ -306,7 +327,12 @@ impl<T: Transport> Lane<T> {
     /// Zero copy: the operation names a slice of the local region, filled once when it was
     /// registered (or, `--inline`, plain memory copied by the driver); the only byte written
     /// per operation is `write-pingpong`'s sequence number.
-    pub(super) fn post(&mut self, op: Op, size: usize, at: Instant, signaled: bool) -> Result<()> {
+    ///
+    /// Its latency starts when the clock is read right before the post (this harness's own
+    /// work, the bookkeeping and the making of the work request, comes before), and ends when a
+    /// poll returns its completion.
+    pub(super) fn post(&mut self, op: Op, size: usize, signaled: bool) -> Result<()> {
+        let seq = (self.seq, self.slot as u64);
         let off = self.offset(op, size, self.seq);
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         if op == Op::WritePingpong {
@@ -315,44 +341,49 @@ impl<T: Transport> Lane<T> {
             self.local.volatile().store_u8(size - 1, self.pp_seq).context("writing the ping byte")?;
             self.pp_written = false;
         }
+        let entry = self.posted(1, signaled);
+        let mut at = None;
         if self.shape.sge > 1 {
             let mut buf = [self.local.slice(0..0); MAX_SGE];
             let pieces = &mut buf[..self.shape.sge];
             split(&self.local, off, size, pieces);
-            self.emit(op, size, off, self.seq, all, pieces, &mut Sink::Now)
+            self.emit(op, size, off, seq, all, pieces, &mut Sink::Now(&mut at))
         } else {
-            self.emit(op, size, off, self.seq, all, &[], &mut Sink::Now)
+            self.emit(op, size, off, seq, all, &[], &mut Sink::Now(&mut at))
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
-        self.posted(at, 1, signaled);
+        self.stamp(entry, at);
         Ok(())
     }
 
     /// Posts `n` one-sided operations as one chain with one doorbell (`--batch`); if `signaled`,
     /// the last one is, and its completion retires the chain and the unsignaled chains before.
-    pub(super) fn post_chain(&mut self, op: Op, size: usize, at: Instant, n: usize, signaled: bool) -> Result<()> {
-        {
-            let sge = if self.shape.sge > 1 { self.shape.sge } else { 0 };
-            let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
-            let mut offs = [0usize; MAX_BATCH];
-            for (j, o) in offs.iter_mut().enumerate().take(n) {
-                *o = self.offset(op, size, self.seq + j as u64);
-                split(&self.local, *o, size, &mut buf[j * sge..(j + 1) * sge]);
-            }
+    pub(super) fn post_chain(&mut self, op: Op, size: usize, n: usize, signaled: bool) -> Result<()> {
+        let first = self.seq;
+        let mut offs = [(0usize, 0u64); MAX_BATCH];
+        for (j, o) in offs.iter_mut().enumerate().take(n) {
+            let seq = first + j as u64;
+            *o = (self.offset(op, size, seq), self.slot_of(seq) as u64);
+        }
+        let entry = self.posted(n, signaled);
+        let sge = if self.shape.sge > 1 { self.shape.sge } else { 0 };
+        let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
+        for (j, o) in offs.iter().enumerate().take(n) {
+            split(&self.local, o.0, size, &mut buf[j * sge..(j + 1) * sge]);
+        }
+        let at = {
             let mut chain = Batch::<T, MAX_BATCH>::new(&self.conn);
             let mut sink = Sink::Chain(&mut chain);
-            for (j, o) in offs.iter().enumerate().take(n) {
+            for (j, &(off, id)) in offs.iter().enumerate().take(n) {
                 let flags = CompletionFlags::ON_ERROR;
-                self.emit(op, size, *o, self.seq + j as u64, flags, &buf[j * sge..(j + 1) * sge], &mut sink)?;
+                let pieces = &buf[j * sge..(j + 1) * sge];
+                self.emit(op, size, off, (first + j as u64, id), flags, pieces, &mut sink)?;
             }
-            if signaled {
-                chain.signal_last().post()
-            } else {
-                chain.post()
-            }
+            let at = Instant::now();
+            if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
-        self.posted(at, n, signaled);
+        self.stamp(entry, Some(at));
         Ok(())
     }
 
