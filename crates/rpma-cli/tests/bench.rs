@@ -397,6 +397,14 @@ fn batch_sge_and_inline_refuse_what_they_cannot_do() {
     let e = bench::measure(&args(&["--inline", "--size", "1K", "--iters", "1", "--port", "7634", "--no-progress"]))
         .expect_err("inline above the device's limit");
     assert!(format!("{e:#}").contains("inline limit of 256 B"), "{e:#}");
+    // What the device cannot do is a usage error: exit 2, as for an argument out of range.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["bench", "--inline", "--size", "1K", "--iters", "1", "--port", "7635", "--no-progress"])
+        .output()
+        .expect("run rpma bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("exceeds the device's inline limit of 256 B (max_inline_data)"), "{stderr}");
 }
 
 #[test]

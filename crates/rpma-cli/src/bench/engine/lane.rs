@@ -13,6 +13,7 @@ use rpma::{
 use super::protocol::*;
 use super::wait::{self, Idle};
 use crate::bench::{Footprint, Op, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
+use crate::out::UsageError;
 
 /// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`).
 #[derive(Clone, Copy, Debug)]
@@ -126,15 +127,20 @@ pub(super) fn connect<T: Transport>(
 ) -> Result<Lane<T>> {
     let qd = f.qd;
     let caps = peer.capabilities();
+    // What the device cannot do is a usage error (exit 2), as an argument out of range is.
     if shape.sge as u64 > u64::from(caps.max_sge) {
-        bail!("--sge {}: the device takes at most {} scatter-gather pieces per operation", shape.sge, caps.max_sge);
+        return Err(UsageError(format!(
+            "--sge {}: the device takes at most {} scatter-gather pieces per operation (max_sge)",
+            shape.sge, caps.max_sge
+        ))
+        .into());
     }
     if shape.inline as u64 > u64::from(caps.max_inline_data) {
-        bail!(
+        return Err(UsageError(format!(
             "--inline: a size of {} B exceeds the device's inline limit of {} B (max_inline_data)",
-            shape.inline,
-            caps.max_inline_data
-        );
+            shape.inline, caps.max_inline_data
+        ))
+        .into());
     }
     let cfg = conn_cfg::<T>(qd)
         .with_max_sge(u32::try_from(shape.sge).unwrap_or(u32::MAX))
