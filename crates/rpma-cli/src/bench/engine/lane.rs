@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{
     Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
-    Recv, SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::protocol::*;
@@ -26,10 +26,9 @@ pub(super) struct Shape {
     pub(super) inline: usize,
 }
 
-/// Where an operation goes: posted at once (the clock read right before the first post of
-/// the operation, into the `Option`), or pushed into a chain.
+/// Where an operation goes: posted at once, or pushed into a chain.
 enum Sink<'b, 'c, T: Transport> {
-    Now(&'b mut Option<Instant>),
+    Now,
     Chain(&'b mut Batch<'c, T, MAX_BATCH>),
 }
 
@@ -37,28 +36,42 @@ impl<'c, T: Transport> Sink<'_, 'c, T> {
     #[inline(always)]
     fn emit<K: SendKind<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
         match self {
-            Self::Now(at) => {
-                if at.is_none() {
-                    **at = Some(Instant::now());
-                }
-                post_op(p)
-            }
+            Self::Now => p.post(),
             Self::Chain(b) => b.push(p).map(|_| ()),
         }
     }
 }
 
-/// Posts one operation. Never inlined, like `poll_cq`: scripts/bench-softroce.sh counts the
-/// instructions of every post and poll with callgrind's `--toggle-collect` on these two.
+/// Makes operation `seq` of `lane` at `off` and posts it: what C librpma's caller does with
+/// `rpma_read(conn, dst, off, src, off, len, flags, ctx)` and the like (benches/c's `post_op`:
+/// its arguments in, the call out). Never inlined, like `poll_cq` and `post_recv`:
+/// scripts/bench-softroce.sh counts the instructions of every post and poll with callgrind
+/// on these three, in both programs.
+#[allow(clippy::too_many_arguments)]
 #[inline(never)]
-fn post_op<'c, T: Transport, K: SendKind<'c, T>>(p: Post<'c, T, K>) -> rpma::Result<()> {
-    p.post()
+fn post_op<'c, T: Transport>(
+    lane: &'c Lane<T>,
+    op: Op,
+    size: usize,
+    off: usize,
+    seq: (u64, u64),
+    flags: CompletionFlags,
+    pieces: &'c [LocalSlice<'c, T>],
+) -> rpma::Result<()> {
+    lane.emit(op, size, off, seq, flags, pieces, &mut Sink::Now)
 }
 
-/// Posts one receive (see [`post_op`]).
+/// Posts the receive of slot `wr_id` of `lane` (see [`post_op`]).
 #[inline(never)]
-fn post_recv<T: Transport>(r: Recv<'_, T>) -> rpma::Result<()> {
-    r.post()
+fn post_recv<T: Transport>(lane: &Lane<T>, wr_id: u64) -> rpma::Result<()> {
+    let slot = (wr_id & !RECV_TAG) as usize;
+    let max = lane.recv_max;
+    match &lane.msgs {
+        Some(m) => lane.conn.recv(m.slice(slot * max..(slot + 1) * max)),
+        None => lane.conn.recv_empty(),
+    }
+    .context(wr_id)
+    .post()
 }
 
 /// Polls a connection's CQ (see [`post_op`]).
@@ -348,17 +361,18 @@ impl<T: Transport> Lane<T> {
             self.pp_written = false;
         }
         let entry = self.posted(1, signaled);
-        let mut at = None;
-        if self.shape.sge > 1 {
+        let at = if self.shape.sge > 1 {
             let mut buf = [self.local.slice(0..0); MAX_SGE];
             let pieces = &mut buf[..self.shape.sge];
             split(&self.local, off, size, pieces);
-            self.emit(op, size, off, seq, all, pieces, &mut Sink::Now(&mut at))
+            let at = Instant::now();
+            post_op(self, op, size, off, seq, all, pieces).map(|()| at)
         } else {
-            self.emit(op, size, off, seq, all, &[], &mut Sink::Now(&mut at))
+            let at = Instant::now();
+            post_op(self, op, size, off, seq, all, &[]).map(|()| at)
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
-        self.stamp(entry, at);
+        self.stamp(entry, Some(at));
         Ok(())
     }
 
@@ -395,16 +409,7 @@ impl<T: Transport> Lane<T> {
 
     /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
     pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
-        let slot = (wr_id & !RECV_TAG) as usize;
-        let max = self.recv_max;
-        post_recv(
-            match &self.msgs {
-                Some(m) => self.conn.recv(m.slice(slot * max..(slot + 1) * max)),
-                None => self.conn.recv_empty(),
-            }
-            .context(wr_id),
-        )
-        .context("posting a receive")
+        post_recv(self, wr_id).context("posting a receive")
     }
 
     /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
