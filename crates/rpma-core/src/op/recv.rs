@@ -167,7 +167,7 @@ impl<'c, T: Transport> Recv<'c, T> {
     /// [`max_sge`](crate::ConnCfg::with_max_sge); [`Provider`](crate::ErrorKind::Provider) if
     /// posting fails (the queue is full; a connection using an SRQ has no receive queue of its
     /// own).
-    #[inline]
+    #[inline(always)]
     pub fn post(self) -> Result<()> {
         // One dispatch on the queue (each arm validates and posts), not one to validate and
         // another to post.

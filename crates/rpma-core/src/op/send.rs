@@ -78,7 +78,7 @@ impl<'c, T: Transport, K: SendKind<'c, T>> Post<'c, T, K> {
     /// [`NoSupp`](ErrorKind::NoSupp) for a persistent flush the remote peer did not declare
     /// support for ([`Conn::apply_remote_peer_cfg`]); [`Provider`](ErrorKind::Provider) if
     /// posting fails (e.g. the send queue is full or the connection is not established).
-    #[inline]
+    #[inline(always)]
     pub fn post(self) -> Result<()> {
         let conn = self.conn;
         let (wr, op) = self.into_wr()?;

@@ -281,29 +281,57 @@ impl<T: Transport> Lane<T> {
         let local = self.local.slice(off..off + size);
         let range = || r.slice(off..off + size);
         let inline = (self.shape.inline > 0).then(|| &self.inline_src[..size]);
-        let write = || match (inline, pieces.is_empty()) {
-            (Some(bytes), _) => c.write_inline(r.at(off), bytes),
-            (None, true) => c.write(r.at(off), local),
-            (None, false) => c.write_sg(r.at(off), pieces),
-        };
-        let send = || match (inline, pieces.is_empty()) {
-            (Some(bytes), _) => c.send_inline(bytes),
-            (None, true) => c.send(local),
-            (None, false) => c.send_sg(pieces),
-        };
+        // Each shape of the local side (inline, one piece, pieces) is its own post, so that
+        // every path is made for its shape (no dispatch on it left at run time).
+        macro_rules! write {
+            (|$p:ident| $then:expr) => {
+                match (inline, pieces.is_empty()) {
+                    (Some(bytes), _) => {
+                        let $p = c.write_inline(r.at(off), bytes);
+                        sink.emit($then)
+                    }
+                    (None, true) => {
+                        let $p = c.write(r.at(off), local);
+                        sink.emit($then)
+                    }
+                    (None, false) => {
+                        let $p = c.write_sg(r.at(off), pieces);
+                        sink.emit($then)
+                    }
+                }
+            };
+        }
+        macro_rules! send {
+            (|$p:ident| $then:expr) => {
+                match (inline, pieces.is_empty()) {
+                    (Some(bytes), _) => {
+                        let $p = c.send_inline(bytes);
+                        sink.emit($then)
+                    }
+                    (None, true) => {
+                        let $p = c.send(local);
+                        sink.emit($then)
+                    }
+                    (None, false) => {
+                        let $p = c.send_sg(pieces);
+                        sink.emit($then)
+                    }
+                }
+            };
+        }
         match op {
             Op::Read if pieces.is_empty() => sink.emit(c.read(local, r.at(off)).flags(flags).context(id)),
             Op::Read => sink.emit(c.read_sg(pieces, r.at(off)).flags(flags).context(id)),
-            Op::Write => sink.emit(write().flags(flags).context(id)),
+            Op::Write => write!(|p| p.flags(flags).context(id)),
             Op::WriteFlush => {
-                sink.emit(write().flags(CompletionFlags::ON_ERROR).context(id))?;
+                write!(|p| p.flags(CompletionFlags::ON_ERROR).context(id))?;
                 sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id))
             }
             Op::Flush => sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id)),
             Op::AtomicWrite => sink.emit(c.atomic_write(r.at(off & !7), seq.to_le_bytes()).flags(flags).context(id)),
-            Op::Send => sink.emit(send().flags(flags).context(SEND_TAG | id)),
-            Op::SendImm => sink.emit(send().imm(id as u32).flags(flags).context(SEND_TAG | id)),
-            Op::WriteImm => sink.emit(write().imm(id as u32).flags(flags).context(SEND_TAG | id)),
+            Op::Send => send!(|p| p.flags(flags).context(SEND_TAG | id)),
+            Op::SendImm => send!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
+            Op::WriteImm => write!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
             Op::WritePingpong => sink.emit(c.write(r.at(0), self.local.slice(..size)).flags(flags).context(PP_ID)),
         }
     }
