@@ -389,18 +389,20 @@ impl<T: Transport> Lane<T> {
             self.pp_written = false;
         }
         let entry = self.posted(1, signaled);
+        // Only a signaled operation's post time is kept (its completion retires the
+        // unsignaled ones before it): the others read no clock.
         let at = if self.shape.sge > 1 {
             let mut buf = [self.local.slice(0..0); MAX_SGE];
             let pieces = &mut buf[..self.shape.sge];
             split(&self.local, off, size, pieces);
-            let at = Instant::now();
+            let at = entry.map(|_| Instant::now());
             post_op(self, op, size, off, seq, all, pieces).map(|()| at)
         } else {
-            let at = Instant::now();
+            let at = entry.map(|_| Instant::now());
             post_op(self, op, size, off, seq, all, &[]).map(|()| at)
         }
         .with_context(|| format!("posting {} of {size} B", op.name()))?;
-        self.stamp(entry, Some(at));
+        self.stamp(entry, at);
         Ok(())
     }
 
@@ -427,11 +429,11 @@ impl<T: Transport> Lane<T> {
                 let pieces = &buf[j * sge..(j + 1) * sge];
                 self.emit(op, size, off, (first + j as u64, id), flags, pieces, &mut sink)?;
             }
-            let at = Instant::now();
+            let at = entry.map(|_| Instant::now());
             if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
-        self.stamp(entry, Some(at));
+        self.stamp(entry, at);
         Ok(())
     }
 
