@@ -79,6 +79,7 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     /// [`Inval`](crate::ErrorKind::Inval) if the batch is full, `op` was made on another
     /// connection, or any argument is invalid (see [`Post::post`]); the batch is unchanged then.
     /// [`NoSupp`](crate::ErrorKind::NoSupp) as [`Post::post`].
+    #[inline(always)]
     pub fn push<K: SendKind<'c, T>>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self> {
         const OP: &str = "Batch::push";
         if self.wrs.is_full() {

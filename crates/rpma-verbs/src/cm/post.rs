@@ -286,6 +286,58 @@ fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
     w
 }
 
+/// A read, write or send of at most one registered piece, or an emulated flush: what the fast
+/// paths post without [`parts`].
+struct Plain<'m> {
+    opcode: ffi::ibv_wr_opcode::Type,
+    imm: Option<u32>,
+    sge: Option<ffi::ibv_sge>,
+    /// The region the slot pins (none for a flush: its buffer is the connection's own).
+    mr: Option<&'m VerbsMr>,
+}
+
+/// `wr` as a [`Plain`] work request; `None` for any other (the general path's). `flush` gives
+/// the flush buffer only when flushes are emulated and the native-only policy allows it.
+#[inline(always)]
+fn plain<'m>(wr: &SendWr<'m, Verbs>, flush: impl FnOnce() -> Option<&'m VerbsMr>) -> Option<Plain<'m>> {
+    use ffi::ibv_wr_opcode as O;
+    let piece = match wr.local {
+        Local::One(b) => Some(b),
+        Local::None => None,
+        Local::Sg(_) | Local::Inline(_) => return None,
+    };
+    Some(match wr.op {
+        SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {
+            let (opcode, imm) = plain_opcode(&wr.op)?;
+            Plain { opcode, imm, sge: piece.map(|b| b.mr.sge(b.offset, b.len)), mr: piece.map(|b| &**b.mr) }
+        }
+        // An emulated flush: an 8-byte RDMA Read at the flushed address into the connection's
+        // flush buffer (docs/semantics.md#flush).
+        SendOp::Flush(_) => {
+            let fm = flush()?;
+            let len = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
+            Plain { opcode: O::IBV_WR_RDMA_READ, imm: None, sge: Some(fm.sge(0, len)), mr: None }
+        }
+        SendOp::AtomicWrite(_) => return None,
+    })
+}
+
+/// The verbs work request `id` of `wr` made [`Plain`] as `p`, without its SGE list and link.
+#[inline(always)]
+fn plain_wr(wr: &SendWr<'_, Verbs>, p: &Plain<'_>, id: u64) -> ffi::ibv_send_wr {
+    let (raddr, rkey) = wr.remote.map_or((0, 0), |r| (r.addr, r.rkey));
+    // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
+    let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+    w.wr_id = id;
+    w.opcode = p.opcode;
+    w.send_flags = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+    if let Some(i) = p.imm {
+        w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
+    }
+    w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
+    w
+}
+
 /// Posts one read, write or send of at most one registered piece, or an emulated flush (the
 /// common cases), straight from the work request through `post` (`ibv_post_send`) and records
 /// it in `ring`; `None` for any other work request (the general path handles it, and a full
@@ -293,43 +345,14 @@ fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
 #[inline(always)]
 pub(super) fn post_one<'f>(
     ring: &mut FifoRing,
-    wr: &SendWr<'_, Verbs>,
+    wr: &SendWr<'f, Verbs>,
     flush: impl FnOnce() -> Option<&'f VerbsMr>,
     post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
 ) -> Option<Result<()>> {
-    use ffi::ibv_wr_opcode as O;
     let n = ring.next()?;
-    let piece = match wr.local {
-        Local::One(b) => Some(b),
-        Local::None => None,
-        Local::Sg(_) | Local::Inline(_) => return None,
-    };
-    let (opcode, imm, sge, mr) = match wr.op {
-        SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {
-            let (opcode, imm) = plain_opcode(&wr.op)?;
-            (opcode, imm, piece.map(|b| b.mr.sge(b.offset, b.len)), piece.map(|b| &**b.mr))
-        }
-        // An emulated flush (`flush` gives the flush buffer only when flushes are emulated and
-        // the native-only policy allows it): an 8-byte RDMA Read at the flushed address into the
-        // connection's flush buffer (docs/semantics.md#flush).
-        SendOp::Flush(_) => {
-            let fm = flush()?;
-            let len = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
-            (O::IBV_WR_RDMA_READ, None, Some(fm.sge(0, len)), None)
-        }
-        SendOp::AtomicWrite(_) => return None,
-    };
-    let mut sge = sge;
-    let (raddr, rkey) = wr.remote.map_or((0, 0), |r| (r.addr, r.rkey));
-    // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
-    let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-    w.wr_id = n;
-    w.opcode = opcode;
-    w.send_flags = if wr.signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
-    if let Some(i) = imm {
-        w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
-    }
-    w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
+    let p = plain(wr, flush)?;
+    let mut w = plain_wr(wr, &p, n);
+    let mut sge = p.sge;
     if let Some(s) = sge.as_mut() {
         w.sg_list = s;
         w.num_sge = 1;
@@ -339,11 +362,63 @@ pub(super) fn post_one<'f>(
     if r != 0 {
         return Some(Err(post_failed("ibv_post_send", r)));
     }
-    ring.push_one(n, wr.wr_id, mr);
+    ring.push_one(n, wr.wr_id, p.mr);
     if matches!(wr.op, SendOp::Flush(_)) {
         crate::native::count(Counted::FlushEmulated);
     }
     Some(Ok(()))
+}
+
+/// Posts a chain of [`Plain`] work requests (reads, writes and sends of at most one piece,
+/// emulated flushes: the common chains) with one `post` call (`ibv_post_send`), made in one
+/// pass into `sc`, and records what was posted in `ring`; `None` if the chain holds any other
+/// work request or does not fit the queue (the general path handles it, and reports a full
+/// queue).
+#[inline]
+pub(super) fn post_chain_plain<'f>(
+    ring: &mut FifoRing,
+    sc: &mut Scratch,
+    wrs: &[SendWr<'f, Verbs>],
+    flush: impl Fn() -> Option<&'f VerbsMr>,
+    post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
+) -> Option<Result<()>> {
+    if wrs.is_empty() || wrs.len() as u64 > ring.free() {
+        return None;
+    }
+    sc.send.clear();
+    sc.sges.clear();
+    for (k, wr) in wrs.iter().enumerate() {
+        let p = plain(wr, &flush)?;
+        let mut w = plain_wr(wr, &p, ring.id(k));
+        if let Some(s) = p.sge {
+            w.num_sge = 1;
+            sc.sges.push(s);
+        }
+        sc.send.push(w);
+    }
+    let (r, posted) = post_linked(&mut sc.send, &mut sc.sges, post);
+    for wr in &wrs[..posted] {
+        let mr = match wr.local {
+            Local::One(b) => Some(&**b.mr),
+            _ => None,
+        };
+        // Room for the whole chain was checked above: there is a next slot.
+        if let Some(n) = ring.next() {
+            ring.push_one(n, wr.wr_id, mr);
+        }
+        if matches!(wr.op, SendOp::Flush(_)) {
+            crate::native::count(Counted::FlushEmulated);
+        }
+    }
+    if r == 0 {
+        return Some(Ok(()));
+    }
+    let e = post_failed("ibv_post_send", r);
+    Some(Err(if posted > 0 {
+        e.with_detail(&format!("{posted} of {} work requests were posted", wrs.len()))
+    } else {
+        e
+    }))
 }
 
 /// Posts one receive of at most one piece (the common case) through `post` (`ibv_post_recv`)

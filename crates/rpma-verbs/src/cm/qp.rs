@@ -506,6 +506,26 @@ impl QpBackend<Verbs> for VerbsQp {
 
     #[inline]
     fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
+        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
+        // this block and nothing called here takes another.
+        if let (Some(ring), sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) } {
+            let qp = self.qp();
+            let chain = post::post_chain_plain(
+                ring,
+                sc,
+                wrs,
+                || self.emulated_flush(),
+                |w, bad| {
+                    // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests
+                    // whose SGEs live across the call and describe ranges inside registrations
+                    // the ring pins (or the connection's flush buffer).
+                    call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
+                },
+            );
+            if let Some(r) = chain {
+                return r;
+            }
+        }
         self.post_send_general(wrs)
     }
 

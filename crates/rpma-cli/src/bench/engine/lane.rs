@@ -253,7 +253,11 @@ impl<T: Transport> Lane<T> {
 
     /// The offset of operation `seq`'s slot in the region `op` uses.
     fn offset(&self, op: Op, size: usize, seq: u64) -> usize {
-        let slot = self.slot_of(seq);
+        self.offset_at(op, size, self.slot_of(seq))
+    }
+
+    /// The offset of `slot` in the region `op` uses.
+    fn offset_at(&self, op: Op, size: usize, slot: usize) -> usize {
         let region = match op {
             Op::Send | Op::SendImm => self.local_region,
             Op::Flush | Op::AtomicWrite => self.remote_region,
@@ -410,31 +414,52 @@ impl<T: Transport> Lane<T> {
     /// the last one is, and its completion retires the chain and the unsignaled chains before.
     pub(super) fn post_chain(&mut self, op: Op, size: usize, n: usize, signaled: bool) -> Result<()> {
         let first = self.seq;
+        // Each operation's offset and slot, the slots counted on from the next one (no division).
         let mut offs = [(0usize, 0u64); MAX_BATCH];
-        for (j, o) in offs.iter_mut().enumerate().take(n) {
-            let seq = first + j as u64;
-            *o = (self.offset(op, size, seq), self.slot_of(seq) as u64);
+        let mut slot = self.slot;
+        for o in offs.iter_mut().take(n) {
+            *o = (self.offset_at(op, size, slot), slot as u64);
+            slot = self.next_slot(slot);
         }
         let entry = self.posted(n, signaled);
-        let sge = if self.shape.sge > 1 { self.shape.sge } else { 0 };
-        let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
-        for (j, o) in offs.iter().enumerate().take(n) {
-            split(&self.local, o.0, size, &mut buf[j * sge..(j + 1) * sge]);
-        }
-        let at = {
-            let mut chain = Batch::<T, MAX_BATCH>::new(&self.conn);
-            let mut sink = Sink::Chain(&mut chain);
-            for (j, &(off, id)) in offs.iter().enumerate().take(n) {
-                let flags = CompletionFlags::ON_ERROR;
-                let pieces = &buf[j * sge..(j + 1) * sge];
-                self.emit(op, size, off, (first + j as u64, id), flags, pieces, &mut sink)?;
+        let at = if self.shape.sge > 1 {
+            let sge = self.shape.sge;
+            let mut buf = [self.local.slice(0..0); MAX_CHAIN_PIECES];
+            for (j, o) in offs.iter().enumerate().take(n) {
+                split(&self.local, o.0, size, &mut buf[j * sge..(j + 1) * sge]);
             }
-            let at = entry.map(|_| Instant::now());
-            if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
+            self.post_chain_of(op, size, (first, &offs[..n]), &buf, sge, signaled, entry.is_some())
+        } else {
+            self.post_chain_of(op, size, (first, &offs[..n]), &[], 0, signaled, entry.is_some())
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
         self.stamp(entry, at);
         Ok(())
+    }
+
+    /// Makes the chain of the operations numbered from `first` at `offs` (offset, slot), each
+    /// with `sge` of `pieces` (none: one piece), and posts it, the last one signaled if
+    /// `signaled`; the post time if `stamped`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_chain_of<'c>(
+        &'c self,
+        op: Op,
+        size: usize,
+        (first, offs): (u64, &[(usize, u64)]),
+        pieces: &'c [LocalSlice<'c, T>],
+        sge: usize,
+        signaled: bool,
+        stamped: bool,
+    ) -> rpma::Result<Option<Instant>> {
+        let mut chain = Batch::<T, MAX_BATCH>::new(&self.conn);
+        let mut sink = Sink::Chain(&mut chain);
+        for (j, &(off, id)) in offs.iter().enumerate() {
+            let flags = CompletionFlags::ON_ERROR;
+            let own = pieces.get(j * sge..(j + 1) * sge).unwrap_or(&[]);
+            self.emit(op, size, off, (first + j as u64, id), flags, own, &mut sink)?;
+        }
+        let at = stamped.then(Instant::now);
+        if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
     }
 
     /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
