@@ -105,21 +105,29 @@ ours() {
     # in a process that ever had a second thread).
     "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" --busy-poll \
         --timeout 300 --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
-    local server=$! out
+    local server=$! out rc=0
     sleep 1
-    if ! out=$(timeout 900 "$RPMA_BIN" bench --backend verbs --connect "$ADDR:$port" --op "$op" --size "$size" \
-        --iters "$iters" --qd "$qd" --warmup 100 --timeout 300 --csv --no-progress "$@" 2>/tmp/rust-client.err); then
-        echo "rpma bench client $op failed:" >&2
-        cat /tmp/rust-client.err /tmp/rust-server.err >&2
+    out=$(timeout 900 "$RPMA_BIN" bench --backend verbs --connect "$ADDR:$port" --op "$op" --size "$size" \
+        --iters "$iters" --qd "$qd" --warmup 100 --timeout 300 --csv --no-progress "$@" 2>/tmp/rust-client.err) || rc=$?
+    settle "$rc" "rpma bench $op" "$server" /tmp/rust-server.err "$(cat /tmp/rust-client.err)" || return 1
+    echo "$out" | tail -n 1
+}
+
+# settle RC WHAT SERVER_PID SERVER_ERR CLIENT_OUTPUT: after a client ran (RC its status), waits
+# for its server; if either failed, says which with what they printed, and returns 1.
+settle() {
+    local rc=$1 what=$2 server=$3 serr=$4 cout=$5
+    if ((rc != 0)); then
+        echo "$what: the client failed:" >&2
+        printf '%s\n' "$cout" "$(cat "$serr")" >&2
         kill "$server" 2>/dev/null || true
         return 1
     fi
     if ! wait "$server"; then
-        echo "rpma bench --server failed:" >&2
-        cat /tmp/rust-server.err >&2
+        echo "$what: the server failed:" >&2
+        cat "$serr" >&2
         return 1
     fi
-    echo "$out" | tail -n 1
 }
 
 # CSV columns (docs/bench.md): 13 = p50 ns, 18 = MB/s (10^6 bytes).
@@ -204,19 +212,9 @@ c_run() {
         grep -q LISTENING /tmp/c-server.out 2>/dev/null && break
         sleep 0.1
     done
-    local out
-    if ! out=$(timeout 900 "$@" "$C_BIN" client "$ADDR" "$port" "$op" "$size" "$iters" "$qd" "$cqmod" 2>&1); then
-        echo "librpma_bench client $op failed:" >&2
-        echo "$out" >&2
-        cat /tmp/c-server.err >&2
-        kill "$server" 2>/dev/null || true
-        return 1
-    fi
-    if ! wait "$server"; then
-        echo "librpma_bench server failed:" >&2
-        cat /tmp/c-server.err >&2
-        return 1
-    fi
+    local out rc=0
+    out=$(timeout 900 "$@" "$C_BIN" client "$ADDR" "$port" "$op" "$size" "$iters" "$qd" "$cqmod" 2>&1) || rc=$?
+    settle "$rc" "librpma_bench $op" "$server" /tmp/c-server.err "$out" || return 1
     echo "$out" | grep '^op='
 }
 # field LINE KEY: the value of KEY=value in a C result line.
