@@ -78,7 +78,7 @@ fn ops(c: &mut Criterion) {
             let op = "rpma_write";
             let f = rpma_core::validate::flags(op, black_box(CompletionFlags::ALWAYS));
             let l = rpma_core::validate::local_range(op, p.local.len(), 0, black_box(8));
-            let m = rpma_core::validate::msg_len(op, &caps, black_box(8));
+            let m = rpma_core::validate::msg_len(op, rpma_core::validate::msg_limit(&caps), black_box(8));
             let r = rpma_core::validate::remote_buf(
                 op,
                 black_box(&p.remote),
