@@ -15,8 +15,9 @@
 #              (ib_write_bw -t -Q); `rpma write` completion latency for reference
 #   librpma    ours/C librpma, 8-byte operations: p50 latency at queue depth 1 of read, write,
 #              write-flush and send (ping-pong, half the round trip), and the message rate of
-#              writes at queue depth 128 (cq-mod 100), ours also with --batch 16 (C librpma has
-#              no batching: each operation is its own doorbell)
+#              writes at queue depth 128 (cq-mod 100), ours also with --batch 16 and with
+#              --batch 16 --inline (C librpma has neither: each operation is its own doorbell,
+#              its data always read from a registered region)
 #   callgrind  instructions per post and per poll (inclusive, valgrind --tool=callgrind; the
 #              output files are kept in CG_DIR, default next to RPMA_BIN) of both
 #              programs for read, write, send, recv and flush: every post goes through one
@@ -242,14 +243,17 @@ if section librpma; then
             "$(spread "${mine[@]}" -- "${theirs[@]}")"
         TABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") |")
     done
-    for batch in 1 16; do
+    # Ours plain, with --batch 16, and with --batch 16 --inline (C librpma can do neither).
+    for variant in "1" "16" "16 --inline"; do
+        read -r batch extra <<<"$variant"
         mine=() theirs=()
         for ((round = 0; round < REPEAT; round++)); do
+            # shellcheck disable=SC2086 # $extra is one optional flag
             if ((round % 2)); then
                 c=$(c_run write 8 "$BW_ITERS" "$BW_QD" "$CQ_MOD")
-                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch")
+                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch" $extra)
             else
-                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch")
+                m=$(ours write 8 "$BW_ITERS" "$BW_QD" --cq-mod "$CQ_MOD" --batch "$batch" $extra)
                 c=$(c_run write 8 "$BW_ITERS" "$BW_QD" "$CQ_MOD")
             fi
             mine+=("$(col "$m" 20)")
@@ -258,9 +262,10 @@ if section librpma; then
         a=$(median "${mine[@]}") b=$(median "${theirs[@]}")
         what="write rate qd$BW_QD"
         ((batch > 1)) && what+=" b$batch"
+        [[ -n $extra ]] && what+=" inline"
         printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" \
             "$(spread "${mine[@]}" -- "${theirs[@]}")"
-        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
+        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch$extra") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
     done
 fi
 
