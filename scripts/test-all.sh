@@ -59,6 +59,9 @@ cc -O2 -Wall -Wextra -Werror -o "$cbench/librpma_bench" benches/c/librpma_bench.
 rm -rf "$cbench"
 bash -n scripts/bench-softroce.sh && bash -n scripts/bench-async-softroce.sh
 
+step "the C ABI's instruction count against the Rust API (scripts/bench-capi.sh, mock, callgrind)"
+scripts/bench-capi.sh 2000
+
 step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rxe)"
 cargo run -q --example write_flush_send
 cargo run -q --features tokio --example async_echo

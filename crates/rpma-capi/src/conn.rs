@@ -641,17 +641,20 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
 ) -> c_int {
     guard(|| {
         let n = usize::try_from(num_entries).ok().filter(|n| *n >= 1).ok_or(E_INVAL)?;
-        // SAFETY: [C2] the caller's handle (checked before the other arguments, as before).
-        unsafe { with_cq(cq_, |_| Ok(())) }?;
-        nonnull(wc)?;
-        if n > 1 && num_entries_got.is_null() {
-            return Err(E_INVAL);
-        }
-        // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose layout
-        // Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
-        let entries = unsafe { std::slice::from_raw_parts_mut(wc, n) };
+        // One lock of the handle: the handle is checked (by `with_cq`) before the other
+        // arguments (in `poll`), as librpma does.
+        let poll = |q: &Cq<'_, M>| {
+            nonnull(wc)?;
+            if n > 1 && num_entries_got.is_null() {
+                return Err(E_INVAL);
+            }
+            // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose
+            // layout Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
+            let entries = unsafe { std::slice::from_raw_parts_mut(wc, n) };
+            q.poll(entries).map_err(code)
+        };
         // SAFETY: [C2] the caller's handle.
-        let got = unsafe { with_cq(cq_, |q| q.poll(entries).map_err(code)) }?;
+        let got = unsafe { with_cq(cq_, poll) }?;
         if got == 0 {
             return Err(E_NO_COMPLETION);
         }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The assertions of the C tests: a librpma call that must return 0, a condition that must hold. */
+/*
+ * The assertions of the C tests: a librpma call that must return 0, a condition that must hold;
+ * and a peer on the device of an address.
+ */
 #ifndef RPMA_CAPI_TEST_CHECK_H
 #define RPMA_CAPI_TEST_CHECK_H
 
@@ -25,5 +28,15 @@
 			exit(1);                                                         \
 		}                                                                        \
 	} while (0)
+
+/* a peer on the device that owns `addr` */
+static inline struct rpma_peer *peer_at(const char *addr)
+{
+	struct ibv_context *ctx = NULL;
+	struct rpma_peer *peer = NULL;
+	CHECK(rpma_utils_get_ibv_context(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx));
+	CHECK(rpma_peer_new(ctx, &peer));
+	return peer;
+}
 
 #endif

@@ -20,15 +20,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int listening, posted;
 
-static struct rpma_peer *new_peer(void)
-{
-	struct ibv_context *ctx = NULL;
-	struct rpma_peer *peer = NULL;
-	CHECK(rpma_utils_get_ibv_context(ADDR, RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx));
-	CHECK(rpma_peer_new(ctx, &peer));
-	return peer;
-}
-
 static struct ibv_wc next_wc(struct rpma_cq *cq)
 {
 	struct ibv_wc wc;
@@ -49,7 +40,7 @@ static void *client(void *arg)
 	while (!listening)
 		pthread_cond_wait(&cond, &lock);
 	pthread_mutex_unlock(&lock);
-	struct rpma_peer *peer = new_peer();
+	struct rpma_peer *peer = peer_at(ADDR);
 	char *msg = aligned_alloc(4096, 4096);
 	EXPECT(msg);
 	strcpy(msg, "hi");
@@ -86,7 +77,7 @@ static void *client(void *arg)
 int main(void)
 {
 	pthread_t c;
-	struct rpma_peer *peer = new_peer();
+	struct rpma_peer *peer = peer_at(ADDR);
 	char *inbox = aligned_alloc(4096, 4096);
 	EXPECT(inbox);
 	memset(inbox, 0, 4096);

@@ -32,19 +32,10 @@ static struct rpma_mr_remote *remote;
 static struct rpma_mr_local *src_mr;
 static int seen[WRITERS][ITERS];
 
-static struct rpma_peer *new_peer(void)
-{
-	struct ibv_context *ctx = NULL;
-	struct rpma_peer *peer = NULL;
-	CHECK(rpma_utils_get_ibv_context(ADDR, RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx));
-	CHECK(rpma_peer_new(ctx, &peer));
-	return peer;
-}
-
 static void *server(void *arg)
 {
 	(void)arg;
-	struct rpma_peer *peer = new_peer();
+	struct rpma_peer *peer = peer_at(ADDR);
 	char *target = aligned_alloc(4096, 4096);
 	EXPECT(target);
 	memset(target, 0, 4096);
@@ -128,7 +119,7 @@ int main(void)
 		pthread_cond_wait(&cond, &lock);
 	pthread_mutex_unlock(&lock);
 
-	struct rpma_peer *peer = new_peer();
+	struct rpma_peer *peer = peer_at(ADDR);
 	char *src = aligned_alloc(4096, 4096);
 	EXPECT(src);
 	memset(src, 'x', 4096);
