@@ -16,13 +16,13 @@ set -euo pipefail
 n=${1:-20000}
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 target=${CARGO_TARGET_DIR:-$top/target}
-(cd "$top" && cargo build -q --release -p rpma-capi -p rpma-cli --bin rpma)
+(cd "$top" && cargo build -q --release -p rpma-capi && cargo build -q --release -p rpma-cli --bin rpma)
 for tool in gcc valgrind; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
 done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-so=$(realpath "$target/release/librpma.so")
+so=$(realpath -e "$target/release/librpma.so") || { echo "no librpma.so in $target/release" >&2; exit 1; }
 ln -s "$so" "$dir/librpma.so"
 ln -s "$so" "$dir/librpma.so.0"
 gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -I "$top/crates/rpma-capi/include" \
