@@ -9,6 +9,34 @@ use rpma_core::{Error, Result};
 /// `immediate` or `deferred` (read once, when the fabric is built).
 pub const MODE_ENV: &str = "RPMA_MOCK_MODE";
 
+/// The environment variable naming the rendezvous directory of the cross-process mode, for a
+/// fabric whose builder was not given one
+/// ([`MockFabricBuilder::rendezvous`](crate::MockFabricBuilder::rendezvous)); unset: the fabric
+/// reaches no other process.
+pub const RENDEZVOUS_ENV: &str = "RPMA_MOCK_RENDEZVOUS";
+
+/// A rendezvous directory private to this user: `$XDG_RUNTIME_DIR/rpma-mock` if the variable
+/// names an absolute directory, else `/tmp/rpma-mock-<uid>` (created 0700 when first used, and
+/// refused if another user owns it or it is open to others).
+#[must_use]
+pub fn default_rendezvous_dir() -> std::path::PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from) {
+        Some(d) if d.is_absolute() && d.is_dir() => d.join("rpma-mock"),
+        _ => std::env::temp_dir().join(format!("rpma-mock-{}", nix::unistd::getuid())),
+    }
+}
+
+/// The directory [`RENDEZVOUS_ENV`] names, if it is set.
+pub(crate) fn rendezvous_from_env() -> Result<Option<std::path::PathBuf>> {
+    match std::env::var_os(RENDEZVOUS_ENV) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => {
+            Err(Error::inval(CONFIG_OP, &format!("{RENDEZVOUS_ENV} is empty (it names a directory, or is unset)")))
+        }
+        Some(v) => Ok(Some(v.into())),
+    }
+}
+
 /// The operation named by errors of the fabric's configuration.
 pub(crate) const CONFIG_OP: &str = "rpma_mock_fabric";
 

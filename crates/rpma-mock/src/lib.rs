@@ -94,6 +94,7 @@ mod notify;
 mod qp;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -102,7 +103,7 @@ use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
 use rpma_mem::Memory;
 
-pub use config::{Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV};
+pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV, RENDEZVOUS_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use faults::Faults;
@@ -157,6 +158,8 @@ pub struct MockFabricBuilder {
     tearing: Option<usize>,
     background: Option<Duration>,
     cm_timeout: Duration,
+    rendezvous: Option<PathBuf>,
+    always_wire: bool,
 }
 
 impl Default for MockFabricBuilder {
@@ -170,6 +173,8 @@ impl Default for MockFabricBuilder {
             tearing: None,
             background: Some(DEFAULT_PROGRESS_DELAY),
             cm_timeout: DEFAULT_CM_TIMEOUT,
+            rendezvous: None,
+            always_wire: false,
         }
     }
 }
@@ -269,6 +274,26 @@ impl MockFabricBuilder {
         self
     }
 
+    /// The cross-process mode: listening endpoints also publish a socket in `dir`, and a
+    /// connection to an address and port nobody listens on in this process goes there, to a
+    /// process whose fabric uses the same directory (see the crate documentation). Without this,
+    /// the directory is read from [`RENDEZVOUS_ENV`] when the fabric is built; unset, the fabric
+    /// reaches no other process. [`default_rendezvous_dir`] is a private per-user choice.
+    #[must_use]
+    pub fn rendezvous(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.rendezvous = Some(dir.into());
+        self
+    }
+
+    /// Cross-process mode: connections go through the rendezvous directory's sockets even when
+    /// the listener is in this process, so that one process exercises everything two processes
+    /// do (the conformance suite runs this way). Needs a rendezvous directory.
+    #[must_use]
+    pub const fn always_through_rendezvous(mut self, yes: bool) -> Self {
+        self.always_wire = yes;
+        self
+    }
+
     /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
@@ -293,6 +318,18 @@ impl MockFabricBuilder {
             Ok(e) => (e, None),
             Err(e) => (Exec::fallback(), Some(e)),
         };
+        let rendezvous = match self.rendezvous.map_or_else(config::rendezvous_from_env, |d| Ok(Some(d))) {
+            Ok(d) => d,
+            Err(e) => {
+                config_error.get_or_insert(e);
+                None
+            }
+        };
+        if self.always_wire && rendezvous.is_none() {
+            config_error.get_or_insert_with(|| {
+                Error::inval(config::CONFIG_OP, "always_through_rendezvous needs a rendezvous directory")
+            });
+        }
         let broken_fd = match notify::broken_channel_fd() {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -330,6 +367,8 @@ impl MockFabricBuilder {
                 exec,
                 config_error,
                 broken_fd,
+                rendezvous,
+                always_wire: self.always_wire,
             }),
         }
     }
@@ -351,6 +390,10 @@ pub(crate) struct FabricInner {
     /// Handed out by a channel whose own fd cannot be created (`notify.rs`).
     pub(crate) broken_fd: Option<Arc<nix::sys::eventfd::EventFd>>,
     pub(crate) engine: Arc<Engine>,
+    /// The rendezvous directory of the cross-process mode (`None`: this process only).
+    pub(crate) rendezvous: Option<PathBuf>,
+    /// Connections go through the rendezvous directory even to a listener of this process.
+    pub(crate) always_wire: bool,
 }
 
 impl Drop for FabricInner {
@@ -460,6 +503,13 @@ impl MockFabric {
     #[must_use]
     pub fn mode(&self) -> Mode {
         self.inner.exec.mode
+    }
+
+    /// The rendezvous directory of the cross-process mode, if the fabric reaches other
+    /// processes ([`MockFabricBuilder::rendezvous`]).
+    #[must_use]
+    pub fn rendezvous_dir(&self) -> Option<&std::path::Path> {
+        self.inner.rendezvous.as_deref()
     }
 
     /// Deferred mode: one progress step of every connection with waiting work: each send queue

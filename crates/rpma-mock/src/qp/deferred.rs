@@ -22,7 +22,7 @@ use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
 use rpma_core::{WcOpcode, WcStatus};
 
 use super::pieces::{gather_range, LocalSide, Piece, Source};
-use super::recv::{arrive, Msg};
+use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
 use super::{QpShared, CONNECTED};
 use crate::mem::MrShared;
@@ -366,7 +366,7 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
         len: p.len,
         imm,
         write_imm: matches!(p.op, SendOp::WriteImm(_)),
-        sender: Arc::downgrade(qp),
+        sender: Sender::Local(Arc::downgrade(qp)),
         sender_signaled: p.signaled,
         sender_wr_id: p.wr_id,
         sender_seq: p.seq,
@@ -375,7 +375,7 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
     // Stalled before it arrives: a receive taking it at once (here or on another thread) ends
     // the stall through `message_done`.
     d.lock().stalled = Some(p.seq);
-    arrive(&remote, m);
+    let _ = arrive(&remote, m);
     Step::Done
 }
 

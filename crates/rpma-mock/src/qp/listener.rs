@@ -11,12 +11,40 @@ use crate::counters::{Kind, Live};
 use crate::notify::{new_notifier, Notifier};
 use crate::{MockFabric, MockPd};
 
+use super::wire::frame::Frame;
+use super::wire::rendezvous::{publish, Published};
+use super::wire::Link;
 use super::{create_qp, MockQp, QpShared, EINVAL, ERROR};
+
+/// The side that asked to connect: a queue pair of this process, or one in another process
+/// (its connection, not accepted yet).
+pub(crate) enum Requester {
+    Local(Weak<QpShared>),
+    Wire(Arc<Link>),
+}
+
+impl Requester {
+    /// Refuses the request: the requesting side sees REJECTED.
+    pub(super) fn reject(&self) {
+        match self {
+            Self::Local(w) => {
+                if let Some(c) = w.upgrade() {
+                    c.state.store(ERROR, Ordering::Release);
+                    c.push_event(CmEvent::Rejected, None);
+                }
+            }
+            Self::Wire(l) => {
+                l.send(&Frame::Reject);
+                l.close(true);
+            }
+        }
+    }
+}
 
 /// A connection request waiting at a listener.
 pub(crate) struct Incoming {
-    pub(super) client: Weak<QpShared>,
-    pub(super) pdata: Box<[u8]>,
+    pub(crate) client: Requester,
+    pub(crate) pdata: Box<[u8]>,
 }
 
 /// A CM event on a listening endpoint's channel.
@@ -38,6 +66,8 @@ pub struct MockListener {
     addr: String,
     port: u16,
     torn: AtomicBool,
+    /// Its socket in the rendezvous directory (cross-process mode).
+    published: Option<Published>,
     _live: Live,
 }
 
@@ -61,28 +91,38 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
     let shared =
         Arc::new(ListenerShared { requests: new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")? });
     f.add_listener(addr, port, &shared)?;
+    let published = match &f.rendezvous {
+        Some(dir) => match publish(dir, addr, port, pd.caps.max_private_data_connect, Arc::downgrade(&shared)) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                f.remove_listener(addr, port);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     Ok(MockListener {
         shared,
         pd: Arc::clone(pd),
         addr: addr.to_owned(),
         port,
         torn: AtomicBool::new(false),
+        published,
         _live: f.live(Kind::Listener),
     })
 }
 
 impl MockListener {
-    fn teardown(&self) -> Result<()> {
+    fn teardown(&mut self) -> Result<()> {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.pd.fabric.remove_listener(&self.addr, self.port);
+        // No request comes from other processes any more (the socket is removed).
+        drop(self.published.take());
         for ev in self.shared.requests.drain() {
             let ListenEvent::Request(inc) = ev else { continue };
-            if let Some(c) = inc.client.upgrade() {
-                c.state.store(ERROR, Ordering::Release);
-                c.push_event(CmEvent::Rejected, None);
-            }
+            inc.client.reject();
         }
         self.pd.fabric.faults.check("rdma_destroy_id")
     }
@@ -111,12 +151,6 @@ impl ListenerBackend<MockFabric> for MockListener {
             Ok(None) => return Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
             Err(e) => return Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),
         };
-        let reject = |inc: &Incoming| {
-            if let Some(c) = inc.client.upgrade() {
-                c.state.store(ERROR, Ordering::Release);
-                c.push_event(CmEvent::Rejected, None);
-            }
-        };
         match create_qp(&self.pd, cfg).and_then(|q| self.pd.fabric.faults.check("rdma_ack_cm_event").map(|()| q)) {
             Ok(mut qp) => {
                 qp.req_pdata = inc.pdata;
@@ -124,13 +158,13 @@ impl ListenerBackend<MockFabric> for MockListener {
                 Ok(qp)
             }
             Err(e) => {
-                reject(&inc);
+                inc.client.reject();
                 Err(e)
             }
         }
     }
 
-    fn shutdown(self) -> Result<()> {
+    fn shutdown(mut self) -> Result<()> {
         self.teardown()
     }
 }

@@ -22,6 +22,7 @@ mod recv;
 mod responder;
 mod sq;
 mod srq;
+mod wire;
 
 pub(crate) use deferred::{progress_conn, progress_qp, reschedule_if_waiting, unscheduled};
 pub use listener::MockListener;
@@ -30,12 +31,15 @@ pub(crate) use srq::create_srq;
 pub use srq::MockSrq;
 
 use deferred::{schedule, DeferredSq};
-use listener::Incoming;
+use listener::{Incoming, Requester};
 use pieces::{Dst, Source};
-use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide};
+use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide, Sender};
 use responder::opcodes;
 use sq::TargetCache;
 use srq::SrqShared;
+use wire::frame::Frame;
+use wire::link::{native_of, padded, start_error};
+use wire::{rendezvous, Link};
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
@@ -73,9 +77,9 @@ pub(crate) struct QpShared {
     srq: Option<Arc<SrqShared>>,
     sq_size: u64,
     /// The slots the immediate path of `post_send` may take: `sq_size`, or 0 in the deferred
-    /// mode, so that a deferred post finds its slots "full" and goes the cold way, which the
-    /// immediate mode's fast path then pays nothing for.
-    fast_slots: u64,
+    /// mode or once the peer is in another process, so that such a post finds its slots "full"
+    /// and goes the cold way, which the immediate mode's fast path then pays nothing for.
+    fast_slots: AtomicU64,
     /// Send-queue slots taken so far (written by the posting thread only, see `sq.rs`).
     posted: AtomicU64,
     /// The send queue of the deferred mode (`None`: work executes as it is posted).
@@ -84,6 +88,8 @@ pub(crate) struct QpShared {
     /// The remote PD's registration table (set with `remote`): one-sided operations reach it
     /// without upgrading `remote` (no reference-count traffic per operation).
     remote_mrs: OnceLock<Arc<MrTable>>,
+    /// The connection to the peer's process (cross-process mode; `remote` then stays unset).
+    link: OnceLock<Arc<Link>>,
     events: Notifier<CmItem>,
     _live: Live,
 }
@@ -183,7 +189,7 @@ pub struct MockQp {
     shared_channel: Option<Arc<Channel>>,
     req_pdata: Box<[u8]>,
     target: Option<(String, u16)>,
-    incoming: Option<Weak<QpShared>>,
+    incoming: Option<Requester>,
     /// The APM flush buffer of a connection without native flush (created by `connect`).
     flush_buf: bool,
     torn: AtomicBool,
@@ -231,12 +237,13 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         rq,
         srq,
         sq_size: u64::from(cfg.sq_size),
-        fast_slots: if f.exec.mode == Mode::Deferred { 0 } else { u64::from(cfg.sq_size) },
+        fast_slots: AtomicU64::new(if f.exec.mode == Mode::Deferred { 0 } else { u64::from(cfg.sq_size) }),
         posted: AtomicU64::new(0),
         deferred: (f.exec.mode == Mode::Deferred)
             .then(|| Box::new(DeferredSq::new(f.exec.tearing, f.seed ^ u64::from(qp_num)))),
         remote: OnceLock::new(),
         remote_mrs: OnceLock::new(),
+        link: OnceLock::new(),
         events,
         _live: f.live(Kind::Qp),
     });
@@ -317,6 +324,11 @@ impl MockQp {
         if let Some(r) = r {
             r.hang_up(CmEvent::ConnectError);
         }
+        // A peer in another process sees its connection end without a goodbye.
+        if let Some(l) = self.shared.link.get() {
+            l.close(false);
+            l.flush(&self.shared);
+        }
     }
 
     /// Delivers an arbitrary raw CM event to this connection (to test the handling of
@@ -371,7 +383,7 @@ impl MockQp {
             len: wr.len,
             imm,
             write_imm: matches!(wr.op, SendOp::WriteImm(_)),
-            sender: Arc::downgrade(s),
+            sender: Sender::Local(Arc::downgrade(s)),
             sender_signaled: wr.signaled,
             sender_wr_id: wr.wr_id,
             sender_seq: seq,
@@ -388,6 +400,11 @@ impl MockQp {
         const OP: &str = "ibv_post_send";
         let s = &self.shared;
         let full = || Error::provider(OP, ENOMEM).with_detail("send queue is full");
+        if let Some(link) = s.link.get() {
+            let first = s.take_slots_of(wrs.len() as u64, s.sq_size).ok_or_else(full)?;
+            link.post(s, wrs, first);
+            return Ok(());
+        }
         let Some(d) = &s.deferred else { return Err(full()) };
         if s.fabric.exec.background.is_some() {
             s.fabric.engine.ensure_thread(OP)?;
@@ -441,13 +458,25 @@ impl MockQp {
                 r.hang_up(CmEvent::Disconnected);
             }
         }
-        if let Some(c) = self.incoming.as_ref().and_then(Weak::upgrade) {
-            if s.state() == INIT && c.state() == CONNECTING {
-                c.state.store(ERROR, Ordering::Release);
-                c.push_event(CmEvent::Rejected, None);
+        match &self.incoming {
+            Some(Requester::Local(w)) => {
+                if let Some(c) = w.upgrade() {
+                    if s.state() == INIT && c.state() == CONNECTING {
+                        c.state.store(ERROR, Ordering::Release);
+                        c.push_event(CmEvent::Rejected, None);
+                    }
+                }
             }
+            // A request never accepted is rejected (its link is this handle's only).
+            Some(r @ Requester::Wire(_)) if s.link.get().is_none() => r.reject(),
+            _ => {}
         }
         s.to_error();
+        // The peer process sees the connection close; what is outstanding is flushed.
+        if let Some(l) = s.link.get() {
+            l.close(true);
+            l.flush(s);
+        }
         if let Some(d) = &s.deferred {
             d.clear();
         }
@@ -576,7 +605,22 @@ impl QpBackend<MockFabric> for MockQp {
         if pdata.is_some_and(|p| p.len() > limit) {
             return Err(Error::provider(op, EINVAL).with_detail("private data longer than RDMA CM carries"));
         }
-        if let Some(client) = &self.incoming {
+        if let Some(Requester::Wire(link)) = &self.incoming {
+            s.fabric.faults.check("rdma_accept")?;
+            if link.is_gone() {
+                return Err(Error::provider("rdma_accept", ECONNREFUSED).with_detail("the requesting process is gone"));
+            }
+            self.flush_buf = conn_new(&s.fabric, caps.native_flush)?;
+            link.attach(s);
+            let _ = s.link.set(Arc::clone(link));
+            s.fast_slots.store(0, Ordering::Release);
+            s.state.store(CONNECTED, Ordering::Release);
+            s.established.store(true, Ordering::Release);
+            s.push_event(CmEvent::Established, None);
+            link.send(&Frame::Accept { native: native_of(caps), pdata: padded(pdata, caps.max_private_data_accept) });
+            return Ok(());
+        }
+        if let Some(Requester::Local(client)) = &self.incoming {
             s.fabric.faults.check("rdma_accept")?;
             let c = client.upgrade().filter(|c| c.state() == CONNECTING).ok_or_else(|| {
                 Error::provider("rdma_accept", ECONNREFUSED).with_detail("the requesting side is gone")
@@ -605,16 +649,28 @@ impl QpBackend<MockFabric> for MockQp {
         }
         s.state.store(CONNECTING, Ordering::Release);
         let (addr, port) = self.target.as_ref().expect("an outgoing request has a target");
-        match s.fabric.listener(addr, *port) {
-            Some(l) => l.requests.push(ListenEvent::Request(Incoming {
-                client: Arc::downgrade(s),
+        if let Some(l) = s.fabric.listener(addr, *port).filter(|_| !s.fabric.always_wire) {
+            l.requests.push(ListenEvent::Request(Incoming {
+                client: Requester::Local(Arc::downgrade(s)),
                 pdata: pad(pdata, caps.max_private_data_connect).unwrap_or_default(),
-            })),
-            None => {
-                s.state.store(ERROR, Ordering::Release);
-                s.push_event(CmEvent::Unreachable, None);
-            }
+            }));
+            return Ok(());
         }
+        // Nobody listens in this process: another process may, through the rendezvous directory.
+        let stream = match &s.fabric.rendezvous {
+            Some(dir) => rendezvous::dial(dir, addr, *port)?,
+            None => None,
+        };
+        let Some(stream) = stream else {
+            s.state.store(ERROR, Ordering::Release);
+            s.push_event(CmEvent::Unreachable, None);
+            return Ok(());
+        };
+        let hello = Frame::Hello { native: native_of(caps), pdata: padded(pdata, caps.max_private_data_connect) };
+        let link = Link::start(stream, Some(Arc::downgrade(s)), 0, format!("{addr}:{port}"), Some(hello))
+            .map_err(|e| start_error(&e, "rdma_connect"))?;
+        let _ = s.link.set(link);
+        s.fast_slots.store(0, Ordering::Release);
         Ok(())
     }
 
@@ -639,6 +695,22 @@ impl QpBackend<MockFabric> for MockQp {
     fn disconnect(&self) -> Result<()> {
         let s = &self.shared;
         s.fabric.faults.check("rdma_disconnect")?;
+        if let (Some(link), true) = (s.link.get(), s.established.load(Ordering::Acquire)) {
+            if s.closed.load(Ordering::Acquire) || link.is_gone() {
+                // Answers the peer's disconnect (or the peer is gone): closed already.
+                s.hang_up(CmEvent::Disconnected);
+                link.send(&Frame::Drep);
+            } else {
+                // A DREQ: the peer answers with its own disconnect, or the CM timer fires.
+                s.fabric.engine.ensure_thread("rdma_disconnect")?;
+                s.disconnecting.store(true, Ordering::Release);
+                s.to_error();
+                link.send(&Frame::Dreq);
+                s.fabric.engine.timer(s.fabric.exec.cm_timeout, Arc::downgrade(s));
+            }
+            link.flush(s);
+            return Ok(());
+        }
         if s.established.load(Ordering::Acquire) {
             match s.remote() {
                 // Answers a disconnect the peer started: both sides are closed now.

@@ -91,17 +91,23 @@ impl Source {
             Local::None => Self::None,
             Local::One(b) => Self::One(Arc::clone(b.mr), b.offset),
             Local::Inline(bytes) => Self::Bytes((*bytes).into()),
-            Local::Sg(_) => {
-                let mut v = vec![0u8; len];
-                let mut at = 0;
-                for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
-                    p.mr.shared().bytes(p.offset, p.len).read(0, &mut v[at..at + p.len]).expect("inside the piece");
-                    at += p.len;
-                }
-                Self::Bytes(v.into_boxed_slice())
-            }
+            Local::Sg(_) => Self::Bytes(gather_vec(local, len).into_boxed_slice()),
         }
     }
+}
+
+/// The `len` bytes of the local side of a write or send, gathered now.
+pub(super) fn gather_vec(local: &Local<'_, MockFabric>, len: usize) -> Vec<u8> {
+    if let Local::Inline(bytes) = local {
+        return bytes.to_vec();
+    }
+    let mut v = vec![0u8; len];
+    let mut at = 0;
+    for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
+        p.mr.shared().bytes(p.offset, p.len).read(0, &mut v[at..at + p.len]).expect("inside the piece");
+        at += p.len;
+    }
+    v
 }
 
 /// The local side of a work request as the responder copies it: registered pieces, in order,
@@ -114,6 +120,13 @@ pub(super) trait LocalSide {
     fn pieces(&self) -> usize;
     /// The `i`-th piece: its region, offset and length (validated by rpma-core).
     fn piece_at(&self, i: usize) -> Option<(&MrShared, usize, usize)>;
+    /// Reads `len` bytes of `src` at `off` into the side (a read's destination): piece after
+    /// piece.
+    #[inline]
+    fn scatter_from(&self, src: &MrShared, off: usize, len: usize) {
+        let _ = len;
+        scatter_from(src, off, self);
+    }
 }
 
 impl LocalSide for Local<'_, MockFabric> {
@@ -173,7 +186,7 @@ pub(super) fn gather_range<L: LocalSide>(local: &L, from: usize, len: usize, dst
 
 /// Reads `src` at `off` into the local side of a read, piece after piece.
 #[inline]
-pub(super) fn scatter_from<L: LocalSide>(src: &MrShared, off: usize, local: &L) {
+pub(super) fn scatter_from<L: LocalSide + ?Sized>(src: &MrShared, off: usize, local: &L) {
     let mut at = off;
     for i in 0..local.pieces() {
         if let Some((mr, o, l)) = local.piece_at(i) {

@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use rpma_core::{Error, Result, WcOpcode, WcStatus};
 
 use super::pieces::{Dst, Source};
+use super::wire::Link;
 use super::{lock, QpShared, CONNECTED, ENOMEM};
 
 /// A posted receive buffer (it keeps its registrations alive while posted).
@@ -14,14 +15,21 @@ pub(super) struct RecvBuf {
     pub(super) wr_id: u64,
 }
 
+/// Who sent a message: a queue pair of this process, or one in another process, answered
+/// through its connection.
+pub(crate) enum Sender {
+    Local(Weak<QpShared>),
+    Wire(Weak<Link>),
+}
+
 /// A message on its way to a receive buffer: a send, or the receive-consuming part of a write
 /// with immediate data.
-pub(super) struct Msg {
+pub(crate) struct Msg {
     pub(super) src: Source,
     pub(super) len: usize,
     pub(super) imm: Option<u32>,
     pub(super) write_imm: bool,
-    pub(super) sender: Weak<QpShared>,
+    pub(super) sender: Sender,
     pub(super) sender_signaled: bool,
     pub(super) sender_wr_id: u64,
     pub(super) sender_seq: u64,
@@ -79,12 +87,26 @@ impl RecvSide {
     }
 }
 
-pub(super) fn fail_sender(m: &Msg, status: WcStatus) {
-    if let Some(s) = m.sender.upgrade() {
-        let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
-        s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
-        s.message_done(m.sender_seq);
+/// Completes the sender of a message that was delivered or failed.
+fn complete_sender(m: &Msg, status: WcStatus) {
+    match &m.sender {
+        Sender::Local(w) => {
+            if let Some(s) = w.upgrade() {
+                let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+                s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
+                s.message_done(m.sender_seq);
+            }
+        }
+        Sender::Wire(w) => {
+            if let Some(l) = w.upgrade() {
+                l.message_done(m.sender_seq, status);
+            }
+        }
     }
+}
+
+pub(super) fn fail_sender(m: &Msg, status: WcStatus) {
+    complete_sender(m, status);
 }
 
 /// Puts a message into a receive buffer and completes both sides.
@@ -96,7 +118,6 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
         return;
     };
     let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
-    let sop = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
     if !m.write_imm && m.len > b.dst.len() {
         drop(std::mem::take(&mut b.dst));
         drop(std::mem::take(&mut m.src));
@@ -109,18 +130,16 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
     drop(std::mem::take(&mut b.dst));
     drop(std::mem::take(&mut m.src));
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
-    if let Some(s) = m.sender.upgrade() {
-        s.complete(m.sender_wr_id, WcStatus::Success, sop, m.sender_signaled, m.sender_seq);
-        s.message_done(m.sender_seq);
-    }
+    complete_sender(&m, WcStatus::Success);
 }
 
 /// A message arrives at `receiver`: it takes a posted buffer (at random unless ordered) or
-/// waits for one (RC receiver-not-ready retry, infinite as librpma configures it).
-pub(super) fn arrive(receiver: &Arc<QpShared>, m: Msg) {
+/// waits for one (RC receiver-not-ready retry, infinite as librpma configures it). Returns
+/// whether it is settled (delivered or failed); `false`: it waits for a receive.
+pub(super) fn arrive(receiver: &Arc<QpShared>, m: Msg) -> bool {
     if receiver.state() != CONNECTED {
         fail_sender(&m, WcStatus::RetryExcErr);
-        return;
+        return true;
     }
     let buf = {
         let mut g = lock(receiver.side());
@@ -128,9 +147,10 @@ pub(super) fn arrive(receiver: &Arc<QpShared>, m: Msg) {
             Some(b) => b,
             None => {
                 g.pending.push_back(m);
-                return;
+                return false;
             }
         }
     };
     deliver(m, buf);
+    true
 }

@@ -9,7 +9,7 @@ use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
 use crate::mem::{copy, MrShared};
 use crate::MockFabric;
 
-use super::pieces::{gather_into, scatter_from, LocalSide};
+use super::pieces::{gather_into, LocalSide};
 
 /// The completion opcode of an operation on the sender, and whether it consumes a receive.
 pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
@@ -86,7 +86,7 @@ pub(super) fn execute_op<L: LocalSide>(
             let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_read) else {
                 return WcStatus::RemAccessErr;
             };
-            scatter_from(mr, off, local);
+            local.scatter_from(mr, off, len);
         }
         SendOp::Write | SendOp::WriteImm(_) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_write) else {

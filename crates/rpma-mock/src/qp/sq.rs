@@ -25,7 +25,7 @@ impl QpShared {
     /// `retired` is written by polling, on the same thread.
     #[inline]
     pub(super) fn take_slots(&self, n: u64) -> Option<u64> {
-        self.take_slots_of(n, self.fast_slots)
+        self.take_slots_of(n, self.fast_slots.load(Ordering::Relaxed))
     }
 
     /// [`QpShared::take_slots`] out of a queue of `size` slots.

@@ -1,0 +1,565 @@
+//! One connection to a queue pair in another process: its socket, the thread reading it and the
+//! thread writing it, the work requests this side sent and waits for (the initiator), and the
+//! requests the peer sent that wait to execute here (the responder).
+//!
+//! The responder executes requests in the order they came, as RC does: a message that finds no
+//! receive stalls the requests behind it (receiver-not-ready retry) until a receive takes it; the
+//! thread that delivers it (the one posting the receive) runs what waited. Answers go back in
+//! the same order, so the initiator's oldest outstanding work request is the one answered next;
+//! an answer to anything else is a protocol violation, as is any malformed frame: the
+//! connection is then lost (LOST, outstanding work flushed), as when the peer process dies.
+//! Nothing the peer sends reaches memory but through the responder's checks (rkey, bounds,
+//! access rights, message size), the same as for a peer in this process.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+
+use rpma_core::transport::{CmEvent, SendOp, SendWr};
+use rpma_core::{rpma_log, Capabilities, Error, WcOpcode, WcStatus};
+
+use super::frame::{encode_req, read_frame, Frame, Native, Req, NATIVE_ATOMIC_WRITE, NATIVE_FLUSH};
+use crate::mem::MrShared;
+use crate::qp::pieces::{gather_vec, Dst, LocalSide, Source};
+use crate::qp::recv::{arrive, Msg, Sender};
+use crate::qp::responder::{execute_op, opcodes};
+use crate::qp::{pad, QpShared, CONNECTED, CONNECTING, ERROR};
+use crate::MockFabric;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The native operations of a device, as the frames carry them.
+pub(crate) fn native_of(caps: &Capabilities) -> Native {
+    (if caps.native_flush { NATIVE_FLUSH } else { 0 })
+        | (if caps.native_atomic_write { NATIVE_ATOMIC_WRITE } else { 0 })
+}
+
+/// A work request sent and not answered yet.
+struct Outstanding {
+    seq: u64,
+    wr_id: u64,
+    signaled: bool,
+    opcode: WcOpcode,
+    /// A read's destination and length.
+    read: Option<(Dst, usize)>,
+    /// The regions of a write's or send's source, held until the answer as a NIC may read
+    /// them until then (their bytes went out at post).
+    _source: Dst,
+}
+
+#[derive(Default)]
+struct Initiator {
+    sent: VecDeque<Outstanding>,
+    /// Answers to work requests up to this sequence number are ignored: they were flushed.
+    flushed_to: u64,
+}
+
+#[derive(Default)]
+struct Responder {
+    held: VecDeque<Req>,
+    /// A thread executes the held requests (or a message stalls them).
+    running: bool,
+    /// The message the queue waits for (set before it arrives).
+    waiting: Option<u64>,
+    /// The runner left because of `waiting`: its delivery resumes the queue.
+    stalled: bool,
+    /// A request failed: as an RC responder after a NAK, nothing after it executes (the
+    /// initiator flushes it).
+    failed: bool,
+}
+
+#[derive(Default)]
+struct Outbox {
+    frames: VecDeque<Vec<u8>>,
+    /// No frame is queued any more: the writer sends what it has, then shuts the socket.
+    closing: bool,
+}
+
+/// A connection to a peer process (see the module documentation).
+pub(crate) struct Link {
+    stream: UnixStream,
+    out: Mutex<Outbox>,
+    out_cv: Condvar,
+    /// The queue pair of this side (set by the connecting side at once, by the accepting side
+    /// when it accepts).
+    qp: OnceLock<Weak<QpShared>>,
+    initiator: Mutex<Initiator>,
+    responder: Mutex<Responder>,
+    /// The peer's native operations (from its hello or accept).
+    peer_native: AtomicU8,
+    /// This side closed the link (a read ending then is no failure of the peer).
+    closed_here: AtomicBool,
+    /// The peer said goodbye or the link ended: nothing more comes from it.
+    gone: AtomicBool,
+    /// The peer said goodbye before the end (a clean close, not a death).
+    bye: AtomicBool,
+    /// Where the peer was reached (for log lines).
+    name: String,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("peer", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    /// Starts the reader and writer threads of a connected socket. `qp` is this side's queue
+    /// pair if already known (the connecting side); `first` a frame to send first.
+    pub(crate) fn start(
+        stream: UnixStream,
+        qp: Option<Weak<QpShared>>,
+        peer_native: Native,
+        name: String,
+        first: Option<Frame>,
+    ) -> io::Result<Arc<Self>> {
+        let reader = stream.try_clone()?;
+        let writer = stream.try_clone()?;
+        let link = Arc::new(Self {
+            stream,
+            out: Mutex::new(Outbox::default()),
+            out_cv: Condvar::new(),
+            qp: OnceLock::new(),
+            initiator: Mutex::new(Initiator::default()),
+            responder: Mutex::new(Responder::default()),
+            peer_native: AtomicU8::new(peer_native),
+            closed_here: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
+            bye: AtomicBool::new(false),
+            name,
+        });
+        if let Some(q) = qp {
+            let _ = link.qp.set(q);
+        }
+        if let Some(f) = first {
+            link.send(&f);
+        }
+        let l = Arc::clone(&link);
+        std::thread::Builder::new().name("rpma-mock-wire-tx".into()).spawn(move || l.write_loop(writer))?;
+        let l = Arc::clone(&link);
+        if let Err(e) = std::thread::Builder::new().name("rpma-mock-wire-rx".into()).spawn(move || l.read_loop(reader))
+        {
+            link.close(false);
+            return Err(e);
+        }
+        Ok(link)
+    }
+
+    /// The peer is gone (it said goodbye, died, or the link failed).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    fn qp(&self) -> Option<Arc<QpShared>> {
+        self.qp.get().and_then(Weak::upgrade)
+    }
+
+    /// The accepting side's queue pair takes the link.
+    pub(crate) fn attach(&self, qp: &Arc<QpShared>) {
+        let _ = self.qp.set(Arc::downgrade(qp));
+    }
+
+    /// Queues a frame for the writer (dropped once the link closes).
+    pub(crate) fn send(&self, f: &Frame) {
+        self.push(f.encode());
+    }
+
+    fn push(&self, bytes: Vec<u8>) {
+        let mut g = lock(&self.out);
+        if !g.closing {
+            g.frames.push_back(bytes);
+            drop(g);
+            self.out_cv.notify_one();
+        }
+    }
+
+    /// Closes this side. With `bye`, the writer sends what is queued and a goodbye, then shuts
+    /// the socket, which ends the reader too; without, the socket is shut at once (the peer
+    /// sees its connection fail, as when a process dies). Outstanding work is the caller's to
+    /// flush.
+    pub(crate) fn close(&self, bye: bool) {
+        self.closed_here.store(true, Ordering::Release);
+        let mut g = lock(&self.out);
+        if !g.closing {
+            if bye {
+                g.frames.push_back(Frame::Bye.encode());
+            } else {
+                g.frames.clear();
+            }
+            g.closing = true;
+        }
+        drop(g);
+        self.out_cv.notify_one();
+        if !bye {
+            let _ = self.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn write_loop(self: Arc<Self>, mut stream: UnixStream) {
+        loop {
+            let frame = {
+                let mut g = lock(&self.out);
+                loop {
+                    if let Some(f) = g.frames.pop_front() {
+                        break Some(f);
+                    }
+                    if g.closing {
+                        break None;
+                    }
+                    g = self.out_cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            let Some(frame) = frame else { break };
+            if stream.write_all(&frame).is_err() {
+                // The reader sees the same failure and reports it.
+                break;
+            }
+        }
+        lock(&self.out).closing = true;
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+
+    fn read_loop(self: Arc<Self>, mut stream: UnixStream) {
+        let failure = loop {
+            match read_frame(&mut stream) {
+                Ok(Some(f)) => {
+                    if let Err(e) = self.handle(f) {
+                        break Some(e);
+                    }
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        self.ended(failure);
+    }
+
+    /// The link ended: unless this side closed it, the peer is gone, cleanly (after its
+    /// goodbye) or not (a death, a failed socket, a protocol violation: LOST).
+    fn ended(&self, failure: Option<io::Error>) {
+        self.gone.store(true, Ordering::Release);
+        let here = self.closed_here.load(Ordering::Acquire);
+        if let Some(e) = &failure {
+            if !here {
+                rpma_log!(Warning, "mock connection to {}: {e}", self.name);
+            }
+        }
+        self.close(false);
+        let Some(qp) = self.qp() else { return };
+        if qp.established.load(Ordering::Acquire) {
+            let ev = if self.bye.load(Ordering::Acquire) && failure.is_none() {
+                CmEvent::Disconnected
+            } else {
+                CmEvent::ConnectError
+            };
+            qp.hang_up(ev);
+        } else if qp.state.compare_exchange(CONNECTING, ERROR, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            // The listening process went away before it answered the request.
+            qp.push_event(CmEvent::Rejected, None);
+        }
+        self.flush(&qp);
+    }
+
+    fn handle(self: &Arc<Self>, f: Frame) -> io::Result<()> {
+        match f {
+            Frame::Req(r) => {
+                self.respond(r);
+                Ok(())
+            }
+            Frame::Ack { seq, status, data } => self.answered(seq, status, data),
+            Frame::Accept { native, pdata } => {
+                let Some(qp) = self.qp() else { return Ok(()) };
+                if pdata.len() > qp.pd.caps.max_private_data_accept {
+                    return Err(violation("private data longer than an accept carries"));
+                }
+                self.peer_native.store(native, Ordering::Release);
+                if qp.state.compare_exchange(CONNECTING, CONNECTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    qp.established.store(true, Ordering::Release);
+                    let pdata = (!pdata.is_empty()).then(|| pdata.into_boxed_slice());
+                    qp.push_event(CmEvent::Established, pdata);
+                }
+                Ok(())
+            }
+            Frame::Reject => {
+                if let Some(qp) = self.qp() {
+                    if qp.state.compare_exchange(CONNECTING, ERROR, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        qp.push_event(CmEvent::Rejected, None);
+                    }
+                }
+                Ok(())
+            }
+            // A disconnect request, or the answer to ours: this side is closed now.
+            Frame::Dreq | Frame::Drep => {
+                if let Some(qp) = self.qp() {
+                    qp.hang_up(CmEvent::Disconnected);
+                    self.flush(&qp);
+                }
+                Ok(())
+            }
+            Frame::Bye => {
+                self.bye.store(true, Ordering::Release);
+                self.gone.store(true, Ordering::Release);
+                Ok(())
+            }
+            Frame::Hello { .. } => Err(violation("a second hello")),
+        }
+    }
+
+    // ------------------------------------------------------------------------- initiator
+
+    /// Sends a chain of work requests whose send-queue slots `first + 1 ..` were taken.
+    pub(crate) fn post(&self, qp: &QpShared, wrs: &[SendWr<'_, MockFabric>], first: u64) {
+        if qp.state() != CONNECTED || self.is_gone() {
+            // RC flushes what follows an error, in order: what is outstanding first.
+            self.flush(qp);
+            for (i, wr) in wrs.iter().enumerate() {
+                let (op, _) = opcodes(wr.op, &qp.pd.caps);
+                qp.complete(wr.wr_id, WcStatus::WrFlushErr, op, wr.signaled, first + i as u64 + 1);
+            }
+            return;
+        }
+        let native = native_of(&qp.pd.caps);
+        let mut frames = Vec::with_capacity(wrs.len());
+        {
+            let mut g = lock(&self.initiator);
+            for (i, wr) in wrs.iter().enumerate() {
+                let seq = first + i as u64 + 1;
+                let (opcode, _) = opcodes(wr.op, &qp.pd.caps);
+                let remote = wr.remote.map(|r| (r.addr, r.rkey));
+                let carries = matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_));
+                let data = if carries { gather_vec(&wr.local, wr.len) } else { Vec::new() };
+                let read = matches!(wr.op, SendOp::Read).then(|| (Dst::of(&wr.local), wr.len));
+                let source = if carries { Dst::of(&wr.local) } else { Dst::None };
+                frames.push(encode_req(seq, wr.op, native, remote, wr.len as u64, &data));
+                g.sent.push_back(Outstanding {
+                    seq,
+                    wr_id: wr.wr_id,
+                    signaled: wr.signaled,
+                    opcode,
+                    read,
+                    _source: source,
+                });
+            }
+        }
+        let mut g = lock(&self.out);
+        if !g.closing {
+            g.frames.extend(frames);
+            drop(g);
+            self.out_cv.notify_one();
+        }
+    }
+
+    /// The peer answered work request `seq`.
+    fn answered(&self, seq: u64, status: WcStatus, data: Vec<u8>) -> io::Result<()> {
+        let mut o = {
+            let mut g = lock(&self.initiator);
+            match g.sent.front() {
+                Some(o) if o.seq == seq => g.sent.pop_front().expect("a front"),
+                _ if seq <= g.flushed_to => return Ok(()),
+                _ => return Err(violation("an answer to no outstanding request")),
+            }
+        };
+        // The source is free again once its completion can be polled.
+        drop(std::mem::take(&mut o._source));
+        let Some(qp) = self.qp() else { return Ok(()) };
+        match o.read {
+            Some((dst, len)) if status.is_success() => {
+                if data.len() != len {
+                    return Err(violation("a read answered with another length"));
+                }
+                dst.fill(&Source::Bytes(data.into_boxed_slice()), len);
+            }
+            _ if !data.is_empty() => return Err(violation("bytes in the answer to a request that is no read")),
+            _ => {}
+        }
+        qp.complete(o.wr_id, status, o.opcode, o.signaled, seq);
+        if !status.is_success() {
+            // The queue pair is in the error state: what is still outstanding is flushed, after
+            // the error's completion.
+            self.flush(&qp);
+        }
+        Ok(())
+    }
+
+    /// Flushes every outstanding work request (the queue pair is in the error state or the
+    /// link is gone): each completes with `WR_FLUSH_ERR`, in order.
+    pub(crate) fn flush(&self, qp: &QpShared) {
+        let sent: Vec<Outstanding> = {
+            let mut g = lock(&self.initiator);
+            if let Some(last) = g.sent.back() {
+                g.flushed_to = last.seq;
+            }
+            g.sent.drain(..).collect()
+        };
+        for o in sent {
+            drop(o.read);
+            qp.complete(o.wr_id, WcStatus::WrFlushErr, o.opcode, o.signaled, o.seq);
+        }
+    }
+
+    // ------------------------------------------------------------------------- responder
+
+    fn respond(self: &Arc<Self>, r: Req) {
+        {
+            let mut g = lock(&self.responder);
+            g.held.push_back(r);
+            if g.running {
+                return;
+            }
+            g.running = true;
+        }
+        self.run_held();
+    }
+
+    /// Executes the held requests in order, until none is left or a message waits for a
+    /// receive.
+    fn run_held(self: &Arc<Self>) {
+        loop {
+            let r = {
+                let mut g = lock(&self.responder);
+                let Some(r) = g.held.pop_front() else {
+                    g.running = false;
+                    return;
+                };
+                if g.failed {
+                    continue;
+                }
+                if r.consumes_receive() {
+                    g.waiting = Some(r.seq);
+                }
+                r
+            };
+            let seq = r.seq;
+            if self.execute(r) {
+                continue;
+            }
+            let mut g = lock(&self.responder);
+            if g.waiting == Some(seq) {
+                g.stalled = true;
+                return;
+            }
+        }
+    }
+
+    /// The message of request `seq` was delivered (or failed): answers it, and resumes the
+    /// requests stalled behind it.
+    pub(crate) fn message_done(self: &Arc<Self>, seq: u64, status: WcStatus) {
+        self.answer(seq, status, Vec::new());
+        let resume = {
+            let mut g = lock(&self.responder);
+            if g.waiting == Some(seq) {
+                g.waiting = None;
+                std::mem::take(&mut g.stalled)
+            } else {
+                false
+            }
+        };
+        if resume {
+            self.run_held();
+        }
+    }
+
+    /// Answers request `seq`; after a failure nothing more executes.
+    fn answer(&self, seq: u64, status: WcStatus, data: Vec<u8>) {
+        if !status.is_success() {
+            lock(&self.responder).failed = true;
+        }
+        self.send(&Frame::Ack { seq, status, data });
+    }
+
+    /// Executes one request here; `false` if it is a message that waits for a receive.
+    fn execute(self: &Arc<Self>, r: Req) -> bool {
+        let ack = |status: WcStatus, data: Vec<u8>| self.answer(r.seq, status, data);
+        let Some(qp) = self.qp() else {
+            ack(WcStatus::WrFlushErr, Vec::new());
+            return true;
+        };
+        let mut caps = qp.pd.caps.clone();
+        caps.native_flush = r.native & NATIVE_FLUSH != 0;
+        caps.native_atomic_write = r.native & NATIVE_ATOMIC_WRITE != 0;
+        if r.len > caps.max_msg_size {
+            ack(WcStatus::RemInvReqErr, Vec::new());
+            return true;
+        }
+        let len = r.len as usize;
+        let (status, read) = if matches!(r.op, SendOp::Send | SendOp::SendImm(_)) {
+            (WcStatus::Success, Vec::new())
+        } else {
+            let target = r
+                .remote
+                .and_then(|(_, rkey)| qp.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned());
+            let side = WireSide { data: &r.data, read: RefCell::new(Vec::new()) };
+            let status = execute_op(r.op, &side, r.remote_buf(), len, target.as_deref(), &caps);
+            (status, side.read.into_inner())
+        };
+        if !r.consumes_receive() || !status.is_success() {
+            ack(status, if status.is_success() { read } else { Vec::new() });
+            return true;
+        }
+        let (imm, write_imm) = match r.op {
+            SendOp::SendImm(i) => (Some(i), false),
+            SendOp::WriteImm(i) => (Some(i), true),
+            _ => (None, false),
+        };
+        let m = Msg {
+            src: if write_imm { Source::None } else { Source::Bytes(r.data.into_boxed_slice()) },
+            len,
+            imm,
+            write_imm,
+            sender: Sender::Wire(Arc::downgrade(self)),
+            sender_signaled: true,
+            sender_wr_id: 0,
+            sender_seq: r.seq,
+            receiver: Arc::downgrade(&qp),
+        };
+        arrive(&qp, m)
+    }
+}
+
+fn violation(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("protocol violation by the peer process: {what}"))
+}
+
+/// The local side of a request at the responder: the bytes a write carries, or the buffer a
+/// read fills.
+struct WireSide<'a> {
+    data: &'a [u8],
+    read: RefCell<Vec<u8>>,
+}
+
+impl LocalSide for WireSide<'_> {
+    fn inline(&self) -> Option<&[u8]> {
+        Some(self.data)
+    }
+
+    fn pieces(&self) -> usize {
+        0
+    }
+
+    fn piece_at(&self, _i: usize) -> Option<(&MrShared, usize, usize)> {
+        None
+    }
+
+    fn scatter_from(&self, src: &MrShared, off: usize, len: usize) {
+        let mut v = vec![0u8; len];
+        src.bytes(off, len).read(0, &mut v).expect("a range checked against the region");
+        *self.read.borrow_mut() = v;
+    }
+}
+
+/// Private data as the connecting side sends it: zero-padded to what RDMA CM carries.
+pub(crate) fn padded(p: Option<&[u8]>, to: usize) -> Vec<u8> {
+    pad(p, to).map(Vec::from).unwrap_or_default()
+}
+
+/// The error of an operation whose connection's threads could not start.
+pub(crate) fn start_error(e: &io::Error, op: &'static str) -> Error {
+    Error::provider(op, e.raw_os_error().unwrap_or(11))
+        .with_detail(&format!("cannot start the mock connection's threads: {e}"))
+}
