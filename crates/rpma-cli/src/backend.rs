@@ -10,7 +10,8 @@ use anyhow::Result;
 /// The transports the command can use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendKind {
-    /// The in-memory mock fabric (one process; no hardware needed).
+    /// The in-memory mock fabric (no hardware needed; `rpma server`/`rpma client` on it reach
+    /// each other across processes through its rendezvous directory).
     #[default]
     Mock,
     /// RDMA over libibverbs + librdmacm (needs a build with the `verbs` feature and a device).
@@ -48,6 +49,32 @@ pub fn dispatch<W: WithTransport>(kind: BackendKind, work: W) -> Result<W::Outpu
         BackendKind::Mock => mock(work),
         BackendKind::Verbs => verbs(work),
     }
+}
+
+/// [`dispatch`] for one side of a connection between processes (`rpma server`, `rpma client`):
+/// on the mock, the fabric reaches other processes through the rendezvous directory named by
+/// `RPMA_MOCK_RENDEZVOUS`, else a private one of this user
+/// ([`rpma::mock::default_rendezvous_dir`]).
+///
+/// # Errors
+/// As [`dispatch`].
+pub fn dispatch_between_processes<W: WithTransport>(kind: BackendKind, work: W) -> Result<W::Output> {
+    match kind {
+        BackendKind::Mock => mock_between_processes(work),
+        BackendKind::Verbs => verbs(work),
+    }
+}
+
+#[cfg(feature = "mock")]
+fn mock_between_processes<W: WithTransport>(work: W) -> Result<W::Output> {
+    use rpma::mock::{default_rendezvous_dir, MockFabric, RENDEZVOUS_ENV};
+    let dir = std::env::var_os(RENDEZVOUS_ENV).map_or_else(default_rendezvous_dir, std::path::PathBuf::from);
+    work.run(MockFabric::builder().rendezvous(dir).try_build().context("the mock backend")?)
+}
+
+#[cfg(not(feature = "mock"))]
+fn mock_between_processes<W: WithTransport>(work: W) -> Result<W::Output> {
+    mock(work)
 }
 
 #[cfg(feature = "mock")]

@@ -6,9 +6,10 @@
 //!   and client as threads) and prints what was written, flushed, read and received;
 //! - `rpma devices` shows what rpma needs to know about the RDMA devices (capabilities, limits,
 //!   addresses);
-//! - `rpma server` / `rpma client` run one side of a scenario, over the verbs backend, so that
-//!   two processes (or two machines) talk; the other side may be the C program built from
-//!   librpma's example of the same number.
+//! - `rpma server` / `rpma client` run one side of a scenario so that two processes talk: over
+//!   verbs (two machines too; the other side may be the C program built from librpma's example
+//!   of the same number), or over the mock's cross-process mode on one host ([`processes`] runs
+//!   both, as `rpma demo --two-process` does).
 //!
 //! The library exposes the same pieces so tests (and fault sweeps) can drive them directly:
 //! [`scenarios`] has one module per librpma example (01 to 13, plus the SRQ ping-pong and the
@@ -34,4 +35,5 @@ pub mod file_map;
 pub mod native;
 pub mod out;
 pub mod pdata;
+pub mod processes;
 pub mod scenarios;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use rpma_cli::backend::{dispatch, BackendKind, WithTransport};
+use rpma_cli::backend::{dispatch, dispatch_between_processes, BackendKind, WithTransport};
 use rpma_cli::devices::{self, DeviceInfo};
 use rpma_cli::out::{self, err_line};
 use rpma_cli::outln;
@@ -73,6 +73,11 @@ struct DemoArgs {
     /// so both are emulated); each report says which path its flushes and atomic writes took.
     #[arg(long)]
     native: bool,
+    /// Run each scenario as processes: `rpma server` and its `rpma client`(s), connected through
+    /// the mock's cross-process mode (a private rendezvous directory of this run), each
+    /// scenario bounded by 60 s.
+    #[arg(long, conflicts_with = "native")]
+    two_process: bool,
 }
 
 #[derive(Args, Debug)]
@@ -93,8 +98,9 @@ struct Conn {
     /// The scenario to run (see `rpma scenarios`; a name or the example's number).
     #[arg(short, long, value_name = "NAME")]
     scenario: Scenario,
-    /// The transport. The mock fabric lives inside one process, so a server and a client in
-    /// two processes need verbs; run both sides on the mock with `rpma demo --scenario NAME`.
+    /// The transport: RDMA (verbs), or the mock, whose server and client processes meet through
+    /// its rendezvous directory on this host (`RPMA_MOCK_RENDEZVOUS`, else a private directory
+    /// of this user).
     #[arg(long, value_enum, default_value_t = BackendKind::Verbs)]
     backend: BackendKind,
     /// The server's IP address (an address of an RDMA interface; RDMA CM does not route
@@ -174,14 +180,6 @@ fn uses_file(s: Scenario) -> bool {
 }
 
 fn check_conn(c: &Conn, server: bool) -> Result<()> {
-    if c.backend == BackendKind::Mock {
-        bail!(
-            "the mock fabric exists inside one process, so a {} in its own process has no peer: \
-             run both sides with `rpma demo --scenario {}`, or use --backend verbs",
-            if server { "server" } else { "client" },
-            c.scenario.name()
-        );
-    }
     if c.file.is_some() && !uses_file(c.scenario) {
         bail!("--file is not used by {} (see `rpma server --help`)", c.scenario.name());
     }
@@ -228,7 +226,7 @@ fn server(a: ServerArgs) -> Result<ExitCode> {
     o.clients = usize::from(a.clients);
     o.srq_rcq = a.srq_rcq;
     outln!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port)?;
-    for l in dispatch(a.conn.backend, Server(s, o))? {
+    for l in dispatch_between_processes(a.conn.backend, Server(s, o))? {
         outln!("  {l}")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -286,7 +284,7 @@ fn client(a: ClientArgs) -> Result<ExitCode> {
     o.retries = a.retries;
     o.retry_delay = Duration::from_millis(a.retry_delay);
     outln!("{} client ({}) to {}:{}", s.name(), s.example(), o.addr, o.port)?;
-    for l in dispatch(a.conn.backend, Client(s, o))? {
+    for l in dispatch_between_processes(a.conn.backend, Client(s, o))? {
         outln!("  {l}")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -309,6 +307,9 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
             tmp.path().to_path_buf()
         }
     };
+    if a.two_process {
+        return demo_processes(&list, &dir);
+    }
     let native = if a.native { "with" } else { "without" };
     let fabric = || rpma::mock::MockFabric::builder().native(a.native, a.native).try_build();
     // A bad RPMA_MOCK_MODE ends the demo before any scenario runs.
@@ -337,6 +338,55 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
                 err_line(format_args!("rpma: {} failed: {}", s.name(), one_line(&e)));
                 failed.push(s.name());
             }
+        }
+        outln!("")?;
+    }
+    outln!("{} passed, {} failed", list.len() - failed.len(), failed.len())?;
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        err_line(format_args!("rpma: failed: {}", failed.join(", ")));
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// `rpma demo --two-process`: each scenario as `rpma server` and `rpma client` processes of this
+/// binary on the mock's cross-process mode, meeting in a rendezvous directory of this run.
+#[cfg(feature = "mock")]
+fn demo_processes(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> {
+    use anyhow::Context;
+    use rpma_cli::processes::Launch;
+
+    // A bad RPMA_MOCK_MODE ends the demo before any process starts.
+    let mode = rpma::mock::MockFabric::try_new().context("the mock fabric")?.mode();
+    let rv = tempfile::Builder::new().prefix("rpma-rendezvous").tempdir().context("creating a rendezvous directory")?;
+    let launch = Launch {
+        program: std::env::current_exe().context("the path of this rpma")?,
+        backend: "mock".to_owned(),
+        addr: "127.0.0.1".to_owned(),
+        env: vec![(rpma::mock::RENDEZVOUS_ENV.to_owned(), rv.path().join("rv").into_os_string())],
+        timeout: Duration::from_secs(60),
+    };
+    outln!(
+        "rpma demo: {} scenario(s) on the mock fabric's cross-process mode ({mode} mode), server and client(s) \
+         as processes meeting in {}\n",
+        list.len(),
+        rv.path().display()
+    )?;
+    let mut failed = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        let sdir = dir.join(s.name());
+        std::fs::create_dir_all(&sdir).with_context(|| format!("creating {}", sdir.display()))?;
+        let port = 7204 + u16::try_from(i).unwrap_or(0);
+        let (ok, report) = launch.run(*s, port, &sdir)?;
+        let verdict = if ok { "PASS" } else { "FAIL" };
+        outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
+        for l in report.lines() {
+            outln!("    {l}")?;
+        }
+        if !ok {
+            err_line(format_args!("rpma: {} failed as processes", s.name()));
+            failed.push(s.name());
         }
         outln!("")?;
     }

@@ -15,13 +15,11 @@
 #[path = "../../../tests/interop/cc.rs"]
 mod cc;
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use rpma::verbs::{Device, Verbs};
@@ -29,6 +27,7 @@ use rpma::ContextType;
 use rpma_cli::scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
 use rpma_cli::scenarios::s06_multiple_connections::MAX_NAME_SIZE;
 use rpma_cli::scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
+use rpma_cli::processes::{self, Launch, Proc};
 use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
 
 /// How long one scenario may take (either way of running it) before it counts as hung.
@@ -106,130 +105,40 @@ fn in_process(s: Scenario, env: &Env) -> Result<(), Failed> {
 }
 
 /// A process of the `rpma` binary with its output going to a file.
-struct Proc {
-    name: String,
-    child: Child,
-    out: PathBuf,
-    status: Option<ExitStatus>,
+fn spawn(name: &str, dir: &Path, args: &[String]) -> Result<Proc, Failed> {
+    spawn_program(name, dir, Path::new(env!("CARGO_BIN_EXE_rpma")), args)
 }
 
-impl Proc {
-    fn spawn(name: &str, dir: &Path, args: &[String]) -> Result<Self, String> {
-        Self::spawn_program(name, dir, Path::new(env!("CARGO_BIN_EXE_rpma")), args)
-    }
-
-    fn spawn_program(name: &str, dir: &Path, program: &Path, args: &[String]) -> Result<Self, String> {
-        let out = dir.join(format!("{name}.out"));
-        let f = File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let f2 = f.try_clone().map_err(|e| format!("{}: {e}", out.display()))?;
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(f)
-            .stderr(f2)
-            .spawn()
-            .map_err(|e| format!("starting {} {}: {e}", program.display(), args.join(" ")))?;
-        Ok(Self { name: name.to_owned(), child, out, status: None })
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_else(|e| format!("(cannot read {}: {e})", self.out.display()))
-    }
+/// A process of `program` with its output going to a file.
+fn spawn_program(name: &str, dir: &Path, program: &Path, args: &[String]) -> Result<Proc, Failed> {
+    Proc::spawn(name, dir, program, args, &[]).map_err(|e| format!("{e:#}").into())
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// The per-scenario arguments of `scripts/cli-verbs.sh`: server arguments, client arguments and
-/// the number of clients.
-fn scenario_args(s: Scenario, dir: &Path) -> (Vec<String>, Vec<String>, usize) {
-    let file = || {
-        let path = dir.join(format!("{}.pmem", s.name())).display().to_string();
-        vec!["--file".to_owned(), path, "--file-create".to_owned()]
-    };
-    let v = |a: &[&str]| a.iter().map(ToString::to_string).collect::<Vec<_>>();
-    match s {
-        Scenario::ReadToPersistent
-        | Scenario::WriteToPersistent
-        | Scenario::FlushToPersistentGpspm
-        | Scenario::FlushToPersistentGpspmSharedChannel => (file(), Vec::new(), 1),
-        Scenario::FlushToPersistent => {
-            let mut a = file();
-            a.push("--direct-pmem-write".into());
-            (a, Vec::new(), 1)
-        }
-        Scenario::AtomicWrite => (file(), v(&["--word", "hello", "--word", "rdma"]), 1),
-        Scenario::SendWithImm => (Vec::new(), v(&["--word", "msg", "--imm", "77"]), 1),
-        Scenario::MultipleConnections
-        | Scenario::MultipleConnectionsSharedChannel
-        | Scenario::MessagesPingPongWithSrq => (v(&["--clients", "2"]), Vec::new(), 2),
-        _ => (Vec::new(), Vec::new(), 1),
-    }
+/// Waits for every process, each bounded by [`TIMEOUT`] (killed when hung): whether all exited
+/// 0, and every process's status and output.
+fn wait_all(procs: &mut [Proc]) -> Result<(bool, String), Failed> {
+    processes::wait_all(procs, TIMEOUT).map_err(|e| format!("{e:#}").into())
 }
 
 /// `rpma server` and then `rpma client`(s) as processes, each bounded by [`TIMEOUT`] (killed when
 /// hung); both outputs are shown on failure.
 fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let port = env.port();
-    let (sargs, cargs, clients) = scenario_args(s, dir.path());
-    let common = |cmd: &str| {
-        let mut a = vec![cmd.to_owned(), "--backend".into(), "verbs".into(), "--addr".into(), env.addr.clone()];
-        a.extend(["--port".into(), port.clone(), "--scenario".into(), s.name()]);
-        a
+    let port: u16 = env.port().parse().map_err(|e| format!("port: {e}"))?;
+    let launch = Launch {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_rpma")),
+        backend: "verbs".to_owned(),
+        addr: env.addr.clone(),
+        env: Vec::new(),
+        timeout: TIMEOUT,
     };
-    let mut procs = Vec::new();
-    let mut a = common("server");
-    a.extend(sargs);
-    procs.push(Proc::spawn("server", dir.path(), &a)?);
-    for i in 0..clients {
-        let mut a = common("client");
-        a.extend(cargs.iter().cloned());
-        a.extend(["--retries", "100", "--retry-delay", "200"].map(String::from));
-        procs.push(Proc::spawn(&format!("client{i}"), dir.path(), &a)?);
-    }
-    let (ok, report) = wait_all(&mut procs)?;
+    let (ok, report) = launch.run(s, port, dir.path()).map_err(|e| format!("{e:#}"))?;
     if ok {
         print!("{report}");
         Ok(())
     } else {
         Err(format!("{} as two processes failed:\n{report}", s.name()).into())
     }
-}
-
-/// Waits for every process, each bounded by [`TIMEOUT`] (killed when hung): whether all exited
-/// 0, and every process's status and output.
-fn wait_all(procs: &mut [Proc]) -> Result<(bool, String), Failed> {
-    let deadline = Instant::now() + TIMEOUT;
-    let mut hung = false;
-    while procs.iter().any(|p| p.status.is_none()) {
-        for p in procs.iter_mut().filter(|p| p.status.is_none()) {
-            p.status = p.child.try_wait().map_err(|e| format!("waiting for the {}: {e}", p.name))?;
-        }
-        if Instant::now() > deadline {
-            hung = true;
-            for p in procs.iter_mut().filter(|p| p.status.is_none()) {
-                let _ = p.child.kill();
-                p.status = p.child.wait().ok();
-                p.name.push_str(" (killed: hung)");
-            }
-            break;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    let ok = !hung && procs.iter().all(|p| p.status.is_some_and(|s| s.success()));
-    let mut report = String::new();
-    for p in procs.iter() {
-        let status = p.status.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
-        report.push_str(&format!("--- {} ({status}):\n{}", p.name, p.output()));
-    }
-    Ok((ok, report))
 }
 
 // ------------------------------------------------------------------ C peers (06scch, 09scch)
@@ -299,25 +208,25 @@ fn c_peer(s: Scenario, c: CSide, env: &Env) -> Result<(), Failed> {
     let d = dir.path();
     match (s, c) {
         (Scenario::MultipleConnectionsSharedChannel, CSide::Server) => {
-            procs.push(Proc::spawn_program("C server06", d, &exe, &cargs("server06", &["2"]))?);
+            procs.push(spawn_program("C server06", d, &exe, &cargs("server06", &["2"]))?);
             for n in NAMES {
                 let a = rpma("client", &[&["--name", n][..], &retry].concat());
-                procs.push(Proc::spawn(&format!("rpma client {n}"), d, &a)?);
+                procs.push(spawn(&format!("rpma client {n}"), d, &a)?);
             }
         }
         (Scenario::MultipleConnectionsSharedChannel, CSide::Client) => {
-            procs.push(Proc::spawn("rpma server", d, &rpma("server", &["--clients", "2"]))?);
+            procs.push(spawn("rpma server", d, &rpma("server", &["--clients", "2"]))?);
             for n in NAMES {
-                procs.push(Proc::spawn_program(&format!("C client06 {n}"), d, &exe, &cargs("client06", &[n]))?);
+                procs.push(spawn_program(&format!("C client06 {n}"), d, &exe, &cargs("client06", &[n]))?);
             }
         }
         (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Server) => {
-            procs.push(Proc::spawn_program("C server09", d, &exe, &cargs("server09", &[]))?);
-            procs.push(Proc::spawn("rpma client", d, &rpma("client", &retry))?);
+            procs.push(spawn_program("C server09", d, &exe, &cargs("server09", &[]))?);
+            procs.push(spawn("rpma client", d, &rpma("client", &retry))?);
         }
         (Scenario::FlushToPersistentGpspmSharedChannel, CSide::Client) => {
-            procs.push(Proc::spawn("rpma server", d, &rpma("server", &["--file", &file_s, "--file-create"]))?);
-            procs.push(Proc::spawn_program("C client09", d, &exe, &cargs("client09", &[]))?);
+            procs.push(spawn("rpma server", d, &rpma("server", &["--file", &file_s, "--file-create"]))?);
+            procs.push(spawn_program("C client09", d, &exe, &cargs("client09", &[]))?);
         }
         _ => return Err(format!("no C peer for {}", s.name()).into()),
     }

@@ -129,8 +129,16 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
     b.dst.fill(&m.src, m.len);
     drop(std::mem::take(&mut b.dst));
     drop(std::mem::take(&mut m.src));
+    // A sender in another process is answered first: once the receive's completion can be
+    // polled, the receiver may disconnect, and its disconnect must not overtake the answer.
+    let wire = matches!(m.sender, Sender::Wire(_));
+    if wire {
+        complete_sender(&m, WcStatus::Success);
+    }
     receiver.recv_complete(b.wr_id, WcStatus::Success, rop, m.len as u32, m.imm);
-    complete_sender(&m, WcStatus::Success);
+    if !wire {
+        complete_sender(&m, WcStatus::Success);
+    }
 }
 
 /// A message arrives at `receiver`: it takes a posted buffer (at random unless ordered) or

@@ -18,6 +18,7 @@ use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use rpma_core::transport::{CmEvent, SendOp, SendWr};
 use rpma_core::{rpma_log, Capabilities, Error, WcOpcode, WcStatus};
@@ -79,7 +80,13 @@ struct Outbox {
     frames: VecDeque<Vec<u8>>,
     /// No frame is queued any more: the writer sends what it has, then shuts the socket.
     closing: bool,
+    /// The writer has ended.
+    done: bool,
 }
+
+/// How long closing a link waits for its last frames to go out (a peer process that stopped
+/// reading does not hold a teardown longer).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A connection to a peer process (see the module documentation).
 pub(crate) struct Link {
@@ -175,14 +182,16 @@ impl Link {
         if !g.closing {
             g.frames.push_back(bytes);
             drop(g);
-            self.out_cv.notify_one();
+            self.out_cv.notify_all();
         }
     }
 
     /// Closes this side. With `bye`, the writer sends what is queued and a goodbye, then shuts
-    /// the socket, which ends the reader too; without, the socket is shut at once (the peer
-    /// sees its connection fail, as when a process dies). Outstanding work is the caller's to
-    /// flush.
+    /// the socket, which ends the reader too, and this waits (up to [`DRAIN_TIMEOUT`]) until it
+    /// has: a process that exits right after tearing a connection down has told its peer, as
+    /// the kernel's connection manager would. Without `bye`, the socket is shut at once (the
+    /// peer sees its connection fail, as when a process dies). Outstanding work is the caller's
+    /// to flush.
     pub(crate) fn close(&self, bye: bool) {
         self.closed_here.store(true, Ordering::Release);
         let mut g = lock(&self.out);
@@ -194,10 +203,19 @@ impl Link {
             }
             g.closing = true;
         }
-        drop(g);
-        self.out_cv.notify_one();
+        self.out_cv.notify_all();
         if !bye {
+            drop(g);
             let _ = self.stream.shutdown(Shutdown::Both);
+            return;
+        }
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while !g.done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = self.out_cv.wait_timeout(g, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 
@@ -221,8 +239,12 @@ impl Link {
                 break;
             }
         }
-        lock(&self.out).closing = true;
         let _ = stream.shutdown(Shutdown::Both);
+        let mut g = lock(&self.out);
+        g.closing = true;
+        g.done = true;
+        drop(g);
+        self.out_cv.notify_all();
     }
 
     fn read_loop(self: Arc<Self>, mut stream: UnixStream) {
@@ -351,7 +373,7 @@ impl Link {
         if !g.closing {
             g.frames.extend(frames);
             drop(g);
-            self.out_cv.notify_one();
+            self.out_cv.notify_all();
         }
     }
 
@@ -488,9 +510,7 @@ impl Link {
             return true;
         }
         let len = r.len as usize;
-        let (status, read) = if matches!(r.op, SendOp::Send | SendOp::SendImm(_)) {
-            (WcStatus::Success, Vec::new())
-        } else {
+        let one_sided = |r: &Req| {
             let target = r
                 .remote
                 .and_then(|(_, rkey)| qp.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned());
@@ -498,9 +518,28 @@ impl Link {
             let status = execute_op(r.op, &side, r.remote_buf(), len, target.as_deref(), &caps);
             (status, side.read.into_inner())
         };
-        if !r.consumes_receive() || !status.is_success() {
-            ack(status, if status.is_success() { read } else { Vec::new() });
+        if !r.consumes_receive() {
+            // Executed with the outbox held, the answer queued before anything this side's user
+            // does after seeing the bytes (a disconnect must not overtake the answer).
+            let mut g = lock(&self.out);
+            let (status, read) = one_sided(&r);
+            if !status.is_success() {
+                lock(&self.responder).failed = true;
+            }
+            if !g.closing {
+                let data = if status.is_success() { read } else { Vec::new() };
+                g.frames.push_back(Frame::Ack { seq: r.seq, status, data }.encode());
+                drop(g);
+                self.out_cv.notify_all();
+            }
             return true;
+        }
+        if let SendOp::WriteImm(_) = r.op {
+            let (status, _) = one_sided(&r);
+            if !status.is_success() {
+                ack(status, Vec::new());
+                return true;
+            }
         }
         let (imm, write_imm) = match r.op {
             SendOp::SendImm(i) => (Some(i), false),
