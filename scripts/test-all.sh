@@ -49,6 +49,9 @@ cargo test --workspace --all-features 2>&1 | tee "$log"
 step "the conformance suite on the mock in its deferred mode (operations complete after post)"
 RPMA_MOCK_MODE=deferred cargo test --test mock 2>&1 | tee -a "$log"
 
+step "the conformance suite through the mock's cross-process sockets (every connection over its wire)"
+RPMA_TEST_MOCK_WIRE=1 cargo test --test mock 2>&1 | tee -a "$log"
+
 step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
 scripts/test-verbs.sh 2>&1 | tee -a "$log"
 
@@ -66,8 +69,10 @@ step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rx
 cargo run -q --example write_flush_send
 cargo run -q --features tokio --example async_echo
 cargo run -q --features tokio --example async_replicated_write
-step "the README's first command: rpma demo"
+step "the README's first command: rpma demo; then every scenario as processes (rpma demo --two-process)"
 cargo run -q -p rpma-cli -- demo >/dev/null
+cargo run -q -p rpma-cli -- demo --two-process >/dev/null
+RPMA_MOCK_MODE=deferred cargo run -q -p rpma-cli -- demo --two-process >/dev/null
 
 # One closing line for the whole run: the sum over every test binary above.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

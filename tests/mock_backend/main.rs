@@ -22,6 +22,7 @@ const ENOMEM: i32 = 12;
 const DEADLINE: Duration = Duration::from_secs(10);
 
 mod cm;
+mod cross_process;
 mod deferred;
 mod fault_sweep;
 mod fds;

@@ -149,7 +149,8 @@ impl Launch {
     pub fn run(&self, s: Scenario, port: u16, dir: &Path) -> Result<(bool, String)> {
         let (sargs, cargs, clients) = scenario_args(s, dir);
         let common = |cmd: &str| {
-            let mut a = vec![cmd.to_owned(), "--backend".into(), self.backend.clone(), "--addr".into(), self.addr.clone()];
+            let mut a =
+                vec![cmd.to_owned(), "--backend".into(), self.backend.clone(), "--addr".into(), self.addr.clone()];
             a.extend(["--port".into(), port.to_string(), "--scenario".into(), s.name()]);
             a
         };

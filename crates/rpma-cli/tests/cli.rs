@@ -95,11 +95,6 @@ fn arguments_that_disagree_or_cannot_run_exit_2_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("x").display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (
-            vec!["server", "-s", "connection", "--backend", "mock", "--addr", "127.0.0.1"],
-            "rpma demo --scenario connection",
-        ),
-        (vec!["client", "-s", "07", "--backend", "mock", "--addr", "127.0.0.1"], "one process"),
         (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--file", &missing], "--file is not used by connection"),
         (vec!["server", "-s", "01", "--addr", "10.77.0.1", "--direct-pmem-write"], "flush-to-persistent only"),
         (vec!["client", "-s", "07", "--addr", "10.77.0.1"], "at least one --word"),
@@ -187,6 +182,57 @@ fn demo_runs_every_scenario_and_passes() {
     for f in ["03-server.pmem", "04-server.pmem", "05-server.pmem", "07-log.pmem", "09-server.pmem"] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
+}
+
+/// `rpma demo --two-process`: every scenario as `rpma server` and `rpma client` processes on the
+/// mock's cross-process mode, in both modes.
+#[test]
+fn demo_as_processes_passes_every_scenario() {
+    for mode in ["immediate", "deferred"] {
+        let o = rpma_in_mode(mode, &["demo", "--two-process"]);
+        let out = stdout(&o);
+        assert!(o.status.success(), "{mode}: {out}\n{}", stderr(&o));
+        assert!(out.contains("cross-process mode"), "{out}");
+        assert!(out.contains("17 passed, 0 failed"), "{mode}: {out}");
+        assert_eq!(out.matches("--- server (exit status: 0)").count(), 17, "{out}");
+    }
+}
+
+/// `rpma server` and `rpma client` with `--backend mock` as two processes meeting in the
+/// rendezvous directory `RPMA_MOCK_RENDEZVOUS` names; a client with nobody to meet gives up
+/// with one clear line.
+#[test]
+fn server_and_client_on_the_mock_as_two_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = dir.path().join("rv");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rpma"))
+            .args(args)
+            .env("RPMA_MOCK_RENDEZVOUS", &rv)
+            .env_remove("RUST_BACKTRACE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let common = ["--backend", "mock", "--addr", "127.0.0.1", "--port", "7301", "-s", "07"];
+    let file = dir.path().join("log.pmem");
+    let server = run(&[&["server"][..], &common, &["--file", file.to_str().unwrap(), "--file-create"]].concat());
+    let client = run(&[&["client"][..], &common, &["--word", "two", "--word", "processes"]].concat());
+    let (s, c) = (server.wait_with_output().unwrap(), client.wait_with_output().unwrap());
+    assert!(s.status.success() && c.status.success(), "{}{}\n{}{}", stdout(&s), stderr(&s), stdout(&c), stderr(&c));
+    assert!(stdout(&s).contains("processes"), "{}", stdout(&s));
+    // Nobody listens: the client's attempts end in one line, exit 1.
+    let o = Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["client", "--backend", "mock", "--addr", "127.0.0.1", "--port", "7302", "-s", "01", "--retries", "2"])
+        .args(["--retry-delay", "10"])
+        .env("RPMA_MOCK_RENDEZVOUS", &rv)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 fn rpma_in_mode(mode: &str, args: &[&str]) -> Output {

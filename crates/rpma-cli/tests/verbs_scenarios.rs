@@ -24,10 +24,10 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, Failed, Trial};
 use rpma::verbs::{Device, Verbs};
 use rpma::ContextType;
+use rpma_cli::processes::{self, Launch, Proc};
 use rpma_cli::scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
 use rpma_cli::scenarios::s06_multiple_connections::MAX_NAME_SIZE;
 use rpma_cli::scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
-use rpma_cli::processes::{self, Launch, Proc};
 use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
 
 /// How long one scenario may take (either way of running it) before it counts as hung.
