@@ -22,6 +22,9 @@ Start here:
   rpma devices                   devices and what they can do (--json for scripts)
   rpma bench --op write,read     the data path's latency and bandwidth (see `rpma bench --help`)
 
+Two processes on the mock (one host; RPMA_MOCK_RENDEZVOUS or a private directory):
+  rpma server --backend mock --addr 127.0.0.1 --scenario messages-ping-pong
+  rpma client --backend mock --addr 127.0.0.1 --scenario messages-ping-pong
 Two processes over RDMA (a build with `--features verbs`):
   rpma server --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent --file /mnt/pmem/f --file-create --direct-pmem-write
   rpma client --backend verbs --addr 10.77.0.1 --scenario flush-to-persistent

@@ -37,6 +37,13 @@
 //!   so a poller of the event fd wakes too). An active side that goes away during setup makes
 //!   the passive side's accept fail (`ECONNREFUSED`, "the requesting side is gone"); once
 //!   accepted, its peer sees ESTABLISHED then CLOSED.
+//! - **Between processes**: with a rendezvous directory ([`MockFabricBuilder::rendezvous`] or
+//!   [`RENDEZVOUS_ENV`]), a listener also publishes a 0600 Unix socket there and a connection to
+//!   an address nobody listens on in this process goes to it, so processes on one host connect
+//!   (`rpma server`/`rpma client --backend mock`). Each connection is one socket; no memory is
+//!   shared: every remote access is executed and checked by the process owning the target. A
+//!   peer process that dies or speaks garbage is lost (LOST, outstanding work flushed).
+//!   docs/semantics.md#between-processes has the rules.
 //! - **Fault injection**: [`MockFabric::faults`] makes the N-th provider call fail with an errno;
 //!   [`MockFabric::live`] counts live resources so tests can prove nothing leaks.
 //!
