@@ -460,3 +460,55 @@ fn async_refuses_what_it_does_not_measure() {
         assert!(e.to_string().contains(want), "{line:?}: {e}");
     }
 }
+
+/// `rpma bench --server` and `rpma bench --connect` as two processes on the mock (its
+/// cross-process mode): every operation of several connections, threads and a deep queue
+/// completes (a lost completion would end the run at its `--timeout`), and the JSON counts them.
+#[test]
+fn server_and_client_as_two_processes_on_the_mock() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = dir.path().join("rv");
+    let bench = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+            .arg("bench")
+            .args(args)
+            .env("RPMA_MOCK_RENDEZVOUS", &rv)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = bench(&["--server", "--conns", "4", "--qd", "16", "--port", "7490", "--timeout", "60"]);
+    let client = bench(&[
+        "--connect",
+        "127.0.0.1:7490",
+        "--conns",
+        "4",
+        "--threads",
+        "2",
+        "--qd",
+        "16",
+        "--op",
+        "write,read,send,write-flush",
+        "--iters",
+        "2000",
+        "--warmup",
+        "10",
+        "--no-progress",
+        "--json",
+        "--timeout",
+        "60",
+    ]);
+    let c = client.wait_with_output().unwrap();
+    let s = server.wait_with_output().unwrap();
+    let text = |o: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    };
+    assert!(c.status.success() && s.status.success(), "client:\n{}\nserver:\n{}", text(&c), text(&s));
+    let v: Value = serde_json::from_slice(&c.stdout).expect("JSON");
+    let runs = v["results"].as_array().unwrap_or_else(|| panic!("results in {v}"));
+    assert_eq!(runs.len(), 4, "{v}");
+    for (r, op) in runs.iter().zip(["write", "read", "send", "write-flush"]) {
+        assert_run(r, op, 8, 4 * 2000);
+    }
+}

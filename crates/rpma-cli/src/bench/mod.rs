@@ -188,10 +188,11 @@ pub struct BenchArgs {
     /// The port to listen on (1 to 65535: the rpma API cannot tell which port 0 would pick).
     #[arg(long, default_value_t = DEFAULT_PORT, value_parser = args::port, allow_negative_numbers = true)]
     pub port: u16,
-    /// Run only the server side (verbs): serve `--conns` connections, then exit.
+    /// Run only the server side: serve `--conns` connections, then exit (on the mock, a client
+    /// process reaches it through the rendezvous directory, `RPMA_MOCK_RENDEZVOUS`).
     #[arg(long, conflicts_with = "connect")]
     pub server: bool,
-    /// Run only the client side (verbs), connecting to a `rpma bench --server` at ADDR:PORT.
+    /// Run only the client side, connecting to a `rpma bench --server` at ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]
     pub connect: Option<String>,
     /// Post and await every operation through the async API (`rpma::tokio`) on a
@@ -432,9 +433,6 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         }
         (false, None) => Role::Loopback,
     };
-    if args.backend == BackendKind::Mock && role != Role::Loopback {
-        bail!("--backend mock runs server and client in one process: --server and --connect need --backend verbs");
-    }
     Ok(Plan {
         ops,
         sizes,
@@ -570,7 +568,12 @@ impl WithTransport for Work<'_> {
 /// Invalid arguments, an unavailable backend, or any failure of a connection or an operation.
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
-    dispatch(args.backend, Work(&plan, args.backend))
+    if plan.role == Role::Loopback {
+        dispatch(args.backend, Work(&plan, args.backend))
+    } else {
+        // Two processes: the mock meets its peer through its rendezvous directory.
+        crate::backend::dispatch_between_processes(args.backend, Work(&plan, args.backend))
+    }
 }
 
 /// Runs the benchmark `args` describe on `transport` (whatever `--backend` says): for tests, e.g.
@@ -733,7 +736,7 @@ mod tests {
         assert_eq!(p.role, Role::Client { addr: "10.77.0.1".into(), port: 7000 });
         let p = plan_of(&["--backend", "verbs", "--connect", "[fe80::1]:7000"]).unwrap();
         assert_eq!(p.role, Role::Client { addr: "fe80::1".into(), port: 7000 });
-        assert!(err_of(&["--server"]).contains("--backend verbs"));
+        assert_eq!(plan_of(&["--server"]).unwrap().role, Role::Server);
         assert!(err_of(&["--backend", "verbs", "--connect", "10.77.0.1"]).contains("ADDR:PORT"));
         assert!(err_of(&["--backend", "verbs", "--connect", "10.77.0.1:x"]).contains("not a port"));
         assert!(err_of(&["--backend", "verbs", "--connect", ":7000"]).contains("non-empty"));
