@@ -323,3 +323,51 @@ fn deferred__teardown_racing_the_progress_thread_leaks_nothing() {
         assert!(f.live().is_zero(), "round {i}: {:?}", f.live());
     }
 }
+
+/// A write posted right behind a read, from the read's destination: RC lets the write execute
+/// before the read's response lands, so it sends the destination's old bytes (the completions
+/// still come in order). The immediate mode executes each inside its post, so the same code
+/// passes unnoticed there.
+fn write_back_what_was_read(f: MockFabric) -> Vec<u8> {
+    let fx = fixture_on(f);
+    fx.dst.write(0, b"remote").unwrap();
+    fx.src.write(0, b"stale!").unwrap();
+    fx.p.client.read(fx.src.slice(0..6), fx.rdst.at(0)).context(1).post().unwrap();
+    fx.p.client.write(fx.rdst.at(100), fx.src.slice(0..6)).context(2).post().unwrap();
+    let (a, b) = (next_wc(fx.p.client.cq()), next_wc(fx.p.client.cq()));
+    assert_eq!((a.wr_id(), a.status(), a.opcode()), (1, WcStatus::Success, WcOpcode::RdmaRead));
+    assert_eq!((b.wr_id(), b.status(), b.opcode()), (2, WcStatus::Success, WcOpcode::RdmaWrite));
+    // The read's bytes did land, after the write took its source.
+    assert_eq!(fx.src.to_vec(0, 6).unwrap(), b"remote");
+    fx.dst.to_vec(100, 6).unwrap()
+}
+
+#[test]
+fn deferred__a_write_behind_a_read_passes_its_response() {
+    assert_eq!(write_back_what_was_read(manual()), b"stale!", "deferred: the write passed the read");
+    assert_eq!(write_back_what_was_read(MockFabric::with_mode(Mode::Immediate)), b"remote");
+}
+
+/// What the read passing leaves alone: the responder's order (a read behind a write sees it, as
+/// librpma's emulated flush relies on), and a write whose read failed is flushed.
+#[test]
+fn deferred__a_read_behind_a_write_sees_it_and_a_failed_read_flushes_the_write() {
+    let fx = fixture_on(manual());
+    fx.src.write(0, b"landed").unwrap();
+    fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..6)).context(1).post().unwrap();
+    fx.p.client.read(fx.src.slice(8..14), fx.rdst.at(0)).context(2).post().unwrap();
+    assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 1);
+    assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 2);
+    assert_eq!(fx.src.to_vec(8, 6).unwrap(), b"landed");
+    // A read of a region deregistered meanwhile fails; the write passing it is flushed and
+    // never lands.
+    let gone = fx.p.speer.alloc_mr(64, Usage::READ_SRC).unwrap();
+    let rgone = remote(&gone);
+    drop(gone);
+    fx.p.client.read(fx.src.slice(0..8), rgone.at(0)).context(3).post().unwrap();
+    fx.p.client.write(fx.rdst.at(200), fx.src.slice(0..6)).context(4).post().unwrap();
+    let (a, b) = (next_wc(fx.p.client.cq()), next_wc(fx.p.client.cq()));
+    assert_eq!((a.wr_id(), a.status()), (3, WcStatus::RemAccessErr));
+    assert_eq!((b.wr_id(), b.status()), (4, WcStatus::WrFlushErr));
+    assert_eq!(fx.dst.to_vec(200, 6).unwrap(), [0; 6]);
+}

@@ -68,7 +68,9 @@
 //!   written then. What it punishes: a buffer reused before its completion (the peer gets the
 //!   new bytes), a region read before the remote write's completion (it shows the old bytes),
 //!   ordering assumed across connections (each progresses on its own), completions assumed
-//!   without polling. With [`MockFabricBuilder::tearing`], remote writes land in aligned pieces
+//!   without polling, a write posted right behind a read relying on the read's bytes (the write
+//!   passes the read's response, as RC allows without a fence: it sends the old bytes). With
+//!   [`MockFabricBuilder::tearing`], remote writes land in aligned pieces
 //!   in a random order, one per progress step, so a "poll the last byte" receiver sees a torn
 //!   message.
 //!

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
 use rpma_core::{WcOpcode, WcStatus};
 
-use super::pieces::{gather_range, LocalSide, Piece, Source};
+use super::pieces::{gather_range, ByteSide, LocalSide, Piece, Source};
 use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
 use super::{QpShared, CONNECTED};
@@ -275,6 +275,14 @@ pub(crate) fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
     let mut ran = false;
     while g.stalled.is_none() && !g.closed {
         let Some(mut p) = g.queue.pop_front() else { break };
+        if g.queue.front().is_some_and(|w| passes(&p, w, d.tearing)) {
+            let mut w = g.queue.pop_front().expect("a write behind the read");
+            drop(g);
+            execute_write_passing_read(qp, &mut p, &mut w);
+            ran = true;
+            g = d.lock();
+            continue;
+        }
         drop(g);
         let step = execute(qp, d, &mut p);
         ran = true;
@@ -299,6 +307,56 @@ pub(crate) fn progress_conn(qp: &Arc<QpShared>, drain: bool) {
     if let Some(r) = qp.remote() {
         progress_qp(&r, drain);
     }
+}
+
+/// Whether `w`, queued right behind `r`, passes it: a plain RDMA Write (not torn) behind an
+/// RDMA Read with bytes to read. RC lets a write posted after a read execute before the read's
+/// response has landed (only a fence, which the emulated atomic write carries, forbids it).
+fn passes(r: &Pending, w: &Pending, tearing: Option<usize>) -> bool {
+    matches!(r.op, SendOp::Read)
+        && r.len > 0
+        && r.torn.is_none()
+        && matches!(w.op, SendOp::Write)
+        && w.remote.is_some()
+        && tearing.map_or(true, |chunk| w.len <= chunk)
+}
+
+/// A read `r` and the write `w` behind it that passes its response: the read executes at the
+/// responder (its bytes are taken there, in order), then the write executes (reading its source
+/// now), then the read's bytes land in its destination; the completions come in posting order.
+/// So a write whose source is the read's destination sends the old bytes, as it may on RC.
+fn execute_write_passing_read(qp: &Arc<QpShared>, r: &mut Pending, w: &mut Pending) {
+    let caps = &qp.pd.caps;
+    let (rop, _) = opcodes(r.op, caps);
+    let (wop, _) = opcodes(w.op, caps);
+    let table = qp.remote_mrs.get().filter(|_| qp.state() == CONNECTED);
+    let Some(table) = table else {
+        finish(qp, r, WcStatus::WrFlushErr, rop);
+        finish(qp, w, WcStatus::WrFlushErr, wop);
+        return;
+    };
+    let lookup = |p: &Pending| {
+        p.remote.and_then(|rb| table.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned())
+    };
+    let sink = ByteSide::new(&[]);
+    let rstatus = execute_op(r.op, &sink, r.remote, r.len, lookup(r).as_deref(), caps);
+    if rstatus != WcStatus::Success {
+        // The read fails: the queue pair enters the error state and the write is flushed.
+        finish(qp, r, rstatus, rop);
+        finish(qp, w, WcStatus::WrFlushErr, wop);
+        return;
+    }
+    let wstatus = execute_op(w.op, &w.local, w.remote, w.len, lookup(w).as_deref(), caps);
+    let bytes = sink.into_read();
+    let mut at = 0;
+    for i in 0..r.local.pieces() {
+        if let Some((mr, off, len)) = r.local.piece_at(i) {
+            mr.bytes(off, len).write(0, &bytes[at..at + len]).expect("inside the piece");
+            at += len;
+        }
+    }
+    finish(qp, r, WcStatus::Success, rop);
+    finish(qp, w, wstatus, wop);
 }
 
 /// Releases the work request's local side, then queues its completion.

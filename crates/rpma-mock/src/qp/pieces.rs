@@ -149,6 +149,44 @@ impl LocalSide for Local<'_, MockFabric> {
     }
 }
 
+/// A local side made of bytes: what a write carries (as inline bytes), or the buffer a read
+/// fills (a request from another process, or a read whose data lands later).
+pub(super) struct ByteSide<'a> {
+    data: &'a [u8],
+    read: std::cell::RefCell<Vec<u8>>,
+}
+
+impl<'a> ByteSide<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Self {
+        Self { data, read: std::cell::RefCell::new(Vec::new()) }
+    }
+
+    /// What a read put into the side.
+    pub(super) fn into_read(self) -> Vec<u8> {
+        self.read.into_inner()
+    }
+}
+
+impl LocalSide for ByteSide<'_> {
+    fn inline(&self) -> Option<&[u8]> {
+        Some(self.data)
+    }
+
+    fn pieces(&self) -> usize {
+        0
+    }
+
+    fn piece_at(&self, _i: usize) -> Option<(&MrShared, usize, usize)> {
+        None
+    }
+
+    fn scatter_from(&self, src: &MrShared, off: usize, len: usize) {
+        let mut v = vec![0u8; len];
+        src.bytes(off, len).read(0, &mut v).expect("a range checked against the region");
+        *self.read.borrow_mut() = v;
+    }
+}
+
 /// Writes the local side of a write (`len` bytes in all) into `dst` at `off`.
 #[inline]
 pub(super) fn gather_into<L: LocalSide>(local: &L, dst: &MrShared, off: usize) {

@@ -11,7 +11,6 @@
 //! Nothing the peer sends reaches memory but through the responder's checks (rkey, bounds,
 //! access rights, message size), the same as for a peer in this process.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::Shutdown;
@@ -24,8 +23,7 @@ use rpma_core::transport::{CmEvent, SendOp, SendWr};
 use rpma_core::{rpma_log, Capabilities, Error, WcOpcode, WcStatus};
 
 use super::frame::{encode_req, read_frame, Frame, Native, Req, NATIVE_ATOMIC_WRITE, NATIVE_FLUSH};
-use crate::mem::MrShared;
-use crate::qp::pieces::{gather_vec, Dst, LocalSide, Source};
+use crate::qp::pieces::{gather_vec, ByteSide, Dst, Source};
 use crate::qp::recv::{arrive, Msg, Sender};
 use crate::qp::responder::{execute_op, opcodes};
 use crate::qp::{pad, QpShared, CONNECTED, CONNECTING, ERROR};
@@ -514,9 +512,9 @@ impl Link {
             let target = r
                 .remote
                 .and_then(|(_, rkey)| qp.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned());
-            let side = WireSide { data: &r.data, read: RefCell::new(Vec::new()) };
+            let side = ByteSide::new(&r.data);
             let status = execute_op(r.op, &side, r.remote_buf(), len, target.as_deref(), &caps);
-            (status, side.read.into_inner())
+            (status, side.into_read())
         };
         if !r.consumes_receive() {
             // Executed with the outbox held, the answer queued before anything this side's user
@@ -563,33 +561,6 @@ impl Link {
 
 fn violation(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("protocol violation by the peer process: {what}"))
-}
-
-/// The local side of a request at the responder: the bytes a write carries, or the buffer a
-/// read fills.
-struct WireSide<'a> {
-    data: &'a [u8],
-    read: RefCell<Vec<u8>>,
-}
-
-impl LocalSide for WireSide<'_> {
-    fn inline(&self) -> Option<&[u8]> {
-        Some(self.data)
-    }
-
-    fn pieces(&self) -> usize {
-        0
-    }
-
-    fn piece_at(&self, _i: usize) -> Option<(&MrShared, usize, usize)> {
-        None
-    }
-
-    fn scatter_from(&self, src: &MrShared, off: usize, len: usize) {
-        let mut v = vec![0u8; len];
-        src.bytes(off, len).read(0, &mut v).expect("a range checked against the region");
-        *self.read.borrow_mut() = v;
-    }
 }
 
 /// Private data as the connecting side sends it: zero-padded to what RDMA CM carries.
