@@ -80,6 +80,26 @@ struct Outbox {
     closing: bool,
     /// The writer has ended.
     done: bool,
+    /// Bytes queued.
+    bytes: u64,
+}
+
+/// What may wait in a link's outbox: a peer process that lets more pile up (it stopped reading,
+/// or asks for reads it never takes) is treated as failed, so it cannot make this process
+/// hoard memory.
+const OUTBOX_LIMIT: u64 = 2 * super::frame::MAX_FRAME as u64;
+
+impl Outbox {
+    /// Queues a frame (dropped once closing); `false` if the outbox is now over
+    /// [`OUTBOX_LIMIT`].
+    fn queue(&mut self, f: Vec<u8>) -> bool {
+        if self.closing {
+            return true;
+        }
+        self.bytes += f.len() as u64;
+        self.frames.push_back(f);
+        self.bytes <= OUTBOX_LIMIT
+    }
 }
 
 /// How long closing a link waits for its last frames to go out (a peer process that stopped
@@ -176,11 +196,20 @@ impl Link {
     }
 
     fn push(&self, bytes: Vec<u8>) {
-        let mut g = lock(&self.out);
-        if !g.closing {
-            g.frames.push_back(bytes);
-            drop(g);
-            self.out_cv.notify_all();
+        let ok = lock(&self.out).queue(bytes);
+        self.queued(ok);
+    }
+
+    /// Wakes the writer after frames were queued; ends the link if the peer does not take them.
+    fn queued(&self, ok: bool) {
+        self.out_cv.notify_all();
+        if !ok {
+            rpma_log!(
+                Warning,
+                "mock connection to {}: the peer process takes no answers; the connection is lost",
+                self.name
+            );
+            let _ = self.stream.shutdown(Shutdown::Both);
         }
     }
 
@@ -195,9 +224,10 @@ impl Link {
         let mut g = lock(&self.out);
         if !g.closing {
             if bye {
-                g.frames.push_back(Frame::Bye.encode());
+                let _ = g.queue(Frame::Bye.encode());
             } else {
                 g.frames.clear();
+                g.bytes = 0;
             }
             g.closing = true;
         }
@@ -223,6 +253,7 @@ impl Link {
                 let mut g = lock(&self.out);
                 loop {
                     if let Some(f) = g.frames.pop_front() {
+                        g.bytes -= f.len() as u64;
                         break Some(f);
                     }
                     if g.closing {
@@ -368,11 +399,9 @@ impl Link {
             }
         }
         let mut g = lock(&self.out);
-        if !g.closing {
-            g.frames.extend(frames);
-            drop(g);
-            self.out_cv.notify_all();
-        }
+        let ok = frames.into_iter().fold(true, |ok, f| g.queue(f) && ok);
+        drop(g);
+        self.queued(ok);
     }
 
     /// The peer answered work request `seq`.
@@ -524,12 +553,10 @@ impl Link {
             if !status.is_success() {
                 lock(&self.responder).failed = true;
             }
-            if !g.closing {
-                let data = if status.is_success() { read } else { Vec::new() };
-                g.frames.push_back(Frame::Ack { seq: r.seq, status, data }.encode());
-                drop(g);
-                self.out_cv.notify_all();
-            }
+            let data = if status.is_success() { read } else { Vec::new() };
+            let ok = g.queue(Frame::Ack { seq: r.seq, status, data }.encode());
+            drop(g);
+            self.queued(ok);
             return true;
         }
         if let SendOp::WriteImm(_) = r.op {
