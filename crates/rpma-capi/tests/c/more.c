@@ -24,8 +24,8 @@
 #define OK(expr) RET(expr, 0)
 #define INVAL(expr) RET(expr, RPMA_E_INVAL)
 
-#define ADDR "127.0.0.1"
-#define PORT "7314"
+#define ADDR test_addr()
+#define PORT test_port("7314")
 #define SENTINEL ((void *)0x5a5a)
 
 static struct ibv_wc poll_one(struct rpma_cq *cq)

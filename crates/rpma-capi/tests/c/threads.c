@@ -16,8 +16,8 @@
 
 #include "check.h"
 
-#define ADDR "127.0.0.1"
-#define PORT "7317"
+#define ADDR test_addr()
+#define PORT test_port("7317")
 #define ITERS 5000
 #define WRITERS 2
 #define CREDITS 16
