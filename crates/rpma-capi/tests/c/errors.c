@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Bad arguments on RPMA_BACKEND=mock: every NULL and invalid value gets librpma's code,
+ * Bad arguments on RPMA_BACKEND=mock (and verbs): every NULL and invalid value gets librpma's code,
  * out-parameters stay untouched on failure, deletes NULL the caller's pointer and a second
  * delete is a no-op. Plus the string functions, logging, the defaults of a connection
  * configuration and a shared completion channel. One thread: the mock connects a request

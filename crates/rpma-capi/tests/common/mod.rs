@@ -121,11 +121,14 @@ pub fn compile(dir: &Path, src: &str, own_header: bool) -> PathBuf {
 }
 
 /// A command for `exe`: on the librpma of `lib_dir` (`LD_LIBRARY_PATH`), or on the system's
-/// (`None`); `RPMA_BACKEND` set to `backend` or unset; `RPMA_TEST_ADDR` and `RPMA_TEST_PORT`
-/// unset (the caller sets them for a device).
+/// (`None`); `RPMA_BACKEND` set to `backend` or unset; `RPMA_TEST_ADDR`, `RPMA_TEST_PORT` and
+/// `RPMA_TEST_DEVICE` unset (the caller sets them for a device).
 pub fn command(lib_dir: Option<&Path>, exe: &Path, backend: Option<&str>) -> Command {
     let mut cmd = Command::new(exe);
-    cmd.env_remove("RPMA_BACKEND").env_remove("RPMA_TEST_ADDR").env_remove("RPMA_TEST_PORT");
+    cmd.env_remove("RPMA_BACKEND")
+        .env_remove("RPMA_TEST_ADDR")
+        .env_remove("RPMA_TEST_PORT")
+        .env_remove("RPMA_TEST_DEVICE");
     match lib_dir {
         Some(d) => cmd.env("LD_LIBRARY_PATH", d),
         None => cmd.env_remove("LD_LIBRARY_PATH"),
