@@ -3,7 +3,7 @@
 # deferred modes), the per-rule and property tests, the examples and doc tests, and the dependency
 # guard of the default build.
 # On Soft-RoCE in a QEMU VM (scripts/test-verbs.sh): the verbs backend's conformance suite, the
-# wire interop with the C librpma and the process-death tests.
+# wire interop with the C librpma, the process-death tests and rpma-capi's C programs on verbs.
 # Usage: scripts/test-all.sh   (from anywhere; the system packages it needs are installed when run
 # as root, else named: see scripts/test-verbs.sh)
 set -euo pipefail

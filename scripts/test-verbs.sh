@@ -4,7 +4,9 @@
 # verbs, the wire interop with the C librpma, the process-death tests, rpma-verbs' own tests
 # and every `rpma` CLI scenario (crates/rpma-cli/tests/verbs_scenarios.rs), then rpma-tokio's
 # cases on the device (tests/tokio_backends.rs) and the async examples (examples/async_*.rs),
-# built with --features verbs,tokio. Each test binary prints
+# built with --features verbs,tokio, and the C programs of rpma-capi on our librpma.so with
+# RPMA_BACKEND=verbs, also against Debian's librpma (crates/rpma-capi/tests/c_verbs.rs; the
+# library is built here and found in the guest through RPMA_CAPI_LIB). Each test binary prints
 # libtest's `test result:` line, which scripts/test-all.sh sums up; an example fails the run by
 # its exit status.
 #
@@ -85,7 +87,12 @@ build_examples() {
         grep '"kind":\["example"\]' |
         sed -n 's/.*"manifest_path":"\([^"]*\)\/Cargo.toml".*"executable":"\([^"]*\)".*/\1\t\2\texample/p'
 }
-echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of rpma-verbs and verbs_scenarios (rpma-cli)" >&2
+echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of rpma-verbs, verbs_scenarios (rpma-cli) and c_verbs (rpma-capi)" >&2
+# librpma.so with the verbs backend (a default feature of rpma-capi), for c_verbs in the guest,
+# which has no cargo to build it
+cargo build -q -p rpma-capi
+export RPMA_CAPI_LIB=$target_dir/debug/librpma.so
+[ -f "$RPMA_CAPI_LIB" ] || { echo "test-verbs: $RPMA_CAPI_LIB was not built" >&2; exit 1; }
 {
     build -p rpma --features verbs "${args[@]}"
     [ ${#fi_args[@]} -eq 0 ] || build -p rpma --features verbs-fault-injection "${fi_args[@]}"
@@ -95,6 +102,8 @@ echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of r
     # rpma-tokio on the device, and the async examples (docs/async.md)
     build -p rpma --features verbs,tokio --test tokio_backends
     build_examples -p rpma --features verbs,tokio --example async_echo --example async_replicated_write
+    # the C programs on our librpma.so (RPMA_BACKEND=verbs), and against Debian's librpma
+    build -p rpma-capi --test c_verbs
 } > "$list"
 [ -s "$list" ] || { echo "test-verbs: cargo built no test binary" >&2; exit 1; }
 echo "test-verbs: $(wc -l < "$list") binaries (tests and examples); running them in one Soft-RoCE VM" >&2

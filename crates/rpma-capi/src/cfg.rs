@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rpma_core::{ConnCfg, Srq, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
+use rpma_core::{ConnCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
 
-use crate::backend::M;
+use crate::backend::{with_backend, Backend, By, SrqRefF};
 use crate::srq::RpmaSrq;
-use crate::{give, guard, handle, nonnull, put, take, E_INVAL};
+use crate::{give, guard, handle, nonnull, put, take, CResult, E_INVAL};
 
 /// `struct rpma_conn_cfg`.
 pub struct RpmaConnCfg {
@@ -22,21 +22,27 @@ pub struct RpmaConnCfg {
     shared: AtomicBool,
     /// The shared RQ set with `rpma_conn_cfg_set_srq`: a clone of it (which keeps it alive) and
     /// the handle to give back from `rpma_conn_cfg_get_srq` (never dereferenced here).
-    srq: Mutex<Option<(Srq<M>, *mut RpmaSrq)>>,
+    srq: Mutex<Option<(By<SrqRefF>, *mut RpmaSrq)>>,
 }
 
 impl RpmaConnCfg {
-    /// The configuration as rpma-core takes it.
-    pub(crate) fn cfg(&self) -> ConnCfg<M> {
+    /// The configuration as rpma-core takes it, for a request on backend `T` (`RPMA_E_INVAL`
+    /// if its shared RQ is of another backend, which cannot be: a process has one).
+    pub(crate) fn cfg<T: Backend>(&self) -> CResult<ConnCfg<T>> {
         let ms = u64::try_from(self.timeout_ms.load(Ordering::Acquire)).unwrap_or(0);
-        ConnCfg::new()
+        let srq = self.srq.lock().unwrap_or_else(PoisonError::into_inner);
+        let srq = match srq.as_ref() {
+            Some((s, _)) => Some(T::get(s)?),
+            None => None,
+        };
+        Ok(ConnCfg::new()
             .with_timeout(Duration::from_millis(ms))
             .with_cq_size(self.cq_size.load(Ordering::Acquire))
             .with_rcq_size(self.rcq_size.load(Ordering::Acquire))
             .with_sq_size(self.sq_size.load(Ordering::Acquire))
             .with_rq_size(self.rq_size.load(Ordering::Acquire))
             .with_shared_channel(self.shared.load(Ordering::Acquire))
-            .with_srq(self.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|(s, _)| s))
+            .with_srq(srq))
     }
 }
 
@@ -44,9 +50,9 @@ impl RpmaConnCfg {
 ///
 /// # Safety
 /// C2: `cfg` is NULL or a live configuration.
-pub(crate) unsafe fn cfg_or_default(cfg: *const RpmaConnCfg) -> Option<ConnCfg<M>> {
+pub(crate) unsafe fn cfg_or_default<T: Backend>(cfg: *const RpmaConnCfg) -> CResult<Option<ConnCfg<T>>> {
     // SAFETY: [C2] the caller's handle.
-    unsafe { cfg.as_ref() }.map(RpmaConnCfg::cfg)
+    unsafe { cfg.as_ref() }.map(RpmaConnCfg::cfg).transpose()
 }
 
 /// `rpma_conn_cfg_new`: a configuration with librpma's defaults.
@@ -161,7 +167,8 @@ pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut 
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
-        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((crate::conn::lock(&s.srq).clone(), srq));
+        let clone = with_backend!(s.srq.kind(), T => T::wrap::<SrqRefF>(crate::conn::lock(T::get(&s.srq)?).clone()));
+        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((clone, srq));
         Ok(())
     })
 }

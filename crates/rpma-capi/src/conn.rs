@@ -5,9 +5,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Srq, Wc};
+use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Wc};
 
-use crate::backend::M;
+use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
 use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
@@ -40,13 +40,13 @@ impl rpma_conn_private_data {
 
 /// `struct rpma_ep`.
 pub struct RpmaEp {
-    ep: Ep<M>,
+    ep: By<EpF>,
 }
 
 /// `struct rpma_conn_req`: the request behind a lock (`rpma_conn_req_recv` is thread-safe
 /// in librpma; rpma-core's request is not `Sync`).
 pub struct RpmaConnReq {
-    req: Mutex<ConnReq<M>>,
+    req: By<ReqF>,
 }
 
 /// Locks `m`; a lock poisoned by a panic (caught at the C boundary) is taken over as it is.
@@ -94,14 +94,27 @@ pub struct RpmaCq {
 }
 
 enum CqOwner {
-    Conn { conn: *const Mutex<Conn<M>>, rcq: bool },
-    Srq(*const Mutex<Srq<M>>),
+    Conn { conn: *const By<ConnF>, rcq: bool },
+    Srq(*const By<SrqF>),
 }
 
 impl RpmaCq {
     /// The receive CQ of the shared RQ at `srq` (which must not move while this handle lives).
-    pub(crate) const fn of_srq(srq: *const Mutex<Srq<M>>) -> Self {
+    pub(crate) const fn of_srq(srq: *const By<SrqF>) -> Self {
         Self { owner: CqOwner::Srq(srq) }
+    }
+
+    /// The backend of the CQ's owner.
+    ///
+    /// # Safety
+    /// C2: as for [`RpmaCq::with`].
+    unsafe fn kind(&self) -> Kind {
+        match self.owner {
+            // SAFETY: [C2] the connection outlives the CQ handles inside it.
+            CqOwner::Conn { conn, .. } => unsafe { &*conn }.kind(),
+            // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
+            CqOwner::Srq(srq) => unsafe { &*srq }.kind(),
+        }
     }
 
     /// Runs `f` on the CQ with its owner's lock held.
@@ -109,17 +122,17 @@ impl RpmaCq {
     /// # Safety
     /// C2: the CQ handle is used only while its owner lives (librpma's rule: a CQ is its
     /// connection's or shared RQ's and goes with `rpma_conn_delete` / `rpma_srq_delete`).
-    unsafe fn with<R>(&self, f: impl FnOnce(&Cq<'_, M>) -> CResult<R>) -> CResult<R> {
+    unsafe fn with<T: Backend, R>(&self, f: impl FnOnce(&Cq<'_, T>) -> CResult<R>) -> CResult<R> {
         match self.owner {
             CqOwner::Conn { conn, rcq } => {
                 // SAFETY: [C2] the connection outlives the CQ handles inside it.
-                let conn = lock(unsafe { &*conn });
+                let conn = lock(T::get(unsafe { &*conn })?);
                 let q = if rcq { conn.rcq().ok_or(E_UNKNOWN)? } else { conn.cq() };
                 f(&q)
             }
             CqOwner::Srq(srq) => {
                 // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
-                let srq = lock(unsafe { &*srq });
+                let srq = lock(T::get(unsafe { &*srq })?);
                 let q = srq.rcq().ok_or(E_UNKNOWN)?;
                 f(&q)
             }
@@ -132,24 +145,24 @@ impl RpmaCq {
 /// `rpma_cq_wait` and `rpma_conn_next_event` as thread-safe; rpma-core's connection is not
 /// `Sync`), and its two CQ handles.
 pub struct RpmaConn {
-    pub(crate) conn: Mutex<Conn<M>>,
+    pub(crate) conn: By<ConnF>,
     cq: RpmaCq,
     rcq: RpmaCq,
 }
 
 impl RpmaConn {
     /// Boxes `conn` and points its CQ handles at it.
-    fn boxed(conn: Conn<M>) -> *mut Self {
+    fn boxed<T: Backend>(conn: Conn<T>) -> *mut Self {
         let null = std::ptr::null();
         let b = Box::into_raw(Box::new(Self {
-            conn: Mutex::new(conn),
+            conn: T::wrap::<ConnF>(Mutex::new(conn)),
             cq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: false } },
             rcq: RpmaCq { owner: CqOwner::Conn { conn: null, rcq: true } },
         }));
         // Every pointer derives from the raw pointer `b` (no reference to the box is kept);
         // SAFETY: [C2] b is the live, unaliased allocation just made.
         unsafe {
-            let c: *const Mutex<Conn<M>> = std::ptr::addr_of!((*b).conn);
+            let c: *const By<ConnF> = std::ptr::addr_of!((*b).conn);
             (*b).cq.owner = CqOwner::Conn { conn: c, rcq: false };
             (*b).rcq.owner = CqOwner::Conn { conn: c, rcq: true };
         }
@@ -175,7 +188,8 @@ pub unsafe extern "C" fn rpma_ep_listen(
         // SAFETY: [C1] the caller's strings.
         let (addr, port) = unsafe { (cstr(addr)?, cstr(port)?) };
         nonnull(ep_ptr)?;
-        let ep = Ep::listen(&p.peer, addr, port).map_err(code)?;
+        let ep =
+            with_backend!(p.peer.kind(), T => T::wrap::<EpF>(Ep::listen(T::get(&p.peer)?, addr, port).map_err(code)?));
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(ep_ptr, RpmaEp { ep }) };
         Ok(())
@@ -191,7 +205,7 @@ pub unsafe extern "C" fn rpma_ep_shutdown(ep_ptr: *mut *mut RpmaEp) -> c_int {
     guard(|| {
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(ep_ptr) }? {
-            Some(e) => e.ep.shutdown().map_err(code),
+            Some(e) => with_backend!(e.ep.kind(), T => T::take(e.ep)?.shutdown().map_err(code)),
             None => Ok(()),
         }
     })
@@ -208,7 +222,9 @@ pub unsafe extern "C" fn rpma_ep_get_fd(ep: *const RpmaEp, fd: *mut c_int) -> c_
         let e = unsafe { handle(ep) }?;
         nonnull(fd)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(fd, e.ep.fd().as_raw_fd()) };
+        let raw = with_backend!(e.ep.kind(), T => T::get(&e.ep)?.fd().as_raw_fd());
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(fd, raw) };
         Ok(())
     })
 }
@@ -227,11 +243,13 @@ pub unsafe extern "C" fn rpma_ep_next_conn_req(
         // SAFETY: [C2] the caller's handle.
         let e = unsafe { handle(ep) }?;
         nonnull(req_ptr)?;
-        // SAFETY: [C2] the caller's configuration or NULL.
-        let cfg = unsafe { cfg_or_default(cfg) };
-        let req = e.ep.next_conn_req(cfg.as_ref()).map_err(code)?;
+        let req = with_backend!(e.ep.kind(), T => {
+            // SAFETY: [C2] the caller's configuration or NULL.
+            let cfg = unsafe { cfg_or_default::<T>(cfg) }?;
+            T::wrap::<ReqF>(Mutex::new(T::get(&e.ep)?.next_conn_req(cfg.as_ref()).map_err(code)?))
+        });
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(req_ptr, RpmaConnReq { req: Mutex::new(req) }) };
+        unsafe { give(req_ptr, RpmaConnReq { req }) };
         Ok(())
     })
 }
@@ -255,11 +273,14 @@ pub unsafe extern "C" fn rpma_conn_req_new(
         // SAFETY: [C1] the caller's strings.
         let (addr, port) = unsafe { (cstr(addr)?, cstr(port)?) };
         nonnull(req_ptr)?;
-        // SAFETY: [C2] the caller's configuration or NULL.
-        let cfg = unsafe { cfg_or_default(cfg) };
-        let req = ConnReq::new(&p.peer, addr, port, cfg.as_ref()).map_err(code)?;
+        let req = with_backend!(p.peer.kind(), T => {
+            // SAFETY: [C2] the caller's configuration or NULL.
+            let cfg = unsafe { cfg_or_default::<T>(cfg) }?;
+            let req = ConnReq::new(T::get(&p.peer)?, addr, port, cfg.as_ref()).map_err(code)?;
+            T::wrap::<ReqF>(Mutex::new(req))
+        });
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(req_ptr, RpmaConnReq { req: Mutex::new(req) }) };
+        unsafe { give(req_ptr, RpmaConnReq { req }) };
         Ok(())
     })
 }
@@ -290,17 +311,20 @@ pub unsafe extern "C" fn rpma_conn_req_connect(
                 Ok(Some(b))
             }
         };
-        let bytes = match bytes {
-            Ok(b) if !conn_ptr.is_null() => b,
-            _ => {
-                let _ = req.req.into_inner().unwrap_or_else(PoisonError::into_inner).delete();
-                return Err(E_INVAL);
-            }
-        };
-        let conn = req.req.into_inner().unwrap_or_else(PoisonError::into_inner).connect(bytes).map_err(code)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(conn_ptr, RpmaConn::boxed(conn)) };
-        Ok(())
+        with_backend!(req.req.kind(), T => {
+            let req = T::take(req.req)?.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let bytes = match bytes {
+                Ok(b) if !conn_ptr.is_null() => b,
+                _ => {
+                    let _ = req.delete();
+                    return Err(E_INVAL);
+                }
+            };
+            let conn = req.connect(bytes).map_err(code)?;
+            // SAFETY: [C1] checked non-NULL out-parameter.
+            unsafe { put(conn_ptr, RpmaConn::boxed(conn)) };
+            Ok(())
+        })
     })
 }
 
@@ -313,7 +337,9 @@ pub unsafe extern "C" fn rpma_conn_req_delete(req_ptr: *mut *mut RpmaConnReq) ->
     guard(|| {
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(req_ptr) }? {
-            Some(r) => r.req.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code),
+            Some(r) => with_backend!(r.req.kind(), T => {
+                T::take(r.req)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+            }),
             None => Ok(()),
         }
     })
@@ -335,7 +361,10 @@ pub unsafe extern "C" fn rpma_conn_req_recv(
         // SAFETY: [C2] the caller's handles.
         let (r, d) = unsafe { (handle(req)?, handle(dst)?) };
         let end = offset.checked_add(len).ok_or(E_INVAL)?;
-        lock(&r.req).recv(d.mr.slice(offset..end)).context(op_context as u64).post().map_err(code)
+        with_backend!(r.req.kind(), T => {
+            let dst = T::get(&d.mr)?.slice(offset..end);
+            lock(T::get(&r.req)?).recv(dst).context(op_context as u64).post().map_err(code)
+        })
     })
 }
 
@@ -354,7 +383,9 @@ pub unsafe extern "C" fn rpma_conn_req_get_private_data(
         nonnull(pdata)?;
         // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
         // request's, live until it is connected or deleted, and read-only to C (librpma.h).
-        unsafe { put(pdata, rpma_conn_private_data::of(lock(&r.req).private_data())) };
+        let pd = with_backend!(r.req.kind(), T => rpma_conn_private_data::of(lock(T::get(&r.req)?).private_data()));
+        // SAFETY: [C1] as above.
+        unsafe { put(pdata, pd) };
         Ok(())
     })
 }
@@ -378,13 +409,13 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut 
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(event)?;
-        let ev = blocking(
-            &c.conn,
+        let ev = with_backend!(c.conn.kind(), T => blocking(
+            T::get(&c.conn)?,
             ErrorKind::NoEvent,
             |c| Ok(c.event_fd().as_raw_fd()),
             Conn::next_event,
             |c| c.next_event_timeout(WAIT_SLICE),
-        )?;
+        )?);
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(event, ev as c_int) };
         Ok(())
@@ -402,7 +433,9 @@ pub unsafe extern "C" fn rpma_conn_get_event_fd(conn_: *const RpmaConn, fd: *mut
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(fd, lock(&c.conn).event_fd().as_raw_fd()) };
+        let raw = with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).event_fd().as_raw_fd());
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(fd, raw) };
         Ok(())
     })
 }
@@ -417,7 +450,7 @@ pub unsafe extern "C" fn rpma_conn_get_compl_fd(conn_: *const RpmaConn, fd: *mut
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
-        let raw = lock(&c.conn).compl_fd().map_err(code)?.as_raw_fd();
+        let raw = with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).compl_fd().map_err(code)?.as_raw_fd());
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(fd, raw) };
         Ok(())
@@ -450,7 +483,8 @@ pub unsafe extern "C" fn rpma_conn_get_rcq(conn_: *const RpmaConn, rcq_ptr: *mut
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(rcq_ptr)?;
-        let p = if lock(&c.conn).rcq().is_some() { std::ptr::addr_of!(c.rcq).cast_mut() } else { std::ptr::null_mut() };
+        let has = with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).rcq().is_some());
+        let p = if has { std::ptr::addr_of!(c.rcq).cast_mut() } else { std::ptr::null_mut() };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };
         Ok(())
@@ -473,13 +507,13 @@ pub unsafe extern "C" fn rpma_conn_wait(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
-        let rcq = blocking(
-            &c.conn,
+        let rcq = with_backend!(c.conn.kind(), T => blocking(
+            T::get(&c.conn)?,
             ErrorKind::NoCompletion,
             |c| Ok(c.compl_fd().map_err(code)?.as_raw_fd()),
             |c| c.wait().map(|(_, rcq)| rcq),
             |c| c.wait_timeout(WAIT_SLICE).map(|(_, rcq)| rcq),
-        )?;
+        )?);
         let h = if rcq { std::ptr::addr_of!(c.rcq) } else { std::ptr::addr_of!(c.cq) };
         // SAFETY: [C1] checked non-NULL out-parameters (is_rcq is optional).
         unsafe {
@@ -501,7 +535,7 @@ pub unsafe extern "C" fn rpma_conn_disconnect(conn_: *mut RpmaConn) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
-        lock(&c.conn).disconnect().map_err(code)
+        with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).disconnect().map_err(code))
     })
 }
 
@@ -517,7 +551,9 @@ pub unsafe extern "C" fn rpma_conn_delete(conn_ptr: *mut *mut RpmaConn) -> c_int
         match unsafe { take(conn_ptr) }? {
             Some(c) => {
                 let RpmaConn { conn, .. } = *c;
-                conn.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                with_backend!(conn.kind(), T => {
+                    T::take(conn)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                })
             }
             None => Ok(()),
         }
@@ -537,10 +573,11 @@ pub unsafe extern "C" fn rpma_conn_get_private_data(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(pdata)?;
+        let pd = with_backend!(c.conn.kind(), T => rpma_conn_private_data::of(lock(T::get(&c.conn)?).private_data()));
         // SAFETY: [C1] checked non-NULL out-parameter; the bytes it points to are the
         // connection's (set once, at ESTABLISHED), live until rpma_conn_delete, and read-only
         // to C (librpma.h).
-        unsafe { put(pdata, rpma_conn_private_data::of(lock(&c.conn).private_data())) };
+        unsafe { put(pdata, pd) };
         Ok(())
     })
 }
@@ -554,7 +591,7 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(conn_: *mut RpmaConn, p
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, p) = unsafe { (conn(conn_)?, handle(pcfg)?) };
-        lock(&c.conn).apply_remote_peer_cfg(&p.cfg());
+        with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).apply_remote_peer_cfg(&p.cfg()));
         Ok(())
     })
 }
@@ -570,7 +607,9 @@ pub unsafe extern "C" fn rpma_conn_get_qp_num(conn_: *const RpmaConn, qp_num: *m
         let c = unsafe { conn(conn_) }?;
         nonnull(qp_num)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(qp_num, lock(&c.conn).qp_num()) };
+        let n = with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).qp_num());
+        // SAFETY: [C1] checked non-NULL out-parameter.
+        unsafe { put(qp_num, n) };
         Ok(())
     })
 }
@@ -579,9 +618,20 @@ pub unsafe extern "C" fn rpma_conn_get_qp_num(conn_: *const RpmaConn, qp_num: *m
 ///
 /// # Safety
 /// C2: `cq` is NULL or a CQ handle of a live connection or shared RQ.
-unsafe fn with_cq<R>(cq: *const RpmaCq, f: impl FnOnce(&Cq<'_, M>) -> CResult<R>) -> CResult<R> {
+unsafe fn with_cq<T: Backend, R>(cq: &RpmaCq, f: impl FnOnce(&Cq<'_, T>) -> CResult<R>) -> CResult<R> {
     // SAFETY: [C2] the caller's handle, inside a live connection or shared RQ.
-    unsafe { handle(cq)?.with(f) }
+    unsafe { cq.with(f) }
+}
+
+/// The CQ behind `cq` and the backend of its owner.
+///
+/// # Safety
+/// C2: `cq` is NULL or a CQ handle of a live connection or shared RQ.
+unsafe fn cq_handle<'a>(cq: *const RpmaCq) -> CResult<(&'a RpmaCq, Kind)> {
+    // SAFETY: [C2] the caller's handle.
+    let q = unsafe { handle(cq) }?;
+    // SAFETY: [C2] inside a live connection or shared RQ.
+    Ok((q, unsafe { q.kind() }))
 }
 
 /// `rpma_cq_get_fd`.
@@ -592,7 +642,9 @@ unsafe fn with_cq<R>(cq: *const RpmaCq, f: impl FnOnce(&Cq<'_, M>) -> CResult<R>
 pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let raw = unsafe { with_cq(cq_, |q| Ok(q.fd().as_raw_fd())) }?;
+        let (cq, kind) = unsafe { cq_handle(cq_) }?;
+        // SAFETY: [C2] as above.
+        let raw = with_backend!(kind, T => unsafe { with_cq::<T, _>(cq, |q| Ok(q.fd().as_raw_fd())) }?);
         nonnull(fd)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(fd, raw) };
@@ -607,22 +659,26 @@ pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c
 /// C2: `cq` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
-    guard(|| loop {
+    guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let r = unsafe {
-            with_cq(cq_, |q| {
-                if is_nonblocking(q.fd().as_raw_fd()) {
-                    return q.wait().map(|()| true).map_err(code);
-                }
-                match q.wait_timeout(WAIT_SLICE) {
-                    Err(e) if e.kind() == ErrorKind::NoCompletion => Ok(false),
-                    r => r.map(|()| true).map_err(code),
-                }
-            })
-        }?;
-        if r {
-            return Ok(());
-        }
+        let (cq, kind) = unsafe { cq_handle(cq_) }?;
+        with_backend!(kind, T => loop {
+            // SAFETY: [C2] the caller's handle.
+            let r = unsafe {
+                with_cq::<T, _>(cq, |q| {
+                    if is_nonblocking(q.fd().as_raw_fd()) {
+                        return q.wait().map(|()| true).map_err(code);
+                    }
+                    match q.wait_timeout(WAIT_SLICE) {
+                        Err(e) if e.kind() == ErrorKind::NoCompletion => Ok(false),
+                        r => r.map(|()| true).map_err(code),
+                    }
+                })
+            }?;
+            if r {
+                return Ok(());
+            }
+        })
     })
 }
 
@@ -643,18 +699,21 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         let n = usize::try_from(num_entries).ok().filter(|n| *n >= 1).ok_or(E_INVAL)?;
         // One lock of the handle: the handle is checked (by `with_cq`) before the other
         // arguments (in `poll`), as librpma does.
-        let poll = |q: &Cq<'_, M>| {
+        let check = || {
             nonnull(wc)?;
             if n > 1 && num_entries_got.is_null() {
                 return Err(E_INVAL);
             }
             // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose
             // layout Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
-            let entries = unsafe { std::slice::from_raw_parts_mut(wc, n) };
-            q.poll(entries).map_err(code)
+            Ok(unsafe { std::slice::from_raw_parts_mut(wc, n) })
         };
         // SAFETY: [C2] the caller's handle.
-        let got = unsafe { with_cq(cq_, poll) }?;
+        let (cq, kind) = unsafe { cq_handle(cq_) }?;
+        let got = with_backend!(kind, T => {
+            // SAFETY: [C2] as above.
+            unsafe { with_cq::<T, _>(cq, |q| q.poll(check()?).map_err(code)) }?
+        });
         if got == 0 {
             return Err(E_NO_COMPLETION);
         }
@@ -669,7 +728,13 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
 /// The locks above make the handles `Sync` only if what they hold may move between threads.
 const _: fn() = || {
     fn send<T: Send>() {}
-    send::<Conn<M>>();
-    send::<ConnReq<M>>();
-    send::<Srq<M>>();
+    send::<Conn<rpma_mock::MockFabric>>();
+    send::<ConnReq<rpma_mock::MockFabric>>();
+    send::<rpma_core::Srq<rpma_mock::MockFabric>>();
+    #[cfg(feature = "verbs")]
+    {
+        send::<Conn<rpma_verbs::Verbs>>();
+        send::<ConnReq<rpma_verbs::Verbs>>();
+        send::<rpma_core::Srq<rpma_verbs::Verbs>>();
+    }
 };

@@ -10,10 +10,12 @@
 //! Rust objects; the delete functions take `T **`, free the object and store NULL, so a second
 //! delete through the same pointer is a no-op returning 0, as in librpma.
 //!
-//! The backend is chosen at run time by `RPMA_BACKEND` (read once, at first use): `mock` is
-//! the in-process mock fabric of rpma-mock. `verbs` (the default) is not built into this
-//! library yet: with it (or with an unknown name) every function that needs a backend fails
-//! with `RPMA_E_PROVIDER` and one ERROR log line naming the problem.
+//! The backend is chosen at run time by `RPMA_BACKEND` (read once, at first use): `verbs` (the
+//! default) is rpma-verbs, over libibverbs and librdmacm (cargo feature `verbs`, on by
+//! default); `mock` is the in-process mock fabric of rpma-mock. With an unknown name, or
+//! `verbs` in a library built without it, every function that needs a backend fails with
+//! `RPMA_E_PROVIDER` and one ERROR log line naming the problem. See the `backend` module for
+//! how handles hold their backend's objects.
 //!
 //! Unsafe code follows docs/memory.md; the C-ABI rules are C1 (pointers from C), C2 (handles
 //! from C) and C3 (function pointers from C).

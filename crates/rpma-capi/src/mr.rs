@@ -3,10 +3,10 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use rpma_core::{Advice, MrLocal, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
+use rpma_core::{Advice, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
 use rpma_mem::Memory;
 
-use crate::backend::M;
+use crate::backend::{with_backend, Backend, By, MrF};
 use crate::peer::RpmaPeer;
 use rpma_core::rpma_log;
 
@@ -14,7 +14,7 @@ use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL, E_PROVIDER};
 
 /// `struct rpma_mr_local`: the registration and the caller's base pointer.
 pub struct RpmaMrLocal {
-    pub(crate) mr: MrLocal<M>,
+    pub(crate) mr: By<MrF>,
     ptr: *mut c_void,
 }
 
@@ -53,7 +53,8 @@ pub unsafe extern "C" fn rpma_mr_reg(
         // flight holds the region (else RPMA_E_PROVIDER, region kept); no release function:
         // the memory stays the caller's.
         let memory = unsafe { Memory::from_raw_parts(base, size, None) };
-        let mr = p.peer.reg_mr(memory, usage).map_err(code)?;
+        let mr =
+            with_backend!(p.peer.kind(), T => T::wrap::<MrF>(T::get(&p.peer)?.reg_mr(memory, usage).map_err(code)?));
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(mr_ptr, RpmaMrLocal { mr, ptr }) };
         Ok(())
@@ -76,7 +77,7 @@ pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
         let p = unsafe { mr_ptr.read() };
         // SAFETY: [C2] the slot holds NULL or a live handle.
         if let Some(m) = unsafe { p.as_ref() } {
-            if m.mr.is_in_use() {
+            if with_backend!(m.mr.kind(), T => T::get(&m.mr)?.is_in_use()) {
                 rpma_log!(
                     Error,
                     "rpma_mr_dereg: the region is in use by an operation in flight (EBUSY): complete \
@@ -90,7 +91,7 @@ pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
             // Nothing holds the region (checked above, and no other thread uses it: C2), so
             // deregistration is not deferred. The memory handed back has no release function:
             // dropping it leaves it to the caller.
-            Some(m) => m.mr.dereg().map(drop).map_err(code),
+            Some(m) => with_backend!(m.mr.kind(), T => T::take(m.mr)?.dereg().map(drop).map_err(code)),
             None => Ok(()),
         }
     })
@@ -106,7 +107,7 @@ pub unsafe extern "C" fn rpma_mr_get_descriptor(mr: *const RpmaMrLocal, desc: *m
         // SAFETY: [C2] the caller's handle.
         let m = unsafe { handle(mr) }?;
         nonnull(desc)?;
-        let d = m.mr.descriptor();
+        let d = with_backend!(m.mr.kind(), T => T::get(&m.mr)?.descriptor());
         // SAFETY: [C1] desc is writable for the descriptor size (librpma's contract).
         unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), desc.cast::<u8>(), d.len()) };
         Ok(())
@@ -155,8 +156,9 @@ pub unsafe extern "C" fn rpma_mr_get_size(mr: *const RpmaMrLocal, size: *mut usi
         // SAFETY: [C2] the caller's handle.
         let m = unsafe { handle(mr) }?;
         nonnull(size)?;
+        let len = with_backend!(m.mr.kind(), T => T::get(&m.mr)?.len());
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(size, m.mr.len()) };
+        unsafe { put(size, len) };
         Ok(())
     })
 }
@@ -258,6 +260,6 @@ pub unsafe extern "C" fn rpma_mr_advise(
             2 => Advice::PrefetchNoFault,
             _ => return Err(E_INVAL),
         };
-        m.mr.advise(offset, len, advice, flags).map_err(code)
+        with_backend!(m.mr.kind(), T => T::get(&m.mr)?.advise(offset, len, advice, flags).map_err(code))
     })
 }

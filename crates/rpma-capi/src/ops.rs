@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use rpma_core::{CompletionFlags, FlushType, LocalSlice};
 
-use crate::backend::M;
+use crate::backend::{with_backend, Backend};
 use crate::conn::RpmaConn;
 use crate::mr::{RpmaMrLocal, RpmaMrRemote};
 use crate::{code, guard, handle, nonnull, CResult, E_INVAL};
@@ -24,9 +24,9 @@ fn flags(flags: c_int) -> CResult<CompletionFlags> {
 }
 
 /// `[offset, offset + len)` of a local region.
-fn local(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<LocalSlice<'_, M>> {
+fn local<T: Backend>(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<LocalSlice<'_, T>> {
     let end = offset.checked_add(len).ok_or(E_INVAL)?;
-    Ok(mr.mr.slice(offset..end))
+    Ok(T::get(&mr.mr)?.slice(offset..end))
 }
 
 /// Which form an operation with a local and a remote region takes: `None` for the zero-byte
@@ -65,15 +65,18 @@ pub unsafe extern "C" fn rpma_read(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
-        let c = &*g;
-        let f = flags(flags_)?;
-        // SAFETY: [C2] the caller's handles.
-        let op = match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
-            None => c.read_empty(),
-            Some((d, s)) => c.read(local(d, dst_offset, len)?, s.mr.at(src_offset)),
-        };
-        op.flags(f).context(op_context as u64).post().map_err(code)
+        let h = unsafe { handle(conn) }?;
+        with_backend!(h.conn.kind(), T => {
+            let g = crate::conn::lock(T::get(&h.conn)?);
+            let c = &*g;
+            let f = flags(flags_)?;
+            // SAFETY: [C2] the caller's handles.
+            let op = match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
+                None => c.read_empty(),
+                Some((d, s)) => c.read(local::<T>(d, dst_offset, len)?, s.mr.at(src_offset)),
+            };
+            op.flags(f).context(op_context as u64).post().map_err(code)
+        })
     })
 }
 
@@ -94,20 +97,23 @@ unsafe fn write(
     op_context: *const c_void,
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
-    let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
-    let c = &*g;
-    let f = flags(flags_)?;
-    // SAFETY: [C2] the caller's handles.
-    let op = match unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? {
-        None => c.write_empty(),
-        Some((s, d)) => c.write(d.mr.at(dst_offset), local(s, src_offset, len)?),
-    };
-    let op = op.flags(f).context(op_context as u64);
-    match imm {
-        Some(imm) => op.imm(imm).post(),
-        None => op.post(),
-    }
-    .map_err(code)
+    let h = unsafe { handle(conn) }?;
+    with_backend!(h.conn.kind(), T => {
+        let g = crate::conn::lock(T::get(&h.conn)?);
+        let c = &*g;
+        let f = flags(flags_)?;
+        // SAFETY: [C2] the caller's handles.
+        let op = match unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? {
+            None => c.write_empty(),
+            Some((s, d)) => c.write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?),
+        };
+        let op = op.flags(f).context(op_context as u64);
+        match imm {
+            Some(imm) => op.imm(imm).post(),
+            None => op.post(),
+        }
+        .map_err(code)
+    })
 }
 
 /// `rpma_write`: `len` bytes of `src` at `src_offset` to the remote region at `dst_offset`.
@@ -168,15 +174,17 @@ pub unsafe extern "C" fn rpma_atomic_write(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handles.
-        let (c, d) = unsafe { (handle(conn)?, handle(dst)?) };
-        let g = crate::conn::lock(&c.conn);
-        let c = &*g;
-        nonnull(src)?;
-        let f = flags(flags_)?;
-        let mut value = [0u8; 8];
-        // SAFETY: [C1] src is readable for 8 bytes (`const char src[8]`).
-        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), value.as_mut_ptr(), 8) };
-        c.atomic_write(d.mr.at(dst_offset), value).flags(f).context(op_context as u64).post().map_err(code)
+        let (h, d) = unsafe { (handle(conn)?, handle(dst)?) };
+        with_backend!(h.conn.kind(), T => {
+            let g = crate::conn::lock(T::get(&h.conn)?);
+            let c = &*g;
+            nonnull(src)?;
+            let f = flags(flags_)?;
+            let mut value = [0u8; 8];
+            // SAFETY: [C1] src is readable for 8 bytes (`const char src[8]`).
+            unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), value.as_mut_ptr(), 8) };
+            c.atomic_write(d.mr.at(dst_offset), value).flags(f).context(op_context as u64).post().map_err(code)
+        })
     })
 }
 
@@ -197,17 +205,19 @@ pub unsafe extern "C" fn rpma_flush(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handles.
-        let (c, d) = unsafe { (handle(conn)?, handle(dst)?) };
-        let g = crate::conn::lock(&c.conn);
-        let c = &*g;
-        let f = flags(flags_)?;
-        let t = match type_ {
-            0 => FlushType::Persistent,
-            1 => FlushType::Visibility,
-            _ => return Err(E_INVAL),
-        };
-        let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
-        c.flush(d.mr.slice(dst_offset..end), t).flags(f).context(op_context as u64).post().map_err(code)
+        let (h, d) = unsafe { (handle(conn)?, handle(dst)?) };
+        with_backend!(h.conn.kind(), T => {
+            let g = crate::conn::lock(T::get(&h.conn)?);
+            let c = &*g;
+            let f = flags(flags_)?;
+            let t = match type_ {
+                0 => FlushType::Persistent,
+                1 => FlushType::Visibility,
+                _ => return Err(E_INVAL),
+            };
+            let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
+            c.flush(d.mr.slice(dst_offset..end), t).flags(f).context(op_context as u64).post().map_err(code)
+        })
     })
 }
 
@@ -225,24 +235,27 @@ unsafe fn send(
     op_context: *const c_void,
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
-    let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
-    let c = &*g;
-    let f = flags(flags_)?;
-    let op = if src.is_null() {
-        if offset != 0 || len != 0 {
-            return Err(E_INVAL);
+    let h = unsafe { handle(conn) }?;
+    with_backend!(h.conn.kind(), T => {
+        let g = crate::conn::lock(T::get(&h.conn)?);
+        let c = &*g;
+        let f = flags(flags_)?;
+        let op = if src.is_null() {
+            if offset != 0 || len != 0 {
+                return Err(E_INVAL);
+            }
+            c.send_empty()
+        } else {
+            // SAFETY: [C2] the caller's handle.
+            c.send(local::<T>(unsafe { handle(src) }?, offset, len)?)
+        };
+        let op = op.flags(f).context(op_context as u64);
+        match imm {
+            Some(imm) => op.imm(imm).post(),
+            None => op.post(),
         }
-        c.send_empty()
-    } else {
-        // SAFETY: [C2] the caller's handle.
-        c.send(local(unsafe { handle(src) }?, offset, len)?)
-    };
-    let op = op.flags(f).context(op_context as u64);
-    match imm {
-        Some(imm) => op.imm(imm).post(),
-        None => op.post(),
-    }
-    .map_err(code)
+        .map_err(code)
+    })
 }
 
 /// `rpma_send`.
@@ -294,17 +307,20 @@ pub unsafe extern "C" fn rpma_recv(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let g = crate::conn::lock(&unsafe { handle(conn) }?.conn);
-        let c = &*g;
-        let op = if dst.is_null() {
-            if offset != 0 || len != 0 {
-                return Err(E_INVAL);
-            }
-            c.recv_empty()
-        } else {
-            // SAFETY: [C2] the caller's handle.
-            c.recv(local(unsafe { handle(dst) }?, offset, len)?)
-        };
-        op.context(op_context as u64).post().map_err(code)
+        let h = unsafe { handle(conn) }?;
+        with_backend!(h.conn.kind(), T => {
+            let g = crate::conn::lock(T::get(&h.conn)?);
+            let c = &*g;
+            let op = if dst.is_null() {
+                if offset != 0 || len != 0 {
+                    return Err(E_INVAL);
+                }
+                c.recv_empty()
+            } else {
+                // SAFETY: [C2] the caller's handle.
+                c.recv(local::<T>(unsafe { handle(dst) }?, offset, len)?)
+            };
+            op.context(op_context as u64).post().map_err(code)
+        })
     })
 }

@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rpma_core::{Peer, PeerCfg, PEER_CFG_DESCRIPTOR_SIZE};
 
-use crate::backend::{device, ibv_context, M};
+use crate::backend::{device, ibv_context, with_backend, Backend, By, PeerF};
 use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL};
 
 /// `struct rpma_peer`.
 pub struct RpmaPeer {
-    pub(crate) peer: Peer<M>,
+    pub(crate) peer: By<PeerF>,
 }
 
 /// `struct rpma_peer_cfg`: its one setting, read and written atomically (librpma 1.0+).
@@ -27,14 +27,15 @@ impl RpmaPeerCfg {
 /// `rpma_peer_new`.
 ///
 /// # Safety
-/// C1: `peer_ptr` is NULL or writable; `ibv_ctx` is NULL or a context from
-/// `rpma_utils_get_ibv_context`.
+/// C1: `peer_ptr` is NULL or writable; `ibv_ctx` is NULL, a context from
+/// `rpma_utils_get_ibv_context` or (on verbs) one of `rdma_get_devices`'s, or any other
+/// pointer (refused with `RPMA_E_INVAL`, never dereferenced).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut ibv_context, peer_ptr: *mut *mut RpmaPeer) -> c_int {
     guard(|| {
         nonnull(peer_ptr)?;
         let d = device(ibv_ctx)?;
-        let peer = Peer::new(&d.dev).map_err(code)?;
+        let peer = with_backend!(d.kind(), T => T::wrap::<PeerF>(Peer::new(T::get(d)?).map_err(code)?));
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(peer_ptr, RpmaPeer { peer }) };
         Ok(())
@@ -50,7 +51,7 @@ pub unsafe extern "C" fn rpma_peer_delete(peer_ptr: *mut *mut RpmaPeer) -> c_int
     guard(|| {
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(peer_ptr) }? {
-            Some(p) => p.peer.delete().map_err(code),
+            Some(p) => with_backend!(p.peer.kind(), T => T::take(p.peer)?.delete().map_err(code)),
             None => Ok(()),
         }
     })

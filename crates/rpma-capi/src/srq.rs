@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rpma_core::{Srq, SrqCfg};
 
-use crate::backend::M;
+use crate::backend::{with_backend, Backend, By, SrqF};
 use crate::conn::RpmaCq;
 use crate::mr::RpmaMrLocal;
 use crate::peer::RpmaPeer;
@@ -22,7 +22,7 @@ pub struct RpmaSrqCfg {
 /// functions hold (several threads may post to it and poll its CQ), and the handle of its
 /// receive CQ.
 pub struct RpmaSrq {
-    pub(crate) srq: Mutex<Srq<M>>,
+    pub(crate) srq: By<SrqF>,
     rcq: RpmaCq,
 }
 
@@ -71,8 +71,8 @@ pub unsafe extern "C" fn rpma_srq_new(peer: *mut RpmaPeer, cfg: *mut RpmaSrqCfg,
                 .with_rq_size(c.rq_size.load(Ordering::Acquire))
                 .with_rcq_size(c.rcq_size.load(Ordering::Acquire))
         });
-        let srq = Srq::new(&p.peer, cfg.as_ref()).map_err(code)?;
-        let b = Box::into_raw(Box::new(RpmaSrq { srq: Mutex::new(srq), rcq: RpmaCq::of_srq(std::ptr::null()) }));
+        let srq = with_backend!(p.peer.kind(), T => T::wrap::<SrqF>(Mutex::new(Srq::new(T::get(&p.peer)?, cfg.as_ref()).map_err(code)?)));
+        let b = Box::into_raw(Box::new(RpmaSrq { srq, rcq: RpmaCq::of_srq(std::ptr::null()) }));
         // The CQ's pointer derives from the raw pointer `b` (no reference to the box is kept);
         // SAFETY: [C2] b is the live, unaliased allocation just made.
         unsafe { (*b).rcq = RpmaCq::of_srq(std::ptr::addr_of!((*b).srq)) };
@@ -94,7 +94,9 @@ pub unsafe extern "C" fn rpma_srq_delete(srq_ptr: *mut *mut RpmaSrq) -> c_int {
         match unsafe { take(srq_ptr) }? {
             Some(s) => {
                 let RpmaSrq { srq, .. } = *s;
-                srq.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                with_backend!(srq.kind(), T => {
+                    T::take(srq)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                })
             }
             None => Ok(()),
         }
@@ -116,21 +118,23 @@ pub unsafe extern "C" fn rpma_srq_recv(
 ) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
-        let s = unsafe { handle(srq) }?;
-        let g = crate::conn::lock(&s.srq);
-        let s = &*g;
-        let op = if dst.is_null() {
-            if offset != 0 || len != 0 {
-                return Err(E_INVAL);
-            }
-            s.recv_empty()
-        } else {
-            // SAFETY: [C2] the caller's handle.
-            let d = unsafe { handle(dst) }?;
-            let end = offset.checked_add(len).ok_or(E_INVAL)?;
-            s.recv(d.mr.slice(offset..end))
-        };
-        op.context(op_context as u64).post().map_err(code)
+        let h = unsafe { handle(srq) }?;
+        with_backend!(h.srq.kind(), T => {
+            let g = crate::conn::lock(T::get(&h.srq)?);
+            let s = &*g;
+            let op = if dst.is_null() {
+                if offset != 0 || len != 0 {
+                    return Err(E_INVAL);
+                }
+                s.recv_empty()
+            } else {
+                // SAFETY: [C2] the caller's handle.
+                let d = unsafe { handle(dst) }?;
+                let end = offset.checked_add(len).ok_or(E_INVAL)?;
+                s.recv(T::get(&d.mr)?.slice(offset..end))
+            };
+            op.context(op_context as u64).post().map_err(code)
+        })
     })
 }
 
@@ -144,11 +148,8 @@ pub unsafe extern "C" fn rpma_srq_get_rcq(srq: *const RpmaSrq, rcq_ptr: *mut *mu
         // SAFETY: [C2] the caller's handle.
         let s = unsafe { handle(srq) }?;
         nonnull(rcq_ptr)?;
-        let p = if crate::conn::lock(&s.srq).rcq().is_some() {
-            std::ptr::addr_of!(s.rcq).cast_mut()
-        } else {
-            std::ptr::null_mut()
-        };
+        let has = with_backend!(s.srq.kind(), T => crate::conn::lock(T::get(&s.srq)?).rcq().is_some());
+        let p = if has { std::ptr::addr_of!(s.rcq).cast_mut() } else { std::ptr::null_mut() };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };
         Ok(())

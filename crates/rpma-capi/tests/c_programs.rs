@@ -1,101 +1,19 @@
 //! C programs against librpma.so: compiled with gcc (against this crate's header, or Debian's
 //! for the ABI check), linked with `-lrpma` against the cdylib of this crate and run on the
-//! mock (`RPMA_BACKEND=mock`); plus the library's SONAME and symbol versions.
+//! mock (`RPMA_BACKEND=mock`); the choice of the backend (also in a build without the verbs
+//! feature); plus the library's SONAME and symbol versions. The same programs run on a
+//! device in tests/c_verbs.rs.
 //!
 //! Needs gcc and libibverbs' headers (`struct ibv_wc`); the ABI test needs Debian's
 //! librpma-dev header (.ci/run installs all three).
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::Command;
 
-/// `target/<profile>`, where cargo put librpma.so.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/c_programs-<hash>
-    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
-}
-
-/// librpma.so, built first: cargo does not build a cdylib for integration tests, so this
-/// runs `cargo build -p rpma-capi` (same target directory and profile) once per test binary.
-fn library() -> PathBuf {
-    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let dir = profile_dir();
-        let target = dir.parent().expect("target directory");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "-q", "-p", "rpma-capi", "--manifest-path"])
-            .arg(crate_dir().join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", target);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let out = cargo.output().map_err(|e| format!("run cargo: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(show("cargo build -p rpma-capi", &out))
-        }
-    });
-    if let Err(e) = built {
-        panic!("{e}");
-    }
-    let so = profile_dir().join("librpma.so");
-    assert!(so.is_file(), "{} is missing after `cargo build -p rpma-capi`", so.display());
-    so
-}
-
-/// A directory of its own for `name`, with librpma.so and librpma.so.0 (the SONAME the
-/// loader looks for) linking to the built library.
-fn work_dir(name: &str) -> PathBuf {
-    let dir = profile_dir().join("capi-tests").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the test directory");
-    let so = library();
-    for link in ["librpma.so", "librpma.so.0"] {
-        std::os::unix::fs::symlink(&so, dir.join(link)).expect("link librpma.so");
-    }
-    dir
-}
-
-fn crate_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn show(what: &str, out: &Output) -> String {
-    format!(
-        "{what}: {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Compiles `tests/c/<src>` into `<dir>/<stem>`; with `own_header`, against include/librpma.h
-/// and with -Werror.
-fn compile(dir: &Path, src: &str, own_header: bool) -> PathBuf {
-    let exe = dir.join(src.trim_end_matches(".c"));
-    let mut cc = Command::new("gcc");
-    cc.args(["-std=gnu11", "-g", "-Wall", "-Wextra"]);
-    if own_header {
-        cc.arg("-Werror").arg("-I").arg(crate_dir().join("include"));
-    }
-    cc.arg(crate_dir().join("tests/c").join(src)).arg("-L").arg(dir).args(["-lrpma", "-lpthread", "-o"]).arg(&exe);
-    let out = cc.output().expect("run gcc (is it installed?)");
-    assert!(out.status.success(), "{}", show(&format!("gcc {src}"), &out));
-    exe
-}
-
-fn run(dir: &Path, exe: &Path, backend: Option<&str>) -> Output {
-    let mut cmd = Command::new(exe);
-    cmd.env("LD_LIBRARY_PATH", dir).env_remove("RPMA_BACKEND");
-    if let Some(b) = backend {
-        cmd.env("RPMA_BACKEND", b);
-    }
-    cmd.output().expect("run the C program")
-}
+use common::{compile, crate_dir, library, profile_dir, run, show, work_dir};
 
 fn run_ok(name: &str, src: &str, own_header: bool) {
     let dir = work_dir(name);
@@ -147,25 +65,78 @@ fn a_program_built_against_debians_header_runs_on_this_library() {
     );
 }
 
+/// Runs backend.c from `dir` with each `(RPMA_BACKEND, stdout, stderr line)`: an empty line
+/// means no ERROR line at all.
+fn check_backends(dir: &Path, exe: &Path, cases: &[(Option<&str>, &str, &str)]) {
+    for (backend, stdout, line) in cases {
+        let out = run(dir, exe, *backend);
+        let what = format!("backend.c, RPMA_BACKEND={backend:?}");
+        assert!(out.status.success(), "{}", show(&what, &out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), *stdout, "{}", show(&what, &out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if line.is_empty() {
+            assert!(!stderr.contains("RPMA_BACKEND"), "{}", show(&what, &out));
+        } else {
+            assert!(stderr.contains("*ERROR*") && stderr.contains(line), "{}", show(&what, &out));
+        }
+    }
+}
+
 #[test]
-fn an_unusable_backend_fails_at_first_use_with_a_log_line() {
+fn an_unknown_backend_fails_at_first_use_with_a_log_line() {
     let dir = work_dir("backend");
     let exe = compile(&dir, "backend.c", true);
-    let provider = rpma_core_provider();
-    for (backend, line) in [
-        (Some("bogus"), "RPMA_BACKEND=bogus: unknown backend (known: verbs, mock)"),
-        (Some("verbs"), "RPMA_BACKEND=verbs: the verbs backend is not built into this librpma yet"),
-        (None, "RPMA_BACKEND is unset and its default, verbs, is not built into this librpma yet"),
-    ] {
-        let out = run(&dir, &exe, backend);
-        assert!(out.status.success(), "{}", show("backend", &out));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(stdout.trim(), format!("{provider} {provider} untouched"), "{}", show("backend", &out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("*ERROR*") && stderr.contains(line), "{}", show("backend", &out));
-    }
-    let out = run(&dir, &exe, Some("mock"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 0 set", "{}", show("backend", &out));
+    let p = rpma_core_provider();
+    let failed = format!("{p} {p} untouched");
+    check_backends(
+        &dir,
+        &exe,
+        &[
+            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: verbs, mock)"),
+            (Some("mock"), "0 0 set", ""),
+        ],
+    );
+}
+
+/// With the verbs backend built in (the default feature), `verbs` and unset choose it: on this
+/// host no RDMA device owns 127.0.0.1 (none ever does: rxe cannot bind the loopback), so the
+/// lookup fails as a provider error of librdmacm, with no complaint about the choice.
+#[test]
+fn verbs_is_built_in_and_the_default() {
+    let dir = work_dir("backend-verbs");
+    let exe = compile(&dir, "backend.c", true);
+    let p = rpma_core_provider();
+    let failed = format!("{p} {p} untouched");
+    check_backends(&dir, &exe, &[(Some("verbs"), &failed, ""), (None, &failed, "")]);
+    let out = run(&dir, &exe, None);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not built"), "{}", show("backend.c", &out));
+}
+
+/// A library built without the verbs feature (`--no-default-features`, its own target
+/// directory) refuses `verbs` and unset with a line saying so, and runs the mock.
+#[test]
+fn without_the_verbs_feature_verbs_and_unset_fail_with_a_log_line() {
+    let profile = profile_dir();
+    let target = profile.parent().expect("target directory").join("capi-mock-only");
+    let so = common::build_library(&target.join(profile.file_name().expect("profile")), &["--no-default-features"]);
+    let out = Command::new("ldd").arg(&so).output().expect("run ldd");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("libibverbs"), "{}", show("ldd", &out));
+    let dir = common::work_dir_for("backend-mock-only", &so);
+    let exe = compile(&dir, "backend.c", true);
+    let p = rpma_core_provider();
+    let failed = format!("{p} {p} untouched");
+    let built = "the verbs backend is not built into this librpma (it was built without the cargo feature `verbs`; \
+                 use RPMA_BACKEND=mock)";
+    check_backends(
+        &dir,
+        &exe,
+        &[
+            (Some("verbs"), &failed, &format!("RPMA_BACKEND=verbs: {built}")),
+            (None, &failed, &format!("RPMA_BACKEND is unset and its default is verbs: {built}")),
+            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: verbs, mock)"),
+            (Some("mock"), "0 0 set", ""),
+        ],
+    );
 }
 
 fn rpma_core_provider() -> i32 {

@@ -248,7 +248,7 @@ impl<T: Transport> MrLocal<T> {
     /// then [`MrLocal::dereg`] would defer deregistration (`Ok(None)`).
     #[must_use]
     pub fn is_in_use(&self) -> bool {
-        Arc::strong_count(&self.mr) > 1
+        Arc::strong_count(&self.mr) > 1 || self.mr.in_use()
     }
 
     /// `rpma_mr_dereg`: deregisters the region now and gives its memory back. (Dropping it

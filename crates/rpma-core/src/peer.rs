@@ -35,6 +35,15 @@ impl<T: Transport> Device<T> {
         Ok(Self { transport: transport.clone(), dev })
     }
 
+    /// A device from a backend's device object obtained otherwise than by
+    /// [`Device::lookup`] (e.g. rpma-verbs' device of a context a C program passes to
+    /// `rpma_peer_new`). Part of the backend contract ([`crate::transport`], not
+    /// semver-stable).
+    #[must_use]
+    pub fn from_backend(transport: &T, dev: T::Device) -> Self {
+        Self { transport: transport.clone(), dev }
+    }
+
     /// `rpma_utils_ibv_context_is_odp_capable`: whether the device supports on-demand paging
     /// for RC reads and writes.
     ///

@@ -410,6 +410,13 @@ pub trait MrBackend: Send + Sync + 'static {
     /// e.g., a table of remotely reachable regions shares it). rpma-core calls it only with no
     /// operation in flight and no remote access granted (rule M3).
     fn memory_mut(&mut self) -> Option<&mut Memory>;
+    /// Whether a work request in flight still uses the region although no other `Arc` of it
+    /// exists (a backend that tracks its work requests without reference counts, as
+    /// rpma-verbs does): then [`MrBackend::dereg`] would defer deregistration. The default,
+    /// `false`, suits a backend that keeps an `Arc` of every region in use (the mock).
+    fn in_use(&self) -> bool {
+        false
+    }
     /// `ibv_advise_mr` on `[offset, offset + len)`.
     ///
     /// # Errors

@@ -204,12 +204,23 @@ pub(crate) fn fork_setup() -> ForkSafety {
 pub struct VerbsDevice {
     ctx: NonNull<ffi::ibv_context>,
     port: u8,
-    /// The CM id bound to this device by the lookup: librdmacm's reference on the context.
-    _anchor: Arc<cm::CmId>,
+    /// librdmacm's reference on the context: the CM id bound to this device by the lookup, or
+    /// the device list the context was found in ([`VerbsDevice::from_rdma_cm_context`]).
+    _anchor: Arc<Anchor>,
+}
+
+/// What keeps librdmacm's reference on a device context (held, never read).
+#[allow(dead_code)]
+enum Anchor {
+    /// A CM id bound to the device (`ucma_get_device` on bind, `ucma_put_device` on destroy).
+    Id(cm::CmId),
+    /// A list from `rdma_get_devices` (a reference on every device in it until
+    /// `rdma_free_devices`).
+    List(cm::DeviceList),
 }
 
 // SAFETY: [V3] an `ibv_context` is thread-safe (libibverbs serialises what needs it); [V1] it
-// stays open while `_anchor` lives.
+// stays open while `_anchor` lives. `Anchor` is only kept alive, never used.
 unsafe impl Send for VerbsDevice {}
 // SAFETY: [V3] as above; the handle is only read.
 unsafe impl Sync for VerbsDevice {}
@@ -244,6 +255,34 @@ impl VerbsDevice {
 
     pub(crate) const fn ctx(&self) -> *mut ffi::ibv_context {
         self.ctx.as_ptr()
+    }
+
+    /// The `struct ibv_context *` librdmacm opened for the device (what librpma's
+    /// `rpma_utils_get_ibv_context` hands out). It stays open while this handle, a clone of it
+    /// or anything made on the device lives. A C program may use it with libibverbs (queries,
+    /// its own objects) but must not close it.
+    #[must_use]
+    pub const fn as_raw(&self) -> *mut ffi::ibv_context {
+        self.ctx.as_ptr()
+    }
+
+    /// The device of `ctx` if it is one of the contexts librdmacm opened (one of
+    /// `rdma_get_devices`'s, as every context `rpma_utils_get_ibv_context` hands out is); `None`
+    /// for any other pointer (e.g. a context a program opened itself with `ibv_open_device`,
+    /// whose protection domains RDMA CM's queue pairs cannot use). `ctx` is compared with the
+    /// list, never dereferenced unless it is in it. The handle keeps the list (librdmacm's
+    /// reference on the context); its port is the device's first.
+    ///
+    /// # Errors
+    /// `Provider` if librdmacm cannot list its devices.
+    pub fn from_rdma_cm_context(ctx: *const std::ffi::c_void) -> Result<Option<Self>> {
+        fork_setup();
+        native::init_env();
+        let list = cm::DeviceList::get()?;
+        let Some(ctx) = list.iter().find(|c| std::ptr::eq(c.as_ptr().cast_const().cast(), ctx)) else {
+            return Ok(None);
+        };
+        Ok(Some(Self { ctx, port: 1, _anchor: Arc::new(Anchor::List(list)) }))
     }
 
     fn is_iwarp(&self) -> bool {

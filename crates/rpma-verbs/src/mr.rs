@@ -276,6 +276,10 @@ impl MrBackend for VerbsMr {
         self.addr
     }
 
+    fn in_use(&self) -> bool {
+        self.busy()
+    }
+
     #[inline]
     fn len(&self) -> usize {
         self.len

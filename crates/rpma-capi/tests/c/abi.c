@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Compiled against Debian's librpma-dev header (/usr/include/librpma.h), linked with
- * -lrpma against rpma-rs's librpma.so and run on RPMA_BACKEND=mock: a connection, a write
+ * -lrpma against rpma-rs's librpma.so and run on RPMA_BACKEND=mock (and on verbs, crates/rpma-capi/tests/c_verbs.rs): a connection, a write
  * and a read through the same bytes, teardown. Proves the ABI, not just the API.
  */
 #include <stddef.h>
@@ -39,6 +39,13 @@ _Static_assert(offsetof(struct ibv_wc, dlid_path_bits) == 45, "ibv_wc.dlid_path_
 		}                                                                        \
 	} while (0)
 
+/* RPMA_TEST_ADDR (a device's, on verbs), else 127.0.0.1 (the mock); RPMA_TEST_PORT, else 7313 */
+static const char *env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : dflt;
+}
+
 static struct ibv_wc wait_wc(struct rpma_cq *cq)
 {
 	struct ibv_wc wc;
@@ -53,7 +60,7 @@ int main(void)
 {
 	struct ibv_context *ctx = NULL;
 	struct rpma_peer *peer = NULL;
-	CHECK(rpma_utils_get_ibv_context("127.0.0.1", RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx));
+	CHECK(rpma_utils_get_ibv_context(env_or("RPMA_TEST_ADDR", "127.0.0.1"), RPMA_UTIL_IBV_CONTEXT_LOCAL, &ctx));
 	CHECK(rpma_peer_new(ctx, &peer));
 
 	static char target[4096], local[4096];
@@ -66,10 +73,10 @@ int main(void)
 	CHECK(rpma_mr_get_descriptor(target_mr, desc));
 
 	struct rpma_ep *ep = NULL;
-	CHECK(rpma_ep_listen(peer, "127.0.0.1", "7313", &ep));
+	CHECK(rpma_ep_listen(peer, env_or("RPMA_TEST_ADDR", "127.0.0.1"), env_or("RPMA_TEST_PORT", "7313"), &ep));
 	struct rpma_conn_req *req = NULL, *sreq = NULL;
 	struct rpma_conn *conn = NULL, *sconn = NULL;
-	CHECK(rpma_conn_req_new(peer, "127.0.0.1", "7313", NULL, &req));
+	CHECK(rpma_conn_req_new(peer, env_or("RPMA_TEST_ADDR", "127.0.0.1"), env_or("RPMA_TEST_PORT", "7313"), NULL, &req));
 	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
 	CHECK(rpma_ep_next_conn_req(ep, NULL, &sreq));
 	struct rpma_conn_private_data pdata = {desc, sizeof(desc)};

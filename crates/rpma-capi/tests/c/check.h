@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The assertions of the C tests: a librpma call that must return 0, a condition that must hold;
- * and a peer on the device of an address.
+ * the address and port to use; and a peer on the device of an address.
  */
 #ifndef RPMA_CAPI_TEST_CHECK_H
 #define RPMA_CAPI_TEST_CHECK_H
@@ -28,6 +28,20 @@
 			exit(1);                                                         \
 		}                                                                        \
 	} while (0)
+
+/* the address of the test: RPMA_TEST_ADDR (a device's, on verbs), else 127.0.0.1 (the mock) */
+static inline const char *test_addr(void)
+{
+	const char *a = getenv("RPMA_TEST_ADDR");
+	return a && *a ? a : "127.0.0.1";
+}
+
+/* the port of the test: RPMA_TEST_PORT (distinct per run on a device), else `dflt` */
+static inline const char *test_port(const char *dflt)
+{
+	const char *p = getenv("RPMA_TEST_PORT");
+	return p && *p ? p : dflt;
+}
 
 /* a peer on the device that owns `addr` */
 static inline struct rpma_peer *peer_at(const char *addr)

@@ -13,8 +13,8 @@
 
 #include "check.h"
 
-#define ADDR "127.0.0.1"
-#define PORT "7319"
+#define ADDR test_addr()
+#define PORT test_port("7319")
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;

@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * End to end on RPMA_BACKEND=mock, in one process: a server thread and a client thread.
- * The server registers a target region and accepts with its descriptor plus its peer
- * configuration as private data; the client writes, flushes (persistent), atomic-writes,
- * reads back, and sends with immediate data; the server checks what arrived. Then both
+ * End to end: a server and a client, as two threads of one process (no argument; on
+ * RPMA_BACKEND=mock or verbs) or as two processes (`e2e server`, which prints "e2e: listening"
+ * once it listens, then `e2e client`; on a device, each side on this librpma or another one,
+ * e.g. Debian's). The server registers a target region and accepts with its descriptor plus
+ * its peer configuration as private data; the client writes, flushes (persistent), atomic-
+ * writes, reads back, and sends with immediate data; the server checks what arrived. Then both
  * tear down. Every call is checked; any failure exits non-zero with the line.
+ *
+ * RPMA_TEST_ADDR and RPMA_TEST_PORT choose the address (default 127.0.0.1, the mock's) and the
+ * port. RPMA_INTEROP_NO_PERSISTENT=1: the target is registered without persistent flush
+ * (librpma 1.3 asks a device with native flush for IBV_ACCESS_FLUSH_PERSISTENT, which the
+ * kernel grants on pmem only) and the client flushes to visibility only.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -16,8 +23,8 @@
 
 #include "check.h"
 
-#define ADDR "127.0.0.1"
-#define PORT "7311"
+#define ADDR test_addr()
+#define PORT test_port("7311")
 #define TARGET_SIZE 4096
 #define MSG_SIZE 64
 #define IMM 0x01020304u
@@ -29,6 +36,15 @@ static int listening;
 static const char DATA[] = "written by rpma-rs through C";
 static const char ATOMIC[8] = {'c', 'o', 'm', 'm', 'i', 't', '!', '\0'};
 static const char MSG[] = "done";
+
+/* one side of two processes: "server", "client"; NULL: both, as threads */
+static const char *role;
+
+static int no_persistent(void)
+{
+	const char *v = getenv("RPMA_INTEROP_NO_PERSISTENT");
+	return v && *v && *v != '0';
+}
 
 /* waits for the next completion on cq (with rpma_cq_wait) and returns it */
 static struct ibv_wc next_wc(struct rpma_cq *cq)
@@ -72,7 +88,8 @@ static void *server(void *arg)
 	struct rpma_mr_local *target_mr = NULL, *inbox_mr = NULL;
 	CHECK(rpma_mr_reg(peer, target, TARGET_SIZE,
 		RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC |
-			RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
+			(no_persistent() ? 0 : RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT) |
+			RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY,
 		&target_mr));
 	CHECK(rpma_mr_reg(peer, inbox, MSG_SIZE, RPMA_MR_USAGE_RECV, &inbox_mr));
 	void *p = NULL;
@@ -104,6 +121,10 @@ static void *server(void *arg)
 	listening = 1;
 	pthread_cond_signal(&cond);
 	pthread_mutex_unlock(&lock);
+	if (role) {
+		printf("e2e: listening\n");
+		fflush(stdout);
+	}
 
 	struct rpma_conn_req *req = NULL;
 	CHECK(rpma_ep_next_conn_req(ep, NULL, &req));
@@ -159,9 +180,12 @@ static void *client(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&lock);
-	while (!listening)
+	while (!role && !listening)
 		pthread_cond_wait(&cond, &lock);
 	pthread_mutex_unlock(&lock);
+	const int persistent = !no_persistent();
+	const enum rpma_flush_type flush = persistent ? RPMA_FLUSH_TYPE_PERSISTENT :
+		RPMA_FLUSH_TYPE_VISIBILITY;
 
 	struct rpma_peer *peer = new_peer();
 	char *src = aligned_alloc(4096, 4096);
@@ -205,7 +229,8 @@ static void *client(void *arg)
 	CHECK(rpma_mr_remote_get_flush_type(remote, &flush_type));
 	EXPECT(rsize == TARGET_SIZE);
 	EXPECT(flush_type ==
-		(RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY));
+		((persistent ? RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT : 0) |
+			RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY));
 	struct rpma_peer_cfg *rcfg = NULL;
 	CHECK(rpma_peer_cfg_from_descriptor((char *)pd.ptr + 21, 1, &rcfg));
 	bool direct = false;
@@ -213,8 +238,9 @@ static void *client(void *arg)
 	EXPECT(direct);
 
 	/* before the remote configuration is applied, a persistent flush is not supported */
-	EXPECT(rpma_flush(conn, remote, 0, sizeof(DATA), RPMA_FLUSH_TYPE_PERSISTENT,
-		       RPMA_F_COMPLETION_ALWAYS, NULL) == RPMA_E_NOSUPP);
+	if (persistent)
+		EXPECT(rpma_flush(conn, remote, 0, sizeof(DATA), RPMA_FLUSH_TYPE_PERSISTENT,
+			       RPMA_F_COMPLETION_ALWAYS, NULL) == RPMA_E_NOSUPP);
 	CHECK(rpma_conn_apply_remote_peer_cfg(conn, rcfg));
 	CHECK(rpma_peer_cfg_delete(&rcfg));
 
@@ -228,8 +254,8 @@ static void *client(void *arg)
 
 	/* write, then flush: only the flush completes */
 	CHECK(rpma_write(conn, remote, 0, src_mr, 0, sizeof(DATA), RPMA_F_COMPLETION_ON_ERROR, NULL));
-	CHECK(rpma_flush(conn, remote, 0, sizeof(DATA), RPMA_FLUSH_TYPE_PERSISTENT,
-		RPMA_F_COMPLETION_ALWAYS, (void *)2));
+	CHECK(rpma_flush(conn, remote, 0, sizeof(DATA), flush, RPMA_F_COMPLETION_ALWAYS,
+		(void *)2));
 	struct ibv_wc wc = next_wc(cq);
 	EXPECT(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.qp_num == qp_num);
 
@@ -271,8 +297,21 @@ static void *client(void *arg)
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char *argv[])
 {
+	if (argc > 1) {
+		role = argv[1];
+		if (strcmp(role, "server") == 0)
+			server(NULL);
+		else if (strcmp(role, "client") == 0)
+			client(NULL);
+		else {
+			fprintf(stderr, "usage: e2e [server|client]\n");
+			return 2;
+		}
+		printf("e2e %s: OK\n", role);
+		return 0;
+	}
 	pthread_t s, c;
 	EXPECT(pthread_create(&s, NULL, server, NULL) == 0);
 	EXPECT(pthread_create(&c, NULL, client, NULL) == 0);

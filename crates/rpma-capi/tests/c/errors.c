@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Bad arguments on RPMA_BACKEND=mock: every NULL and invalid value gets librpma's code,
+ * Bad arguments on RPMA_BACKEND=mock (and verbs): every NULL and invalid value gets librpma's code,
  * out-parameters stay untouched on failure, deletes NULL the caller's pointer and a second
  * delete is a no-op. Plus the string functions, logging, the defaults of a connection
  * configuration and a shared completion channel. One thread: the mock connects a request
@@ -28,7 +28,8 @@
 #define OK(expr) RET(expr, 0)
 #define INVAL(expr) RET(expr, RPMA_E_INVAL)
 
-#define ADDR "127.0.0.1"
+#define ADDR test_addr()
+#define PORT test_port("7312")
 #define SENTINEL ((void *)0x5a5a)
 
 static int logged;
@@ -253,14 +254,14 @@ int main(void)
 
 	/* endpoint and requests */
 	struct rpma_ep *ep = SENTINEL;
-	INVAL(rpma_ep_listen(NULL, ADDR, "7312", &ep));
-	INVAL(rpma_ep_listen(peer, NULL, "7312", &ep));
+	INVAL(rpma_ep_listen(NULL, ADDR, PORT, &ep));
+	INVAL(rpma_ep_listen(peer, NULL, PORT, &ep));
 	INVAL(rpma_ep_listen(peer, ADDR, NULL, &ep));
-	INVAL(rpma_ep_listen(peer, ADDR, "7312", NULL));
+	INVAL(rpma_ep_listen(peer, ADDR, PORT, NULL));
 	EXPECT(ep == SENTINEL);
 	logged = 0;
-	OK(rpma_ep_listen(peer, ADDR, "7312", &ep));
-	EXPECT(logged == 1 && strstr(last_log, "7312") != NULL); /* through log_fn */
+	OK(rpma_ep_listen(peer, ADDR, PORT, &ep));
+	EXPECT(logged == 1 && strstr(last_log, PORT) != NULL); /* through log_fn */
 	OK(rpma_log_set_function(RPMA_LOG_USE_DEFAULT_FUNCTION));
 	int fd = -1;
 	INVAL(rpma_ep_get_fd(NULL, &fd));
@@ -268,20 +269,20 @@ int main(void)
 	struct rpma_conn_req *req = SENTINEL, *sreq = NULL;
 	INVAL(rpma_ep_next_conn_req(NULL, NULL, &req));
 	INVAL(rpma_ep_next_conn_req(ep, NULL, NULL));
-	INVAL(rpma_conn_req_new(NULL, ADDR, "7312", NULL, &req));
-	INVAL(rpma_conn_req_new(peer, NULL, "7312", NULL, &req));
+	INVAL(rpma_conn_req_new(NULL, ADDR, PORT, NULL, &req));
+	INVAL(rpma_conn_req_new(peer, NULL, PORT, NULL, &req));
 	INVAL(rpma_conn_req_new(peer, ADDR, NULL, NULL, &req));
-	INVAL(rpma_conn_req_new(peer, ADDR, "7312", NULL, NULL));
+	INVAL(rpma_conn_req_new(peer, ADDR, PORT, NULL, NULL));
 	EXPECT(req == SENTINEL);
 
 	/* connect with an invalid argument: the request is consumed (deleted) */
 	struct rpma_conn *conn = SENTINEL, *sconn = NULL;
-	OK(rpma_conn_req_new(peer, ADDR, "7312", NULL, &req));
+	OK(rpma_conn_req_new(peer, ADDR, PORT, NULL, &req));
 	INVAL(rpma_conn_req_connect(&req, NULL, NULL));
 	EXPECT(req == NULL);
 	INVAL(rpma_conn_req_connect(&req, NULL, &conn));
 	INVAL(rpma_conn_req_connect(NULL, NULL, &conn));
-	OK(rpma_conn_req_new(peer, ADDR, "7312", NULL, &req));
+	OK(rpma_conn_req_new(peer, ADDR, PORT, NULL, &req));
 	struct rpma_conn_private_data empty = {"x", 0};
 	INVAL(rpma_conn_req_connect(&req, &empty, &conn));
 	EXPECT(req == NULL && conn == SENTINEL);
@@ -289,7 +290,7 @@ int main(void)
 	OK(rpma_conn_req_delete(&req));
 
 	/* a connection */
-	OK(rpma_conn_req_new(peer, ADDR, "7312", NULL, &req));
+	OK(rpma_conn_req_new(peer, ADDR, PORT, NULL, &req));
 	struct rpma_conn_private_data pd = {SENTINEL, 1};
 	INVAL(rpma_conn_req_get_private_data(NULL, &pd));
 	INVAL(rpma_conn_req_get_private_data(req, NULL));

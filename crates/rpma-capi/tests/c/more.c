@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * RPMA_BACKEND=mock, one thread: a shared RQ with its own receive CQ on the server side, a
+ * RPMA_BACKEND=mock or verbs, one thread: a shared RQ with its own receive CQ on the server side, a
  * shared completion channel with a receive CQ on the client side, rpma_mr_advise, and the
  * bad arguments of these functions.
  */
@@ -24,8 +24,8 @@
 #define OK(expr) RET(expr, 0)
 #define INVAL(expr) RET(expr, RPMA_E_INVAL)
 
-#define ADDR "127.0.0.1"
-#define PORT "7314"
+#define ADDR test_addr()
+#define PORT test_port("7314")
 #define SENTINEL ((void *)0x5a5a)
 
 static struct ibv_wc poll_one(struct rpma_cq *cq)
@@ -53,8 +53,12 @@ int main(void)
 	INVAL(rpma_mr_advise(NULL, 0, 8, 0, 0));
 	INVAL(rpma_mr_advise(mr, 0, 8, 3, 0));
 	INVAL(rpma_mr_advise(mr, 4090, 8, 0, 0));
-	INVAL(rpma_mr_advise(mr, 0, 8, 0, 0x80));
-	OK(rpma_mr_advise(mr, 0, 4096, 1, 1));
+	/* advice reaches the provider, which refuses bad flags where it advises at all: the mock
+	 * does; a device without on-demand paging (rxe) takes no advice (RPMA_E_NOSUPP) */
+	const char *device = getenv("RPMA_TEST_DEVICE");
+	int advised = rpma_mr_advise(mr, 0, 4096, 1, 1);
+	EXPECT(advised == 0 || (device && *device && advised == RPMA_E_NOSUPP));
+	RET(rpma_mr_advise(mr, 0, 8, 0, 0x80), advised == 0 ? RPMA_E_INVAL : RPMA_E_NOSUPP);
 
 	/* shared-RQ configuration */
 	struct rpma_srq_cfg *scfg = SENTINEL;

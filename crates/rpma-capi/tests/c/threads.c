@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Thread safety on RPMA_BACKEND=mock: two threads post signaled writes on one connection
+ * Thread safety on RPMA_BACKEND=mock (and verbs): two threads post signaled writes on one connection
  * while a third polls its CQ (rpma_cq_get_wc) and a server thread waits for the connection's
  * next event, many iterations. librpma documents the data path and rpma_cq_get_wc as
  * thread-safe; every write must complete successfully, exactly once.
@@ -16,8 +16,8 @@
 
 #include "check.h"
 
-#define ADDR "127.0.0.1"
-#define PORT "7317"
+#define ADDR test_addr()
+#define PORT test_port("7317")
 #define ITERS 5000
 #define WRITERS 2
 #define CREDITS 16

@@ -178,6 +178,45 @@ impl Drop for CmId {
     }
 }
 
+/// librdmacm's device list (`rdma_get_devices`): while it is not freed, librdmacm keeps every
+/// context in it open (the list takes a reference on each device, `rdma_free_devices` drops
+/// them; rdma-core's `cma.c`).
+pub(crate) struct DeviceList {
+    list: NonNull<*mut ffi::ibv_context>,
+    len: usize,
+}
+
+// SAFETY: [V3] the list is only read (and freed once, by `Drop`); librdmacm's calls are
+// thread-safe.
+unsafe impl Send for DeviceList {}
+// SAFETY: [V3] as above.
+unsafe impl Sync for DeviceList {}
+
+impl DeviceList {
+    pub(crate) fn get() -> Result<Self> {
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: [V2] a valid out-pointer for the count.
+        let list = call!("rdma_get_devices", std::ptr::null_mut(), unsafe { ffi::rdma_get_devices(&mut n) });
+        let list = NonNull::new(list).ok_or_else(|| Error::provider("rdma_get_devices", errno()))?;
+        Ok(Self { list, len: usize::try_from(n).unwrap_or(0) })
+    }
+
+    /// The open contexts of the list.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = NonNull<ffi::ibv_context>> + '_ {
+        // SAFETY: [V1] the list holds `len` context pointers (then a NULL) until it is freed,
+        // which only `Drop` does.
+        let entries = unsafe { std::slice::from_raw_parts(self.list.as_ptr(), self.len) };
+        entries.iter().filter_map(|c| NonNull::new(*c))
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: [V1] the list `rdma_get_devices` returned, freed once.
+        unsafe { ffi::rdma_free_devices(self.list.as_ptr()) };
+    }
+}
+
 /// `rpma_utils_get_ibv_context`.
 pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice> {
     crate::fork_setup();
@@ -209,7 +248,7 @@ pub(crate) fn lookup_device(addr: &str, kind: ContextType) -> Result<VerbsDevice
     let port = unsafe { (*id.0.as_ptr()).port_num };
     // The id keeps librdmacm's reference on the device, hence the context, for as long as the
     // device handle or anything made from it lives (see `CmId`).
-    Ok(VerbsDevice { ctx, port, _anchor: Arc::new(id) })
+    Ok(VerbsDevice { ctx, port, _anchor: Arc::new(crate::Anchor::Id(id)) })
 }
 
 fn check_device(pd: &VerbsPd, ctx: *mut ffi::ibv_context, op: &'static str) -> Result<()> {

@@ -1,0 +1,219 @@
+//! The backend chosen by `RPMA_BACKEND` (read once, at the first call that needs one), and the
+//! handles' link to it.
+//!
+//! Every handle that holds a backend object (peer, region, endpoint, request, connection,
+//! shared RQ, device) holds it as a [`By`]: the object of the backend it was made on, typed by
+//! that backend. A function taking handles dispatches once on the variant of its first handle
+//! ([`with_backend!`]) and runs its body with the concrete transport (`MockFabric` or
+//! `Verbs`): static dispatch below that point, no boxing, nothing allocated or locked beyond
+//! what the body does. Only one backend is ever chosen in a process, so every handle is of it;
+//! a handle of another backend (which cannot exist) would be `RPMA_E_INVAL`, never a cast.
+
+mod device;
+
+use std::sync::{Mutex, OnceLock};
+
+use rpma_core::{rpma_log, Conn, ConnReq, Device, Ep, MrLocal, Peer, Srq, Transport};
+use rpma_mock::MockFabric;
+#[cfg(feature = "verbs")]
+use rpma_verbs::Verbs;
+
+use crate::{CResult, E_INVAL};
+
+pub(crate) use device::device;
+pub use device::ibv_context;
+
+/// The backends this library can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// rpma-mock's in-process fabric.
+    Mock,
+    /// rpma-verbs (libibverbs + librdmacm).
+    #[cfg(feature = "verbs")]
+    Verbs,
+}
+
+/// The chosen backend's transport.
+pub(crate) enum Chosen {
+    /// The process's one mock fabric.
+    Mock(MockFabric),
+    /// The verbs transport.
+    #[cfg(feature = "verbs")]
+    Verbs(Verbs),
+}
+
+/// A family of backend types, one per transport (e.g. `Peer<T>`).
+pub(crate) trait Family {
+    /// The family's type on transport `T`.
+    type Of<T: Transport>;
+}
+
+/// The object of a handle, on the backend it was made on.
+pub(crate) enum By<F: Family> {
+    /// Made on the mock.
+    Mock(F::Of<MockFabric>),
+    /// Made on verbs.
+    #[cfg(feature = "verbs")]
+    Verbs(F::Of<Verbs>),
+}
+
+impl<F: Family> By<F> {
+    /// The backend the object was made on.
+    pub(crate) const fn kind(&self) -> Kind {
+        match self {
+            Self::Mock(_) => Kind::Mock,
+            #[cfg(feature = "verbs")]
+            Self::Verbs(_) => Kind::Verbs,
+        }
+    }
+}
+
+/// A transport this library can run on: how a handle's [`By`] holds its objects.
+pub(crate) trait Backend: Transport {
+    /// The object of `b`, if it was made on this backend (else `RPMA_E_INVAL`).
+    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>>;
+    /// The object of `b`, taken out, if it was made on this backend (else `RPMA_E_INVAL`).
+    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>>;
+    /// `v` as a handle's object.
+    fn wrap<F: Family>(v: F::Of<Self>) -> By<F>;
+}
+
+impl Backend for MockFabric {
+    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
+        #[allow(unreachable_patterns)]
+        match b {
+            By::Mock(v) => Ok(v),
+            _ => Err(E_INVAL),
+        }
+    }
+    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>> {
+        #[allow(unreachable_patterns)]
+        match b {
+            By::Mock(v) => Ok(v),
+            _ => Err(E_INVAL),
+        }
+    }
+    fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
+        By::Mock(v)
+    }
+}
+
+#[cfg(feature = "verbs")]
+impl Backend for Verbs {
+    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
+        match b {
+            By::Verbs(v) => Ok(v),
+            By::Mock(_) => Err(E_INVAL),
+        }
+    }
+    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>> {
+        match b {
+            By::Verbs(v) => Ok(v),
+            By::Mock(_) => Err(E_INVAL),
+        }
+    }
+    fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
+        By::Verbs(v)
+    }
+}
+
+/// Runs `$body` with the type alias `$T` naming the transport of `$kind` (a [`Kind`]).
+macro_rules! with_backend {
+    ($kind:expr, $T:ident => $body:expr) => {
+        match $kind {
+            $crate::backend::Kind::Mock => {
+                type $T = ::rpma_mock::MockFabric;
+                $body
+            }
+            #[cfg(feature = "verbs")]
+            $crate::backend::Kind::Verbs => {
+                type $T = ::rpma_verbs::Verbs;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_backend;
+
+/// `Peer<T>`.
+pub(crate) struct PeerF;
+impl Family for PeerF {
+    type Of<T: Transport> = Peer<T>;
+}
+/// `MrLocal<T>`.
+pub(crate) struct MrF;
+impl Family for MrF {
+    type Of<T: Transport> = MrLocal<T>;
+}
+/// `Ep<T>`.
+pub(crate) struct EpF;
+impl Family for EpF {
+    type Of<T: Transport> = Ep<T>;
+}
+/// `ConnReq<T>` behind a lock.
+pub(crate) struct ReqF;
+impl Family for ReqF {
+    type Of<T: Transport> = Mutex<ConnReq<T>>;
+}
+/// `Conn<T>` behind a lock.
+pub(crate) struct ConnF;
+impl Family for ConnF {
+    type Of<T: Transport> = Mutex<Conn<T>>;
+}
+/// `Srq<T>` behind a lock.
+pub(crate) struct SrqF;
+impl Family for SrqF {
+    type Of<T: Transport> = Mutex<Srq<T>>;
+}
+/// `Srq<T>` (a clone kept by a connection configuration).
+pub(crate) struct SrqRefF;
+impl Family for SrqRefF {
+    type Of<T: Transport> = Srq<T>;
+}
+/// `Device<T>`.
+pub(crate) struct DeviceF;
+impl Family for DeviceF {
+    type Of<T: Transport> = Device<T>;
+}
+
+static BACKEND: OnceLock<Result<Chosen, String>> = OnceLock::new();
+
+#[cfg(feature = "verbs")]
+fn verbs() -> Result<Chosen, String> {
+    Ok(Chosen::Verbs(Verbs::new()))
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs() -> Result<Chosen, String> {
+    Err("the verbs backend is not built into this librpma (it was built without the cargo feature `verbs`; \
+         use RPMA_BACKEND=mock)"
+        .to_owned())
+}
+
+fn choose() -> Result<Chosen, String> {
+    match std::env::var("RPMA_BACKEND") {
+        Ok(name) if name == "mock" => {
+            Ok(Chosen::Mock(MockFabric::try_new().map_err(|e| format!("RPMA_BACKEND=mock: {e}"))?))
+        }
+        Ok(name) if name == "verbs" => verbs().map_err(|e| format!("RPMA_BACKEND=verbs: {e}")),
+        Err(std::env::VarError::NotPresent) => {
+            verbs().map_err(|e| format!("RPMA_BACKEND is unset and its default is verbs: {e}"))
+        }
+        Ok(name) => Err(format!("RPMA_BACKEND={name}: unknown backend (known: verbs, mock)")),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("RPMA_BACKEND is not UTF-8: unknown backend (known: verbs, mock)".to_owned())
+        }
+    }
+}
+
+/// The process's backend; `RPMA_E_PROVIDER` (and an ERROR log line) if `RPMA_BACKEND` names no
+/// usable one.
+pub(crate) fn chosen() -> CResult<&'static Chosen> {
+    match BACKEND.get_or_init(choose) {
+        Ok(f) => Ok(f),
+        Err(msg) => {
+            rpma_log!(Error, "{msg}");
+            Err(rpma_core::ErrorKind::Provider.code())
+        }
+    }
+}
