@@ -29,6 +29,43 @@ fn end_to_end_on_the_mock() {
     run_ok("e2e", "e2e.c", true);
 }
 
+/// e2e.c as two C processes on the mock: server and client meet through the mock's
+/// cross-process mode (`RPMA_MOCK_RENDEZVOUS`, a directory of this test).
+#[test]
+fn end_to_end_as_two_processes_on_the_mock() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = work_dir("e2e-two-processes");
+    let exe = compile(&dir, "e2e.c", true);
+    let rv = dir.join("rendezvous");
+    let side = |role: &str| {
+        let mut c = common::command(Some(&dir), &exe, Some("mock"));
+        c.env("RPMA_MOCK_RENDEZVOUS", &rv).env("RPMA_TEST_PORT", "7390").arg(role);
+        c
+    };
+    let mut server = side("server").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the server");
+    let mut lines = BufReader::new(server.stdout.take().expect("piped stdout")).lines();
+    let mut seen = Vec::new();
+    // The server says when it listens (its first lines; it exits if it fails).
+    while !seen.iter().any(|l: &String| l.contains("e2e: listening")) {
+        match lines.next() {
+            Some(Ok(l)) => seen.push(l),
+            _ => {
+                let out = server.wait_with_output().expect("the server's output");
+                panic!("the server did not listen: {seen:?}\n{}", show("e2e server", &out));
+            }
+        }
+    }
+    let client = side("client").output().expect("run the client");
+    seen.extend(lines.map_while(Result::ok));
+    let server = server.wait_with_output().expect("the server ends");
+    assert!(client.status.success(), "{}", show("e2e client", &client));
+    assert!(String::from_utf8_lossy(&client.stdout).contains("e2e client: OK"), "{}", show("e2e client", &client));
+    assert!(server.status.success(), "{seen:?}\n{}", show("e2e server", &server));
+    assert!(seen.iter().any(|l| l.contains("e2e server: OK")), "{seen:?}");
+}
+
 #[test]
 fn two_threads_post_on_one_connection_while_a_third_polls() {
     run_ok("threads", "threads.c", true);
