@@ -18,6 +18,11 @@
 #              writes at queue depth 128 (cq-mod 100), ours also with --batch 16 and with
 #              --batch 16 --inline (C librpma has neither: each operation is its own doorbell,
 #              its data always read from a registered region)
+#   capi       our librpma.so (crates/rpma-capi, RPMA_BACKEND=verbs) against Debian's, under the
+#              same C program (benches/c/librpma_bench.c, both sides on the library compared,
+#              LD_LIBRARY_PATH): the p50 latencies and the message rate of the librpma section,
+#              and callgrind's instructions per post and per poll of read, write, flush and send
+#              (issue 16: a C program on our librpma is not slower than on Debian's)
 #   callgrind  instructions per post and per poll (inclusive, valgrind --tool=callgrind; the
 #              output files are kept in CG_DIR, default next to RPMA_BIN) of both
 #              programs for read, write, send, recv and flush: every post goes through one
@@ -44,7 +49,7 @@ BW_QD=${BW_QD:-128}
 REPEAT=${REPEAT:-9}
 CQ_MOD=${CQ_MOD:-100}
 CG_ITERS=${CG_ITERS:-2000}
-SECTIONS=${SECTIONS:-perftest,librpma,callgrind}
+SECTIONS=${SECTIONS:-perftest,librpma,callgrind,capi}
 ADDR=10.77.0.1
 
 if [[ "${1:-}" != --in-vm ]]; then
@@ -59,11 +64,18 @@ if [[ "${1:-}" != --in-vm ]]; then
     CG_DIR=${CG_DIR:-$extra/callgrind}
     mkdir -p "$CG_DIR"
     cc -O2 -g -Wall -Wextra -Werror -o "$C_BIN" "$top/benches/c/librpma_bench.c" -lrpma -libverbs -lrdmacm
+    # Our librpma.so under the SONAME the C program asks the loader for.
+    CAPI_DIR=$extra/capi
+    if [[ ",$SECTIONS," == *",capi,"* ]]; then
+        (cd "$top" && cargo build --release -p rpma-capi)
+        mkdir -p "$CAPI_DIR"
+        cp "${CARGO_TARGET_DIR:-$top/target}/release/librpma.so" "$CAPI_DIR/librpma.so.0"
+    fi
     SOFTROCE_RO="${SOFTROCE_RO:+$SOFTROCE_RO:}$extra" SOFTROCE_RW="${SOFTROCE_RW:+$SOFTROCE_RW:}$CG_DIR" \
         exec "$top/scripts/softroce/run.sh" \
         env SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
         CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
-        bash "$top/scripts/bench-softroce.sh" --in-vm
+        CAPI_DIR="$CAPI_DIR" bash "$top/scripts/bench-softroce.sh" --in-vm
 fi
 
 [[ -x "$RPMA_BIN" ]] || { echo "RPMA_BIN=$RPMA_BIN is not an executable" >&2; exit 1; }
@@ -204,19 +216,21 @@ done
 fi
 
 # c_run OP SIZE ITERS QD CQMOD [WRAPPER...]: the C librpma server and client; prints the
-# client's result line ("op=.. msg_rate=.. p50_ns=..").
+# client's result line ("op=.. msg_rate=.. p50_ns=.."). Both run under C_ENV (a command prefix,
+# e.g. `env LD_LIBRARY_PATH=...` for our librpma.so; empty: Debian's librpma).
+C_ENV=()
 c_run() {
     local op=$1 size=$2 iters=$3 qd=$4 cqmod=$5
     shift 5
     port=$((port + 1))
-    "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
+    "${C_ENV[@]}" "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
     local server=$! i
     for ((i = 0; i < 300; i++)); do
         grep -q LISTENING /tmp/c-server.out 2>/dev/null && break
         sleep 0.1
     done
     local out rc=0
-    out=$(timeout 900 "$@" "$C_BIN" client "$ADDR" "$port" "$op" "$size" "$iters" "$qd" "$cqmod" 2>&1) || rc=$?
+    out=$(timeout 900 "${C_ENV[@]}" "$@" "$C_BIN" client "$ADDR" "$port" "$op" "$size" "$iters" "$qd" "$cqmod" 2>&1) || rc=$?
     settle "$rc" "librpma_bench $op" "$server" /tmp/c-server.err "$out" || return 1
     echo "$out" | grep '^op='
 }
@@ -320,6 +334,77 @@ if section callgrind; then
         fi
         unset per
     done
+fi
+
+CTABLE=()
+if section capi; then
+    [[ -f $CAPI_DIR/librpma.so.0 ]] || { echo "CAPI_DIR=$CAPI_DIR holds no librpma.so.0" >&2; exit 1; }
+    OURS_C=(env LD_LIBRARY_PATH="$CAPI_DIR" RPMA_BACKEND=verbs)
+    # The C program must load ours under OURS_C (it reads RPMA_BACKEND; Debian's does not).
+    if RPMA_BACKEND=bogus LD_LIBRARY_PATH="$CAPI_DIR" "$C_BIN" client "$ADDR" 1 write 8 1 1 1 >/tmp/capi-probe.out 2>&1 \
+        || ! grep -q "unknown backend" /tmp/capi-probe.out; then
+        echo "librpma_bench does not load $CAPI_DIR/librpma.so.0:" >&2
+        cat /tmp/capi-probe.out >&2
+        exit 1
+    fi
+    # capi_rounds OP ITERS QD CQMOD FIELD: REPEAT rounds of the C program on ours and on
+    # Debian's, alternating which goes first; sets `a` and `b` (medians) and `sp` (the spread).
+    capi_rounds() {
+        local op=$1 iters=$2 qd=$3 cqmod=$4 key=$5 round o d
+        mine=() theirs=()
+        for ((round = 0; round < REPEAT; round++)); do
+            if ((round % 2)); then
+                C_ENV=() d=$(c_run "$op" 8 "$iters" "$qd" "$cqmod")
+                C_ENV=("${OURS_C[@]}") o=$(c_run "$op" 8 "$iters" "$qd" "$cqmod")
+            else
+                C_ENV=("${OURS_C[@]}") o=$(c_run "$op" 8 "$iters" "$qd" "$cqmod")
+                C_ENV=() d=$(c_run "$op" 8 "$iters" "$qd" "$cqmod")
+            fi
+            C_ENV=()
+            mine+=("$(field "$o" "$key")")
+            theirs+=("$(field "$d" "$key")")
+        done
+        a=$(median "${mine[@]}") b=$(median "${theirs[@]}") sp=$(spread "${mine[@]}" -- "${theirs[@]}")
+    }
+    echo
+    printf '%-22s %14s %14s %8s  %s
+' "C program (8 B)" "on rpma-capi" "on librpma" "ratio" "rounds (min..max ratio)"
+    for op in read write write-flush send; do
+        capi_rounds "$op" "$LAT_ITERS" 1 1 p50_ns
+        printf '%-22s %11s ns %11s ns %8s  %s
+' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+        CTABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") |")
+    done
+    capi_rounds write "$BW_ITERS" "$BW_QD" "$CQ_MOD" msg_rate
+    printf '%-22s %10.0f op/s %10.0f op/s %8s  %s
+' "write rate qd$BW_QD" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+    CTABLE+=("| write message rate, qd $BW_QD (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
+    echo
+    printf '%-10s %-9s %10s %10s
+' "callgrind" "library" "post Ir" "poll Ir"
+    for op in read write flush send; do
+        declare -A per=()
+        for lib in capi librpma; do
+            f=$CG_DIR/c-$lib-$op.out
+            C_ENV=()
+            [[ $lib == capi ]] && C_ENV=("${OURS_C[@]}")
+            c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --callgrind-out-file="$f" >/dev/null
+            C_ENV=()
+            cg_sum "$f" >/tmp/cg-sum.txt
+            while read -r name n ir; do
+                per[$lib.$name]=$(awk -v ir="$ir" -v n="$n" 'BEGIN { if (n) printf "%.0f", ir / n }')
+            done </tmp/cg-sum.txt
+            printf '%-10s %-9s %10s %10s
+' "$op" "$lib" "${per[$lib.post_op]}" "${per[$lib.poll_cq]}"
+        done
+        CTABLE+=("| instructions per post: $op | ${per[capi.post_op]} | ${per[librpma.post_op]} | $(ratio "${per[capi.post_op]}" "${per[librpma.post_op]}") |")
+        CTABLE+=("| instructions per poll call: $op | ${per[capi.poll_cq]} | ${per[librpma.poll_cq]} | $(ratio "${per[capi.poll_cq]}" "${per[librpma.poll_cq]}") |")
+        unset per
+    done
+    echo
+    echo "| the same C program (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | on rpma-capi's librpma.so | on C librpma | ratio |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${CTABLE[@]}"
 fi
 
 if ((${#TABLE[@]})); then

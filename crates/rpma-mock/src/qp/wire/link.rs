@@ -399,7 +399,10 @@ impl Link {
             }
         }
         let mut g = lock(&self.out);
-        let ok = frames.into_iter().fold(true, |ok, f| g.queue(f) && ok);
+        let mut ok = true;
+        for f in frames {
+            ok &= g.queue(f);
+        }
         drop(g);
         self.queued(ok);
     }
