@@ -234,9 +234,17 @@ fn a_duration_run_and_the_other_formats() {
 }
 
 #[test]
-fn mock_refuses_split_roles_and_verbs_needs_its_build_or_device() {
-    let e = bench::measure(&args(&["--server"])).unwrap_err().to_string();
-    assert!(e.contains("--backend verbs"), "{e}");
+fn a_client_with_nobody_to_meet_fails_and_verbs_needs_its_build_or_device() {
+    // A mock client whose server is not there (an empty rendezvous directory of its own).
+    let dir = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["bench", "--connect", "127.0.0.1:7491", "--iters", "10", "--no-progress"])
+        .env("RPMA_MOCK_RENDEZVOUS", dir.path().join("rv"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("unreachable"), "{err}");
     // Without a device at this address (or without the verbs build) the run fails loudly.
     let e = bench::measure(&args(&["--backend", "verbs", "--addr", "192.0.2.1", "--no-progress"])).unwrap_err();
     assert!(!format!("{e:#}").is_empty());
