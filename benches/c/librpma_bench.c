@@ -204,9 +204,15 @@ static int server(const char *addr, const char *port)
 		idle = 0;
 		if (wc.status != IBV_WC_SUCCESS)
 			break; /* the client went away */
+		/* an echo's own completion (IBV_WC_SEND) needs nothing more */
 		if (wc.opcode == IBV_WC_RECV) {
 			size_t i = (uintptr_t)wc.wr_id;
-			CHECK(rpma_send(conn, msg_mr, i * slot, wc.byte_len, RPMA_F_COMPLETION_ON_ERROR, NULL));
+			/*
+			 * Signaled, as rpma bench's server echoes: an unsignaled send keeps its
+			 * send-queue slot until a later signaled one completes (rxe frees it anyway,
+			 * a strict provider or librpma.so of rpma-capi does not).
+			 */
+			CHECK(rpma_send(conn, msg_mr, i * slot, wc.byte_len, RPMA_F_COMPLETION_ALWAYS, NULL));
 			CHECK(rpma_recv(conn, msg_mr, i * slot, slot, (void *)(uintptr_t)i));
 		}
 	}
