@@ -409,18 +409,18 @@ impl Link {
 
     /// The peer answered work request `seq`.
     fn answered(&self, seq: u64, status: WcStatus, data: Vec<u8>) -> io::Result<()> {
-        let mut o = {
-            let mut g = lock(&self.initiator);
-            match g.sent.front() {
-                Some(o) if o.seq == seq => g.sent.pop_front().expect("a front"),
-                _ if seq <= g.flushed_to => return Ok(()),
-                _ => return Err(violation("an answer to no outstanding request")),
-            }
+        // Completions are queued with the outstanding list held, so that a flush from another
+        // thread (a disconnect) cannot queue later work requests' completions before this one.
+        let mut g = lock(&self.initiator);
+        let mut o = match g.sent.front() {
+            Some(o) if o.seq == seq => g.sent.pop_front().expect("a front"),
+            _ if seq <= g.flushed_to => return Ok(()),
+            _ => return Err(violation("an answer to no outstanding request")),
         };
         // The source is free again once its completion can be polled.
         drop(std::mem::take(&mut o._source));
         let Some(qp) = self.qp() else { return Ok(()) };
-        match o.read {
+        match o.read.take() {
             Some((dst, len)) if status.is_success() => {
                 if data.len() != len {
                     return Err(violation("a read answered with another length"));
@@ -434,7 +434,7 @@ impl Link {
         if !status.is_success() {
             // The queue pair is in the error state: what is still outstanding is flushed, after
             // the error's completion.
-            self.flush(&qp);
+            flush_locked(&mut g, &qp);
         }
         Ok(())
     }
@@ -442,17 +442,7 @@ impl Link {
     /// Flushes every outstanding work request (the queue pair is in the error state or the
     /// link is gone): each completes with `WR_FLUSH_ERR`, in order.
     pub(crate) fn flush(&self, qp: &QpShared) {
-        let sent: Vec<Outstanding> = {
-            let mut g = lock(&self.initiator);
-            if let Some(last) = g.sent.back() {
-                g.flushed_to = last.seq;
-            }
-            g.sent.drain(..).collect()
-        };
-        for o in sent {
-            drop(o.read);
-            qp.complete(o.wr_id, WcStatus::WrFlushErr, o.opcode, o.signaled, o.seq);
-        }
+        flush_locked(&mut lock(&self.initiator), qp);
     }
 
     // ------------------------------------------------------------------------- responder
@@ -586,6 +576,19 @@ impl Link {
             receiver: Arc::downgrade(&qp),
         };
         arrive(&qp, m)
+    }
+}
+
+/// [`Link::flush`] with the outstanding list held.
+fn flush_locked(g: &mut Initiator, qp: &QpShared) {
+    if let Some(last) = g.sent.back() {
+        g.flushed_to = last.seq;
+    }
+    for o in g.sent.drain(..) {
+        // Its regions are free again before its completion can be polled.
+        let Outstanding { seq, wr_id, signaled, opcode, read, _source } = o;
+        drop((read, _source));
+        qp.complete(wr_id, WcStatus::WrFlushErr, opcode, signaled, seq);
     }
 }
 
