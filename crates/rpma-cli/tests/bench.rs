@@ -486,7 +486,17 @@ fn server_and_client_as_two_processes_on_the_mock() {
             .spawn()
             .unwrap()
     };
-    let server = bench(&["--server", "--conns", "4", "--qd", "16", "--port", "7490", "--timeout", "60"]);
+    let mut server = bench(&["--server", "--conns", "4", "--qd", "16", "--port", "7490", "--timeout", "60"]);
+    // The client starts once the server listens (it does not retry an unreachable server): the
+    // server says so on stderr.
+    let mut err = std::io::BufReader::new(server.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).expect("the server's first line");
+    if !first.contains("serving") {
+        let _ = server.kill();
+        let s = server.wait_with_output().unwrap();
+        panic!("the server did not start: {first}{}", String::from_utf8_lossy(&s.stdout));
+    }
     let client = bench(&[
         "--connect",
         "127.0.0.1:7490",
@@ -508,11 +518,18 @@ fn server_and_client_as_two_processes_on_the_mock() {
         "60",
     ]);
     let c = client.wait_with_output().unwrap();
+    if !c.status.success() {
+        // The server would wait for its connections forever.
+        let _ = server.kill();
+    }
     let s = server.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
     let text = |o: &std::process::Output| {
         format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
     };
-    assert!(c.status.success() && s.status.success(), "client:\n{}\nserver:\n{}", text(&c), text(&s));
+    let server_text = format!("{}{first}{rest}", String::from_utf8_lossy(&s.stdout));
+    assert!(c.status.success() && s.status.success(), "client:\n{}\nserver:\n{server_text}", text(&c));
     let v: Value = serde_json::from_slice(&c.stdout).expect("JSON");
     let runs = v["results"].as_array().unwrap_or_else(|| panic!("results in {v}"));
     assert_eq!(runs.len(), 4, "{v}");

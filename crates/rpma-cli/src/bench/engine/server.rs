@@ -202,9 +202,15 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
     let cq = s.conn.cq();
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     let mut idle = 0u32;
+    // A connection event seen while idle: completions that came before it (the stop message)
+    // are polled first.
+    let mut ended = None;
     'serve: loop {
         let n = cq.poll(&mut wcs).context("server: polling")?;
         if n == 0 {
+            if let Some(ev) = ended {
+                bail!("server: the connection ended ({ev:?}) before the client's stop message");
+            }
             idle += 1;
             if s.busy_poll || idle < SERVER_SPINS {
                 std::hint::spin_loop();
@@ -218,7 +224,7 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                     Ok(()) => idle = 0,
                     Err(e) if e.kind() == ErrorKind::NoCompletion => {
                         match s.conn.next_event_timeout(Duration::from_millis(1)) {
-                            Ok(ev) => bail!("server: the connection ended ({ev:?}) before the client's stop message"),
+                            Ok(ev) => ended = Some(ev),
                             Err(e) if e.kind() == ErrorKind::NoEvent => {}
                             Err(e) => return Err(e).context("server: a connection event"),
                         }
@@ -259,7 +265,11 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
             s.repost(wc.wr_id())?;
         }
     }
-    match wait::next_event(&s.conn, s.timeout, "server: waiting for the client to disconnect")? {
+    let ev = match ended {
+        Some(ev) => ev,
+        None => wait::next_event(&s.conn, s.timeout, "server: waiting for the client to disconnect")?,
+    };
+    match ev {
         ConnEvent::Closed => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
