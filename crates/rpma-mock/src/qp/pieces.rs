@@ -98,16 +98,23 @@ impl Source {
 
 /// The `len` bytes of the local side of a write or send, gathered now.
 pub(super) fn gather_vec(local: &Local<'_, MockFabric>, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    gather_append(local, len, &mut v);
+    v
+}
+
+/// [`gather_vec`], appended to `out` (a frame being built: no copy of its own).
+pub(super) fn gather_append(local: &Local<'_, MockFabric>, len: usize, out: &mut Vec<u8>) {
     if let Local::Inline(bytes) = local {
-        return bytes.to_vec();
+        out.extend_from_slice(bytes);
+        return;
     }
-    let mut v = vec![0u8; len];
-    let mut at = 0;
+    let mut at = out.len();
+    out.resize(at + len, 0);
     for p in (0..local.pieces_len()).filter_map(|i| local.piece(i)) {
-        p.mr.shared().bytes(p.offset, p.len).read(0, &mut v[at..at + p.len]).expect("inside the piece");
+        p.mr.shared().bytes(p.offset, p.len).read(0, &mut out[at..at + p.len]).expect("inside the piece");
         at += p.len;
     }
-    v
 }
 
 /// The local side of a work request as the responder copies it: registered pieces, in order,

@@ -132,7 +132,7 @@ impl Frame {
                 put_bytes(&mut v, pdata);
                 finish(v)
             }
-            Self::Req(r) => encode_req(r.seq, r.op, r.native, r.remote, r.len, &r.data),
+            Self::Req(r) => encode_req(r.seq, r.op, r.native, r.remote, r.len, |v| v.extend_from_slice(&r.data)),
             Self::Ack { seq, status, data } => {
                 let mut v = start(ACK, 12 + data.len());
                 v.extend_from_slice(&seq.to_le_bytes());
@@ -154,17 +154,23 @@ fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
     v.extend_from_slice(&b[..usize::from(n)]);
 }
 
-/// A request frame (the payload is copied once, into the frame).
+/// A request frame; `payload` appends the bytes of a write or send (copied once, into the
+/// frame), an atomic write's come from `op`.
 pub(crate) fn encode_req(
     seq: u64,
     op: SendOp,
     native: Native,
     remote: Option<(u64, u32)>,
     len: u64,
-    data: &[u8],
+    payload: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
     let (code, imm) = op_code(op);
-    let mut v = start(REQ, 39 + data.len());
+    let carried = if matches!(op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_)) {
+        usize::try_from(len).unwrap_or(0)
+    } else {
+        8
+    };
+    let mut v = start(REQ, 35 + carried);
     v.extend_from_slice(&seq.to_le_bytes());
     v.push(code);
     v.push(native);
@@ -177,7 +183,7 @@ pub(crate) fn encode_req(
     if let SendOp::AtomicWrite(bytes) = op {
         v.extend_from_slice(&bytes);
     } else {
-        v.extend_from_slice(data);
+        payload(&mut v);
     }
     finish(v)
 }
@@ -406,12 +412,12 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{b:?}: {e}");
         }
         // A write whose payload is shorter than its length.
-        let mut w = encode_req(1, SendOp::Write, 0, Some((0, 1)), 8, &[1, 2, 3]);
+        let mut w = encode_req(1, SendOp::Write, 0, Some((0, 1)), 8, |v| v.extend_from_slice(&[1, 2, 3]));
         assert!(read_frame(&mut w.as_slice()).is_err());
         // An atomic write without its 8 bytes.
         w = finish({
             let mut v = start(REQ, 0);
-            v.extend_from_slice(&encode_req(1, SendOp::Read, 0, Some((0, 1)), 8, &[])[5..]);
+            v.extend_from_slice(&encode_req(1, SendOp::Read, 0, Some((0, 1)), 8, |_| {})[5..]);
             v[13] = 4;
             v
         });

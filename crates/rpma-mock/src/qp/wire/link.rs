@@ -23,7 +23,7 @@ use rpma_core::transport::{CmEvent, SendOp, SendWr};
 use rpma_core::{rpma_log, Capabilities, Error, WcOpcode, WcStatus};
 
 use super::frame::{encode_req, read_frame, Frame, Native, Req, NATIVE_ATOMIC_WRITE, NATIVE_FLUSH};
-use crate::qp::pieces::{gather_vec, ByteSide, Dst, Source};
+use crate::qp::pieces::{gather_append, ByteSide, Dst, Source};
 use crate::qp::recv::{arrive, Msg, Sender};
 use crate::qp::responder::{execute_op, opcodes};
 use crate::qp::{pad, QpShared, CONNECTED, CONNECTING, ERROR};
@@ -49,7 +49,7 @@ struct Outstanding {
     read: Option<(Dst, usize)>,
     /// The regions of a write's or send's source, held until the answer as a NIC may read
     /// them until then (their bytes went out at post).
-    _source: Dst,
+    source: Dst,
 }
 
 #[derive(Default)]
@@ -384,18 +384,15 @@ impl Link {
                 let (opcode, _) = opcodes(wr.op, &qp.pd.caps);
                 let remote = wr.remote.map(|r| (r.addr, r.rkey));
                 let carries = matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_));
-                let data = if carries { gather_vec(&wr.local, wr.len) } else { Vec::new() };
                 let read = matches!(wr.op, SendOp::Read).then(|| (Dst::of(&wr.local), wr.len));
                 let source = if carries { Dst::of(&wr.local) } else { Dst::None };
-                frames.push(encode_req(seq, wr.op, native, remote, wr.len as u64, &data));
-                g.sent.push_back(Outstanding {
-                    seq,
-                    wr_id: wr.wr_id,
-                    signaled: wr.signaled,
-                    opcode,
-                    read,
-                    _source: source,
-                });
+                // The source's bytes go straight into the frame.
+                frames.push(encode_req(seq, wr.op, native, remote, wr.len as u64, |v| {
+                    if carries {
+                        gather_append(&wr.local, wr.len, v);
+                    }
+                }));
+                g.sent.push_back(Outstanding { seq, wr_id: wr.wr_id, signaled: wr.signaled, opcode, read, source });
             }
         }
         let mut g = lock(&self.out);
@@ -418,7 +415,7 @@ impl Link {
             _ => return Err(violation("an answer to no outstanding request")),
         };
         // The source is free again once its completion can be polled.
-        drop(std::mem::take(&mut o._source));
+        drop(std::mem::take(&mut o.source));
         let Some(qp) = self.qp() else { return Ok(()) };
         match o.read.take() {
             Some((dst, len)) if status.is_success() => {
@@ -586,8 +583,8 @@ fn flush_locked(g: &mut Initiator, qp: &QpShared) {
     }
     for o in g.sent.drain(..) {
         // Its regions are free again before its completion can be polled.
-        let Outstanding { seq, wr_id, signaled, opcode, read, _source } = o;
-        drop((read, _source));
+        let Outstanding { seq, wr_id, signaled, opcode, read, source } = o;
+        drop((read, source));
         qp.complete(wr_id, WcStatus::WrFlushErr, opcode, signaled, seq);
     }
 }
