@@ -2,9 +2,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Wc};
 
 use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
@@ -49,9 +49,15 @@ pub struct RpmaConnReq {
     req: By<ReqF>,
 }
 
-/// Locks `m`; a lock poisoned by a panic (caught at the C boundary) is taken over as it is.
+/// Locks `m`, the lock of a request, connection or shared RQ handle.
+///
+/// `parking_lot`'s lock, not `std`'s: on the data path (every post and poll of the C API takes
+/// it) its uncontended lock and unlock are one compare-and-swap each, without `std`'s poison
+/// bookkeeping; a panic caught at the C boundary (which only a bug can raise) leaves the object
+/// as it is, as a poisoned `std` lock taken over would.
+#[inline(always)]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 /// How long a blocking wait holds its object's lock at a time: between two slices other
@@ -312,7 +318,7 @@ pub unsafe extern "C" fn rpma_conn_req_connect(
             }
         };
         with_backend!(req.req.kind(), T => {
-            let req = T::take(req.req)?.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let req = T::take(req.req)?.into_inner();
             let bytes = match bytes {
                 Ok(b) if !conn_ptr.is_null() => b,
                 _ => {
@@ -338,7 +344,7 @@ pub unsafe extern "C" fn rpma_conn_req_delete(req_ptr: *mut *mut RpmaConnReq) ->
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(req_ptr) }? {
             Some(r) => with_backend!(r.req.kind(), T => {
-                T::take(r.req)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                T::take(r.req)?.into_inner().delete().map_err(code)
             }),
             None => Ok(()),
         }
@@ -552,7 +558,7 @@ pub unsafe extern "C" fn rpma_conn_delete(conn_ptr: *mut *mut RpmaConn) -> c_int
             Some(c) => {
                 let RpmaConn { conn, .. } = *c;
                 with_backend!(conn.kind(), T => {
-                    T::take(conn)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                    T::take(conn)?.into_inner().delete().map_err(code)
                 })
             }
             None => Ok(()),
@@ -696,23 +702,20 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
     num_entries_got: *mut c_int,
 ) -> c_int {
     guard(|| {
+        // librpma's checks, all before anything else: every one is `RPMA_E_INVAL`.
         let n = usize::try_from(num_entries).ok().filter(|n| *n >= 1).ok_or(E_INVAL)?;
-        // One lock of the handle: the handle is checked (by `with_cq`) before the other
-        // arguments (in `poll`), as librpma does.
-        let check = || {
-            nonnull(wc)?;
-            if n > 1 && num_entries_got.is_null() {
-                return Err(E_INVAL);
-            }
-            // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose
-            // layout Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
-            Ok(unsafe { std::slice::from_raw_parts_mut(wc, n) })
-        };
+        nonnull(wc)?;
+        if n > 1 && num_entries_got.is_null() {
+            return Err(E_INVAL);
+        }
+        // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose layout Wc
+        // has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
+        let wc = unsafe { std::slice::from_raw_parts_mut(wc, n) };
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
         let got = with_backend!(kind, T => {
             // SAFETY: [C2] as above.
-            unsafe { with_cq::<T, _>(cq, |q| q.poll(check()?).map_err(code)) }?
+            unsafe { with_cq::<T, _>(cq, |q| q.poll(wc).map_err(code)) }?
         });
         if got == 0 {
             return Err(E_NO_COMPLETION);

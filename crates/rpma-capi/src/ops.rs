@@ -85,6 +85,7 @@ pub unsafe extern "C" fn rpma_read(
 /// # Safety
 /// C2: `conn`, `dst` and `src` are NULL or live.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn write(
     conn: *mut RpmaConn,
     dst: *const RpmaMrRemote,
@@ -225,6 +226,7 @@ pub unsafe extern "C" fn rpma_flush(
 ///
 /// # Safety
 /// C2: `conn` and `src` are NULL or live.
+#[inline(always)]
 unsafe fn send(
     conn: *mut RpmaConn,
     src: *const RpmaMrLocal,

@@ -2,8 +2,8 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, PoisonError};
 
+use parking_lot::Mutex;
 use rpma_core::{Srq, SrqCfg};
 
 use crate::backend::{with_backend, Backend, By, SrqF};
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn rpma_srq_delete(srq_ptr: *mut *mut RpmaSrq) -> c_int {
             Some(s) => {
                 let RpmaSrq { srq, .. } = *s;
                 with_backend!(srq.kind(), T => {
-                    T::take(srq)?.into_inner().unwrap_or_else(PoisonError::into_inner).delete().map_err(code)
+                    T::take(srq)?.into_inner().delete().map_err(code)
                 })
             }
             None => Ok(()),

@@ -11,7 +11,9 @@
 
 mod device;
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
 
 use rpma_core::{rpma_log, Conn, ConnReq, Device, Ep, MrLocal, Peer, Srq, Transport};
 use rpma_mock::MockFabric;
