@@ -431,25 +431,33 @@ pub(super) fn post_recv_one(
     post: impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32,
 ) -> Option<Result<()>> {
     let id = ring.next()?;
-    let piece = match wr.local {
-        Local::One(b) => Some(b),
-        Local::None => None,
+    // One straight path per shape (a piece, or none): no optional SGE to select between.
+    let (r, mr) = match wr.local {
+        Local::One(b) => {
+            let mut sge = b.mr.sge(b.offset, b.len);
+            (post_one_recv(ring.id(0), &mut sge, 1, post), Some(&**b.mr))
+        }
+        Local::None => (post_one_recv(ring.id(0), std::ptr::null_mut(), 0, post), None),
         Local::Sg(_) | Local::Inline(_) => return None,
     };
-    let mut sge = piece.map(|b| b.mr.sge(b.offset, b.len));
-    let mut w = ffi::ibv_recv_wr {
-        wr_id: ring.id(0),
-        next: std::ptr::null_mut(),
-        sg_list: sge.as_mut().map_or(std::ptr::null_mut(), |s| s as *mut ffi::ibv_sge),
-        num_sge: i32::from(sge.is_some()),
-    };
-    let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-    let r = post(&mut w, &mut bad);
     if r != 0 {
         return Some(Err(post_failed("ibv_post_recv", r)));
     }
-    ring.push_one(id, wr.wr_id, piece.map(|b| &**b.mr));
+    ring.push_one(id, wr.wr_id, mr);
     Some(Ok(()))
+}
+
+/// `post` of one receive work request with verbs `wr_id` and `num_sge` entries at `sg_list`.
+#[inline(always)]
+fn post_one_recv(
+    wr_id: u64,
+    sg_list: *mut ffi::ibv_sge,
+    num_sge: i32,
+    post: impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32,
+) -> i32 {
+    let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list, num_sge };
+    let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+    post(&mut w, &mut bad)
 }
 
 #[cold]

@@ -67,7 +67,10 @@ fn post_recv<T: Transport>(lane: &Lane<T>, wr_id: u64) -> rpma::Result<()> {
     let slot = (wr_id & !RECV_TAG) as usize;
     let max = lane.recv_max;
     match &lane.msgs {
-        Some(m) => lane.conn.recv(m.slice(slot * max..(slot + 1) * max)),
+        Some(m) => {
+            let off = slot * max;
+            lane.conn.recv(m.slice(off..off + max))
+        }
         None => lane.conn.recv_empty(),
     }
     .context(wr_id)
