@@ -3,9 +3,9 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rpma_core::{ConnCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
 
 use crate::backend::{with_backend, Backend, By, SrqRefF};
@@ -30,7 +30,7 @@ impl RpmaConnCfg {
     /// if its shared RQ is of another backend, which cannot be: a process has one).
     pub(crate) fn cfg<T: Backend>(&self) -> CResult<ConnCfg<T>> {
         let ms = u64::try_from(self.timeout_ms.load(Ordering::Acquire)).unwrap_or(0);
-        let srq = self.srq.lock().unwrap_or_else(PoisonError::into_inner);
+        let srq = self.srq.lock();
         let srq = match srq.as_ref() {
             Some((s, _)) => Some(T::get(s)?),
             None => None,
@@ -168,7 +168,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut 
         // SAFETY: [C2] the caller's handles.
         let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
         let clone = with_backend!(s.srq.kind(), T => T::wrap::<SrqRefF>(crate::conn::lock(T::get(&s.srq)?).clone()));
-        *c.srq.lock().unwrap_or_else(PoisonError::into_inner) = Some((clone, srq));
+        *c.srq.lock() = Some((clone, srq));
         Ok(())
     })
 }
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_get_srq(cfg: *const RpmaConnCfg, srq_ptr:
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { handle(cfg) }?;
         nonnull(srq_ptr)?;
-        let p = c.srq.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(std::ptr::null_mut(), |(_, p)| *p);
+        let p = c.srq.lock().as_ref().map_or(std::ptr::null_mut(), |(_, p)| *p);
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(srq_ptr, p) };
         Ok(())

@@ -7,8 +7,8 @@
 //! exits (as librdmacm keeps its contexts), so a context handed out stays valid.
 
 use std::ffi::{c_char, c_int};
-use std::sync::{Mutex, PoisonError};
 
+use parking_lot::Mutex;
 use rpma_core::{ContextType, Device};
 
 use super::{with_backend, Backend, By, Chosen, DeviceF};
@@ -31,14 +31,14 @@ static DEVICES: Mutex<Vec<Known>> = Mutex::new(Vec::new());
 
 /// The known device whose context is `ctx`.
 fn known(ctx: usize) -> Option<&'static By<DeviceF>> {
-    let devs = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
+    let devs = DEVICES.lock();
     devs.iter().find(|k| k.ctx == ctx).map(|k| k.dev)
 }
 
 /// Remembers `dev` under `ctx` (the first device remembered under a context wins) and returns
 /// the one kept. `ctx` 0 (the mock) is the address of the kept object.
 fn remember(ctx: usize, dev: By<DeviceF>, same: impl Fn(&By<DeviceF>) -> bool) -> (usize, &'static By<DeviceF>) {
-    let mut devs = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut devs = DEVICES.lock();
     if let Some(k) = devs.iter().find(|k| (ctx != 0 && k.ctx == ctx) || (ctx == 0 && same(k.dev))) {
         return (k.ctx, k.dev);
     }
