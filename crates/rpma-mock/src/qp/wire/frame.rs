@@ -33,7 +33,7 @@ pub(crate) const NATIVE_FLUSH: Native = 1;
 pub(crate) const NATIVE_ATOMIC_WRITE: Native = 2;
 
 /// A work request as the initiator sends it to the responder.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Req {
     /// The initiator's send-queue sequence number (answered in order).
     pub(crate) seq: u64,
@@ -62,7 +62,7 @@ impl Req {
 }
 
 /// A frame.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Frame {
     /// The connecting side's request: its native operations, private data.
     Hello { native: Native, pdata: Vec<u8> },
@@ -427,5 +427,105 @@ mod tests {
     #[test]
     fn a_clean_end_is_not_an_error() {
         assert!(read_frame(&mut &[][..]).expect("ok").is_none());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Any well-formed request: bytes exactly where the operation carries them, a remote
+        /// side wherever a one-sided operation needs one.
+        fn req() -> impl Strategy<Value = Req> {
+            let op = prop_oneof![
+                Just(SendOp::Read),
+                Just(SendOp::Write),
+                any::<u32>().prop_map(SendOp::WriteImm),
+                any::<[u8; 8]>().prop_map(SendOp::AtomicWrite),
+                Just(SendOp::Flush(FlushType::Visibility)),
+                Just(SendOp::Flush(FlushType::Persistent)),
+                Just(SendOp::Send),
+                any::<u32>().prop_map(SendOp::SendImm),
+            ];
+            let remote = proptest::option::of(any::<(u64, u32)>());
+            (any::<u64>(), op, any::<u8>(), remote, proptest::collection::vec(any::<u8>(), 0..64), any::<u64>())
+                .prop_map(|(seq, op, native, mut remote, data, len)| {
+                    let carries = matches!(op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_));
+                    let (len, data) = match op {
+                        _ if carries => (data.len() as u64, data),
+                        SendOp::AtomicWrite(_) => (8, Vec::new()),
+                        _ => (len, Vec::new()),
+                    };
+                    if !matches!(op, SendOp::Send | SendOp::SendImm(_)) && remote.is_none() {
+                        remote = Some((0x1000, 7));
+                    }
+                    Req { seq, op, native, remote, len, data }
+                })
+        }
+
+        fn frame() -> impl Strategy<Value = Frame> {
+            let pdata = || proptest::collection::vec(any::<u8>(), 0..=255);
+            prop_oneof![
+                (any::<u8>(), pdata()).prop_map(|(native, pdata)| Frame::Hello { native, pdata }),
+                (any::<u8>(), pdata()).prop_map(|(native, pdata)| Frame::Accept { native, pdata }),
+                Just(Frame::Reject),
+                req().prop_map(Frame::Req),
+                (any::<u64>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..64))
+                    .prop_map(|(seq, status, data)| Frame::Ack { seq, status: WcStatus::from_raw(status), data }),
+                Just(Frame::Dreq),
+                Just(Frame::Drep),
+                Just(Frame::Bye),
+            ]
+        }
+
+        /// What a peer process may send: a valid frame's body, changed at a few places, cut
+        /// short or extended.
+        fn hostile_body() -> impl Strategy<Value = Vec<u8>> {
+            let edits = proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4);
+            (frame(), edits, any::<prop::sample::Index>(), proptest::collection::vec(any::<u8>(), 0..4), any::<bool>())
+                .prop_map(|(f, edits, cut, tail, shorten)| {
+                    let mut body = f.encode().split_off(4);
+                    for (at, byte) in edits {
+                        let i = at.index(body.len());
+                        body[i] = byte;
+                    }
+                    if shorten {
+                        body.truncate(cut.index(body.len() + 1));
+                    } else {
+                        body.extend_from_slice(&tail);
+                    }
+                    body
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn every_well_formed_frame_round_trips(f in frame()) {
+                let bytes = f.encode();
+                prop_assert_eq!(bytes.len() - 4, u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize);
+                prop_assert_eq!(read_frame(&mut bytes.as_slice()).expect("decodes").expect("a frame"), f);
+            }
+
+            /// Whatever a peer sends is refused as malformed or decodes to a frame that encodes
+            /// to what decodes to it again; decoding never panics.
+            #[test]
+            fn hostile_bytes_are_refused_or_decode_to_a_stable_frame(body in hostile_body()) {
+                match decode(&body) {
+                    Err(e) => prop_assert_eq!(e.kind(), io::ErrorKind::InvalidData),
+                    Ok(f) => {
+                        let again = f.encode();
+                        prop_assert_eq!(decode(&again[4..]).expect("its own encoding decodes"), f);
+                    }
+                }
+            }
+
+            #[test]
+            fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+                let r = read_frame(&mut bytes.as_slice());
+                if let Err(e) = r {
+                    prop_assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                }
+            }
+        }
     }
 }
