@@ -29,7 +29,8 @@
 #              non-inlined function and every poll through another in each program (`post_op`,
 #              `poll_cq`; recv: `post_recv`), and their inclusive cost is divided by their calls
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
-# the medians (the per-round ratio range shows the noise). Targets (issue 12): latency ratio vs
+# the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
+# round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs
 # C librpma <= 1.00, message rate >= 1.0x C at qd 128 and >= 1.3x with batches of 16,
 # instructions per post and per poll <= C's. The VM is emulated (QEMU TCG): absolute numbers are
 # far from hardware; the ratios compare the programs on the same device. The last lines are a
@@ -151,7 +152,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else
 
 # median V...: the median of the values (the lower middle one for an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-# spread A... -- B...: the smallest and largest ratio A[i]/B[i] of the rounds.
+# spread A... -- B...: the rounds' ratios A[i]/B[i], each taken from two runs side by side:
+# "MEDIAN [MIN..MAX]". The median of these paired ratios is steadier than the ratio of the two
+# medians when the host's load drifts between rounds (both runs of a round see the same load).
 spread() {
     local -a a=() b=()
     while [[ $1 != -- ]]; do a+=("$1"); shift; done
@@ -159,13 +162,14 @@ spread() {
     b=("$@")
     local i out=()
     for i in "${!a[@]}"; do out+=("$(ratio "${a[$i]}" "${b[$i]}")"); done
-    printf '%s\n' "${out[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s..%s", lo, hi }'
+    printf '%s [%s]' "$(median "${out[@]}")" \
+        "$(printf '%s\n' "${out[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s..%s", lo, hi }')"
 }
 
 if section perftest; then
 # Each comparison runs REPEAT rounds, alternating which tool goes first, and compares the medians
 # of the rounds (the per-round ratio range shows the noise).
-printf '%-16s %8s %14s %14s %8s  %s\n' "metric" "size" "rpma" "perftest" "ratio" "rounds (min..max ratio)"
+printf '%-16s %8s %14s %14s %8s  %s\n' "metric" "size" "rpma" "perftest" "ratio" "paired ratio: median [min..max]"
 IFS=, read -ra sizes <<<"$SIZES"
 for size in "${sizes[@]}"; do
     for pair in read:ib_read_lat send:ib_send_lat write-pingpong:ib_write_lat; do
@@ -240,7 +244,7 @@ field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 TABLE=()
 if section librpma; then
     echo
-    printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "rounds (min..max ratio)"
+    printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "paired ratio: median [min..max]"
     for op in read write write-flush send; do
         mine=() theirs=()
         for ((round = 0; round < REPEAT; round++)); do
@@ -254,10 +258,9 @@ if section librpma; then
             mine+=("$(col "$m" 13)")
             theirs+=("$(field "$c" p50_ns)")
         done
-        a=$(median "${mine[@]}") b=$(median "${theirs[@]}")
-        printf '%-22s %11s ns %11s ns %8s  %s\n' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" \
-            "$(spread "${mine[@]}" -- "${theirs[@]}")"
-        TABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") |")
+        a=$(median "${mine[@]}") b=$(median "${theirs[@]}") sp=$(spread "${mine[@]}" -- "${theirs[@]}")
+        printf '%-22s %11s ns %11s ns %8s  %s\n' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+        TABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
     done
     # Ours plain, with --batch 16, and with --batch 16 --inline (C librpma can do neither).
     for variant in "1" "16" "16 --inline"; do
@@ -275,13 +278,12 @@ if section librpma; then
             mine+=("$(col "$m" 20)")
             theirs+=("$(field "$c" msg_rate)")
         done
-        a=$(median "${mine[@]}") b=$(median "${theirs[@]}")
+        a=$(median "${mine[@]}") b=$(median "${theirs[@]}") sp=$(spread "${mine[@]}" -- "${theirs[@]}")
         what="write rate qd$BW_QD"
         ((batch > 1)) && what+=" b$batch"
         [[ -n $extra ]] && what+=" inline"
-        printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" \
-            "$(spread "${mine[@]}" -- "${theirs[@]}")"
-        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch$extra") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
+        printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch$extra") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") | $sp |")
     done
 fi
 
@@ -327,10 +329,10 @@ if section callgrind; then
                 printf '%-10s %-9s %10s %10s %12s\n' "recv" "$prog" "$recv" "-" "-"
             fi
         done
-        TABLE+=("| instructions per post: $op | ${per[rust.post]} | ${per[c.post]} | $(ratio "${per[rust.post]}" "${per[c.post]}") |")
-        TABLE+=("| instructions per poll call: $op | ${per[rust.poll]} | ${per[c.poll]} | $(ratio "${per[rust.poll]}" "${per[c.poll]}") |")
+        TABLE+=("| instructions per post: $op | ${per[rust.post]} | ${per[c.post]} | $(ratio "${per[rust.post]}" "${per[c.post]}") | - |")
+        TABLE+=("| instructions per poll call: $op | ${per[rust.poll]} | ${per[c.poll]} | $(ratio "${per[rust.poll]}" "${per[c.poll]}") | - |")
         if [[ $op == send ]]; then
-            TABLE+=("| instructions per post: recv | ${per[rust.recv]} | ${per[c.recv]} | $(ratio "${per[rust.recv]}" "${per[c.recv]}") |")
+            TABLE+=("| instructions per post: recv | ${per[rust.recv]} | ${per[c.recv]} | $(ratio "${per[rust.recv]}" "${per[c.recv]}") | - |")
         fi
         unset per
     done
@@ -368,17 +370,17 @@ if section capi; then
     }
     echo
     printf '%-22s %14s %14s %8s  %s
-' "C program (8 B)" "on rpma-capi" "on librpma" "ratio" "rounds (min..max ratio)"
+' "C program (8 B)" "on rpma-capi" "on librpma" "ratio" "paired ratio: median [min..max]"
     for op in read write write-flush send; do
         capi_rounds "$op" "$LAT_ITERS" 1 1 p50_ns
         printf '%-22s %11s ns %11s ns %8s  %s
 ' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
-        CTABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") |")
+        CTABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
     done
     capi_rounds write "$BW_ITERS" "$BW_QD" "$CQ_MOD" msg_rate
     printf '%-22s %10.0f op/s %10.0f op/s %8s  %s
 ' "write rate qd$BW_QD" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
-    CTABLE+=("| write message rate, qd $BW_QD (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") |")
+    CTABLE+=("| write message rate, qd $BW_QD (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") | $sp |")
     echo
     printf '%-10s %-9s %10s %10s
 ' "callgrind" "library" "post Ir" "poll Ir"
@@ -397,19 +399,19 @@ if section capi; then
             printf '%-10s %-9s %10s %10s
 ' "$op" "$lib" "${per[$lib.post_op]}" "${per[$lib.poll_cq]}"
         done
-        CTABLE+=("| instructions per post: $op | ${per[capi.post_op]} | ${per[librpma.post_op]} | $(ratio "${per[capi.post_op]}" "${per[librpma.post_op]}") |")
-        CTABLE+=("| instructions per poll call: $op | ${per[capi.poll_cq]} | ${per[librpma.poll_cq]} | $(ratio "${per[capi.poll_cq]}" "${per[librpma.poll_cq]}") |")
+        CTABLE+=("| instructions per post: $op | ${per[capi.post_op]} | ${per[librpma.post_op]} | $(ratio "${per[capi.post_op]}" "${per[librpma.post_op]}") | - |")
+        CTABLE+=("| instructions per poll call: $op | ${per[capi.poll_cq]} | ${per[librpma.poll_cq]} | $(ratio "${per[capi.poll_cq]}" "${per[librpma.poll_cq]}") | - |")
         unset per
     done
     echo
-    echo "| the same C program (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | on rpma-capi's librpma.so | on C librpma | ratio |"
-    echo "|---|---|---|---|"
+    echo "| the same C program (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | on rpma-capi's librpma.so | on C librpma | ratio of medians | paired ratio: median [min..max] |"
+    echo "|---|---|---|---|---|"
     printf '%s\n' "${CTABLE[@]}"
 fi
 
 if ((${#TABLE[@]})); then
     echo
-    echo "| metric (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | rpma-rs | C librpma 1.2 | rpma-rs / C |"
-    echo "|---|---|---|---|"
+    echo "| metric (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | rpma-rs | C librpma 1.2 | rpma-rs / C, of medians | paired ratio: median [min..max] |"
+    echo "|---|---|---|---|---|"
     printf '%s\n' "${TABLE[@]}"
 fi
