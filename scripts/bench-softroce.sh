@@ -283,7 +283,7 @@ if section librpma; then
         ((batch > 1)) && what+=" b$batch"
         [[ -n $extra ]] && what+=" inline"
         printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
-        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch$extra") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") | $sp |")
+        TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch${extra:+ $extra}") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") | $sp |")
     done
 fi
 
