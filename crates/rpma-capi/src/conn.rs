@@ -5,6 +5,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
+use rpma_core::transport::Transport;
 use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Wc};
 
 use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
@@ -128,22 +129,29 @@ impl RpmaCq {
     /// # Safety
     /// C2: the CQ handle is used only while its owner lives (librpma's rule: a CQ is its
     /// connection's or shared RQ's and goes with `rpma_conn_delete` / `rpma_srq_delete`).
+    #[inline(always)]
     unsafe fn with<T: Backend, R>(&self, f: impl FnOnce(&Cq<'_, T>) -> CResult<R>) -> CResult<R> {
-        match self.owner {
-            CqOwner::Conn { conn, rcq } => {
-                // SAFETY: [C2] the connection outlives the CQ handles inside it.
-                let conn = lock(T::get(unsafe { &*conn })?);
-                let q = if rcq { conn.rcq().ok_or(E_UNKNOWN)? } else { conn.cq() };
-                f(&q)
-            }
-            CqOwner::Srq(srq) => {
-                // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
-                let srq = lock(T::get(unsafe { &*srq })?);
-                let q = srq.rcq().ok_or(E_UNKNOWN)?;
-                f(&q)
-            }
-        }
+        // The owner locked first, then its CQ taken: `f` has one call site (and is inlined into
+        // it, so a poll on verbs runs in the entry point's frame).
+        let owner = match self.owner {
+            // SAFETY: [C2] the connection outlives the CQ handles inside it.
+            CqOwner::Conn { conn, rcq } => Locked::Conn(lock(T::get(unsafe { &*conn })?), rcq),
+            // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
+            CqOwner::Srq(srq) => Locked::Srq(lock(T::get(unsafe { &*srq })?)),
+        };
+        let q = match &owner {
+            Locked::Conn(conn, false) => conn.cq(),
+            Locked::Conn(conn, true) => conn.rcq().ok_or(E_UNKNOWN)?,
+            Locked::Srq(srq) => srq.rcq().ok_or(E_UNKNOWN)?,
+        };
+        f(&q)
     }
+}
+
+/// A CQ's owner, locked (see [`RpmaCq::with`]); the flag: the connection's receive CQ.
+enum Locked<'a, T: Transport> {
+    Conn(MutexGuard<'a, Conn<T>>, bool),
+    Srq(MutexGuard<'a, rpma_core::Srq<T>>),
 }
 
 /// `struct rpma_conn`: the connection, behind a lock that every function taking the
@@ -624,6 +632,7 @@ pub unsafe extern "C" fn rpma_conn_get_qp_num(conn_: *const RpmaConn, qp_num: *m
 ///
 /// # Safety
 /// C2: `cq` is NULL or a CQ handle of a live connection or shared RQ.
+#[inline(always)]
 unsafe fn with_cq<T: Backend, R>(cq: &RpmaCq, f: impl FnOnce(&Cq<'_, T>) -> CResult<R>) -> CResult<R> {
     // SAFETY: [C2] the caller's handle, inside a live connection or shared RQ.
     unsafe { cq.with(f) }
