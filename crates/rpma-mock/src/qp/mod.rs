@@ -33,7 +33,7 @@ pub use srq::MockSrq;
 use deferred::{schedule, DeferredSq};
 use listener::{Incoming, Requester};
 use pieces::{Dst, Source};
-use recv::{arrive, deliver, fail_sender, Msg, RecvBuf, RecvSide, Sender};
+use recv::{arrive, complete_sender, deliver, Msg, RecvBuf, RecvSide, Sender};
 use responder::opcodes;
 use sq::TargetCache;
 use srq::SrqShared;
@@ -155,7 +155,7 @@ impl QpShared {
         }
         for mut m in pending {
             drop(std::mem::take(&mut m.src));
-            fail_sender(&m, WcStatus::WrFlushErr);
+            complete_sender(&m, WcStatus::WrFlushErr);
         }
     }
 

@@ -88,7 +88,7 @@ impl RecvSide {
 }
 
 /// Completes the sender of a message that was delivered or failed.
-fn complete_sender(m: &Msg, status: WcStatus) {
+pub(super) fn complete_sender(m: &Msg, status: WcStatus) {
     match &m.sender {
         Sender::Local(w) => {
             if let Some(s) = w.upgrade() {
@@ -105,16 +105,12 @@ fn complete_sender(m: &Msg, status: WcStatus) {
     }
 }
 
-pub(super) fn fail_sender(m: &Msg, status: WcStatus) {
-    complete_sender(m, status);
-}
-
 /// Puts a message into a receive buffer and completes both sides.
 /// Takes both by value: the regions they hold are released before the completions are posted,
 /// so a region is free again (`MrLocal::as_mut_slice`) as soon as its completion can be polled.
 pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
     let Some(receiver) = m.receiver.upgrade() else {
-        fail_sender(&m, WcStatus::RetryExcErr);
+        complete_sender(&m, WcStatus::RetryExcErr);
         return;
     };
     let rop = if m.write_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
@@ -123,7 +119,7 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
         drop(std::mem::take(&mut m.src));
         receiver.recv_complete(b.wr_id, WcStatus::LocLenErr, rop, 0, None);
         receiver.to_error();
-        fail_sender(&m, WcStatus::RemInvReqErr);
+        complete_sender(&m, WcStatus::RemInvReqErr);
         return;
     }
     b.dst.fill(&m.src, m.len);
@@ -146,7 +142,7 @@ pub(super) fn deliver(mut m: Msg, mut b: RecvBuf) {
 /// whether it is settled (delivered or failed); `false`: it waits for a receive.
 pub(super) fn arrive(receiver: &Arc<QpShared>, m: Msg) -> bool {
     if receiver.state() != CONNECTED {
-        fail_sender(&m, WcStatus::RetryExcErr);
+        complete_sender(&m, WcStatus::RetryExcErr);
         return true;
     }
     let buf = {
