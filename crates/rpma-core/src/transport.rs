@@ -585,8 +585,11 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// `Provider`.
     fn disconnect(&self) -> Result<()>;
     /// Releases everything now, reporting the first failure (every step is still attempted).
+    /// Only the first call does so; later ones do nothing and return `Ok(())`. Nothing is
+    /// posted, polled or waited for after it (its owner calls it when it is consumed or
+    /// dropped, and drops the queue pair right after).
     ///
     /// # Errors
     /// `Provider`.
-    fn destroy(self) -> Result<()>;
+    fn destroy(&self) -> Result<()>;
 }

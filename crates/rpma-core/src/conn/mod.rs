@@ -66,7 +66,7 @@ impl OpLimits {
 /// threads, put it in a `Mutex` (librpma let threads share a connection and paid for a lock
 /// in every post and poll).
 pub struct Conn<T: Transport> {
-    qp: Option<T::Qp>,
+    qp: T::Qp,
     shared: bool,
     limits: OpLimits,
     _not_sync: PhantomData<Cell<()>>,
@@ -84,10 +84,9 @@ impl<T: Transport> fmt::Debug for Conn<T> {
 
 impl<T: Transport> Drop for Conn<T> {
     fn drop(&mut self) {
-        if let Some(qp) = self.qp.take() {
-            if let Err(e) = qp.destroy() {
-                crate::rpma_log!(Error, "dropping a connection failed: {e}");
-            }
+        // After `Conn::delete` this does nothing (the queue pair is destroyed once).
+        if let Err(e) = self.qp.destroy() {
+            crate::rpma_log!(Error, "dropping a connection failed: {e}");
         }
     }
 }
@@ -100,8 +99,9 @@ impl<T: Transport> AsFd for Conn<T> {
 }
 
 impl<T: Transport> Conn<T> {
-    pub(crate) fn qp(&self) -> &T::Qp {
-        self.qp.as_ref().expect("qp present until deleted")
+    #[inline(always)]
+    pub(crate) const fn qp(&self) -> &T::Qp {
+        &self.qp
     }
 
     /// `rpma_conn_get_event_fd`: the fd of the connection's own CM event channel.
@@ -228,8 +228,8 @@ impl<T: Transport> Conn<T> {
     ///
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider).
-    pub fn delete(mut self) -> Result<()> {
-        self.qp.take().map_or(Ok(()), |qp| qp.destroy().map_err(|e| e.in_op("rpma_conn_delete")))
+    pub fn delete(self) -> Result<()> {
+        self.qp.destroy().map_err(|e| e.in_op("rpma_conn_delete"))
     }
 
     pub(crate) const fn limits(&self) -> &OpLimits {

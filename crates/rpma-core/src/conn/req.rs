@@ -160,7 +160,7 @@ impl<T: Transport> ConnReq<T> {
             let _ = private_data.set(req_pdata);
         }
         Ok(Conn {
-            qp: Some(qp),
+            qp,
             shared: self.shared,
             limits: self.limits,
             _not_sync: PhantomData,

@@ -744,7 +744,7 @@ impl QpBackend<MockFabric> for MockQp {
         }
     }
 
-    fn destroy(self) -> Result<()> {
+    fn destroy(&self) -> Result<()> {
         self.teardown()
     }
 }
