@@ -11,6 +11,7 @@ use rpma_core::transport::CqBackend;
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WC_LAYOUT};
 
 use crate::pin::PARKED;
+use crate::provider::{self, PollCq};
 use crate::ring::{FifoRing, SlotRing, FLUSH_READ_BIT, NUMBER_MASK, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};
 
@@ -155,8 +156,11 @@ pub(crate) enum RecvLink {
 /// (rule V6). An SRQ's own CQ holds neither (only the SRQ's locked ring).
 pub struct VerbsCq {
     cq: NonNull<ffi::ibv_cq>,
+    /// The provider's `poll_cq` (crate::provider).
+    poll_fn: PollCq,
     destroyed: AtomicBool,
-    send: Option<UnsafeCell<FifoRing>>,
+    /// The send queue's ring (an empty one if no send queue completes here).
+    send: UnsafeCell<FifoRing>,
     recv: RecvLink,
     channel: Arc<Channel>,
     shared: bool,
@@ -174,15 +178,17 @@ impl std::fmt::Debug for VerbsCq {
 
 impl VerbsCq {
     /// Creates a CQ of `size` entries on `channel` (a new private one if `None`) and arms it.
-    /// Completions of send work requests are translated through `send`, of receives through
-    /// `recv`.
+    /// Completions of send work requests are translated through `send` ([`FifoRing::none`]
+    /// if none come here), of receives through `recv`.
     pub(crate) fn new(
         ctx: *mut ffi::ibv_context,
         size: u32,
         channel: Option<&Arc<Channel>>,
-        send: Option<FifoRing>,
+        send: FifoRing,
         recv: RecvLink,
     ) -> Result<Self> {
+        // SAFETY: [V1] `ctx` is open.
+        let poll_fn = unsafe { provider::poll_cq(ctx) }?;
         let shared = channel.is_some();
         let channel = match channel {
             Some(c) => Arc::clone(c),
@@ -195,7 +201,8 @@ impl VerbsCq {
         });
         let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
         track!(Cq, 1);
-        let me = Self { cq, destroyed: AtomicBool::new(false), send: send.map(UnsafeCell::new), recv, channel, shared };
+        let me =
+            Self { cq, poll_fn, destroyed: AtomicBool::new(false), send: UnsafeCell::new(send), recv, channel, shared };
         // SAFETY: [V1] the CQ was just created.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
         if r != 0 {
@@ -234,16 +241,16 @@ impl VerbsCq {
         self.channel.abandon();
     }
 
-    /// The send queue's ring, if this CQ has it.
+    /// The send queue's ring (empty if this CQ gets no send completions).
     ///
     /// # Safety
     /// No other reference to the ring is alive (rule V6: the caller is the owner's thread, and
     /// no method holds a reference to the ring across a call that may take another).
     #[inline]
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn send_ring(&self) -> Option<&mut FifoRing> {
+    pub(crate) unsafe fn send_ring(&self) -> &mut FifoRing {
         // SAFETY: [V6] per the contract.
-        self.send.as_ref().map(|c| unsafe { &mut *c.get() })
+        unsafe { &mut *self.send.get() }
     }
 
     /// The connection's own receive ring, if this CQ has it.
@@ -270,9 +277,7 @@ impl VerbsCq {
         // SAFETY: [V6] teardown runs on the owner's thread (by value or drop), no other
         // reference to the rings is alive.
         unsafe {
-            if let Some(r) = self.send_ring() {
-                r.release_pins();
-            }
+            self.send_ring().release_pins();
             if let Some(r) = self.own_recv_ring() {
                 r.release_pins();
             }
@@ -283,9 +288,7 @@ impl VerbsCq {
     pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
         // SAFETY: [V6] as in `release_pins`.
         unsafe {
-            if let Some(r) = self.send_ring() {
-                r.report_leaks(why);
-            }
+            self.send_ring().report_leaks(why);
             if let Some(r) = self.own_recv_ring() {
                 r.report_leaks(why);
             }
@@ -297,13 +300,17 @@ impl VerbsCq {
     #[inline(always)]
     fn retire(&self, w: &mut Wc) {
         let id = w.wr_id();
+        // Each branch settles its own `None` (one `Option` less to merge on the common path).
         let user = if id & RECV_BIT == 0 {
             // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-            unsafe { self.send_ring() }.and_then(|r| r.complete(id & NUMBER_MASK))
+            match unsafe { self.send_ring() }.complete(id & NUMBER_MASK) {
+                Some(user) => user,
+                None => unknown_completion(id),
+            }
         } else {
-            self.retire_recv(id)
+            self.retire_recv(id).unwrap_or_else(|| unknown_completion(id))
         };
-        w.set_wr_id(user.unwrap_or_else(|| unknown_completion(id)));
+        w.set_wr_id(user);
         if id & FLUSH_READ_BIT != 0 && w.opcode() == WcOpcode::RdmaRead {
             w.set_opcode(WcOpcode::Flush);
         }
@@ -345,10 +352,10 @@ impl CqBackend for VerbsCq {
     #[inline(always)]
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let want = i32::try_from(wc.len()).unwrap_or(i32::MAX);
-        // SAFETY: [V2, V7] the CQ is alive; `wc` has room for `want` entries laid out as
+        // SAFETY: [V2, V7, V8] the CQ is alive and `poll_fn` is its provider's; `wc` has room for `want` entries laid out as
         // `struct ibv_wc` (asserted above), any bit pattern of which is a valid `Wc`.
         let n = call!("ibv_poll_cq", -errno(), unsafe {
-            ffi::ibv_poll_cq(self.cq.as_ptr(), want, wc.as_mut_ptr().cast::<ffi::ibv_wc>())
+            (self.poll_fn)(self.cq.as_ptr(), want, wc.as_mut_ptr().cast::<ffi::ibv_wc>())
         });
         let Ok(n) = usize::try_from(n) else {
             return Err(poll_failed(n));

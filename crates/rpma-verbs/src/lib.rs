@@ -102,6 +102,7 @@ mod mr;
 mod native;
 mod pin;
 mod probe;
+mod provider;
 mod ring;
 mod sys;
 

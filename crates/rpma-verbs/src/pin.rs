@@ -41,13 +41,18 @@ pub(crate) struct Pin {
 
 impl Pin {
     fn new(mr: &VerbsMr, retired: &Arc<AtomicU64>) -> Self {
+        Self { addr: mr.addr_raw(), len: mr.len_raw(), ..Self::of_nothing(retired) }
+    }
+
+    /// A pin of no region: never marked, never busy.
+    fn of_nothing(retired: &Arc<AtomicU64>) -> Self {
         Self {
             mark: AtomicU64::new(0),
             retired: Arc::clone(retired),
             inflight: AtomicU64::new(0),
             gone: AtomicBool::new(false),
-            addr: mr.addr_raw(),
-            len: mr.len_raw(),
+            addr: 0,
+            len: 0,
         }
     }
 
@@ -77,13 +82,16 @@ pub(crate) struct PinTable {
     /// In-order queues: work requests retired (published to the pins).
     retired: Arc<AtomicU64>,
     /// In-order queues: the pin marked last (most operations use the region of the one
-    /// before): a compare and a store, no index; cloned only when another region comes.
-    hot: Option<(u64, Arc<Pin>)>,
+    /// before): a compare and a store, no index; cloned only when another region comes. Until
+    /// then a pin of no region (id 0: region ids start at 1).
+    hot: (u64, Arc<Pin>),
 }
 
 impl Default for PinTable {
     fn default() -> Self {
-        Self { entries: Vec::new(), last: 0, retired: Arc::new(AtomicU64::new(0)), hot: None }
+        let retired = Arc::new(AtomicU64::new(0));
+        let none = Arc::new(Pin::of_nothing(&retired));
+        Self { entries: Vec::new(), last: 0, retired, hot: (0, none) }
     }
 }
 
@@ -105,9 +113,11 @@ impl PinTable {
     /// the post that borrowed it).
     #[inline(always)]
     pub(crate) fn mark(&mut self, mr: &VerbsMr, upto: u64) {
-        match &self.hot {
-            Some((id, pin)) if *id == mr.id() => pin.mark.store(upto, Ordering::Relaxed),
-            _ => self.mark_cold(mr, upto),
+        let (id, pin) = &self.hot;
+        if *id == mr.id() {
+            pin.mark.store(upto, Ordering::Relaxed);
+        } else {
+            self.mark_cold(mr, upto);
         }
     }
 
@@ -117,7 +127,7 @@ impl PinTable {
         let id = mr.id();
         let pin = Arc::clone(self.entry(mr));
         pin.mark.store(upto, Ordering::Relaxed);
-        self.hot = Some((id, pin));
+        self.hot = (id, pin);
     }
 
     /// In-order queues: the work requests numbered below `upto` are retired. Release: pairs
@@ -227,15 +237,7 @@ mod tests {
     use super::*;
 
     fn pin() -> Pin {
-        let retired = Arc::new(AtomicU64::new(0));
-        Pin {
-            mark: AtomicU64::new(0),
-            retired,
-            inflight: AtomicU64::new(0),
-            gone: AtomicBool::new(false),
-            addr: 0,
-            len: 0,
-        }
+        Pin::of_nothing(&Arc::new(AtomicU64::new(0)))
     }
 
     #[test]

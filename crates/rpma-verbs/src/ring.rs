@@ -75,6 +75,13 @@ impl FifoRing {
         Self::new(size, 0)
     }
 
+    /// The ring of a CQ that gets no send completions: nothing fits, nothing completes.
+    pub(crate) fn none() -> Self {
+        let mut r = Self::new(1, 0);
+        r.cap = 0;
+        r
+    }
+
     /// A connection's own receive queue's ring of `size` receives.
     pub(crate) fn recv(size: u32) -> Self {
         Self::new(size, RECV_BIT)
@@ -126,9 +133,10 @@ impl FifoRing {
         if n.wrapping_sub(self.head) >= self.tail - self.head {
             return None;
         }
+        let user = *self.wr_ids.get((n & self.mask) as usize)?;
         self.head = n + 1;
-        self.pins.retire(self.head);
-        self.wr_ids.get((n & self.mask) as usize).copied()
+        self.pins.retire(n + 1);
+        Some(user)
     }
 
     /// The queue pair was destroyed: no region is in use by it any more.
@@ -299,6 +307,17 @@ mod tests {
         assert_eq!(r.free(), 0);
         assert_eq!(r.complete(3), Some(12), "the last completion retires the chain");
         assert_eq!(r.free(), 4);
+    }
+
+    #[test]
+    fn fifo_ring_of_no_queue_takes_and_completes_nothing() {
+        let mut r = FifoRing::none();
+        assert_eq!(r.free(), 0);
+        assert_eq!(r.next(), None);
+        assert_eq!(r.check("t", 1).unwrap_err().errno(), Some(libc::ENOMEM));
+        for n in [0, 1, u64::MAX] {
+            assert_eq!(r.complete(n), None);
+        }
     }
 
     #[test]

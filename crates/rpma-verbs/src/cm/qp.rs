@@ -13,6 +13,7 @@ use rpma_core::{Error, ErrorKind, Result, Usage};
 use crate::cq::{Channel, RecvLink, VerbsCq};
 use crate::mr::{reg_mr, VerbsMr};
 use crate::pin::PARKED;
+use crate::provider::PostFns;
 use crate::ring::{FifoRing, Ring};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
@@ -60,6 +61,8 @@ pub(super) fn build_qp(
     req_pdata: Box<[u8]>,
 ) -> Result<VerbsQp> {
     let ctx = pd.device().ctx();
+    // SAFETY: [V1] the PD keeps its device context open.
+    let fns = unsafe { PostFns::of(ctx) }?;
     let caps = pd.caps();
     let shared = if cfg.shared_channel { Some(Channel::new(ctx)?) } else { None };
     let max_sge = cfg.max_sge.max(1);
@@ -78,9 +81,9 @@ pub(super) fn build_qp(
     } else {
         (recv_link(), None)
     };
-    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), Some(sq), main_recv)?;
+    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), sq, main_recv)?;
     let rcq = match rcq_recv {
-        Some(link) => Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), None, link)?),
+        Some(link) => Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), FifoRing::none(), link)?),
         None => None,
     };
     let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
@@ -131,6 +134,7 @@ pub(super) fn build_qp(
     Ok(VerbsQp {
         id,
         raw: qp,
+        fns,
         qp_num,
         qpx,
         evch: evch.into_raw(),
@@ -171,6 +175,8 @@ pub struct VerbsQp {
     id: NonNull<ffi::rdma_cm_id>,
     /// The id's QP (alive until teardown).
     raw: NonNull<ffi::ibv_qp>,
+    /// The provider's posting functions (crate::provider).
+    fns: PostFns,
     qp_num: u32,
     qpx: Option<NonNull<ffi::ibv_qp_ex>>,
     pub(super) evch: NonNull<ffi::rdma_event_channel>,
@@ -317,10 +323,11 @@ impl VerbsQp {
             return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
         };
         let qp = self.qp();
+        let fns = self.fns;
         post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose SGEs
+            // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of initialised work requests whose SGEs
             // live across the call and describe ranges inside registrations pinned by the ring.
-            call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, wr, bad) })
+            call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, wr, bad) })
         })
     }
 
@@ -332,9 +339,6 @@ impl VerbsQp {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this call and nothing called here takes another.
         let (ring, sc, parts) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.parts.get()) };
-        let Some(ring) = ring else {
-            return Err(Error::provider(OP, libc::EINVAL).with_detail("no send queue"));
-        };
         ring.check(OP, wrs.len())?;
         let ops = self.ops();
         let caps = self.pd.caps();
@@ -353,12 +357,13 @@ impl VerbsQp {
             parts
         };
         let qp = self.qp();
+        let fns = self.fns;
         let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
             post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
-                // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests whose
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of initialised work requests whose
                 // SGEs (and inline data) live across the call and describe ranges inside
                 // registrations pinned by the ring.
-                call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, wr, bad) })
+                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, wr, bad) })
             })
         };
         let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
@@ -492,10 +497,11 @@ impl QpBackend<Verbs> for VerbsQp {
         // this block and nothing called here takes another.
         if let Some(ring) = unsafe { owner.own_recv_ring() } {
             let qp = self.qp();
+            let fns = self.fns;
             let one = post::post_recv_one(ring, &wr, |w, bad| {
-                // SAFETY: [V2, V4] the QP is alive; one initialised receive whose SGE lives
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one initialised receive whose SGE lives
                 // across the call and describes a range inside a registration the ring pins.
-                call!("ibv_post_recv", errno(), unsafe { ffi::ibv_post_recv(qp, w, bad) })
+                call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, w, bad) })
             });
             if let Some(r) = one {
                 return r;
@@ -508,54 +514,54 @@ impl QpBackend<Verbs> for VerbsQp {
     fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this block and nothing called here takes another.
-        if let (Some(ring), sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) } {
-            let qp = self.qp();
-            let chain = post::post_chain_plain(
-                ring,
-                sc,
-                wrs,
-                || self.emulated_flush(),
-                |w, bad| {
-                    // SAFETY: [V2, V4] the QP is alive; a chain of initialised work requests
-                    // whose SGEs live across the call and describe ranges inside registrations
-                    // the ring pins (or the connection's flush buffer).
-                    call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
-                },
-            );
-            if let Some(r) = chain {
-                return r;
-            }
+        let (ring, sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) };
+        let qp = self.qp();
+        let fns = self.fns;
+        let chain = post::post_chain_plain(
+            ring,
+            sc,
+            wrs,
+            || self.emulated_flush(),
+            |w, bad| {
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
+                // initialised work requests whose SGEs live across the call and describe ranges
+                // inside registrations the ring pins (or the connection's flush buffer).
+                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, w, bad) })
+            },
+        );
+        match chain {
+            Some(r) => r,
+            None => self.post_send_general(wrs),
         }
-        self.post_send_general(wrs)
     }
 
     #[inline(always)]
     fn post_send_one(&self, wr: SendWr<'_, Verbs>) -> Result<()> {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
         // this block and nothing called here takes another.
-        if let Some(ring) = unsafe { self.cq.send_ring() } {
-            let qp = self.qp();
-            let one = post::post_one(
-                ring,
-                &wr,
-                || self.emulated_flush(),
-                |w, bad| {
-                    // SAFETY: [V2, V4] the QP is alive; one initialised work request whose SGE
-                    // lives across the call and describes a range inside a registration the ring
-                    // pins (or the connection's flush buffer).
-                    call!("ibv_post_send", errno(), unsafe { ffi::ibv_post_send(qp, w, bad) })
-                },
-            );
-            if let Some(r) = one {
-                return r;
-            }
+        let ring = unsafe { self.cq.send_ring() };
+        let qp = self.qp();
+        let fns = self.fns;
+        let one = post::post_one(
+            ring,
+            &wr,
+            || self.emulated_flush(),
+            |w, bad| {
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one initialised
+                // work request whose SGE lives across the call and describes a range inside a
+                // registration the ring pins (or the connection's flush buffer).
+                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, w, bad) })
+            },
+        );
+        match one {
+            Some(r) => r,
+            None => self.post_send_general_one(wr),
         }
-        self.post_send_general_one(wr)
     }
 
     fn sq_free(&self) -> u32 {
         // SAFETY: [V6] the owner's thread; the reference ends here.
-        unsafe { self.cq.send_ring() }.map_or(0, |r| u32::try_from(r.free()).unwrap_or(u32::MAX))
+        u32::try_from(unsafe { self.cq.send_ring() }.free()).unwrap_or(u32::MAX)
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
@@ -624,7 +630,7 @@ impl QpBackend<Verbs> for VerbsQp {
         Ok(())
     }
 
-    fn destroy(self) -> Result<()> {
+    fn destroy(&self) -> Result<()> {
         self.teardown()
     }
 }

@@ -10,7 +10,8 @@ use rpma_core::transport::{RecvWr, SrqBackend};
 use rpma_core::{Error, Result};
 
 use crate::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
-use crate::ring::SlotRing;
+use crate::provider::{self, PostSrqRecv};
+use crate::ring::{FifoRing, SlotRing};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
@@ -19,6 +20,8 @@ use super::post::Scratch;
 /// A shared receive queue with its optional receive CQ.
 pub struct VerbsSrq {
     pub(super) srq: NonNull<ffi::ibv_srq>,
+    /// The provider's `post_srq_recv` (crate::provider).
+    post_fn: PostSrqRecv,
     pub(super) ring: Arc<SrqRing>,
     pub(super) rcq: Option<VerbsCq>,
     torn: AtomicBool,
@@ -39,9 +42,11 @@ impl std::fmt::Debug for VerbsSrq {
 }
 
 pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
+    // SAFETY: [V1] the PD keeps its device context open.
+    let post_fn = unsafe { provider::post_srq_recv(pd.device().ctx()) }?;
     let ring = Arc::new(Mutex::new(SrqState { ring: SlotRing::new(rq_size, 1), scratch: Scratch::default() }));
     let rcq = if rcq_size > 0 {
-        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, None, RecvLink::Srq(Arc::clone(&ring)))?)
+        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, FifoRing::none(), RecvLink::Srq(Arc::clone(&ring)))?)
     } else {
         None
     };
@@ -53,7 +58,7 @@ pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Resu
     let srq = call!("ibv_create_srq", std::ptr::null_mut(), unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) });
     let srq = NonNull::new(srq).ok_or_else(|| Error::provider("ibv_create_srq", errno()))?;
     track!(Srq, 1);
-    Ok(VerbsSrq { srq, ring, rcq, torn: AtomicBool::new(false), _pd: Arc::clone(pd) })
+    Ok(VerbsSrq { srq, post_fn, ring, rcq, torn: AtomicBool::new(false), _pd: Arc::clone(pd) })
 }
 
 impl VerbsSrq {
@@ -88,9 +93,9 @@ impl SrqBackend<Verbs> for VerbsSrq {
         let mut g = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let SrqState { ring, scratch } = &mut *g;
         super::post::post_recv_chain(ring, scratch, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4] a live SRQ; a chain of initialised work requests whose SGEs live
+            // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; a chain of initialised work requests whose SGEs live
             // across the call and describe ranges inside registrations pinned by the ring.
-            call!("ibv_post_srq_recv", errno(), unsafe { ffi::ibv_post_srq_recv(self.srq.as_ptr(), wr, bad) })
+            call!("ibv_post_srq_recv", errno(), unsafe { (self.post_fn)(self.srq.as_ptr(), wr, bad) })
         })
     }
 
