@@ -322,6 +322,8 @@ if section callgrind; then
             poll=$(awk -v ir="${per[$prog.poll_cq.ir]}" -v n="${per[$prog.poll_cq.n]}" 'BEGIN { if (n) printf "%.0f", ir / n }')
             ppc=$(awk -v n="${per[$prog.poll_cq.n]}" -v c="$compl" 'BEGIN { printf "%.2f", n / c }')
             per[$prog.post]=$post per[$prog.poll]=$poll
+            # per completion: a poll may take several (the ping-pong's send and its echo)
+            per[$prog.percompl]=$(awk -v ir="${per[$prog.poll_cq.ir]}" -v c="$compl" 'BEGIN { printf "%.0f", ir / c }')
             printf '%-10s %-9s %10s %10s %12s\n' "$op" "$prog" "$post" "$poll" "$ppc"
             if [[ $op == send ]]; then
                 recv=$(awk -v ir="${per[$prog.post_recv.ir]}" -v n="${per[$prog.post_recv.n]}" 'BEGIN { if (n) printf "%.0f", ir / n }')
@@ -332,6 +334,7 @@ if section callgrind; then
         TABLE+=("| instructions per post: $op | ${per[rust.post]} | ${per[c.post]} | $(ratio "${per[rust.post]}" "${per[c.post]}") | - |")
         TABLE+=("| instructions per poll call: $op | ${per[rust.poll]} | ${per[c.poll]} | $(ratio "${per[rust.poll]}" "${per[c.poll]}") | - |")
         if [[ $op == send ]]; then
+            TABLE+=("| instructions polling per completion: $op | ${per[rust.percompl]} | ${per[c.percompl]} | $(ratio "${per[rust.percompl]}" "${per[c.percompl]}") | - |")
             TABLE+=("| instructions per post: recv | ${per[rust.recv]} | ${per[c.recv]} | $(ratio "${per[rust.recv]}" "${per[c.recv]}") | - |")
         fi
         unset per

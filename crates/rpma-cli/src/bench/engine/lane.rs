@@ -595,7 +595,12 @@ impl<T: Transport> Lane<T> {
         if op == Op::WritePingpong {
             return self.poll_pingpong(size, hist, record, wcs);
         }
-        let n = poll_cq(&self.conn, wcs).context("client: polling")?;
+        // Room for the completions that can be pending and no more (as the C program asks
+        // for one at queue depth 1): a provider may look at one more queue entry per spare
+        // slot (rxe does).
+        let pending = self.qd << usize::from(op.is_ping_pong());
+        let room = pending.min(wcs.len());
+        let n = poll_cq(&self.conn, &mut wcs[..room]).context("client: polling")?;
         if n == 0 {
             return Ok(0);
         }
