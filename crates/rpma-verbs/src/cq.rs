@@ -267,11 +267,6 @@ impl VerbsCq {
         }
     }
 
-    /// Whether the connection's own receive ring is here.
-    pub(crate) const fn has_own_recv(&self) -> bool {
-        matches!(self.recv, RecvLink::Own(_))
-    }
-
     /// Releases the pins of the rings here: the queue pair was destroyed (crate::pin).
     pub(crate) fn release_pins(&self) {
         // SAFETY: [V6] teardown runs on the owner's thread (by value or drop), no other

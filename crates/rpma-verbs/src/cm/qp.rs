@@ -217,6 +217,23 @@ impl VerbsQp {
         self.raw.as_ptr()
     }
 
+    /// The connection's own receive ring: in its receive CQ if it has one, else in its CQ;
+    /// `None` if it receives through a shared receive queue.
+    ///
+    /// # Safety
+    /// As [`VerbsCq::send_ring`].
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn own_recv_ring(&self) -> Option<&mut FifoRing> {
+        // SAFETY: [V6] per the contract.
+        unsafe {
+            match &self.rcq {
+                Some(rcq) => rcq.own_recv_ring(),
+                None => self.cq.own_recv_ring(),
+            }
+        }
+    }
+
     /// The flush buffer if this QP emulates flushes and the native-only policy allows it (the
     /// fast path of a single flush); `None` sends flushes down the general path.
     #[inline(always)]
@@ -315,10 +332,9 @@ impl VerbsQp {
     #[inline(never)]
     fn post_recv_general(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
         const OP: &str = "ibv_post_recv";
-        let owner = self.rcq.as_ref().filter(|c| c.has_own_recv()).unwrap_or(&self.cq);
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this call and nothing called here takes another.
-        let (ring, sc) = unsafe { (owner.own_recv_ring(), &mut *self.scratch.get()) };
+        let (ring, sc) = unsafe { (self.own_recv_ring(), &mut *self.scratch.get()) };
         let Some(ring) = ring else {
             return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
         };
@@ -492,10 +508,9 @@ impl QpBackend<Verbs> for VerbsQp {
 
     #[inline(always)]
     fn post_recv_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
-        let owner = self.rcq.as_ref().unwrap_or(&self.cq);
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
         // this block and nothing called here takes another.
-        if let Some(ring) = unsafe { owner.own_recv_ring() } {
+        if let Some(ring) = unsafe { self.own_recv_ring() } {
             let qp = self.qp();
             let fns = self.fns;
             let one = post::post_recv_one(ring, &wr, |w, bad| {

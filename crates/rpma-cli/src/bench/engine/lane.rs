@@ -61,17 +61,20 @@ fn post_op<'c, T: Transport>(
     lane.emit(op, size, off, seq, flags, pieces, &mut Sink::Now)
 }
 
-/// Posts the receive of slot `wr_id` of `lane` (see [`post_op`]).
+/// Posts a receive of `len` bytes at `off` of `msgs` (none if `None`) with `wr_id`: what C
+/// librpma's caller does with `rpma_recv(conn, mr, off, len, ctx)` (see [`post_op`]; the caller
+/// picks the offset, as benches/c's).
 #[inline(never)]
-fn post_recv<T: Transport>(lane: &Lane<T>, wr_id: u64) -> rpma::Result<()> {
-    let slot = (wr_id & !RECV_TAG) as usize;
-    let max = lane.recv_max;
-    match &lane.msgs {
-        Some(m) => {
-            let off = slot * max;
-            lane.conn.recv(m.slice(off..off + max))
-        }
-        None => lane.conn.recv_empty(),
+fn post_recv<T: Transport>(
+    conn: &Conn<T>,
+    msgs: Option<&MrLocal<T>>,
+    off: usize,
+    len: usize,
+    wr_id: u64,
+) -> rpma::Result<()> {
+    match msgs {
+        Some(m) => conn.recv(m.slice(off..off + len)),
+        None => conn.recv_empty(),
     }
     .context(wr_id)
     .post()
@@ -467,7 +470,9 @@ impl<T: Transport> Lane<T> {
 
     /// Re-posts the receive of the completion `wr_id` (its slot of the receive buffers).
     pub(super) fn repost(&self, wr_id: u64) -> Result<()> {
-        post_recv(self, wr_id).context("posting a receive")
+        let slot = (wr_id & !RECV_TAG) as usize;
+        let max = self.recv_max;
+        post_recv(&self.conn, self.msgs.as_ref(), slot * max, max, wr_id).context("posting a receive")
     }
 
     /// Retires the oldest signaled operation (and the unsignaled ones before it) completed at
