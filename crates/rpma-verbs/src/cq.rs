@@ -347,8 +347,9 @@ impl CqBackend for VerbsCq {
     #[inline(always)]
     fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let want = i32::try_from(wc.len()).unwrap_or(i32::MAX);
-        // SAFETY: [V2, V7, V8] the CQ is alive and `poll_fn` is its provider's; `wc` has room for `want` entries laid out as
-        // `struct ibv_wc` (asserted above), any bit pattern of which is a valid `Wc`.
+        // SAFETY: [V2, V7, V8] the CQ is alive and `poll_fn` is its provider's; `wc` has room
+        // for `want` entries laid out as `struct ibv_wc` (asserted above), any bit pattern of
+        // which is a valid `Wc`.
         let n = call!("ibv_poll_cq", -errno(), unsafe {
             (self.poll_fn)(self.cq.as_ptr(), want, wc.as_mut_ptr().cast::<ffi::ibv_wc>())
         });

@@ -341,8 +341,9 @@ impl VerbsQp {
         let qp = self.qp();
         let fns = self.fns;
         post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of initialised work requests whose SGEs
-            // live across the call and describe ranges inside registrations pinned by the ring.
+            // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
+            // initialised work requests whose SGEs live across the call and describe ranges
+            // inside registrations pinned by the ring.
             call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, wr, bad) })
         })
     }
@@ -376,9 +377,9 @@ impl VerbsQp {
         let fns = self.fns;
         let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
             post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of initialised work requests whose
-                // SGEs (and inline data) live across the call and describe ranges inside
-                // registrations pinned by the ring.
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
+                // initialised work requests whose SGEs (and inline data) live across the call
+                // and describe ranges inside registrations pinned by the ring.
                 call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, wr, bad) })
             })
         };
@@ -514,8 +515,9 @@ impl QpBackend<Verbs> for VerbsQp {
             let qp = self.qp();
             let fns = self.fns;
             let one = post::post_recv_one(ring, &wr, |w, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one initialised receive whose SGE lives
-                // across the call and describes a range inside a registration the ring pins.
+                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one
+                // initialised receive whose SGE lives across the call and describes a range
+                // inside a registration the ring pins.
                 call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, w, bad) })
             });
             if let Some(r) = one {
