@@ -93,8 +93,9 @@ impl SrqBackend<Verbs> for VerbsSrq {
         let mut g = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let SrqState { ring, scratch } = &mut *g;
         super::post::post_recv_chain(ring, scratch, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; a chain of initialised work requests whose SGEs live
-            // across the call and describe ranges inside registrations pinned by the ring.
+            // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; a chain of
+            // initialised work requests whose SGEs live across the call and describe ranges
+            // inside registrations pinned by the ring.
             call!("ibv_post_srq_recv", errno(), unsafe { (self.post_fn)(self.srq.as_ptr(), wr, bad) })
         })
     }
