@@ -1,11 +1,11 @@
 //! The provider's data-path entry points, resolved once per queue (rule V8 of docs/memory.md).
 //!
 //! libibverbs' `ibv_post_send`, `ibv_post_recv`, `ibv_post_srq_recv` and `ibv_poll_cq` are
-//! inline functions that
-//! fetch the provider's function from the device context's operation table on every call (two
-//! dependent loads), and the bindings unwrap it as an `Option`: a panic path on every post and
-//! poll. A queue pair, a shared receive queue and a CQ look their functions up here when they are made, where a missing
-//! one is an error, and call them directly after that.
+//! inline functions that fetch the provider's function from the device context's operation
+//! table on every call (two dependent loads), and the bindings unwrap it as an `Option`: a panic
+//! path on every post and poll. A queue pair, a shared receive queue and a CQ look their
+//! functions up here when they are made (a missing one is an error then) and call them directly
+//! after that.
 
 use std::ffi::c_int;
 
