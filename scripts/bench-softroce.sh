@@ -14,7 +14,8 @@
 #              p50; SIZES), write bandwidth and message rate at BW_QD with CQ_MOD
 #              (ib_write_bw -t -Q); `rpma write` completion latency for reference
 #   librpma    ours/C librpma, 8-byte operations: p50 latency at queue depth 1 of read, write,
-#              write-flush and send (ping-pong, half the round trip), and the message rate of
+#              write-flush and send (ping-pong, half the round trip; ours also with the bytes
+#              inline for write, write-flush and send), and the message rate of
 #              writes at queue depth 128 (cq-mod 100), ours also with --batch 16 and with
 #              --batch 16 --inline (C librpma has neither: each operation is its own doorbell,
 #              its data always read from a registered region)
@@ -245,22 +246,27 @@ TABLE=()
 if section librpma; then
     echo
     printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "paired ratio: median [min..max]"
-    for op in read write write-flush send; do
+    # Ours plain, and with the 8 bytes inline in the work request where an operation sends
+    # data (C librpma cannot: every write and send reads a registered region).
+    for variant in read write write-flush send "write --inline" "write-flush --inline" "send --inline"; do
+        read -r op extra <<<"$variant"
         mine=() theirs=()
         for ((round = 0; round < REPEAT; round++)); do
+            # shellcheck disable=SC2086 # $extra is one optional flag
             if ((round % 2)); then
                 c=$(c_run "$op" 8 "$LAT_ITERS" 1 1)
-                m=$(ours "$op" 8 "$LAT_ITERS" 1)
+                m=$(ours "$op" 8 "$LAT_ITERS" 1 $extra)
             else
-                m=$(ours "$op" 8 "$LAT_ITERS" 1)
+                m=$(ours "$op" 8 "$LAT_ITERS" 1 $extra)
                 c=$(c_run "$op" 8 "$LAT_ITERS" 1 1)
             fi
             mine+=("$(col "$m" 13)")
             theirs+=("$(field "$c" p50_ns)")
         done
         a=$(median "${mine[@]}") b=$(median "${theirs[@]}") sp=$(spread "${mine[@]}" -- "${theirs[@]}")
-        printf '%-22s %11s ns %11s ns %8s  %s\n' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
-        TABLE+=("| $op latency p50, qd 1 (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
+        label="$op lat p50 qd1${extra:+ inline}"
+        printf '%-22s %11s ns %11s ns %8s  %s\n' "$label" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+        TABLE+=("| $op latency p50, qd 1${extra:+, rpma-rs --inline} (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
     done
     # Ours plain, with --batch 16, and with --batch 16 --inline (C librpma can do neither).
     for variant in "1" "16" "16 --inline"; do
