@@ -151,3 +151,47 @@ fn a_client_that_stops_pinging_times_the_server_out() {
     assert!(e.contains("server: waiting for ping 1 of a write ping-pong of 65536 B: nothing came for 0.3 s"), "{e}");
     client.join().unwrap();
 }
+
+#[test]
+fn a_busy_polling_server_ends_when_its_client_leaves_without_the_stop_message() {
+    let f = MockFabric::new();
+    let (done_tx, done) = mpsc::channel();
+    {
+        let f = f.clone();
+        std::thread::spawn(move || {
+            let line = ["--backend", "verbs", "--server", "--port", "7635", "--busy-poll", "--no-progress"];
+            let _ = done_tx.send(bench::measure_on(f, &args(&line)).map_err(|e| format!("{e:#}")));
+        });
+    }
+    let dev = Device::lookup(&f, "127.0.0.1", ContextType::Remote).unwrap();
+    let peer = Peer::new(&dev).unwrap();
+    let inbox = peer.alloc_mr(4096, Usage::WRITE_DST).unwrap();
+    // The benchmark's request: target 4 KiB, qd 1, the inbox, receives and sends of 8 bytes.
+    let mut pdata = Vec::new();
+    pdata.extend_from_slice(&4096u64.to_le_bytes());
+    pdata.extend_from_slice(&1u32.to_le_bytes());
+    pdata.extend_from_slice(&inbox.descriptor());
+    pdata.extend_from_slice(&8u32.to_le_bytes());
+    pdata.extend_from_slice(&8u32.to_le_bytes());
+    let cfg = ConnCfg::new().with_sq_size(8).with_rq_size(8).with_cq_size(32);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let conn = loop {
+        // The server may not listen yet.
+        if let Ok(req) = ConnReq::new(&peer, "127.0.0.1", "7635", Some(&cfg)) {
+            match req.connect(Some(&pdata)) {
+                Ok(c) if c.next_event().unwrap() == ConnEvent::Established => break c,
+                _ => {}
+            }
+        }
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Gone without the stop message: the server, spinning on its CQ, must notice (its posted
+    // receives are flushed, or it sees the connection end).
+    conn.disconnect().unwrap();
+    let e = done
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the busy-polling server did not end after its client left")
+        .expect_err("the client left without its stop message");
+    assert!(e.contains("WrFlushErr") || e.contains("before the client's stop message"), "{e}");
+}

@@ -212,7 +212,18 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                 bail!("server: the connection ended ({ev:?}) before the client's stop message");
             }
             idle += 1;
-            if s.busy_poll || idle < SERVER_SPINS {
+            if s.busy_poll {
+                // Spins as the C program's server does: no pause hint (under QEMU's TCG each
+                // PAUSE leaves the translated code for the emulator's loop), and every
+                // SERVER_SPINS-th empty poll a non-blocking look at the connection's events (a
+                // client lost without its stop message ends the run).
+                if idle % SERVER_SPINS == 0 {
+                    ended = wait::pending_event(&s.conn).context("server: a connection event")?;
+                    if abort.load(Ordering::Acquire) {
+                        return Err(ClientGaveUp.into());
+                    }
+                }
+            } else if idle < SERVER_SPINS {
                 std::hint::spin_loop();
             } else if idle < SERVER_SPINS + SERVER_YIELDS {
                 std::thread::yield_now();
