@@ -712,11 +712,13 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
 ) -> c_int {
     guard(|| {
         // librpma's checks, all before anything else: every one is `RPMA_E_INVAL`.
-        let n = usize::try_from(num_entries).ok().filter(|n| *n >= 1).ok_or(E_INVAL)?;
-        nonnull(wc)?;
-        if n > 1 && num_entries_got.is_null() {
+        if num_entries < 1 || wc.is_null() {
             return Err(E_INVAL);
         }
+        if num_entries > 1 && num_entries_got.is_null() {
+            return Err(E_INVAL);
+        }
+        let n = num_entries.unsigned_abs() as usize;
         // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose layout Wc
         // has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
         let wc = unsafe { std::slice::from_raw_parts_mut(wc, n) };
@@ -730,8 +732,9 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
             return Err(E_NO_COMPLETION);
         }
         if !num_entries_got.is_null() {
-            // SAFETY: [C1] non-NULL out-parameter; got <= num_entries fits in c_int.
-            unsafe { put(num_entries_got, c_int::try_from(got).map_err(|_| E_UNKNOWN)?) };
+            // SAFETY: [C1] non-NULL out-parameter. `got <= num_entries` (rpma-core refuses a
+            // backend's larger answer), so the cast to `c_int` is exact.
+            unsafe { put(num_entries_got, got as c_int) };
         }
         Ok(())
     })
