@@ -295,7 +295,25 @@ impl VerbsCq {
     #[inline(always)]
     fn retire(&self, w: &mut Wc) {
         let id = w.wr_id();
-        // Each branch settles its own `None` (one `Option` less to merge on the common path).
+        if id & !NUMBER_MASK == 0 {
+            // The common case, tested first with one test: a send-queue work request without a
+            // tag, whose verbs `wr_id` is its number.
+            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
+            let user = match unsafe { self.send_ring() }.complete(id) {
+                Some(user) => user,
+                None => unknown_completion(id),
+            };
+            w.set_wr_id(user);
+        } else {
+            self.retire_tagged(w, id);
+        }
+    }
+
+    /// [`VerbsCq::retire`] of a receive, or of a flush posted as an RDMA Read (reported as a
+    /// flush): a verbs `wr_id` with tag bits.
+    #[inline]
+    fn retire_tagged(&self, w: &mut Wc, id: u64) {
+        // Each branch settles its own `None` (one `Option` less to merge).
         let user = if id & RECV_BIT == 0 {
             // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
             match unsafe { self.send_ring() }.complete(id & NUMBER_MASK) {
