@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rpma::mock::MockFabric;
-use rpma::{ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, Peer, PeerCfg, Usage};
+use rpma::{Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, MrLocal, Peer, PeerCfg, Usage};
 use rpma_cli::bench::{self, BenchArgs};
 
 #[derive(Parser)]
@@ -100,6 +100,37 @@ fn a_connection_never_accepted_times_out() {
     assert!(e.contains("client: waiting for the connection to 127.0.0.1:7633: nothing came for 0.3 s"), "{e}");
 }
 
+/// Connects to a benchmark server listening on `port` as its client does, once it listens: the
+/// benchmark's request in the private data (target bytes, qd 1, `inbox`, receive bytes, source
+/// bytes, in that order in `sizes` but for the inbox).
+fn connect_as_client(
+    peer: &Peer<MockFabric>,
+    port: &str,
+    sizes: (u64, u32, u32),
+    inbox: &MrLocal<MockFabric>,
+) -> Conn<MockFabric> {
+    let (target, recv_max, source_max) = sizes;
+    let mut pdata = Vec::new();
+    pdata.extend_from_slice(&target.to_le_bytes());
+    pdata.extend_from_slice(&1u32.to_le_bytes());
+    pdata.extend_from_slice(&inbox.descriptor());
+    pdata.extend_from_slice(&recv_max.to_le_bytes());
+    pdata.extend_from_slice(&source_max.to_le_bytes());
+    let cfg = ConnCfg::new().with_sq_size(8).with_rq_size(8).with_cq_size(32);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // The server may not listen yet.
+        if let Ok(req) = ConnReq::new(peer, "127.0.0.1", port, Some(&cfg)) {
+            match req.connect(Some(&pdata)) {
+                Ok(c) if c.next_event().unwrap() == ConnEvent::Established => return c,
+                _ => {}
+            }
+        }
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_client_that_stops_pinging_times_the_server_out() {
     let f = MockFabric::new();
@@ -110,27 +141,8 @@ fn a_client_that_stops_pinging_times_the_server_out() {
             let peer = Peer::new(&dev).unwrap();
             let inbox = peer.alloc_mr(65536, Usage::WRITE_DST).unwrap();
             let msgs = peer.alloc_mr(64, Usage::RECV).unwrap();
-            // The benchmark's request: target 64 KiB, qd 1, the inbox, receives of 0 bytes and
-            // pongs of 64 KiB.
-            let mut pdata = Vec::new();
-            pdata.extend_from_slice(&65536u64.to_le_bytes());
-            pdata.extend_from_slice(&1u32.to_le_bytes());
-            pdata.extend_from_slice(&inbox.descriptor());
-            pdata.extend_from_slice(&0u32.to_le_bytes());
-            pdata.extend_from_slice(&65536u32.to_le_bytes());
-            let cfg = ConnCfg::new().with_sq_size(8).with_rq_size(8).with_cq_size(32);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let conn = loop {
-                // The server may not listen yet.
-                if let Ok(req) = ConnReq::new(&peer, "127.0.0.1", "7634", Some(&cfg)) {
-                    match req.connect(Some(&pdata)) {
-                        Ok(c) if c.next_event().unwrap() == ConnEvent::Established => break c,
-                        _ => {}
-                    }
-                }
-                assert!(Instant::now() < deadline, "the server never listened");
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            // Target 64 KiB, receives of 0 bytes and pongs of 64 KiB.
+            let conn = connect_as_client(&peer, "7634", (65536, 0, 65536), &inbox);
             conn.recv(msgs.slice(..64)).context(1).post().unwrap();
             // Start a write ping-pong of 64 KiB, take the server's answer, then never ping.
             conn.send_empty().imm((1 << 31) | 65536).context(2).post().unwrap();
@@ -166,26 +178,8 @@ fn a_busy_polling_server_ends_when_its_client_leaves_without_the_stop_message() 
     let dev = Device::lookup(&f, "127.0.0.1", ContextType::Remote).unwrap();
     let peer = Peer::new(&dev).unwrap();
     let inbox = peer.alloc_mr(4096, Usage::WRITE_DST).unwrap();
-    // The benchmark's request: target 4 KiB, qd 1, the inbox, receives and sends of 8 bytes.
-    let mut pdata = Vec::new();
-    pdata.extend_from_slice(&4096u64.to_le_bytes());
-    pdata.extend_from_slice(&1u32.to_le_bytes());
-    pdata.extend_from_slice(&inbox.descriptor());
-    pdata.extend_from_slice(&8u32.to_le_bytes());
-    pdata.extend_from_slice(&8u32.to_le_bytes());
-    let cfg = ConnCfg::new().with_sq_size(8).with_rq_size(8).with_cq_size(32);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let conn = loop {
-        // The server may not listen yet.
-        if let Ok(req) = ConnReq::new(&peer, "127.0.0.1", "7635", Some(&cfg)) {
-            match req.connect(Some(&pdata)) {
-                Ok(c) if c.next_event().unwrap() == ConnEvent::Established => break c,
-                _ => {}
-            }
-        }
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // Target 4 KiB, receives and sends of 8 bytes.
+    let conn = connect_as_client(&peer, "7635", (4096, 8, 8), &inbox);
     // Gone without the stop message: the server, spinning on its CQ, must notice (its posted
     // receives are flushed, or it sees the connection end).
     conn.disconnect().unwrap();
