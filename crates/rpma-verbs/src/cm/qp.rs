@@ -217,6 +217,33 @@ impl VerbsQp {
         self.raw.as_ptr()
     }
 
+    /// `ibv_post_send` on this QP, for the posting paths of `crate::cm::post`, which hand it
+    /// only initialised work requests whose SGEs (and inline data) live across the call and
+    /// describe ranges inside registrations the send ring pins (or the connection's flush
+    /// buffer).
+    #[inline(always)]
+    fn post_send_fn(&self) -> impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32 {
+        let (qp, fns) = (self.qp(), self.fns);
+        move |wr, bad| {
+            // SAFETY: [V2, V4, V8] the QP is alive and `fns` are its provider's; the chain is as
+            // this function's callers promise (above).
+            call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, wr, bad) })
+        }
+    }
+
+    /// `ibv_post_recv` on this QP, for the posting paths of `crate::cm::post`, which hand it
+    /// only initialised receives whose SGEs live across the call and describe ranges inside
+    /// registrations the receive ring pins.
+    #[inline(always)]
+    fn post_recv_fn(&self) -> impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32 {
+        let (qp, fns) = (self.qp(), self.fns);
+        move |wr, bad| {
+            // SAFETY: [V2, V4, V8] the QP is alive and `fns` are its provider's; the receives
+            // are as this function's callers promise (above).
+            call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, wr, bad) })
+        }
+    }
+
     /// The connection's own receive ring: in its receive CQ if it has one, else in its CQ;
     /// `None` if it receives through a shared receive queue.
     ///
@@ -338,14 +365,7 @@ impl VerbsQp {
         let Some(ring) = ring else {
             return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
         };
-        let qp = self.qp();
-        let fns = self.fns;
-        post::post_recv_chain(ring, sc, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
-            // initialised work requests whose SGEs live across the call and describe ranges
-            // inside registrations pinned by the ring.
-            call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, wr, bad) })
-        })
+        post::post_recv_chain(ring, sc, wrs, OP, self.post_recv_fn())
     }
 
     /// Posts what [`post::post_one`] does not: chains, scatter-gather, inline data, native or
@@ -373,15 +393,8 @@ impl VerbsQp {
             }
             parts
         };
-        let qp = self.qp();
-        let fns = self.fns;
         let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
-            post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, |wr, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
-                // initialised work requests whose SGEs (and inline data) live across the call
-                // and describe ranges inside registrations pinned by the ring.
-                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, wr, bad) })
-            })
+            post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, self.post_send_fn())
         };
         let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
             return legacy(ring, sc, wrs, all);
@@ -512,14 +525,7 @@ impl QpBackend<Verbs> for VerbsQp {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
         // this block and nothing called here takes another.
         if let Some(ring) = unsafe { self.own_recv_ring() } {
-            let qp = self.qp();
-            let fns = self.fns;
-            let one = post::post_recv_one(ring, &wr, |w, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one
-                // initialised receive whose SGE lives across the call and describes a range
-                // inside a registration the ring pins.
-                call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, w, bad) })
-            });
+            let one = post::post_recv_one(ring, &wr, self.post_recv_fn());
             if let Some(r) = one {
                 return r;
             }
@@ -532,20 +538,7 @@ impl QpBackend<Verbs> for VerbsQp {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this block and nothing called here takes another.
         let (ring, sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) };
-        let qp = self.qp();
-        let fns = self.fns;
-        let chain = post::post_chain_plain(
-            ring,
-            sc,
-            wrs,
-            || self.emulated_flush(),
-            |w, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; a chain of
-                // initialised work requests whose SGEs live across the call and describe ranges
-                // inside registrations the ring pins (or the connection's flush buffer).
-                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, w, bad) })
-            },
-        );
+        let chain = post::post_chain_plain(ring, sc, wrs, || self.emulated_flush(), self.post_send_fn());
         match chain {
             Some(r) => r,
             None => self.post_send_general(wrs),
@@ -557,19 +550,7 @@ impl QpBackend<Verbs> for VerbsQp {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
         // this block and nothing called here takes another.
         let ring = unsafe { self.cq.send_ring() };
-        let qp = self.qp();
-        let fns = self.fns;
-        let one = post::post_one(
-            ring,
-            &wr,
-            || self.emulated_flush(),
-            |w, bad| {
-                // SAFETY: [V2, V4, V8] the QP is alive, `fns` are its provider's; one initialised
-                // work request whose SGE lives across the call and describes a range inside a
-                // registration the ring pins (or the connection's flush buffer).
-                call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, w, bad) })
-            },
-        );
+        let one = post::post_one(ring, &wr, || self.emulated_flush(), self.post_send_fn());
         match one {
             Some(r) => r,
             None => self.post_send_general_one(wr),
