@@ -138,13 +138,24 @@ pub fn next_event_within<T: Transport>(conn: &Conn<T>, timeout: Duration) -> Res
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(conn.event_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(n) if n > 0 => return Ok(conn.next_event()?),
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e).context("polling the connection's events"),
+        if let Some(ev) = poll_event(conn, PollTimeout::from(ms))? {
+            return Ok(ev);
         }
         ensure!(!left.is_zero(), "no connection event within {timeout:?}");
+    }
+}
+
+/// The connection's next event if its event fd becomes readable within `wait` (one `poll(2)`;
+/// `PollTimeout::ZERO`: only if one is pending).
+///
+/// # Errors
+/// If polling or taking the event fails.
+pub fn poll_event<T: Transport>(conn: &Conn<T>, wait: PollTimeout) -> Result<Option<ConnEvent>> {
+    let mut fds = [PollFd::new(conn.event_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, wait) {
+        Ok(n) if n > 0 => Ok(Some(conn.next_event()?)),
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(None),
+        Err(e) => Err(e).context("polling the connection's events"),
     }
 }
 

@@ -11,6 +11,7 @@ use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Tra
 use super::protocol::*;
 use super::wait::{self, Idle};
 use crate::bench::Plan;
+use crate::scenarios::common::poll_event;
 
 /// The server stopped waiting because the client side failed first (loopback): not an error of
 /// its own.
@@ -218,7 +219,7 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                 // SERVER_SPINS-th empty poll a non-blocking look at the connection's events (a
                 // client lost without its stop message ends the run).
                 if idle % SERVER_SPINS == 0 {
-                    ended = wait::pending_event(&s.conn).context("server: a connection event")?;
+                    ended = poll_event(&s.conn, nix::poll::PollTimeout::ZERO).context("server: a connection event")?;
                     if abort.load(Ordering::Acquire) {
                         return Err(ClientGaveUp.into());
                     }

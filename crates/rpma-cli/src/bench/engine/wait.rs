@@ -5,8 +5,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma::{Conn, ConnEvent, ErrorKind, Transport};
 
 /// Idle polls between clock reads (a clock read per empty poll would cost the hot loop).
@@ -68,20 +66,6 @@ pub(super) fn next_event<T: Transport>(conn: &Conn<T>, limit: Duration, what: &s
     match conn.next_event_timeout(limit) {
         Err(e) if e.kind() == ErrorKind::NoEvent => bail!(timed_out(what, limit)),
         r => r.with_context(|| what.to_owned()),
-    }
-}
-
-/// The connection's next event if one is pending, without waiting (a zero-timeout poll of its
-/// event fd, then the event).
-///
-/// # Errors
-/// As [`Conn::next_event`]; polling the fd fails.
-pub(super) fn pending_event<T: Transport>(conn: &Conn<T>) -> Result<Option<ConnEvent>> {
-    let mut fds = [PollFd::new(conn.event_fd(), PollFlags::POLLIN)];
-    match poll(&mut fds, PollTimeout::ZERO) {
-        Ok(0) | Err(Errno::EINTR) => Ok(None),
-        Ok(_) => conn.next_event().map(Some).context("taking a connection event"),
-        Err(e) => Err(e).context("polling the connection's event fd"),
     }
 }
 
