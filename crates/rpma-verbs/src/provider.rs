@@ -45,7 +45,8 @@ impl PostFns {
         let ops = unsafe { &(*ctx).ops };
         match (ops.post_send, ops.post_recv) {
             (Some(post_send), Some(post_recv)) => Ok(Self { post_send, post_recv }),
-            _ => Err(missing("ibv_post_send")),
+            (None, _) => Err(missing("ibv_post_send")),
+            (_, None) => Err(missing("ibv_post_recv")),
         }
     }
 }
