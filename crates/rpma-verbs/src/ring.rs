@@ -130,7 +130,9 @@ impl FifoRing {
     /// returns its user `wr_id`, or `None` if `n` is not in flight.
     #[inline(always)]
     pub(crate) fn complete(&mut self, n: u64) -> Option<u64> {
-        if n.wrapping_sub(self.head) >= self.tail - self.head {
+        // In flight: `head <= n < tail` (two compares of the fields; numbers only grow, and a
+        // u64 of them does not wrap).
+        if n < self.head || n >= self.tail {
             return None;
         }
         let user = *self.wr_ids.get((n & self.mask) as usize)?;
