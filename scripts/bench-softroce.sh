@@ -399,7 +399,7 @@ if section capi; then
             f=$CG_DIR/c-$lib-$op.out
             C_ENV=()
             [[ $lib == capi ]] && C_ENV=("${OURS_C[@]}")
-            c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --callgrind-out-file="$f" >/dev/null
+            c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$f" >/dev/null
             C_ENV=()
             cg_sum "$f" >/tmp/cg-sum.txt
             while read -r name n ir; do
