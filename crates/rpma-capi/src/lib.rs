@@ -56,7 +56,6 @@ pub(crate) fn code(e: Error) -> c_int {
 
 /// Runs an exported body: 0 on success, its code on failure, `RPMA_E_UNKNOWN` on a panic.
 pub(crate) fn guard(body: impl FnOnce() -> CResult) -> c_int {
-    log::init();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(code)) => code,

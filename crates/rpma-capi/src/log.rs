@@ -7,7 +7,8 @@
 
 use std::ffi::{c_char, c_int, CString};
 use std::io::Write as _;
-use std::sync::{Arc, Once};
+use std::panic::catch_unwind;
+use std::sync::Arc;
 
 use rpma_core::log::{self as rlog, LogLevel, LogRecord, Threshold};
 
@@ -23,11 +24,17 @@ pub type RpmaLogFunction = unsafe extern "C" fn(
     ...
 );
 
-static INIT: Once = Once::new();
+/// Installs the default C log function when the library is loaded, as C librpma does in its
+/// constructor, so that no exported function tests for it on every call (the data path
+/// included). The loader runs the functions of `.init_array` before any of ours can be called.
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_DEFAULT: extern "C" fn() = install_default;
 
-/// Installs the default C log function once, before the first exported body runs.
-pub(crate) fn init() {
-    INIT.call_once(|| rlog::set_function(Some(Arc::new(default_function))));
+extern "C" fn install_default() {
+    // Nothing may unwind out of a constructor; installing a function does not panic, and if it
+    // did the library would only log through rpma-core's own default.
+    let _ = catch_unwind(|| rlog::set_function(Some(Arc::new(default_function))));
 }
 
 fn default_function(rec: &LogRecord<'_>) {
