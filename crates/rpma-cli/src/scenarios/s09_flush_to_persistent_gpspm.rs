@@ -200,6 +200,31 @@ fn wait_on<T: Transport>(conn: &Conn<T>, rcq: bool, expected: WcOpcode, shared: 
     }
 }
 
+/// The client's two completions: its request's send (main CQ) and the response's receive
+/// (receive CQ); returns the receive's. On one shared channel they come in either order:
+/// nothing orders completions of two CQs (rxe on Linux 6.12 may complete the response's
+/// receive before the acknowledgement of the request).
+fn wait_request_and_response<T: Transport>(conn: &Conn<T>, shared: bool) -> Result<Wc> {
+    if !shared {
+        wait_on(conn, false, WcOpcode::Send, shared)?;
+        return wait_on(conn, true, WcOpcode::Recv, shared);
+    }
+    let (mut sent, mut response) = (false, None);
+    while !sent || response.is_none() {
+        let (wc, from_rcq) = next_wc_shared(conn)?;
+        if from_rcq {
+            ensure!(response.is_none(), "a second completion on the receive CQ: {:?}", wc.opcode());
+            check_wc(&wc, WcOpcode::Recv)?;
+            response = Some(wc);
+        } else {
+            ensure!(!sent, "a second completion on the main CQ: {:?}", wc.opcode());
+            check_wc(&wc, WcOpcode::Send)?;
+            sent = true;
+        }
+    }
+    response.context("no response")
+}
+
 fn file_string(path: &Path, offset: usize) -> Result<String> {
     let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(cstr(b.get(offset..).unwrap_or_default()))
@@ -269,8 +294,7 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
     let req = FlushRequest { offset: offset as u64, length: HELLO_STR_SIZE as u64, op_context: FLUSH_ID }.encode();
     msg.write(SEND_OFFSET, &req)?;
     conn.send(msg.slice(SEND_OFFSET..SEND_OFFSET + req.len())).post()?;
-    wait_on(&conn, false, WcOpcode::Send, shared)?;
-    let wc = wait_on(&conn, true, WcOpcode::Recv, shared)?;
+    let wc = wait_request_and_response(&conn, shared)?;
     let len = (wc.byte_len() as usize).min(MSG_SIZE_MAX);
     let response = decode_response(&msg.to_vec(RECV_OFFSET, len)?)?;
     ensure!(response == FLUSH_ID, "unexpected op_context value ({response:#x} != {FLUSH_ID:#x})");
