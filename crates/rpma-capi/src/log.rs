@@ -32,8 +32,9 @@ pub type RpmaLogFunction = unsafe extern "C" fn(
 static INSTALL_DEFAULT: extern "C" fn() = install_default;
 
 extern "C" fn install_default() {
-    // Nothing may unwind out of a constructor; installing a function does not panic, and if it
-    // did the library would only log through rpma-core's own default.
+    // Nothing may unwind out of a constructor. Installing a function does not panic; if it did,
+    // messages would go to rpma-core's default (the `log` crate, which a C program does not
+    // read) until the program installs its own function.
     let _ = catch_unwind(|| rlog::set_function(Some(Arc::new(default_function))));
 }
 
