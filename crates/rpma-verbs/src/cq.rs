@@ -298,12 +298,7 @@ impl VerbsCq {
         if id & !NUMBER_MASK == 0 {
             // The common case, tested first with one test: a send-queue work request without a
             // tag, whose verbs `wr_id` is its number.
-            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-            let user = match unsafe { self.send_ring() }.complete(id) {
-                Some(user) => user,
-                None => unknown_completion(id),
-            };
-            w.set_wr_id(user);
+            w.set_wr_id(self.complete_send(id, id));
         } else {
             self.retire_tagged(w, id);
         }
@@ -313,19 +308,26 @@ impl VerbsCq {
     /// flush): a verbs `wr_id` with tag bits.
     #[inline]
     fn retire_tagged(&self, w: &mut Wc, id: u64) {
-        // Each branch settles its own `None` (one `Option` less to merge).
         let user = if id & RECV_BIT == 0 {
-            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-            match unsafe { self.send_ring() }.complete(id & NUMBER_MASK) {
-                Some(user) => user,
-                None => unknown_completion(id),
-            }
+            self.complete_send(id & NUMBER_MASK, id)
         } else {
             self.retire_recv(id).unwrap_or_else(|| unknown_completion(id))
         };
         w.set_wr_id(user);
         if id & FLUSH_READ_BIT != 0 && w.opcode() == WcOpcode::RdmaRead {
             w.set_opcode(WcOpcode::Flush);
+        }
+    }
+
+    /// The user `wr_id` of send-queue work request `n` (retired with those before it), or
+    /// `u64::MAX` after logging the unknown verbs `wr_id` `id`. Each caller settles its own
+    /// `None` (one `Option` less to merge on the common path).
+    #[inline(always)]
+    fn complete_send(&self, n: u64, id: u64) -> u64 {
+        // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
+        match unsafe { self.send_ring() }.complete(n) {
+            Some(user) => user,
+            None => unknown_completion(id),
         }
     }
 

@@ -206,8 +206,8 @@ fn wait_on<T: Transport>(conn: &Conn<T>, rcq: bool, expected: WcOpcode, shared: 
 /// receive before the acknowledgement of the request).
 fn wait_request_and_response<T: Transport>(conn: &Conn<T>, shared: bool) -> Result<Wc> {
     if !shared {
-        wait_on(conn, false, WcOpcode::Send, shared)?;
-        return wait_on(conn, true, WcOpcode::Recv, shared);
+        wait_on(conn, false, WcOpcode::Send, false)?;
+        return wait_on(conn, true, WcOpcode::Recv, false);
     }
     let (mut sent, mut response) = (false, None);
     while !sent || response.is_none() {
