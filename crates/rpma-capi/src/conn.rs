@@ -711,11 +711,9 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
     num_entries_got: *mut c_int,
 ) -> c_int {
     guard(|| {
-        // librpma's checks, all before anything else: every one is `RPMA_E_INVAL`.
-        if num_entries < 1 || wc.is_null() {
-            return Err(E_INVAL);
-        }
-        if num_entries > 1 && num_entries_got.is_null() {
+        // librpma's checks, all before anything else: every one is `RPMA_E_INVAL`. One entry
+        // (the common case) takes one compare; any other count is checked apart.
+        if wc.is_null() || (num_entries != 1 && (num_entries < 1 || num_entries_got.is_null())) {
             return Err(E_INVAL);
         }
         let n = num_entries.unsigned_abs() as usize;
