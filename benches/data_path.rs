@@ -8,6 +8,7 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented function.
 
 use std::hint::black_box;
+use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, MrLocal, Peer};
@@ -30,17 +31,21 @@ struct Pair {
 }
 
 fn pair() -> Pair {
-    let fabric = MockFabric::builder().ordered_receives(true).build();
-    let server_peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Local).expect("device")).expect("peer");
-    let client_peer = Peer::new(&Device::lookup(&fabric, ADDR, ContextType::Remote).expect("device")).expect("peer");
-    let ep = Ep::listen(&server_peer, ADDR, PORT).expect("listen");
+    pair_on(&MockFabric::builder().ordered_receives(true).build(), PORT)
+}
+
+/// [`pair`] on `fabric`, the server listening on `port`.
+fn pair_on(fabric: &MockFabric, port: &str) -> Pair {
+    let server_peer = Peer::new(&Device::lookup(fabric, ADDR, ContextType::Local).expect("device")).expect("peer");
+    let client_peer = Peer::new(&Device::lookup(fabric, ADDR, ContextType::Remote).expect("device")).expect("peer");
+    let ep = Ep::listen(&server_peer, ADDR, port).expect("listen");
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
     let target = server_peer.alloc_mr(BIG, usage).expect("server mr");
     let server_msg = server_peer.alloc_mr(4096, Usage::RECV | Usage::SEND).expect("server msg mr");
     let local =
         client_peer.alloc_mr(BIG, Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND | Usage::RECV).expect("client mr");
     let cfg = ConnCfg::new().with_sq_size(64).with_rq_size(64).with_cq_size(64);
-    let req = ConnReq::new(&client_peer, ADDR, PORT, Some(&cfg)).expect("conn req");
+    let req = ConnReq::new(&client_peer, ADDR, port, Some(&cfg)).expect("conn req");
     let client = req.connect(None).expect("connect");
     let incoming = ep.next_conn_req(Some(&cfg)).expect("incoming request");
     let server = incoming.connect(Some(&target.descriptor())).expect("accept");
@@ -64,6 +69,13 @@ fn poll(conn: &Conn) -> Wc {
             Err(e) => panic!("poll failed: {e}"),
         }
     }
+}
+
+/// Posts an 8-byte write and polls its completion.
+#[inline]
+fn write_8(p: &Pair) {
+    p.client.write(p.remote.at(0), p.local.slice(0..black_box(8))).context(1).post().expect("write");
+    black_box(poll(&p.client));
 }
 
 fn ops(c: &mut Criterion) {
@@ -90,12 +102,7 @@ fn ops(c: &mut Criterion) {
             black_box((f.is_ok(), l.is_ok(), m.is_ok(), r.is_ok()))
         });
     });
-    g.bench_function("write", |b| {
-        b.iter(|| {
-            p.client.write(p.remote.at(0), p.local.slice(0..black_box(8))).context(1).post().expect("write");
-            black_box(poll(&p.client))
-        });
-    });
+    g.bench_function("write", |b| b.iter(|| write_8(&p)));
     g.bench_function("read", |b| {
         b.iter(|| {
             p.client.read(p.local.slice(0..black_box(8)), p.remote.at(0)).context(2).post().expect("read");
@@ -120,6 +127,35 @@ fn ops(c: &mut Criterion) {
             p.client.send(p.local.slice(0..black_box(8))).context(6).post().expect("send");
             black_box(poll(&p.client));
             black_box(poll(&p.server))
+        });
+    });
+    g.finish();
+
+    // Two threads, each posting and polling 8-byte writes on its own connection (one fabric):
+    // the time of an iteration is that of one write on each, side by side, so the elements per
+    // second are twice the per-thread rate; against `mock_8B/write`, how the data path scales.
+    let mut g = c.benchmark_group("mock_8B_two_threads");
+    g.throughput(Throughput::Elements(2));
+    let fabric = MockFabric::builder().ordered_receives(true).build();
+    let mut pairs = vec![pair_on(&fabric, "7301"), pair_on(&fabric, "7302")];
+    g.bench_function("write", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            pairs = std::thread::scope(|s| {
+                let threads: Vec<_> = pairs
+                    .drain(..)
+                    .map(|p| {
+                        s.spawn(move || {
+                            for _ in 0..iters {
+                                write_8(&p);
+                            }
+                            p
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().expect("a writing thread")).collect()
+            });
+            start.elapsed()
         });
     });
     g.finish();
