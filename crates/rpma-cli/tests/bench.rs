@@ -71,7 +71,7 @@ fn every_operation_reports_the_documented_json() {
         "7601",
         "--no-progress",
     ]);
-    assert_eq!(v["schema"], 5);
+    assert_eq!(v["schema"], 6);
     assert_eq!(v["backend"], "mock");
     assert_eq!(v["device"], "mock0");
     assert_eq!(v["op_path_source"], "capabilities");
@@ -138,7 +138,7 @@ fn the_baseline_prints_its_own_gb_s_and_is_page_aligned() {
     let mut out = Vec::new();
     report.write(OutputFormat::Json, &mut out).unwrap();
     let j: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(j["schema"], 5);
+    assert_eq!(j["schema"], 6);
     for r in j["results"].as_array().unwrap() {
         assert!(r["baseline"]["gb_s"].as_f64().is_some_and(|g| g > 0.0), "{r}");
         assert_eq!(r["baseline"]["align"], 4096, "{r}");
@@ -258,7 +258,7 @@ fn the_rpma_binary_prints_the_json_report() {
         .expect("run rpma");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(5), Some("mock")));
+    assert_eq!((v["schema"].as_u64(), v["backend"].as_str()), (Some(6), Some("mock")));
     assert_run(&v["results"][0], "write", 64, 20);
     assert_run(&v["results"][1], "send", 64, 20);
 
@@ -536,4 +536,67 @@ fn server_and_client_as_two_processes_on_the_mock() {
     for (r, op) in runs.iter().zip(["write", "read", "send", "write-flush"]) {
         assert_run(r, op, 8, 4 * 2000);
     }
+}
+
+/// A `--no-latency` run's result: every count and rate as [`assert_run`] checks them, and no
+/// latency.
+fn assert_untimed(r: &Value, ops: u64) {
+    assert_eq!(r["ops"], ops, "{r}");
+    assert_eq!(r["latency_kind"], "none", "{r}");
+    assert!(r["latency_ns"].is_null(), "{r}");
+    let (rate, secs) = (r["msg_rate"].as_f64().unwrap(), r["elapsed_s"].as_f64().unwrap());
+    assert!(secs > 0.0 && (rate * secs - ops as f64).abs() <= ops as f64 * 1e-6 + 1e-6, "{r}");
+}
+
+#[test]
+fn no_latency_reads_no_clock_per_operation_and_reports_the_rate() {
+    let untimed = |line: &[&str]| {
+        let v = json_of(&[line, &["--no-latency", "--no-progress"]].concat());
+        assert_eq!(v["schema"], 6);
+        v["results"].as_array().expect("results").clone()
+    };
+    // One by one, selectively signaled, the ping-pongs and write-pingpong.
+    let r = untimed(&[
+        "--op",
+        "read,write,write-flush,send,write-imm",
+        "--size",
+        "8,4K",
+        "--iters",
+        "200",
+        "--qd",
+        "4",
+        "--cq-mod",
+        "2",
+        "--port",
+        "7650",
+    ]);
+    assert_eq!(r.len(), 10);
+    r.iter().for_each(|r| assert_untimed(r, 200));
+    let r = untimed(&["--op", "write-pingpong", "--size", "8", "--iters", "100", "--port", "7651"]);
+    assert_untimed(&r[0], 100);
+    // Chains, several connections and threads, the async API, and a duration run.
+    let r = untimed(&[
+        "--op",
+        "write",
+        "--iters",
+        "256",
+        "--qd",
+        "16",
+        "--batch",
+        "4",
+        "--conns",
+        "2",
+        "--threads",
+        "2",
+        "--port",
+        "7652",
+    ]);
+    assert_untimed(&r[0], 512);
+    let r = untimed(&["--op", "read,flush", "--iters", "100", "--qd", "2", "--async", "--port", "7653"]);
+    r.iter().for_each(|r| assert_untimed(r, 100));
+    let r = untimed(&["--op", "write", "--duration", "0.05", "--port", "7654"]);
+    assert!(r[0]["ops"].as_u64().is_some_and(|n| n > 0), "{:?}", r[0]);
+    assert_untimed(&r[0], r[0]["ops"].as_u64().unwrap());
+    let r = untimed(&["--op", "write", "--duration", "0.05", "--async", "--port", "7655"]);
+    assert_untimed(&r[0], r[0]["ops"].as_u64().unwrap());
 }

@@ -203,6 +203,11 @@ pub struct BenchArgs {
     /// Also measure a memcpy of the same size in the same run.
     #[arg(long)]
     pub baseline: bool,
+    /// Read no clock per operation: measure only the message rate and bandwidth (over the
+    /// phase's wall time), as perftest's bandwidth tests do; no latency is reported. For rates
+    /// at which reading the clock costs as much as an operation (the mock).
+    #[arg(long)]
+    pub no_latency: bool,
     /// Print JSON (schema in docs/bench.md).
     #[arg(long)]
     pub json: bool,
@@ -334,6 +339,8 @@ pub struct Plan {
     pub role: Role,
     /// Measure a memcpy baseline too.
     pub baseline: bool,
+    /// Read the clock per (signaled) operation and report latency (not `--no-latency`).
+    pub latency: bool,
     /// Show a progress bar (if stderr is a terminal).
     pub progress: bool,
     /// Drive the operations through the async API (`--async`).
@@ -451,6 +458,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         port: args.port,
         role,
         baseline: args.baseline,
+        latency: !args.no_latency,
         progress: !args.no_progress,
         async_api: args.async_api,
     })

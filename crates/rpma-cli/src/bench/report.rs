@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::native::{OpPath, Source};
 
 /// The version of the JSON schema (`docs/bench.md`).
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// How a report is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,10 +93,11 @@ pub struct RunResult {
     pub ops: u64,
     /// Measured time, seconds.
     pub elapsed_s: f64,
-    /// `"completion"` (post to completion) or `"half_round_trip"` (ping-pongs).
+    /// `"completion"` (post to completion), `"half_round_trip"` (ping-pongs) or `"none"`
+    /// (`--no-latency`).
     pub latency_kind: &'static str,
-    /// Latency statistics, nanoseconds.
-    pub latency_ns: Latency,
+    /// Latency statistics, nanoseconds (`None` with `--no-latency`).
+    pub latency_ns: Option<Latency>,
     /// Bandwidth, MB/s (10^6 bytes per second).
     pub mb_s: f64,
     /// Bandwidth, GB/s (10^9 bytes per second).
@@ -154,12 +155,16 @@ impl BenchReport {
              sge,inline,api"
         )?;
         for r in &self.results {
-            let l = &r.latency_ns;
+            // Seven latency fields, empty with `--no-latency`.
+            let lat = r.latency_ns.map_or_else(
+                || ",,,,,,".to_owned(),
+                |l| format!("{},{:.1},{},{},{},{},{}", l.min, l.mean, l.p50, l.p90, l.p99, l.p99_9, l.max),
+            );
             let (bg, br) =
                 r.baseline.map_or((String::new(), String::new()), |b| (gbs(b.gb_s), format!("{:.3}", b.ratio)));
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.1},{},{},{},{},{},{:.3},{},{:.1},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{:.3},{},{:.1},{},{},{},{},{},{},{}",
                 self.backend,
                 self.device,
                 r.op,
@@ -170,13 +175,7 @@ impl BenchReport {
                 r.ops,
                 r.elapsed_s,
                 r.latency_kind,
-                l.min,
-                l.mean,
-                l.p50,
-                l.p90,
-                l.p99,
-                l.p99_9,
-                l.max,
+                lat,
                 r.mb_s,
                 gbs(r.gb_s),
                 r.msg_rate,
@@ -225,10 +224,14 @@ impl BenchReport {
             write!(out, " {:>11} {:>7}", "memcpy GB/s", "ratio")?;
         }
         writeln!(out, " path")?;
-        let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
+        let us = |ns: Option<u64>| ns.map_or_else(|| "-".to_owned(), |ns| format!("{:.2}", ns as f64 / 1000.0));
         for r in &self.results {
-            let l = &r.latency_ns;
-            let kind = if r.latency_kind == "half_round_trip" { "rtt/2" } else { "compl" };
+            let l = r.latency_ns.as_ref();
+            let kind = match r.latency_kind {
+                "half_round_trip" => "rtt/2",
+                "none" => "-",
+                _ => "compl",
+            };
             let mut name = r.op.to_owned();
             if r.batch > 1 {
                 name += &format!(" b{}", r.batch);
@@ -251,11 +254,11 @@ impl BenchReport {
                 r.conns,
                 r.ops,
                 kind,
-                us(l.p50),
-                us(l.p90),
-                us(l.p99),
-                us(l.p99_9),
-                us(l.max),
+                us(l.map(|l| l.p50)),
+                us(l.map(|l| l.p90)),
+                us(l.map(|l| l.p99)),
+                us(l.map(|l| l.p99_9)),
+                us(l.map(|l| l.max)),
                 r.mb_s,
                 gbs(r.gb_s),
                 r.msg_rate
@@ -298,7 +301,7 @@ mod tests {
                 ops: 4,
                 elapsed_s: 0.5,
                 latency_kind: "completion",
-                latency_ns: Latency::of(&h),
+                latency_ns: Some(Latency::of(&h)),
                 mb_s: 64e-6,
                 gb_s: 64e-9,
                 msg_rate: 8.0,
@@ -310,7 +313,7 @@ mod tests {
 
     #[test]
     fn latency_statistics_come_from_the_histogram() {
-        let l = report().results[0].latency_ns;
+        let l = report().results[0].latency_ns.expect("measured");
         assert_eq!((l.min, l.max), (1000, 4001));
         assert!(l.p50 >= 2000 && l.p50 <= 2002, "{l:?}");
         assert!((l.mean - 2500.0).abs() < 5.0, "{l:?}");
@@ -348,7 +351,10 @@ mod tests {
         let mut v = Vec::new();
         r.write(OutputFormat::Json, &mut v).unwrap();
         let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
-        assert_eq!((j["schema"].as_u64(), j["op_path_source"].as_str()), (Some(5), Some("capabilities")));
+        assert_eq!(
+            (j["schema"].as_u64(), j["op_path_source"].as_str()),
+            (Some(u64::from(SCHEMA_VERSION)), Some("capabilities"))
+        );
         assert_eq!(j["results"][0]["op_path"], "emulated");
         let mut v = Vec::new();
         r.write(OutputFormat::Csv, &mut v).unwrap();
@@ -360,5 +366,31 @@ mod tests {
         let s = String::from_utf8(v).unwrap();
         assert!(s.lines().nth(2).unwrap().ends_with(" emulated"), "{s}");
         assert!(s.contains("from the device's capabilities"), "{s}");
+    }
+
+    #[test]
+    fn a_run_without_latency_says_so_in_every_format() {
+        let mut r = report();
+        r.results[0].latency_kind = "none";
+        r.results[0].latency_ns = None;
+        let mut v = Vec::new();
+        r.write(OutputFormat::Json, &mut v).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(j["schema"].as_u64(), Some(6));
+        assert_eq!(j["results"][0]["latency_kind"], "none");
+        assert!(j["results"][0]["latency_ns"].is_null(), "{j}");
+        assert_eq!(j["results"][0]["msg_rate"].as_f64(), Some(8.0));
+        let mut v = Vec::new();
+        r.write(OutputFormat::Csv, &mut v).unwrap();
+        let s = String::from_utf8(v).unwrap();
+        let lines: Vec<_> = s.lines().collect();
+        assert_eq!(lines[0].split(',').count(), lines[1].split(',').count(), "{s}");
+        assert!(lines[1].contains(",0.500000,none,,,,,,,,0.000,"), "{s}");
+        let mut v = Vec::new();
+        r.write(OutputFormat::Table, &mut v).unwrap();
+        let s = String::from_utf8(v).unwrap();
+        let row: Vec<_> = s.lines().nth(2).unwrap().split_whitespace().collect();
+        // op, size, qd, conns, ops, then the latency kind and five percentiles: all "-".
+        assert_eq!(&row[5..11], ["-"; 6], "{s}");
     }
 }

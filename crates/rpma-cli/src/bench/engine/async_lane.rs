@@ -40,6 +40,8 @@ struct AsyncLane<T: Transport> {
     /// The span of the slots of operations on the remote region alone (flush, atomic write).
     remote_region: usize,
     qd: usize,
+    /// Whether each operation is timed (not `--no-latency`).
+    clock: bool,
     /// The receive buffers the lane posted when it connected (held until the connection ends).
     _msgs: Option<MrLocal<T>>,
     /// The region the server writes for `write-pingpong` (not run here; held as the server
@@ -65,10 +67,20 @@ impl<T: Transport> AsyncLanes<T> {
         {
             let _in_rt = rt.enter();
             for lane in lanes {
-                let Lane { conn, local, msgs, remote, inbox, region, remote_region, qd, timeout, .. } = lane;
+                let Lane { conn, local, msgs, remote, inbox, region, remote_region, qd, timeout, clock, .. } = lane;
                 let conn = AsyncConn::new(conn).context("client: the connection on tokio")?;
                 conn.set_timeout(Some(timeout)).context("client: the connection's timeout")?;
-                out.push(AsyncLane { conn, local, remote, region, remote_region, qd, _msgs: msgs, _inbox: inbox });
+                out.push(AsyncLane {
+                    conn,
+                    local,
+                    remote,
+                    region,
+                    remote_region,
+                    qd,
+                    clock,
+                    _msgs: msgs,
+                    _inbox: inbox,
+                });
             }
         }
         Ok(Self { lanes: out, rt })
@@ -120,10 +132,12 @@ impl<T: Transport> AsyncLane<T> {
         let mut unreported = 0u64;
         loop {
             let seq = posted.get();
-            let t0 = Instant::now();
-            let more = match stop {
-                Stop::Count(n) => seq < n,
-                Stop::Until(t) => t0 < t,
+            // The clock is read for the operation's latency, or for a phase of a given duration.
+            let t0 = (self.clock || matches!(stop, Stop::Until(_))).then(Instant::now);
+            let more = match (stop, t0) {
+                (Stop::Count(n), _) => seq < n,
+                (Stop::Until(t), Some(t0)) => t0 < t,
+                (Stop::Until(_), None) => false,
             };
             if !more {
                 break;
@@ -145,7 +159,7 @@ impl<T: Transport> AsyncLane<T> {
             if let Err(e) = self.conn.post(awaited).await {
                 return Err(failed(e));
             }
-            if record {
+            if let (true, true, Some(t0)) = (record, self.clock, t0) {
                 let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 hist.borrow_mut().saturating_record(ns.max(1));
             }

@@ -320,7 +320,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
         let shape = Shape { batch: plan.batch, sge: plan.sge, inline: if plan.inline { plan.max_size() } else { 0 } };
-        let lane = connect(peer, addr, port, &footprint, plan.timeout, shape)?;
+        let mut lane = connect(peer, addr, port, &footprint, plan.timeout, shape)?;
+        lane.clock = plan.latency;
         per_thread[i % plan.threads].push(lane);
     }
     let failed = AtomicBool::new(false);
@@ -421,8 +422,12 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             api: if plan.async_api { "async" } else { "sync" },
             ops,
             elapsed_s: secs,
-            latency_kind: if op.is_half_round_trip() { "half_round_trip" } else { "completion" },
-            latency_ns: Latency::of(&hist),
+            latency_kind: match (plan.latency, op.is_half_round_trip()) {
+                (false, _) => "none",
+                (true, true) => "half_round_trip",
+                (true, false) => "completion",
+            },
+            latency_ns: plan.latency.then(|| Latency::of(&hist)),
             mb_s: rate * size as f64 / 1e6,
             gb_s,
             msg_rate: rate,
