@@ -118,6 +118,8 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         srq_get_rcq__conn_rcq_none_with_srq_rcq,
         conn_recv__srq_E_PROVIDER,
         srq_delete__success,
+        srq_recv__conn_deleted_with_the_completion_unpolled,
+        srq_delete__posted_receives_free_their_regions,
     ]
 }
 
@@ -1225,6 +1227,42 @@ fn srq_recv__srq_without_rcq_completions_on_conn_cq<B: Backend>(b: &B) {
     assert_wc(&wc, 8, WcOpcode::Recv);
     assert_eq!(wc.qp_num(), server.qp_num());
     assert_eq!(dst.to_vec(0, 7).unwrap(), b"via srq");
+}
+
+/// A connection deleted with the completion of a receive it took from its SRQ still in its CQ
+/// (an SRQ without a receive CQ of its own): the receive goes with the CQ, so its region is not
+/// in use and the SRQ's one slot takes a receive again.
+fn srq_recv__conn_deleted_with_the_completion_unpolled<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let cfg = SrqCfg::new().with_rq_size(1).with_rcq_size(0);
+    let srq = Srq::new(&l.speer, Some(&cfg)).unwrap();
+    let scfg = ConnCfg::new().with_srq(Some(&srq));
+    let dst = mr(&l.speer, 64, recv_usage(b));
+    srq.recv(dst.slice(0..64)).context(8).post().unwrap();
+    let (client, server) = establish(b, &l, None, Some(&scfg));
+    let src = mr(&l.cpeer, 64, Usage::SEND);
+    // The send completes once the server's side took the receive and completed it.
+    send_bytes(&client, &src, 0, b"never polled", 1);
+    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    client.disconnect().unwrap();
+    assert_eq!(event(&server), ConnEvent::Closed);
+    server.delete().unwrap();
+    assert!(!dst.is_in_use(), "the receive went with the connection's CQ");
+    srq.recv(dst.slice(0..64)).context(9).post().unwrap();
+}
+
+/// An SRQ deleted with receives still posted: their regions are not in use any more.
+fn srq_delete__posted_receives_free_their_regions<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let srq = Srq::new(&p, None).unwrap();
+    let dst = mr(&p, 128, recv_usage(b));
+    srq.recv(dst.slice(0..64)).post().unwrap();
+    srq.recv(dst.slice(64..128)).context(1).post().unwrap();
+    assert!(dst.is_in_use(), "posted receives hold the region");
+    srq.delete().unwrap();
+    assert!(!dst.is_in_use(), "the receives went with the SRQ");
 }
 
 /// An SRQ with its own receive CQ wins over the connection's `rcq_size`.

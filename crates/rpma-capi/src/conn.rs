@@ -717,8 +717,10 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
             return Err(E_INVAL);
         }
         let n = num_entries.unsigned_abs() as usize;
-        // SAFETY: [C1] wc is writable for num_entries entries of struct ibv_wc, whose layout Wc
-        // has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc.
+        // SAFETY: [C1, V7] wc is writable for num_entries entries of struct ibv_wc, whose layout
+        // Wc has (rpma_core::WC_LAYOUT); every bit pattern is a valid Wc. The caller's array may
+        // be uninitialised: no entry is read before the backend wrote it, and of an entry the
+        // provider wrote only `wr_id`, which every completion has, is read (V7).
         let wc = unsafe { std::slice::from_raw_parts_mut(wc, n) };
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;

@@ -314,7 +314,10 @@ impl VerbsCq {
             self.retire_recv(id).unwrap_or_else(|| unknown_completion(id))
         };
         w.set_wr_id(user);
-        if id & FLUSH_READ_BIT != 0 && w.opcode() == WcOpcode::RdmaRead {
+        // Only flushes posted as reads carry the bit: reported as the flush they are, without
+        // reading the opcode (undefined in an error completion, which a provider may leave
+        // unwritten: through the C ABI, whatever the caller's array held).
+        if id & FLUSH_READ_BIT != 0 {
             w.set_opcode(WcOpcode::Flush);
         }
     }
@@ -324,11 +327,29 @@ impl VerbsCq {
     /// `None` (one `Option` less to merge on the common path).
     #[inline(always)]
     fn complete_send(&self, n: u64, id: u64) -> u64 {
-        // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-        match unsafe { self.send_ring() }.complete(n) {
+        // The receive CQ of a shared receive queue, which several threads may poll at once
+        // (`VerbsSrq` is `Sync`), has a send ring with nothing in flight: an unknown `wr_id`
+        // reaching it only reads it.
+        // SAFETY: [V6] no reference to the ring is alive (none outlives a call here); a work
+        // request in flight means a connection's send queue completes here, polled on its
+        // owner's thread.
+        match unsafe { FifoRing::complete_at(self.send.get(), n) } {
             Some(user) => user,
             None => unknown_completion(id),
         }
+    }
+
+    /// Polls out what the CQ still holds, before it is destroyed with its queue pair: the
+    /// receives taken from a shared receive queue that completed here free their slots of it
+    /// (and their regions' pins) instead of staying taken for the life of the queue. Only a CQ
+    /// that receives for a shared receive queue polls (a connection's own rings are released
+    /// whole).
+    pub(crate) fn drain_srq_receives(&self) {
+        if !matches!(self.recv, RecvLink::Srq(_)) {
+            return;
+        }
+        let mut wcs = [Wc::EMPTY; 16];
+        while matches!(self.poll(&mut wcs), Ok(n) if n > 0) {}
     }
 
     #[inline]

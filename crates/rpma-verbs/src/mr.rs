@@ -164,7 +164,11 @@ impl VerbsMr {
 
     /// Records the pin of a queue that starts using the region.
     pub(crate) fn attach(&self, pin: Arc<Pin>) {
-        self.users.lock().unwrap_or_else(PoisonError::into_inner).push(pin);
+        let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+        // The pins of destroyed queues never say busy again: dropped here, so a region that
+        // outlives many connections keeps only its live queues' pins.
+        users.retain(|p| !p.released());
+        users.push(pin);
     }
 
     /// Whether a work request in flight on some queue uses the region.

@@ -63,6 +63,11 @@ impl Pin {
             || self.mark.load(Ordering::Acquire) > self.retired.load(Ordering::Acquire)
     }
 
+    /// Whether the pin's queue was destroyed (released whole): it never says busy again.
+    pub(crate) fn released(&self) -> bool {
+        self.retired.load(Ordering::Acquire) == u64::MAX && self.inflight.load(Ordering::Acquire) == 0
+    }
+
     /// Marks the region deregistered.
     pub(crate) fn set_gone(&self) {
         self.gone.store(true, Ordering::Release);

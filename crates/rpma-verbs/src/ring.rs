@@ -141,6 +141,30 @@ impl FifoRing {
         Some(user)
     }
 
+    /// [`FifoRing::complete`] through a pointer to the ring: the in-flight test reads the two
+    /// fields in place, without a reference, and only a work request in flight borrows the ring
+    /// (mutably). So a ring with nothing in flight that several threads reach at once (the
+    /// send ring of a shared receive queue's CQ, [`FifoRing::none`]) is only ever read.
+    ///
+    /// # Safety
+    /// `ring` points to a live ring no reference to which is alive; if `n` is in flight, no
+    /// other thread reaches the ring (rule V6: its owner's thread).
+    #[inline(always)]
+    pub(crate) unsafe fn complete_at(ring: *mut Self, n: u64) -> Option<u64> {
+        // SAFETY: [V6] a live ring (the contract); fields read in place, no reference made.
+        if n < unsafe { (*ring).head } || n >= unsafe { (*ring).tail } {
+            return None;
+        }
+        // SAFETY: [V6] in flight: only the owner's thread reaches the ring (the contract).
+        let r = unsafe { &mut *ring };
+        // (What `complete` does once `n` is in flight, written out again: a call shared by the
+        // two made the poll's code keep a register more.)
+        let user = *r.wr_ids.get((n & r.mask) as usize)?;
+        r.head = n + 1;
+        r.pins.retire(n + 1);
+        Some(user)
+    }
+
     /// The queue pair was destroyed: no region is in use by it any more.
     pub(crate) fn release_pins(&self) {
         self.pins.release_all();
@@ -223,6 +247,11 @@ impl SlotRing {
         }
         self.free.push(idx);
         Some(self.wr_ids[slot])
+    }
+
+    /// The shared receive queue was destroyed: no region is in use by its receives any more.
+    pub(crate) fn release_pins(&self) {
+        self.table.release_all();
     }
 }
 
@@ -320,6 +349,40 @@ mod tests {
         for n in [0, 1, u64::MAX] {
             assert_eq!(r.complete(n), None);
         }
+    }
+
+    #[test]
+    fn complete_at_answers_as_complete_and_only_reads_a_ring_with_nothing_in_flight() {
+        let mut r = FifoRing::send(4);
+        for i in 0..3 {
+            post(&mut r, 100 + i).unwrap();
+        }
+        let p: *mut FifoRing = &mut r;
+        // SAFETY: [V6] `r` is live, no reference to it is alive while these run, one thread.
+        let (before, third, again, after) = unsafe {
+            (
+                FifoRing::complete_at(p, 4),
+                FifoRing::complete_at(p, 2),
+                FifoRing::complete_at(p, 2),
+                FifoRing::complete_at(p, 0),
+            )
+        };
+        assert_eq!((before, third, again, after), (None, Some(102), None, None));
+        assert_eq!(r.free(), 4);
+        // The ring of no queue, reached from two threads at once: both only read it.
+        let none = FifoRing::none();
+        let addr = std::ptr::addr_of!(none) as usize;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(move || {
+                    for n in [0, 1, u64::MAX] {
+                        // SAFETY: [V6] nothing is in flight in the ring, so no reference to it
+                        // is made and `none` outlives the scope; it is only read.
+                        assert_eq!(unsafe { FifoRing::complete_at(addr as *mut FifoRing, n) }, None);
+                    }
+                });
+            }
+        });
     }
 
     #[test]

@@ -295,6 +295,12 @@ impl VerbsQp {
         }
         // SAFETY: [V1] the id is alive; its QP is gone, so it must not refer to it any more.
         unsafe { (*self.id.as_ptr()).qp = std::ptr::null_mut() };
+        // Receives of a shared receive queue that completed here but were never polled give
+        // their slots back before the CQs go (the completions go with them).
+        self.cq.drain_srq_receives();
+        if let Some(r) = &self.rcq {
+            r.drain_srq_receives();
+        }
         // The device no longer uses any region for this QP: regions dropped while its work
         // requests were in flight can go now (crate::pin).
         self.cq.release_pins();

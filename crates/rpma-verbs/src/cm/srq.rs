@@ -32,7 +32,8 @@ pub struct VerbsSrq {
 // its lock.
 unsafe impl Send for VerbsSrq {}
 // SAFETY: [V3, V6] as above; its own CQ holds no connection ring (only a link to this SRQ's
-// locked ring), so polling it from several threads at once touches no unsynchronised state.
+// locked ring, and a send ring with nothing in flight, which `VerbsCq::complete_send` only
+// reads), so polling it from several threads at once touches no unsynchronised state.
 unsafe impl Sync for VerbsSrq {}
 
 impl std::fmt::Debug for VerbsSrq {
@@ -72,9 +73,15 @@ impl VerbsSrq {
         }
         // SAFETY: [V1] no QP uses the SRQ any more (each holds an `Arc` of it); destroyed once.
         let d = release!(Srq: "ibv_destroy_srq", errno(), unsafe { ffi::ibv_destroy_srq(self.srq.as_ptr()) });
-        if d != 0 && r.is_ok() {
-            r = Err(Error::provider("ibv_destroy_srq", ret_errno(d)));
+        if d != 0 {
+            if r.is_ok() {
+                r = Err(Error::provider("ibv_destroy_srq", ret_errno(d)));
+            }
+            return r;
         }
+        // The receives posted to it are gone with it: their regions are free (crate::pin).
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner).ring.release_pins();
+        crate::pin::PARKED.sweep();
         r
     }
 }
