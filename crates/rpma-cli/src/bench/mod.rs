@@ -203,9 +203,10 @@ pub struct BenchArgs {
     /// Also measure a memcpy of the same size in the same run.
     #[arg(long)]
     pub baseline: bool,
-    /// Read no clock per operation: measure only the message rate and bandwidth (over the
-    /// phase's wall time), as perftest's bandwidth tests do; no latency is reported. For rates
-    /// at which reading the clock costs as much as an operation (the mock).
+    /// Time no operation: measure only the message rate and bandwidth (over the phase's wall
+    /// time), as perftest's bandwidth tests do; no latency is reported. With `--iters` no clock
+    /// is read per operation (a `--duration` run still reads it to know when to stop). For
+    /// rates at which reading the clock costs as much as an operation (the mock).
     #[arg(long)]
     pub no_latency: bool,
     /// Print JSON (schema in docs/bench.md).
