@@ -255,6 +255,28 @@ fn send_bytes<T: Transport>(c: &Conn<T>, src: &MrLocal<T>, off: usize, data: &[u
     c.send(src.slice(off..off + data.len())).context(wr_id).post().expect("send");
 }
 
+/// An SRQ of `cfg` without a receive CQ of its own, one 64-byte receive (context 8) posted to
+/// it, a connection whose server side uses it, and `data` sent by the client: its send
+/// completion polled (the server's side took the receive and completed it by then), the
+/// receive's completion left in the server's CQ. Returns (SRQ, receive region, client, server).
+#[allow(clippy::type_complexity)]
+fn srq_without_rcq_one_message<B: Backend>(
+    b: &B,
+    l: &Listening<B::T>,
+    cfg: SrqCfg,
+    data: &[u8],
+) -> (Srq<B::T>, MrLocal<B::T>, Conn<B::T>, Conn<B::T>) {
+    let srq = Srq::new(&l.speer, Some(&cfg.with_rcq_size(0))).unwrap();
+    let scfg = ConnCfg::new().with_srq(Some(&srq));
+    let dst = mr(&l.speer, 64, recv_usage(b));
+    srq.recv(dst.slice(0..64)).context(8).post().unwrap();
+    let (client, server) = establish(b, l, None, Some(&scfg));
+    let src = mr(&l.cpeer, 64, Usage::SEND);
+    send_bytes(&client, &src, 0, data, 1);
+    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    (srq, dst, client, server)
+}
+
 /// Asserts `wc` is a successful completion of `opcode` with `wr_id`.
 #[track_caller]
 fn assert_wc(wc: &Wc, wr_id: u64, opcode: WcOpcode) {
@@ -1214,15 +1236,7 @@ fn srq_recv__two_connections_share_srq<B: Backend>(b: &B) {
 fn srq_recv__srq_without_rcq_completions_on_conn_cq<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
-    let cfg = SrqCfg::new().with_rcq_size(0);
-    let srq = Srq::new(&l.speer, Some(&cfg)).unwrap();
-    let scfg = ConnCfg::new().with_srq(Some(&srq));
-    let dst = mr(&l.speer, 64, recv_usage(b));
-    srq.recv(dst.slice(0..64)).context(8).post().unwrap();
-    let (client, server) = establish(b, &l, None, Some(&scfg));
-    let src = mr(&l.cpeer, 64, Usage::SEND);
-    send_bytes(&client, &src, 0, b"via srq", 1);
-    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    let (_srq, dst, _client, server) = srq_without_rcq_one_message(b, &l, SrqCfg::new(), b"via srq");
     let wc = next_wc(server.cq());
     assert_wc(&wc, 8, WcOpcode::Recv);
     assert_eq!(wc.qp_num(), server.qp_num());
@@ -1235,16 +1249,8 @@ fn srq_recv__srq_without_rcq_completions_on_conn_cq<B: Backend>(b: &B) {
 fn srq_recv__conn_deleted_with_the_completion_unpolled<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
-    let cfg = SrqCfg::new().with_rq_size(1).with_rcq_size(0);
-    let srq = Srq::new(&l.speer, Some(&cfg)).unwrap();
-    let scfg = ConnCfg::new().with_srq(Some(&srq));
-    let dst = mr(&l.speer, 64, recv_usage(b));
-    srq.recv(dst.slice(0..64)).context(8).post().unwrap();
-    let (client, server) = establish(b, &l, None, Some(&scfg));
-    let src = mr(&l.cpeer, 64, Usage::SEND);
-    // The send completes once the server's side took the receive and completed it.
-    send_bytes(&client, &src, 0, b"never polled", 1);
-    assert_wc(&next_wc(client.cq()), 1, WcOpcode::Send);
+    let cfg = SrqCfg::new().with_rq_size(1);
+    let (srq, dst, client, server) = srq_without_rcq_one_message(b, &l, cfg, b"never polled");
     client.disconnect().unwrap();
     assert_eq!(event(&server), ConnEvent::Closed);
     server.delete().unwrap();
