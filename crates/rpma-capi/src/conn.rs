@@ -12,7 +12,9 @@ use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
 use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
-use crate::{code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_UNKNOWN};
+use crate::{
+    code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_PROVIDER, E_UNKNOWN,
+};
 
 /// `struct rpma_conn_private_data`.
 #[allow(non_camel_case_types)]
@@ -521,13 +523,25 @@ pub unsafe extern "C" fn rpma_conn_wait(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
-        let rcq = with_backend!(c.conn.kind(), T => blocking(
+        let waited = with_backend!(c.conn.kind(), T => blocking(
             T::get(&c.conn)?,
             ErrorKind::NoCompletion,
             |c| Ok(c.compl_fd().map_err(code)?.as_raw_fd()),
             |c| c.wait().map(|(_, rcq)| rcq),
             |c| c.wait_timeout(WAIT_SLICE).map(|(_, rcq)| rcq),
-        )?);
+        ));
+        let rcq = match waited {
+            Ok(rcq) => rcq,
+            Err(e) => {
+                if e == E_PROVIDER {
+                    // The CQ's event was taken but re-arming it failed: as librpma's code,
+                    // no CQ to drain.
+                    // SAFETY: [C1] checked non-NULL out-parameter.
+                    unsafe { put(cq, std::ptr::null_mut()) };
+                }
+                return Err(e);
+            }
+        };
         let h = if rcq { std::ptr::addr_of!(c.rcq) } else { std::ptr::addr_of!(c.cq) };
         // SAFETY: [C1] checked non-NULL out-parameters (is_rcq is optional).
         unsafe {

@@ -51,7 +51,11 @@ pub unsafe extern "C" fn rpma_mr_reg(
         // SAFETY: [M6, C1] the caller keeps [ptr, ptr + size) valid and reaches it by no Rust
         // reference until rpma_mr_dereg returns 0, which it does only once no operation in
         // flight holds the region (else RPMA_E_PROVIDER, region kept); no release function:
-        // the memory stays the caller's.
+        // the memory stays the caller's. M6 asks for writable bytes, C1 only for what the usage
+        // needs: a region registered without a usage that lets something write it (RECV,
+        // READ_DST, WRITE_DST) may be read-only memory, and is never written (rpma-core refuses
+        // it as a destination, a backend writes only what the usage grants, and this library
+        // never hands out a mutable view of it).
         let memory = unsafe { Memory::from_raw_parts(base, size, None) };
         let mr =
             with_backend!(p.peer.kind(), T => T::wrap::<MrF>(T::get(&p.peer)?.reg_mr(memory, usage).map_err(code)?));
