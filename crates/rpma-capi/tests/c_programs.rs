@@ -86,6 +86,45 @@ fn shared_rqs_shared_channels_and_advice() {
     run_ok("more", "more.c", true);
 }
 
+/// fault.c with `RPMA_MOCK_FAULT=ibv_req_notify_cq:N` for N = 1, 2, ...: each run fails the
+/// N-th arming of a CQ. While connecting, the failing call returns `RPMA_E_PROVIDER` and the
+/// program frees what it made (status 3); once it is `rpma_conn_wait`'s re-arming, the wait
+/// returns `RPMA_E_PROVIDER` with `*cq` NULL; past every arming, the wait succeeds. Each
+/// outcome is seen, in that order, and nothing else happens.
+#[test]
+fn an_injected_fault_reaches_the_c_program_as_librpma_reports_it() {
+    let dir = work_dir("fault");
+    let exe = compile(&dir, "fault.c", true);
+    let mut outcomes = Vec::new();
+    for n in 1..=12 {
+        let out = common::command(Some(&dir), &exe, Some("mock"))
+            .env("RPMA_MOCK_FAULT", format!("ibv_req_notify_cq:{n}"))
+            .output()
+            .expect("run fault.c");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let outcome = match (out.status.code(), stdout.as_str()) {
+            (Some(3), s) if s.contains("= PROVIDER") => "setup",
+            (Some(0), s) if s.contains("fault: wait PROVIDER") => "wait",
+            (Some(0), s) if s.contains("fault: wait OK") => "none",
+            _ => panic!("RPMA_MOCK_FAULT=ibv_req_notify_cq:{n}: {}", show("fault.c", &out)),
+        };
+        outcomes.push(outcome);
+    }
+    let first = |o: &str| outcomes.iter().position(|x| *x == o);
+    let (setup, wait, none) = (first("setup"), first("wait"), first("none"));
+    assert!(setup.is_some() && wait.is_some() && none.is_some(), "{outcomes:?}");
+    assert!(setup < wait && wait < none, "{outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| **o == "wait").count(), 1, "{outcomes:?}");
+    // A malformed plan is an error at the first call, with a log line naming it.
+    let out = common::command(Some(&dir), &exe, Some("mock"))
+        .env("RPMA_MOCK_FAULT", "ibv_req_notify_cq:0")
+        .output()
+        .expect("run fault.c");
+    assert!(!out.status.success(), "{}", show("fault.c", &out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("RPMA_MOCK_FAULT=ibv_req_notify_cq:0: NTH is not a positive number"), "{stderr}");
+}
+
 #[test]
 fn a_program_built_against_debians_header_runs_on_this_library() {
     let header = Path::new("/usr/include/librpma.h");

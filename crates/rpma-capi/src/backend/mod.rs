@@ -192,10 +192,37 @@ fn verbs() -> Result<Chosen, String> {
         .to_owned())
 }
 
+/// `RPMA_MOCK_FAULT=NAME:NTH[:ERRNO]`: the `NTH` call (1-based, from the first use of the
+/// library) of the mock's provider call `NAME` (e.g. `ibv_req_notify_cq`, `ibv_post_send`,
+/// `rdma_connect`) fails with `ERRNO` (default `EIO`); unset: no fault.
+const FAULT_ENV: &str = "RPMA_MOCK_FAULT";
+
+/// Arms the fault `RPMA_MOCK_FAULT` describes, if set, on `fabric`.
+fn arm_fault(fabric: &MockFabric) -> Result<(), String> {
+    let Some(v) = std::env::var_os(FAULT_ENV) else {
+        return Ok(());
+    };
+    let bad = |why: &str| format!("{FAULT_ENV}={}: {why} (expected NAME:NTH[:ERRNO], NTH >= 1)", v.to_string_lossy());
+    let s = v.to_str().ok_or_else(|| bad("not UTF-8"))?;
+    let mut parts = s.split(':');
+    let (name, nth, errno) = (parts.next(), parts.next(), parts.next().unwrap_or("5"));
+    let (Some(name), Some(nth), None) = (name.filter(|n| !n.is_empty()), nth, parts.next()) else {
+        return Err(bad("not NAME:NTH[:ERRNO]"));
+    };
+    let nth: u64 = nth.parse().ok().filter(|n| *n >= 1).ok_or_else(|| bad("NTH is not a positive number"))?;
+    let errno: i32 = errno.parse().ok().filter(|e| *e > 0).ok_or_else(|| bad("ERRNO is not a positive number"))?;
+    // The fault plan keeps the name for the process's life (set once, at the first use).
+    let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    fabric.faults().fail_nth(nth, errno, Some(name));
+    Ok(())
+}
+
 fn choose() -> Result<Chosen, String> {
     match std::env::var("RPMA_BACKEND") {
         Ok(name) if name == "mock" => {
-            Ok(Chosen::Mock(MockFabric::try_new().map_err(|e| format!("RPMA_BACKEND=mock: {e}"))?))
+            let fabric = MockFabric::try_new().map_err(|e| format!("RPMA_BACKEND=mock: {e}"))?;
+            arm_fault(&fabric)?;
+            Ok(Chosen::Mock(fabric))
         }
         Ok(name) if name == "verbs" => verbs().map_err(|e| format!("RPMA_BACKEND=verbs: {e}")),
         Err(std::env::VarError::NotPresent) => {
