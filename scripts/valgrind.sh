@@ -11,8 +11,8 @@
 #             RUSTC_BOOTSTRAP=1 is set for this build only). Built in $TSAN_TARGET_DIR
 #             (default: <target dir>/tsan); the first build takes minutes (std is rebuilt).
 #   capi      memcheck over the C programs of crates/rpma-capi (librpma.so on the mock: end to
-#             end, bad arguments, shared RQs and channels, Debian's header), as built by
-#             `cargo test -p rpma-capi`.
+#             end, bad arguments, shared RQs and channels, Debian's header, and fault.c's error
+#             paths under RPMA_MOCK_FAULT), as built by `cargo test -p rpma-capi`.
 #   verbs     memcheck over the verbs backend's untrusted-peer and stress cases (and, with
 #             VERBS_FILTER=, any other) in the Soft-RoCE VM (scripts/softroce/run.sh; needs
 #             libibverbs-dev, librdmacm-dev, libclang-dev, qemu-system-x86).
@@ -76,6 +76,18 @@ for mode in "${modes[@]}"; do
                 RPMA_BACKEND=mock LD_LIBRARY_PATH="$dir/$prog" valgrind -q --tool=memcheck --error-exitcode=99 \
                     --leak-check=full --errors-for-leak-kinds=definite,indirect \
                     --show-leak-kinds=definite,indirect --suppressions=scripts/valgrind.supp "$dir/$prog/$prog"
+            done
+            # The error paths of an injected fault too (tests/c/fault.c; status 3: a setup step
+            # failed and the program freed what it made).
+            for n in 1 2 3 4 5; do
+                rc=0
+                RPMA_BACKEND=mock RPMA_MOCK_FAULT="ibv_req_notify_cq:$n" LD_LIBRARY_PATH="$dir/fault" valgrind -q \
+                    --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+                    --show-leak-kinds=definite,indirect --suppressions=scripts/valgrind.supp "$dir/fault/fault" || rc=$?
+                if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then
+                    echo "valgrind capi: fault.c with RPMA_MOCK_FAULT=ibv_req_notify_cq:$n exited $rc" >&2
+                    exit 1
+                fi
             done
             ;;
         helgrind | drd)
