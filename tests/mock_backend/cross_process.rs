@@ -204,7 +204,7 @@ fn cross_process__a_hostile_peer_process_reaches_nothing_it_is_not_granted() {
     let mut c = child("cross_process::child__hostile", &dir, "7802");
     let out = lines(&mut c);
     // Its connections, one per case (a garbage one before them never becomes a request).
-    let conns: Vec<Conn> = (0..3)
+    let conns: Vec<Conn> = (0..4)
         .map(|_| {
             let conn = next_req(&ep).connect(Some(&pdata)).expect("accept");
             nonblock(conn.event_fd());
@@ -212,6 +212,14 @@ fn cross_process__a_hostile_peer_process_reaches_nothing_it_is_not_granted() {
             conn
         })
         .collect();
+    // A read the child answers with the wrong number of bytes: the connection is lost, and the
+    // read still completes (flushed), so nobody waits for it forever.
+    let dst = speer.alloc_mr(64, Usage::READ_DST).expect("read destination");
+    let anywhere = MrRemote::from_descriptor(&shown.descriptor()).expect("a descriptor");
+    conns[3].read(dst.slice(0..8), anywhere.at(0)).context(44).post().expect("read");
+    let wc = next_wc(conns[3].cq());
+    assert_eq!((wc.wr_id(), wc.status()), (44, WcStatus::WrFlushErr), "{wc:?}");
+    assert_eq!(next_event(&conns[3]), ConnEvent::Lost);
     // The first one ends in garbage: lost.
     assert_eq!(next_event(&conns[0]), ConnEvent::Lost);
     let status = c.wait().expect("the child ends");
@@ -220,17 +228,19 @@ fn cross_process__a_hostile_peer_process_reaches_nothing_it_is_not_granted() {
     assert_eq!(
         report,
         [
+            "slow hello: dropped",
             "read of the shown region: 0",
             "forged rkey: 10",
             "after an error: nothing",
             "past the end: 10",
             "write without the usage: 10",
+            "a read answered short: closed",
         ]
     );
     // Nothing was written anywhere; the others are lost with the process.
     assert_eq!(shown.to_vec(0, 64).unwrap(), [0x5a; 64]);
     assert_eq!(secret.to_vec(0, 64).unwrap(), [0x77; 64]);
-    for conn in &conns[1..] {
+    for conn in &conns[1..3] {
         assert_eq!(next_event(conn), ConnEvent::Lost);
     }
     drop(conns);
@@ -255,6 +265,23 @@ fn child__hostile() {
     let mut rest = Vec::new();
     let _ = g.read_to_end(&mut rest);
     assert!(rest.is_empty(), "garbage got an answer");
+    // A hello a byte at a time, each within the listener's 2 s but the whole slower: dropped
+    // once its 2 s are up (a slow peer cannot hold the listener).
+    let mut slow = UnixStream::connect(&path).expect("connect");
+    let started = Instant::now();
+    slow.write_all(&30u32.to_le_bytes()).unwrap();
+    let mut dropped = None;
+    for _ in 0..20 {
+        if slow.write_all(&[1]).is_err() {
+            dropped = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    match dropped {
+        Some(t) if t < Duration::from_secs(5) => println!("REPORT slow hello: dropped"),
+        other => println!("REPORT slow hello: {other:?}"),
+    }
     let open = || {
         let mut s = UnixStream::connect(&path).expect("connect");
         s.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -294,6 +321,19 @@ fn child__hostile() {
     let (mut s3, _) = open();
     s3.write_all(&request(1, 2, shown.addr(), shown.rkey(), 8, &[2; 8])).unwrap();
     println!("REPORT write without the usage: {}", answer(&mut s3, 1).0);
+    // The parent reads from this side: the answer carries 3 bytes for a read of 8.
+    let (mut s4, _) = open();
+    let (tag, body) = read_frame(&mut s4);
+    assert_eq!(tag, 4, "a request");
+    let mut ack = body[..8].to_vec();
+    ack.extend_from_slice(&0u32.to_le_bytes());
+    ack.extend_from_slice(&[9; 3]);
+    s4.write_all(&frame(5, &ack)).unwrap();
+    let mut rest = Vec::new();
+    match s4.read_to_end(&mut rest) {
+        Ok(_) => println!("REPORT a read answered short: closed"),
+        Err(e) => println!("REPORT a read answered short: {e}"),
+    }
     std::io::stdout().flush().unwrap();
     // Garbage after the handshake: the parent sees that connection lost.
     s.write_all(&[0xff; 16]).unwrap();

@@ -15,8 +15,15 @@ use rpma_core::{FlushType, WcStatus};
 pub(crate) const MAGIC: &[u8; 8] = b"RPMAMOCK";
 /// The protocol's version (a peer with another is refused).
 pub(crate) const VERSION: u16 = 1;
-/// The largest frame accepted (a write or read of up to 1 GiB plus its header).
-pub(crate) const MAX_FRAME: u32 = (1 << 30) + 64;
+/// The largest message a frame carries: 2 GiB, the mock's default `Capabilities::max_msg_size`.
+pub(crate) const MAX_MESSAGE: u64 = 1 << 31;
+/// The largest frame accepted: a request or answer carrying a message of up to
+/// [`MAX_MESSAGE`] plus its header.
+pub(crate) const MAX_FRAME: u32 = MAX_MESSAGE as u32 + 64;
+/// The largest frame of any other kind (hello, accept, reject, disconnect, bye): private data
+/// of at most `u16::MAX` bytes plus its fields. Checked on the tag before anything is reserved,
+/// so a peer cannot make this side set aside a request's worth of memory for a hello.
+const MAX_CONTROL_FRAME: u32 = (1 << 16) + 64;
 
 const HELLO: u8 = 1;
 const ACCEPT: u8 = 2;
@@ -339,9 +346,18 @@ pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     if len == 0 || len > MAX_FRAME {
         return Err(invalid(&format!("a frame of {len} bytes")));
     }
+    let mut tag = [0u8; 1];
+    r.read_exact(&mut tag).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => invalid("the stream ends inside a frame"),
+        _ => e,
+    })?;
+    if !matches!(tag[0], REQ | ACK) && len > MAX_CONTROL_FRAME {
+        return Err(invalid(&format!("a frame of {len} bytes with tag {}", tag[0])));
+    }
     let mut body = Vec::new();
     body.try_reserve_exact(len as usize).map_err(|_| invalid(&format!("no memory for a frame of {len} bytes")))?;
-    r.take(u64::from(len)).read_to_end(&mut body)?;
+    body.push(tag[0]);
+    r.take(u64::from(len - 1)).read_to_end(&mut body)?;
     if body.len() != len as usize {
         return Err(invalid("the stream ends inside a frame"));
     }
@@ -422,6 +438,25 @@ mod tests {
             v
         });
         assert!(read_frame(&mut w.as_slice()).is_err());
+    }
+
+    #[test]
+    fn a_control_frame_above_its_limit_is_refused_before_anything_is_reserved() {
+        // A hello claiming a request's size, with no body behind it: refused on its tag, not
+        // read (nor reserved) for the bytes it claims.
+        let mut w = ((1u32 << 30) + 1).to_le_bytes().to_vec();
+        w.push(HELLO);
+        let e = read_frame(&mut w.as_slice()).expect_err("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("with tag 1"), "{e}");
+        // Requests and answers may be as large as a message (2 GiB) plus a header.
+        let mut w = (MAX_FRAME + 1).to_le_bytes().to_vec();
+        w.push(REQ);
+        assert_eq!(read_frame(&mut w.as_slice()).expect_err("refused").kind(), io::ErrorKind::InvalidData);
+        // A frame cut after its tag ends the stream inside a frame.
+        let mut w = 10u32.to_le_bytes().to_vec();
+        w.push(ACK);
+        assert_eq!(read_frame(&mut w.as_slice()).expect_err("cut").kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

@@ -62,6 +62,10 @@ struct Initiator {
 #[derive(Default)]
 struct Responder {
     held: VecDeque<Req>,
+    /// What the held requests take: their bytes and [`FRAME_COST`] each (bounded by
+    /// [`OUTBOX_LIMIT`]: a peer that piles requests behind a message that waits for a receive
+    /// is treated as failed, so it cannot make this process hoard memory).
+    held_bytes: u64,
     /// A thread executes the held requests (or a message stalls them).
     running: bool,
     /// The message the queue waits for (set before it arrives).
@@ -89,6 +93,10 @@ struct Outbox {
 /// hoard memory.
 const OUTBOX_LIMIT: u64 = 2 * super::frame::MAX_FRAME as u64;
 
+/// What a queued frame or held request costs besides its bytes (a vector's header and its
+/// allocation), counted against [`OUTBOX_LIMIT`] so that many small ones are bounded too.
+const FRAME_COST: u64 = 64;
+
 impl Outbox {
     /// Queues a frame (dropped once closing); `false` if the outbox is now over
     /// [`OUTBOX_LIMIT`].
@@ -96,7 +104,7 @@ impl Outbox {
         if self.closing {
             return true;
         }
-        self.bytes += f.len() as u64;
+        self.bytes += f.len() as u64 + FRAME_COST;
         self.frames.push_back(f);
         self.bytes <= OUTBOX_LIMIT
     }
@@ -253,7 +261,7 @@ impl Link {
                 let mut g = lock(&self.out);
                 loop {
                     if let Some(f) = g.frames.pop_front() {
-                        g.bytes -= f.len() as u64;
+                        g.bytes -= f.len() as u64 + FRAME_COST;
                         break Some(f);
                     }
                     if g.closing {
@@ -319,10 +327,7 @@ impl Link {
 
     fn handle(self: &Arc<Self>, f: Frame) -> io::Result<()> {
         match f {
-            Frame::Req(r) => {
-                self.respond(r);
-                Ok(())
-            }
+            Frame::Req(r) => self.respond(r),
             Frame::Ack { seq, status, data } => self.answered(seq, status, data),
             Frame::Accept { native, pdata } => {
                 let Some(qp) = self.qp() else { return Ok(()) };
@@ -409,23 +414,29 @@ impl Link {
         // Completions are queued with the outstanding list held, so that a flush from another
         // thread (a disconnect) cannot queue later work requests' completions before this one.
         let mut g = lock(&self.initiator);
-        let mut o = match g.sent.front() {
-            Some(o) if o.seq == seq => g.sent.pop_front().expect("a front"),
+        match g.sent.front() {
+            Some(o) if o.seq == seq => {
+                // A malformed answer is refused while the request is still outstanding: the
+                // link's failure then flushes it with the others, so it still completes.
+                let bad = match &o.read {
+                    Some((_, len)) if status.is_success() => {
+                        (data.len() != *len).then_some("a read answered with another length")
+                    }
+                    _ => (!data.is_empty()).then_some("bytes in the answer to a request that is no read"),
+                };
+                if let Some(what) = bad {
+                    return Err(violation(what));
+                }
+            }
             _ if seq <= g.flushed_to => return Ok(()),
             _ => return Err(violation("an answer to no outstanding request")),
-        };
+        }
+        let mut o = g.sent.pop_front().expect("the front checked above");
         // The source is free again once its completion can be polled.
         drop(std::mem::take(&mut o.source));
         let Some(qp) = self.qp() else { return Ok(()) };
-        match o.read.take() {
-            Some((dst, len)) if status.is_success() => {
-                if data.len() != len {
-                    return Err(violation("a read answered with another length"));
-                }
-                dst.fill(&Source::Bytes(data.into_boxed_slice()), len);
-            }
-            _ if !data.is_empty() => return Err(violation("bytes in the answer to a request that is no read")),
-            _ => {}
+        if let Some((dst, len)) = o.read.take().filter(|_| status.is_success()) {
+            dst.fill(&Source::Bytes(data.into_boxed_slice()), len);
         }
         qp.complete(o.wr_id, status, o.opcode, o.signaled, seq);
         if !status.is_success() {
@@ -444,16 +455,21 @@ impl Link {
 
     // ------------------------------------------------------------------------- responder
 
-    fn respond(self: &Arc<Self>, r: Req) {
+    fn respond(self: &Arc<Self>, r: Req) -> io::Result<()> {
         {
             let mut g = lock(&self.responder);
+            g.held_bytes += r.data.len() as u64 + FRAME_COST;
+            if g.held_bytes > OUTBOX_LIMIT {
+                return Err(violation("more requests held behind a message waiting for a receive than fit"));
+            }
             g.held.push_back(r);
             if g.running {
-                return;
+                return Ok(());
             }
             g.running = true;
         }
         self.run_held();
+        Ok(())
     }
 
     /// Executes the held requests in order, until none is left or a message waits for a
@@ -466,6 +482,7 @@ impl Link {
                     g.running = false;
                     return;
                 };
+                g.held_bytes -= r.data.len() as u64 + FRAME_COST;
                 if g.failed {
                     continue;
                 }
@@ -522,7 +539,8 @@ impl Link {
         let mut caps = qp.pd.caps.clone();
         caps.native_flush = r.native & NATIVE_FLUSH != 0;
         caps.native_atomic_write = r.native & NATIVE_ATOMIC_WRITE != 0;
-        if r.len > caps.max_msg_size {
+        // (A device configured for larger messages still answers no more than a frame carries.)
+        if r.len > caps.max_msg_size.min(super::frame::MAX_MESSAGE) {
             ack(WcStatus::RemInvReqErr, Vec::new());
             return true;
         }

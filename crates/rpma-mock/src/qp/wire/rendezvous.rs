@@ -8,14 +8,14 @@
 //! *stale*: a listener replaces it; a connecting side reports the address unreachable, naming
 //! the file. A listener removes its socket when it shuts down.
 
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rpma_core::{rpma_log, Error, Result};
 
@@ -155,10 +155,27 @@ fn accept_loop(
     }
 }
 
-/// Reads the hello of an accepted socket, within [`HELLO_TIMEOUT`].
+/// A socket read against a deadline: each read may wait only for what is left of it, so a peer
+/// sending a byte now and then cannot stretch the whole beyond it.
+struct Deadline<'a> {
+    stream: &'a mut UnixStream,
+    at: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the hello took longer than its time"));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Reads the hello of an accepted socket, within [`HELLO_TIMEOUT`] in all.
 fn hello(mut stream: UnixStream, max_pdata: usize) -> io::Result<(UnixStream, Native, Vec<u8>)> {
-    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
-    let f = read_frame(&mut stream)?;
+    let f = read_frame(&mut Deadline { stream: &mut stream, at: Instant::now() + HELLO_TIMEOUT })?;
     stream.set_read_timeout(None)?;
     match f {
         Some(Frame::Hello { native, pdata }) if pdata.len() <= max_pdata => Ok((stream, native, pdata)),
