@@ -130,15 +130,8 @@ impl FifoRing {
     /// returns its user `wr_id`, or `None` if `n` is not in flight.
     #[inline(always)]
     pub(crate) fn complete(&mut self, n: u64) -> Option<u64> {
-        // In flight: `head <= n < tail` (two compares of the fields; numbers only grow, and a
-        // u64 of them does not wrap).
-        if n < self.head || n >= self.tail {
-            return None;
-        }
-        let user = *self.wr_ids.get((n & self.mask) as usize)?;
-        self.head = n + 1;
-        self.pins.retire(n + 1);
-        Some(user)
+        // SAFETY: [V6] `self` is borrowed exclusively: a live ring no other reference reaches.
+        unsafe { Self::complete_at(self, n) }
     }
 
     /// [`FifoRing::complete`] through a pointer to the ring: the in-flight test reads the two
@@ -151,14 +144,14 @@ impl FifoRing {
     /// other thread reaches the ring (rule V6: its owner's thread).
     #[inline(always)]
     pub(crate) unsafe fn complete_at(ring: *mut Self, n: u64) -> Option<u64> {
+        // In flight: `head <= n < tail` (two compares of the fields; numbers only grow, and a
+        // u64 of them does not wrap).
         // SAFETY: [V6] a live ring (the contract); fields read in place, no reference made.
         if n < unsafe { (*ring).head } || n >= unsafe { (*ring).tail } {
             return None;
         }
         // SAFETY: [V6] in flight: only the owner's thread reaches the ring (the contract).
         let r = unsafe { &mut *ring };
-        // (What `complete` does once `n` is in flight, written out again: a call shared by the
-        // two made the poll's code keep a register more.)
         let user = *r.wr_ids.get((n & r.mask) as usize)?;
         r.head = n + 1;
         r.pins.retire(n + 1);

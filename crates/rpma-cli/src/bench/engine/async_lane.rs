@@ -134,10 +134,9 @@ impl<T: Transport> AsyncLane<T> {
             let seq = posted.get();
             // The clock is read for the operation's latency, or for a phase of a given duration.
             let t0 = (self.clock || matches!(stop, Stop::Until(_))).then(Instant::now);
-            let more = match (stop, t0) {
-                (Stop::Count(n), _) => seq < n,
-                (Stop::Until(t), Some(t0)) => t0 < t,
-                (Stop::Until(_), None) => false,
+            let more = match stop {
+                Stop::Count(n) => seq < n,
+                Stop::Until(t) => t0.is_some_and(|t0| t0 < t),
             };
             if !more {
                 break;
