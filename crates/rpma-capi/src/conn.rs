@@ -1,8 +1,7 @@
 //! Endpoints, connection requests, connections and completion queues.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::os::fd::AsRawFd;
 
 use parking_lot::{Mutex, MutexGuard};
 use rpma_core::transport::Transport;
@@ -12,6 +11,7 @@ use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
 use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
+use crate::wait::{blocking, turn, Turn, ATTEMPT};
 use crate::{
     code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_PROVIDER, E_UNKNOWN,
 };
@@ -61,38 +61,6 @@ pub struct RpmaConnReq {
 #[inline(always)]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
-}
-
-/// How long a blocking wait holds its object's lock at a time: between two slices other
-/// threads post and poll (a wait never holds the lock while it blocks for longer).
-const WAIT_SLICE: Duration = Duration::from_millis(5);
-
-/// Whether `fd` is non-blocking (then a wait does not block and runs once under the lock).
-fn is_nonblocking(fd: RawFd) -> bool {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    fcntl(fd, FcntlArg::F_GETFL).is_ok_and(|f| OFlag::from_bits_truncate(f).contains(OFlag::O_NONBLOCK))
-}
-
-/// A blocking wait of librpma on the object behind `m` without holding the lock while it
-/// blocks: on a blocking `fd`, `slice` (a wait of at most [`WAIT_SLICE`]) runs under the lock
-/// until it returns something other than `empty`; on a non-blocking one, `once` runs once.
-fn blocking<T, R>(
-    m: &Mutex<T>,
-    empty: ErrorKind,
-    fd: impl Fn(&T) -> CResult<RawFd>,
-    once: impl Fn(&T) -> rpma_core::Result<R>,
-    slice: impl Fn(&T) -> rpma_core::Result<R>,
-) -> CResult<R> {
-    loop {
-        let g = lock(m);
-        if is_nonblocking(fd(&g)?) {
-            return once(&g).map_err(code);
-        }
-        match slice(&g) {
-            Err(e) if e.kind() == empty => drop(g),
-            r => return r.map_err(code),
-        }
-    }
 }
 
 /// `struct rpma_cq`: the main or the receive CQ of a connection, or the receive CQ of a shared
@@ -425,13 +393,15 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut 
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(event)?;
-        let ev = with_backend!(c.conn.kind(), T => blocking(
-            T::get(&c.conn)?,
-            ErrorKind::NoEvent,
-            |c| Ok(c.event_fd().as_raw_fd()),
-            Conn::next_event,
-            |c| c.next_event_timeout(WAIT_SLICE),
-        )?);
+        let ev = with_backend!(c.conn.kind(), T => {
+            let m = T::get(&c.conn)?;
+            blocking(T::WAIT_TICK, || {
+                let c = lock(m);
+                turn(c.event_fd().as_raw_fd(), T::WAIT_TICK, ErrorKind::NoEvent, || c.next_event(), || {
+                    c.next_event_timeout(ATTEMPT)
+                })
+            })?
+        });
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(event, ev as c_int) };
         Ok(())
@@ -523,13 +493,16 @@ pub unsafe extern "C" fn rpma_conn_wait(
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
-        let waited = with_backend!(c.conn.kind(), T => blocking(
-            T::get(&c.conn)?,
-            ErrorKind::NoCompletion,
-            |c| Ok(c.compl_fd().map_err(code)?.as_raw_fd()),
-            |c| c.wait().map(|(_, rcq)| rcq),
-            |c| c.wait_timeout(WAIT_SLICE).map(|(_, rcq)| rcq),
-        ));
+        let waited = with_backend!(c.conn.kind(), T => {
+            let m = T::get(&c.conn)?;
+            blocking(T::WAIT_TICK, || {
+                let c = lock(m);
+                let fd = c.compl_fd().map_err(code)?.as_raw_fd();
+                turn(fd, T::WAIT_TICK, ErrorKind::NoCompletion, || c.wait().map(|(_, rcq)| rcq), || {
+                    c.wait_timeout(ATTEMPT).map(|(_, rcq)| rcq)
+                })
+            })
+        });
         let rcq = match waited {
             Ok(rcq) => rcq,
             Err(e) => {
@@ -681,8 +654,8 @@ pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c
     })
 }
 
-/// `rpma_cq_wait`: the owner's lock is held for at most a short slice at a time (other
-/// threads post and poll while this one waits).
+/// `rpma_cq_wait`: sleeps without the owner's lock (other threads post and poll while this
+/// one waits; [`crate::wait`]).
 ///
 /// # Safety
 /// C2: `cq` is NULL or live.
@@ -691,23 +664,20 @@ pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
-        with_backend!(kind, T => loop {
+        with_backend!(kind, T => blocking(T::WAIT_TICK, || {
             // SAFETY: [C2] the caller's handle.
-            let r = unsafe {
+            unsafe {
                 with_cq::<T, _>(cq, |q| {
-                    if is_nonblocking(q.fd().as_raw_fd()) {
-                        return q.wait().map(|()| true).map_err(code);
+                    if q.is_shared() {
+                        // `wait` refuses it at once (librpma: RPMA_E_SHARED_CHANNEL).
+                        return q.wait().map(Turn::Done).map_err(code);
                     }
-                    match q.wait_timeout(WAIT_SLICE) {
-                        Err(e) if e.kind() == ErrorKind::NoCompletion => Ok(false),
-                        r => r.map(|()| true).map_err(code),
-                    }
+                    turn(q.fd().as_raw_fd(), T::WAIT_TICK, ErrorKind::NoCompletion, || q.wait(), || {
+                        q.wait_timeout(ATTEMPT)
+                    })
                 })
-            }?;
-            if r {
-                return Ok(());
             }
-        })
+        }))
     })
 }
 

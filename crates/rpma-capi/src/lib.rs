@@ -30,6 +30,7 @@ mod mr;
 mod ops;
 mod peer;
 mod srq;
+mod wait;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

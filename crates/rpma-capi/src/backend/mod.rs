@@ -12,6 +12,7 @@
 mod device;
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -78,9 +79,15 @@ pub(crate) trait Backend: Transport {
     fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>>;
     /// `v` as a handle's object.
     fn wrap<F: Family>(v: F::Of<Self>) -> By<F>;
+    /// How long a blocking wait sleeps at most before it looks again under the lock (`None`:
+    /// until the fd is readable). The mock runs deferred work inside its waits
+    /// (`RPMA_MOCK_MODE=deferred`), so its fds may become readable only when a wait runs.
+    const WAIT_TICK: Option<Duration>;
 }
 
 impl Backend for MockFabric {
+    const WAIT_TICK: Option<Duration> = Some(Duration::from_millis(1));
+
     fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
         #[allow(unreachable_patterns)]
         match b {
@@ -102,6 +109,8 @@ impl Backend for MockFabric {
 
 #[cfg(feature = "verbs")]
 impl Backend for Verbs {
+    const WAIT_TICK: Option<Duration> = None;
+
     fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
         match b {
             By::Verbs(v) => Ok(v),

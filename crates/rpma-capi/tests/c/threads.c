@@ -4,13 +4,20 @@
  * while a third polls its CQ (rpma_cq_get_wc) and a server thread waits for the connection's
  * next event, many iterations. librpma documents the data path and rpma_cq_get_wc as
  * thread-safe; every write must complete successfully, exactly once.
+ *
+ * Then one thread blocks in rpma_cq_wait while the main thread uses the connection (1000 calls
+ * that take its lock) and watches the CQ's fd: a wait must leave the fd's flags alone (the
+ * library waits in poll(2), it does not make the fd non-blocking for a while), and a signaled
+ * write from the main thread must end the wait.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <librpma.h>
 
@@ -109,6 +116,58 @@ static void *poller(void *arg)
 	return NULL;
 }
 
+#define STOP_CTX ((uintptr_t)0x5709)
+
+/* Waits on the CQ and drains it until the completion of the write with STOP_CTX. */
+static void *waiter(void *arg)
+{
+	struct rpma_cq *cq = arg;
+	for (;;) {
+		CHECK(rpma_cq_wait(cq));
+		struct ibv_wc wc;
+		int n = 0, ret;
+		while ((ret = rpma_cq_get_wc(cq, 1, &wc, &n)) == 0) {
+			EXPECT(n == 1 && wc.status == IBV_WC_SUCCESS);
+			if (wc.wr_id == STOP_CTX)
+				return NULL;
+		}
+		EXPECT(ret == RPMA_E_NO_COMPLETION);
+	}
+}
+
+/* A blocking wait in one thread while another uses the connection and looks at the fd. */
+static void wait_beside_calls(void)
+{
+	struct rpma_cq *cq = NULL;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	int fd = -1;
+	CHECK(rpma_cq_get_fd(cq, &fd));
+	int flags = fcntl(fd, F_GETFL);
+	EXPECT(flags >= 0 && !(flags & O_NONBLOCK));
+	pthread_t w;
+	EXPECT(pthread_create(&w, NULL, waiter, cq) == 0);
+	/* Give the waiter 10 ms to fall asleep, then watch the fd's flags for 20 ms without any
+	 * rpma call (a wait that made the fd non-blocking while it slept would show here). */
+	struct timespec nap = {0, 10 * 1000 * 1000}, t0, t;
+	nanosleep(&nap, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		EXPECT(fcntl(fd, F_GETFL) == flags);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20 * 1000 * 1000L);
+	/* Calls that take the connection's lock go through while the wait sleeps. */
+	for (int i = 0; i < 1000; i++) {
+		uint32_t qpn = 0;
+		CHECK(rpma_conn_get_qp_num(conn, &qpn));
+		EXPECT(fcntl(fd, F_GETFL) == flags);
+		if (i % 100 == 0)
+			sched_yield();
+	}
+	CHECK(rpma_write(conn, remote, 0, src_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, (void *)STOP_CTX));
+	EXPECT(pthread_join(w, NULL) == 0);
+	EXPECT(fcntl(fd, F_GETFL) == flags);
+}
+
 int main(void)
 {
 	EXPECT(sem_init(&credits, 0, CREDITS) == 0);
@@ -149,6 +208,7 @@ int main(void)
 	for (int w = 0; w < WRITERS; w++)
 		for (int i = 0; i < ITERS; i++)
 			EXPECT(seen[w][i]);
+	wait_beside_calls();
 
 	CHECK(rpma_conn_disconnect(conn));
 	CHECK(rpma_conn_next_event(conn, &ev));

@@ -42,6 +42,13 @@ impl<'a, T: Transport> Cq<'a, T> {
         self.cq.fd()
     }
 
+    /// Whether the CQ's completion channel is shared with the connection's other CQ (wait on
+    /// it with [`Conn::wait`](crate::Conn::wait), not [`Cq::wait`]).
+    #[must_use]
+    pub const fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// `rpma_cq_wait`: waits for a completion event, acks it and re-arms the CQ. Afterwards
     /// drain the CQ with [`Cq::poll`] (a wait may also be spurious).
     ///
