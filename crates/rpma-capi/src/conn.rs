@@ -5,13 +5,13 @@ use std::os::fd::AsRawFd;
 
 use parking_lot::{Mutex, MutexGuard};
 use rpma_core::transport::Transport;
-use rpma_core::{Conn, ConnReq, Cq, Ep, ErrorKind, Wc};
+use rpma_core::{Conn, ConnReq, Cq, Ep, Wc};
 
 use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
 use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
-use crate::wait::{blocking, turn, Turn, ATTEMPT};
+use crate::wait::{blocking, turn, Turn};
 use crate::{
     code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_PROVIDER, E_UNKNOWN,
 };
@@ -395,11 +395,9 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut 
         nonnull(event)?;
         let ev = with_backend!(c.conn.kind(), T => {
             let m = T::get(&c.conn)?;
-            blocking(T::WAIT_TICK, || {
+            blocking(|| {
                 let c = lock(m);
-                turn(c.event_fd().as_raw_fd(), T::WAIT_TICK, ErrorKind::NoEvent, || c.next_event(), || {
-                    c.next_event_timeout(ATTEMPT)
-                })
+                turn(c.event_fd().as_raw_fd(), || c.next_event())
             })?
         });
         // SAFETY: [C1] checked non-NULL out-parameter.
@@ -495,12 +493,10 @@ pub unsafe extern "C" fn rpma_conn_wait(
         nonnull(cq)?;
         let waited = with_backend!(c.conn.kind(), T => {
             let m = T::get(&c.conn)?;
-            blocking(T::WAIT_TICK, || {
+            blocking(|| {
                 let c = lock(m);
                 let fd = c.compl_fd().map_err(code)?.as_raw_fd();
-                turn(fd, T::WAIT_TICK, ErrorKind::NoCompletion, || c.wait().map(|(_, rcq)| rcq), || {
-                    c.wait_timeout(ATTEMPT).map(|(_, rcq)| rcq)
-                })
+                turn(fd, || c.wait().map(|(_, rcq)| rcq))
             })
         });
         let rcq = match waited {
@@ -664,20 +660,20 @@ pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
-        with_backend!(kind, T => blocking(T::WAIT_TICK, || {
-            // SAFETY: [C2] the caller's handle.
-            unsafe {
-                with_cq::<T, _>(cq, |q| {
-                    if q.is_shared() {
-                        // `wait` refuses it at once (librpma: RPMA_E_SHARED_CHANNEL).
-                        return q.wait().map(Turn::Done).map_err(code);
-                    }
-                    turn(q.fd().as_raw_fd(), T::WAIT_TICK, ErrorKind::NoCompletion, || q.wait(), || {
-                        q.wait_timeout(ATTEMPT)
+        with_backend!(kind, T => {
+            blocking(|| {
+                // SAFETY: [C2] the caller's handle.
+                unsafe {
+                    with_cq::<T, _>(cq, |q| {
+                        if q.is_shared() {
+                            // `wait` refuses it at once (librpma: RPMA_E_SHARED_CHANNEL).
+                            return q.wait().map(Turn::Done).map_err(code);
+                        }
+                        turn(q.fd().as_raw_fd(), || q.wait())
                     })
-                })
-            }
-        }))
+                }
+            })
+        })
     })
 }
 

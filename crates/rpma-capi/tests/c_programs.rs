@@ -66,6 +66,21 @@ fn end_to_end_as_two_processes_on_the_mock() {
     assert!(seen.iter().any(|l| l.contains("e2e server: OK")), "{seen:?}");
 }
 
+/// e2e.c and threads.c on the mock's deferred mode (`RPMA_MOCK_MODE=deferred`: work requests
+/// execute after `post`, on the fabric's progress thread): the blocking waits, which sleep in
+/// `poll(2)` on the fd, end when that work completes (src/wait.rs).
+#[test]
+fn blocking_waits_end_on_the_deferred_mock() {
+    for (name, src) in [("e2e-deferred", "e2e.c"), ("threads-deferred", "threads.c")] {
+        let dir = work_dir(name);
+        let exe = compile(&dir, src, true);
+        let mut c = common::command(Some(&dir), &exe, Some("mock"));
+        let out = c.env("RPMA_MOCK_MODE", "deferred").output().expect("run the program");
+        assert!(out.status.success(), "{}", show(src, &out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(": OK"), "{}", show(src, &out));
+    }
+}
+
 #[test]
 fn two_threads_post_on_one_connection_while_a_third_polls() {
     run_ok("threads", "threads.c", true);

@@ -12,7 +12,6 @@
 mod device;
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -79,15 +78,9 @@ pub(crate) trait Backend: Transport {
     fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>>;
     /// `v` as a handle's object.
     fn wrap<F: Family>(v: F::Of<Self>) -> By<F>;
-    /// How long a blocking wait sleeps at most before it looks again under the lock (`None`:
-    /// until the fd is readable). The mock runs deferred work inside its waits
-    /// (`RPMA_MOCK_MODE=deferred`), so its fds may become readable only when a wait runs.
-    const WAIT_TICK: Option<Duration>;
 }
 
 impl Backend for MockFabric {
-    const WAIT_TICK: Option<Duration> = Some(Duration::from_millis(1));
-
     fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
         #[allow(unreachable_patterns)]
         match b {
@@ -109,8 +102,6 @@ impl Backend for MockFabric {
 
 #[cfg(feature = "verbs")]
 impl Backend for Verbs {
-    const WAIT_TICK: Option<Duration> = None;
-
     fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
         match b {
             By::Verbs(v) => Ok(v),
@@ -229,6 +220,9 @@ fn arm_fault(fabric: &MockFabric) -> Result<(), String> {
 fn choose() -> Result<Chosen, String> {
     match std::env::var("RPMA_BACKEND") {
         Ok(name) if name == "mock" => {
+            // The default builder: background progress on, also in the deferred mode
+            // (`RPMA_MOCK_MODE=deferred`), so an fd becomes readable without anyone calling
+            // into the mock, which the blocking waits rely on (crate::wait).
             let fabric = MockFabric::try_new().map_err(|e| format!("RPMA_BACKEND=mock: {e}"))?;
             arm_fault(&fabric)?;
             Ok(Chosen::Mock(fabric))
