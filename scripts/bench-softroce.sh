@@ -28,7 +28,11 @@
 #              output files are kept in CG_DIR, default next to RPMA_BIN) of both
 #              programs for read, write, send, recv and flush: every post goes through one
 #              non-inlined function and every poll through another in each program (`post_op`,
-#              `poll_cq`; recv: `post_recv`), and their inclusive cost is divided by their calls
+#              `poll_cq`; recv: `post_recv`), and their inclusive cost is divided by their calls;
+#              and the whole client's instructions per operation in the message-rate run (writes
+#              at BW_QD, CQ_MOD; the difference of runs of CG_ITERS and 2 CG_ITERS operations)
+# LAT_VARIANTS and RATE_VARIANTS pick the librpma section's rows (see below; e.g.
+# LAT_VARIANTS= RATE_VARIANTS=1 for the plain message rate alone).
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
 # round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs
@@ -52,6 +56,12 @@ REPEAT=${REPEAT:-9}
 CQ_MOD=${CQ_MOD:-100}
 CG_ITERS=${CG_ITERS:-2000}
 SECTIONS=${SECTIONS:-perftest,librpma,callgrind,capi}
+# The rows of the librpma section (';'-separated; set and empty: none): latency variants (an
+# operation and our optional flag) and message-rate variants (our --batch and optional flag).
+LAT_VARIANTS=${LAT_VARIANTS-read;write;write-flush;send;write --inline;write-flush --inline;send --inline}
+RATE_VARIANTS=${RATE_VARIANTS-1;16;16 --inline}
+IFS=';' read -r -a LAT_LIST <<<"$LAT_VARIANTS"
+IFS=';' read -r -a RATE_LIST <<<"$RATE_VARIANTS"
 ADDR=10.77.0.1
 
 if [[ "${1:-}" != --in-vm ]]; then
@@ -75,7 +85,7 @@ if [[ "${1:-}" != --in-vm ]]; then
     fi
     SOFTROCE_RO="${SOFTROCE_RO:+$SOFTROCE_RO:}$extra" SOFTROCE_RW="${SOFTROCE_RW:+$SOFTROCE_RW:}$CG_DIR" \
         exec "$top/scripts/softroce/run.sh" \
-        env SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
+        env LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
         CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
         CAPI_DIR="$CAPI_DIR" bash "$top/scripts/bench-softroce.sh" --in-vm
 fi
@@ -248,7 +258,7 @@ if section librpma; then
     printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "paired ratio: median [min..max]"
     # Ours plain, and with the 8 bytes inline in the work request where an operation sends
     # data (C librpma cannot: every write and send reads a registered region).
-    for variant in read write write-flush send "write --inline" "write-flush --inline" "send --inline"; do
+    for variant in "${LAT_LIST[@]}"; do
         read -r op extra <<<"$variant"
         mine=() theirs=()
         for ((round = 0; round < REPEAT; round++)); do
@@ -269,7 +279,7 @@ if section librpma; then
         TABLE+=("| $op latency p50, qd 1${extra:+, rpma-rs --inline} (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
     done
     # Ours plain, with --batch 16, and with --batch 16 --inline (C librpma can do neither).
-    for variant in "1" "16" "16 --inline"; do
+    for variant in "${RATE_LIST[@]}"; do
         read -r batch extra <<<"$variant"
         mine=() theirs=()
         for ((round = 0; round < REPEAT; round++)); do
@@ -345,6 +355,36 @@ if section callgrind; then
         fi
         unset per
     done
+    # The whole client, per operation, in the message-rate run (writes at BW_QD, CQ_MOD): its
+    # instructions over CG_ITERS operations more (two runs, N and 2N operations: what is done
+    # once, the set-up, cancels), the harness's loop and bookkeeping included, in both programs.
+    # cg_total FILE: the instructions a callgrind output file counted.
+    cg_total() { awk '/^(summary|totals):/ { print $2; exit }' "$1"; }
+    declare -A tot=()
+    for n in "$CG_ITERS" "$((2 * CG_ITERS))"; do
+        c_run write 8 "$n" "$BW_QD" "$CQ_MOD" valgrind --tool=callgrind --callgrind-out-file="$CG_DIR/c-rate-$n.out" >/dev/null
+        port=$((port + 1))
+        "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$BW_QD" --busy-poll --timeout 300 \
+            --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
+        rserver=$!
+        sleep 1
+        timeout 1800 valgrind --tool=callgrind --callgrind-out-file="$CG_DIR/rust-rate-$n.out" "$RPMA_BIN" bench \
+            --backend verbs --connect "$ADDR:$port" --op write --size 8 --iters "$n" --qd "$BW_QD" --cq-mod "$CQ_MOD" \
+            --warmup 100 --timeout 300 --csv --no-progress >/dev/null 2>/tmp/cg-rust.err || {
+            echo "rpma bench under callgrind failed:" >&2
+            cat /tmp/cg-rust.err /tmp/rust-server.err >&2
+            exit 1
+        }
+        wait "$rserver" || { echo "rpma bench --server failed:" >&2; cat /tmp/rust-server.err >&2; exit 1; }
+        tot[c.$n]=$(cg_total "$CG_DIR/c-rate-$n.out") tot[rust.$n]=$(cg_total "$CG_DIR/rust-rate-$n.out")
+    done
+    for prog in c rust; do
+        tot[$prog]=$(awk -v a="${tot[$prog.$CG_ITERS]}" -v b="${tot[$prog.$((2 * CG_ITERS))]}" -v n="$CG_ITERS" \
+            'BEGIN { printf "%.0f", (b - a) / n }')
+        printf '%-10s %-9s %10s %10s %12s\n' "rate qd$BW_QD" "$prog" "${tot[$prog]}" "(per op," "whole client)"
+    done
+    TABLE+=("| instructions per operation, whole client, write rate qd $BW_QD | ${tot[rust]} | ${tot[c]} | $(ratio "${tot[rust]}" "${tot[c]}") | - |")
+    unset tot
 fi
 
 CTABLE=()

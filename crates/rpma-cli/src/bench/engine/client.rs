@@ -70,7 +70,7 @@ pub(super) fn drive<T: Transport>(
                         if k == 0 && lane.open > 0 {
                             // Time is up with unsignaled chains in flight: one signaled
                             // operation retires them.
-                            lane.post(op, size, true)?;
+                            lane.post_last(op, size)?;
                             *posted += 1;
                         }
                         break;
@@ -81,20 +81,30 @@ pub(super) fn drive<T: Transport>(
                     *posted += k as u64;
                     continue;
                 }
-                let (more, last) = match stop {
-                    Stop::Count(n) => (*posted < n, *posted + 1 == n),
-                    Stop::Until(t) => (Instant::now() < t, false),
+                let until = match stop {
+                    Stop::Count(n) => {
+                        // Single operations up to a count, the common run: a loop of its own
+                        // with the count in a register.
+                        let mut p = *posted;
+                        while lane.inflight < lane.qd && p < n {
+                            lane.post(op, size, p + 1 == n || lane.open + 1 >= every)?;
+                            p += 1;
+                        }
+                        *posted = p;
+                        break;
+                    }
+                    Stop::Until(t) => t,
                 };
-                if !more {
+                if Instant::now() >= until {
                     if lane.open > 0 {
                         // Time is up with unsignaled operations in flight: one more, signaled,
                         // retires them.
-                        lane.post(op, size, true)?;
+                        lane.post_last(op, size)?;
                         *posted += 1;
                     }
                     break;
                 }
-                lane.post(op, size, last || lane.open + 1 >= every)?;
+                lane.post(op, size, lane.open + 1 >= every)?;
                 *posted += 1;
             }
             if lane.inflight > 0 {
