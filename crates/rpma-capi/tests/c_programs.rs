@@ -40,7 +40,7 @@ fn end_to_end_as_two_processes_on_the_mock() {
     let exe = compile(&dir, "e2e.c", true);
     let rv = dir.join("rendezvous");
     let side = |role: &str| {
-        let mut c = common::command(Some(&dir), &exe, Some("mock"));
+        let mut c = common::command_timed(Some(&dir), &exe, Some("mock"));
         c.env("RPMA_MOCK_RENDEZVOUS", &rv).env("RPMA_TEST_PORT", "7390").arg(role);
         c
     };
@@ -74,7 +74,7 @@ fn blocking_waits_end_on_the_deferred_mock() {
     for (name, src) in [("e2e-deferred", "e2e.c"), ("threads-deferred", "threads.c")] {
         let dir = work_dir(name);
         let exe = compile(&dir, src, true);
-        let mut c = common::command(Some(&dir), &exe, Some("mock"));
+        let mut c = common::command_timed(Some(&dir), &exe, Some("mock"));
         let out = c.env("RPMA_MOCK_MODE", "deferred").output().expect("run the program");
         assert!(out.status.success(), "{}", show(src, &out));
         assert!(String::from_utf8_lossy(&out.stdout).contains(": OK"), "{}", show(src, &out));
@@ -112,7 +112,7 @@ fn an_injected_fault_reaches_the_c_program_as_librpma_reports_it() {
     let exe = compile(&dir, "fault.c", true);
     let mut outcomes = Vec::new();
     for n in 1..=12 {
-        let out = common::command(Some(&dir), &exe, Some("mock"))
+        let out = common::command_timed(Some(&dir), &exe, Some("mock"))
             .env("RPMA_MOCK_FAULT", format!("ibv_req_notify_cq:{n}"))
             .output()
             .expect("run fault.c");
@@ -131,7 +131,7 @@ fn an_injected_fault_reaches_the_c_program_as_librpma_reports_it() {
     assert!(setup < wait && wait < none, "{outcomes:?}");
     assert_eq!(outcomes.iter().filter(|o| **o == "wait").count(), 1, "{outcomes:?}");
     // A malformed plan is an error at the first call, with a log line naming it.
-    let out = common::command(Some(&dir), &exe, Some("mock"))
+    let out = common::command_timed(Some(&dir), &exe, Some("mock"))
         .env("RPMA_MOCK_FAULT", "ibv_req_notify_cq:0")
         .output()
         .expect("run fault.c");

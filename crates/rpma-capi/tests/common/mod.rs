@@ -124,7 +124,23 @@ pub fn compile(dir: &Path, src: &str, own_header: bool) -> PathBuf {
 /// (`None`); `RPMA_BACKEND` set to `backend` or unset; `RPMA_TEST_ADDR`, `RPMA_TEST_PORT` and
 /// `RPMA_TEST_DEVICE` unset (the caller sets them for a device).
 pub fn command(lib_dir: Option<&Path>, exe: &Path, backend: Option<&str>) -> Command {
-    let mut cmd = Command::new(exe);
+    with_env(Command::new(exe), lib_dir, backend)
+}
+
+/// How long a C program on the mock may run before `timeout` (coreutils) ends it.
+const MOCK_TIMEOUT_S: &str = "300";
+
+/// [`command`] under `timeout`: a C program on the mock that hangs (a wait that never ends, a
+/// lock never released) fails its test with status 124 after [`MOCK_TIMEOUT_S`] seconds
+/// instead of holding the suite. Its exit status is the program's otherwise.
+pub fn command_timed(lib_dir: Option<&Path>, exe: &Path, backend: Option<&str>) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["--kill-after=10", MOCK_TIMEOUT_S]).arg(exe);
+    with_env(cmd, lib_dir, backend)
+}
+
+/// `cmd` with the environment of [`command`].
+fn with_env(mut cmd: Command, lib_dir: Option<&Path>, backend: Option<&str>) -> Command {
     cmd.env_remove("RPMA_BACKEND")
         .env_remove("RPMA_TEST_ADDR")
         .env_remove("RPMA_TEST_PORT")
@@ -141,5 +157,5 @@ pub fn command(lib_dir: Option<&Path>, exe: &Path, backend: Option<&str>) -> Com
 
 /// Runs `exe` from `dir` on this library with `backend`.
 pub fn run(dir: &Path, exe: &Path, backend: Option<&str>) -> Output {
-    command(Some(dir), exe, backend).output().expect("run the C program")
+    command_timed(Some(dir), exe, backend).output().expect("run the C program")
 }
