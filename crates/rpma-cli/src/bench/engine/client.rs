@@ -84,11 +84,19 @@ pub(super) fn drive<T: Transport>(
                 let until = match stop {
                     Stop::Count(n) => {
                         // Single operations up to a count, the common run: a loop of its own
-                        // with the count in a register.
+                        // with the count in a register, the operation's shape decided once.
                         let mut p = *posted;
-                        while lane.inflight < lane.qd && p < n {
-                            lane.post(op, size, p + 1 == n || lane.open + 1 >= every)?;
-                            p += 1;
+                        if lane.plain(op) {
+                            let span = lane.span(op);
+                            while lane.inflight < lane.qd && p < n {
+                                lane.post_plain(op, size, p + 1 == n || lane.open + 1 >= every, span)?;
+                                p += 1;
+                            }
+                        } else {
+                            while lane.inflight < lane.qd && p < n {
+                                lane.post_general(op, size, p + 1 == n || lane.open + 1 >= every)?;
+                                p += 1;
+                            }
                         }
                         *posted = p;
                         break;

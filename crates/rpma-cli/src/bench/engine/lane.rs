@@ -282,12 +282,21 @@ impl<T: Transport> Lane<T> {
 
     /// The offset of `slot` in the region `op` uses.
     fn offset_at(&self, op: Op, size: usize, slot: usize) -> usize {
-        let region = match op {
+        slot_offset(slot, size, self.span(op))
+    }
+
+    /// The span of the slots of the region `op` uses.
+    pub(super) const fn span(&self, op: Op) -> usize {
+        match op {
             Op::Send | Op::SendImm => self.local_region,
             Op::Flush | Op::AtomicWrite => self.remote_region,
             _ => self.region,
-        };
-        slot_offset(slot, size, region)
+        }
+    }
+
+    /// Whether `op` takes [`Lane::post_plain`] (no ping byte, one piece or inline data).
+    pub(super) fn plain(&self, op: Op) -> bool {
+        op != Op::WritePingpong && self.shape.sge <= 1
     }
 
     /// Makes the work requests of operation `seq` (its slot `id`) at `off` (with `flags`) and
@@ -409,15 +418,23 @@ impl<T: Transport> Lane<T> {
     ///
     /// Inlined into the driver's loop, as the C program's bookkeeping is inline in its loop:
     /// the harness's own instructions per operation are part of what `rpma bench` measures (at
-    /// queue depth 128 they were a third more than the C program's: callgrind in the guest).
-    /// `--sge` and `write-pingpong` take [`Lane::post_general`].
+    /// queue depth 128 its loop took 114 per operation against the C loop's 31: callgrind in
+    /// the guest, docs/bench.md). `--sge` and `write-pingpong` take [`Lane::post_general`].
     #[inline(always)]
     pub(super) fn post(&mut self, op: Op, size: usize, signaled: bool) -> Result<()> {
-        if op == Op::WritePingpong || self.shape.sge > 1 {
-            return self.post_general(op, size, signaled);
+        if self.plain(op) {
+            self.post_plain(op, size, signaled, self.span(op))
+        } else {
+            self.post_general(op, size, signaled)
         }
+    }
+
+    /// [`Lane::post`] of an operation that is [`Lane::plain`], in slots of `span` bytes
+    /// ([`Lane::span`]): a driver's loop decides both once, not per operation.
+    #[inline(always)]
+    pub(super) fn post_plain(&mut self, op: Op, size: usize, signaled: bool, span: usize) -> Result<()> {
         let seq = (self.seq, self.slot as u64);
-        let off = self.offset_at(op, size, self.slot);
+        let off = slot_offset(self.slot, size, span);
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         let entry = self.posted(1, signaled);
         // Only a signaled operation's post time is kept (its completion retires the
