@@ -304,25 +304,34 @@ if section librpma; then
 fi
 
 if section callgrind; then
-    echo
-    printf '%-10s %-9s %10s %10s %12s\n' "callgrind" "program" "post Ir" "poll Ir" "polls/compl"
-    for op in read write flush send; do
-        cg_c=$CG_DIR/c-$op.out cg_r=$CG_DIR/rust-$op.out
-        c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$cg_c" >/dev/null
-        # Our server runs natively in its own process, as the C one: only the client is counted.
+    # ours_cg OUT QD [VALGRIND ARGS...] -- CLIENT ARGS...: our client (8-byte operations at
+    # queue depth QD) under callgrind into OUT, against our server running natively in its own
+    # process, as the C one: only the client is counted.
+    ours_cg() {
+        local out=$1 qd=$2 vg=()
+        shift 2
+        while [[ $1 != -- ]]; do vg+=("$1"); shift; done
+        shift
         port=$((port + 1))
-        "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd 1 --busy-poll --timeout 300 \
+        "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" --busy-poll --timeout 300 \
             --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
-        rserver=$!
+        local rserver=$!
         sleep 1
-        timeout 1800 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$cg_r" "$RPMA_BIN" bench --backend verbs \
-            --connect "$ADDR:$port" --op "$op" --size 8 --iters "$CG_ITERS" --qd 1 --warmup 100 \
-            --timeout 300 --csv --no-progress >/dev/null 2>/tmp/cg-rust.err || {
+        timeout 1800 valgrind --tool=callgrind "${vg[@]}" --callgrind-out-file="$out" "$RPMA_BIN" bench --backend verbs \
+            --connect "$ADDR:$port" --size 8 --qd "$qd" --warmup 100 --timeout 300 --csv --no-progress "$@" \
+            >/dev/null 2>/tmp/cg-rust.err || {
             echo "rpma bench under callgrind failed:" >&2
             cat /tmp/cg-rust.err /tmp/rust-server.err >&2
             exit 1
         }
         wait "$rserver" || { echo "rpma bench --server failed:" >&2; cat /tmp/rust-server.err >&2; exit 1; }
+    }
+    echo
+    printf '%-10s %-9s %10s %10s %12s\n' "callgrind" "program" "post Ir" "poll Ir" "polls/compl"
+    for op in read write flush send; do
+        cg_c=$CG_DIR/c-$op.out cg_r=$CG_DIR/rust-$op.out
+        c_run "$op" 8 "$CG_ITERS" 1 1 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$cg_c" >/dev/null
+        ours_cg "$cg_r" 1 --dump-instr=yes -- --op "$op" --iters "$CG_ITERS"
         # completions polled by the client: one per operation (qd 1), plus its echo for send
         compl=$((CG_ITERS + 100))
         [[ $op == send ]] && compl=$((2 * compl))
@@ -363,19 +372,7 @@ if section callgrind; then
     declare -A tot=()
     for n in "$CG_ITERS" "$((2 * CG_ITERS))"; do
         c_run write 8 "$n" "$BW_QD" "$CQ_MOD" valgrind --tool=callgrind --callgrind-out-file="$CG_DIR/c-rate-$n.out" >/dev/null
-        port=$((port + 1))
-        "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$BW_QD" --busy-poll --timeout 300 \
-            --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
-        rserver=$!
-        sleep 1
-        timeout 1800 valgrind --tool=callgrind --callgrind-out-file="$CG_DIR/rust-rate-$n.out" "$RPMA_BIN" bench \
-            --backend verbs --connect "$ADDR:$port" --op write --size 8 --iters "$n" --qd "$BW_QD" --cq-mod "$CQ_MOD" \
-            --warmup 100 --timeout 300 --csv --no-progress >/dev/null 2>/tmp/cg-rust.err || {
-            echo "rpma bench under callgrind failed:" >&2
-            cat /tmp/cg-rust.err /tmp/rust-server.err >&2
-            exit 1
-        }
-        wait "$rserver" || { echo "rpma bench --server failed:" >&2; cat /tmp/rust-server.err >&2; exit 1; }
+        ours_cg "$CG_DIR/rust-rate-$n.out" "$BW_QD" -- --op write --iters "$n" --cq-mod "$CQ_MOD"
         tot[c.$n]=$(cg_total "$CG_DIR/c-rate-$n.out") tot[rust.$n]=$(cg_total "$CG_DIR/rust-rate-$n.out")
     done
     for prog in c rust; do

@@ -16,9 +16,17 @@ use std::process::Command;
 use common::{compile, crate_dir, library, profile_dir, run, show, work_dir};
 
 fn run_ok(name: &str, src: &str, own_header: bool) {
+    run_ok_with(name, src, own_header, &[]);
+}
+
+/// [`run_ok`] with `env` set.
+fn run_ok_with(name: &str, src: &str, own_header: bool, env: &[(&str, &str)]) {
     let dir = work_dir(name);
     let exe = compile(&dir, src, own_header);
-    let out = run(&dir, &exe, Some("mock"));
+    let out = common::command_timed(Some(&dir), &exe, Some("mock"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the C program");
     assert!(out.status.success(), "{}", show(src, &out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(": OK"), "{}", show(src, &out));
@@ -72,12 +80,7 @@ fn end_to_end_as_two_processes_on_the_mock() {
 #[test]
 fn blocking_waits_end_on_the_deferred_mock() {
     for (name, src) in [("e2e-deferred", "e2e.c"), ("threads-deferred", "threads.c")] {
-        let dir = work_dir(name);
-        let exe = compile(&dir, src, true);
-        let mut c = common::command_timed(Some(&dir), &exe, Some("mock"));
-        let out = c.env("RPMA_MOCK_MODE", "deferred").output().expect("run the program");
-        assert!(out.status.success(), "{}", show(src, &out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains(": OK"), "{}", show(src, &out));
+        run_ok_with(name, src, true, &[("RPMA_MOCK_MODE", "deferred")]);
     }
 }
 

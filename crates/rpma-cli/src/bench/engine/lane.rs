@@ -255,16 +255,6 @@ pub(super) enum Stop {
 }
 
 impl<T: Transport> Lane<T> {
-    /// Operation `seq`'s slot (`seq % qd`; the next operation's without a division).
-    #[inline]
-    fn slot_of(&self, seq: u64) -> usize {
-        if seq == self.seq {
-            self.slot
-        } else {
-            (seq % self.qd as u64) as usize
-        }
-    }
-
     /// `i + 1` modulo the queue depth.
     #[inline]
     fn next_slot(&self, i: usize) -> usize {
@@ -273,11 +263,6 @@ impl<T: Transport> Lane<T> {
         } else {
             i + 1
         }
-    }
-
-    /// The offset of operation `seq`'s slot in the region `op` uses.
-    fn offset(&self, op: Op, size: usize, seq: u64) -> usize {
-        self.offset_at(op, size, self.slot_of(seq))
     }
 
     /// The offset of `slot` in the region `op` uses.
@@ -453,28 +438,24 @@ impl<T: Transport> Lane<T> {
     /// [`Lane::post`] of any operation: `write-pingpong` (its ping byte), `--sge` pieces.
     #[inline(never)]
     pub(super) fn post_general(&mut self, op: Op, size: usize, signaled: bool) -> Result<()> {
-        let seq = (self.seq, self.slot as u64);
-        let off = self.offset(op, size, self.seq);
-        let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         if op == Op::WritePingpong {
             self.pp_seq = self.pp_seq.wrapping_add(1);
             // The previous ping's write has completed (`--qd 1`): no device reads the byte now.
             self.local.volatile().store_u8(size - 1, self.pp_seq).context("writing the ping byte")?;
             self.pp_written = false;
         }
-        let entry = self.posted(1, signaled);
-        let timed = entry.filter(|_| self.clock);
-        let at = if self.shape.sge > 1 {
-            let mut buf = [self.local.slice(0..0); MAX_SGE];
-            let pieces = &mut buf[..self.shape.sge];
-            split(&self.local, off, size, pieces);
-            let at = timed.map(|_| Instant::now());
-            post_op(self, op, size, off, seq, all, pieces).map(|()| at)
-        } else {
-            let at = timed.map(|_| Instant::now());
-            post_op(self, op, size, off, seq, all, &[]).map(|()| at)
+        if self.shape.sge <= 1 {
+            return self.post_plain(op, size, signaled, self.span(op));
         }
-        .map_err(|e| posting_failed(e, op, size))?;
+        let seq = (self.seq, self.slot as u64);
+        let off = self.offset_at(op, size, self.slot);
+        let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
+        let entry = self.posted(1, signaled);
+        let mut buf = [self.local.slice(0..0); MAX_SGE];
+        let pieces = &mut buf[..self.shape.sge];
+        split(&self.local, off, size, pieces);
+        let at = entry.filter(|_| self.clock).map(|_| Instant::now());
+        post_op(self, op, size, off, seq, all, pieces).map_err(|e| posting_failed(e, op, size))?;
         self.stamp(entry, at);
         Ok(())
     }
