@@ -45,8 +45,12 @@
 #                           the git work tree containing $PWD, else $PWD)
 #   SOFTROCE_RO, SOFTROCE_RW  extra ':'-separated host dirs shared read-only / read-write
 #   SOFTROCE_MEM            guest RAM (default 1G)
-#   SOFTROCE_SMP            guest CPUs (default 2)
-#   SOFTROCE_ACCEL          tcg (default) or kvm
+#   SOFTROCE_SMP            guest CPUs (default 2; 1 with SOFTROCE_ACCEL=icount)
+#   SOFTROCE_ACCEL          tcg (default), kvm, or icount: TCG on one host thread with
+#                           the guest's clock driven by the instructions it executes
+#                           (`-icount shift=SOFTROCE_ICOUNT_SHIFT,sleep=off`, default shift 0:
+#                           one instruction a nanosecond), so the guest's timings do not
+#                           depend on the host's load (docs/bench.md, "Deterministic timings")
 #   SOFTROCE_TIMEOUT        seconds for the VM (boot + CMD): then CMD is killed, and the
 #                           exit status is 124 (default 1800)
 #   SOFTROCE_BOOT_TIMEOUT   seconds for the guest to reach CMD, then exit 125 (default 180)
@@ -83,6 +87,9 @@ main() {
     CACHE=${SOFTROCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rpma-rs/softroce}
     GUEST_IP=${SOFTROCE_GUEST_IP:-10.77.0.1}
     local mem=${SOFTROCE_MEM:-1G} smp=${SOFTROCE_SMP:-2} accel=()
+    # icount runs every vCPU on one host thread, in turns: a guest of two did not finish booting
+    # in 8 minutes here (its CPUs wait for each other in turns of 100 ms of guest time).
+    if [ "${SOFTROCE_ACCEL:-tcg}" = icount ]; then smp=${SOFTROCE_SMP:-1}; fi
     local timeout=${SOFTROCE_TIMEOUT:-1800} boot_timeout=${SOFTROCE_BOOT_TIMEOUT:-180}
     local off_timeout=${SOFTROCE_POWEROFF_TIMEOUT:-20} log_lines=${SOFTROCE_LOG_LINES:-30}
     local v
@@ -105,7 +112,12 @@ main() {
     case ${SOFTROCE_ACCEL:-tcg} in
         tcg) accel=(-accel "tcg,thread=multi,tb-size=512" -cpu max) ;;
         kvm) accel=(-accel kvm -cpu host) ;;
-        *) die "SOFTROCE_ACCEL must be tcg or kvm" ;;
+        icount)
+            local shift=${SOFTROCE_ICOUNT_SHIFT:-0}
+            [[ $shift =~ ^[0-9]+$ ]] || die "bad value '$shift' for SOFTROCE_ICOUNT_SHIFT (a number is expected)"
+            accel=(-accel "tcg,thread=single,tb-size=512" -cpu max -icount "shift=$shift,sleep=off")
+            ;;
+        *) die "SOFTROCE_ACCEL must be tcg, kvm or icount" ;;
     esac
     local l links=
     for l in bin sbin lib lib32 lib64 libx32; do
