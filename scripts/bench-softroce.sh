@@ -33,6 +33,9 @@
 #              at BW_QD, CQ_MOD; the difference of runs of CG_ITERS and 2 CG_ITERS operations)
 # LAT_VARIANTS and RATE_VARIANTS pick the librpma section's rows (see below; e.g.
 # LAT_VARIANTS= RATE_VARIANTS=1 for the plain message rate alone).
+# SOFTROCE_ACCEL=icount SOFTROCE_SMP=1: the guest's clock is its instruction count (one vCPU);
+# timings are then repeatable to ~0.1 % whatever the host's load, and the send ping-pong rows
+# are left out (docs/bench.md, "Deterministic timings").
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
 # round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs
@@ -61,6 +64,23 @@ SECTIONS=${SECTIONS:-perftest,librpma,callgrind,capi}
 LAT_VARIANTS=${LAT_VARIANTS-read;write;write-flush;send;write --inline;write-flush --inline;send --inline}
 RATE_VARIANTS=${RATE_VARIANTS-1;16;16 --inline}
 IFS=';' read -r -a LAT_LIST <<<"$LAT_VARIANTS"
+# SOFTROCE_ACCEL=icount (scripts/softroce/run.sh): the guest's clock counts the instructions it
+# executes, one vCPU, so its timings do not depend on the host's load. A ping-pong there waits
+# for the guest's scheduler to run the other process (a tick, 4 ms), so the send rows go.
+ICOUNT=${ICOUNT:-0}
+if [[ ${SOFTROCE_ACCEL:-tcg} == icount ]]; then ICOUNT=1; fi
+if ((ICOUNT)); then
+    kept=()
+    for v in "${LAT_LIST[@]}"; do [[ ${v%% *} == send ]] || kept+=("$v"); done
+    LAT_LIST=("${kept[@]}")
+    unset kept v
+fi
+CLOCK=''
+# How the servers wait (latency and rate rows): spinning on their CQ, each on its own vCPU; on
+# one vCPU (icount) a spinning server would take turns with the client, so both sleep in the
+# kernel when idle (ours with --sleep-when-idle, the C one with SERVER_SLEEPS).
+SPIN=(--busy-poll) SLEEPY_C=()
+if ((ICOUNT)); then CLOCK=', icount clock' SPIN=(--sleep-when-idle) SLEEPY_C=(env SERVER_SLEEPS=1); fi
 IFS=';' read -r -a RATE_LIST <<<"$RATE_VARIANTS"
 ADDR=10.77.0.1
 
@@ -85,7 +105,7 @@ if [[ "${1:-}" != --in-vm ]]; then
     fi
     SOFTROCE_RO="${SOFTROCE_RO:+$SOFTROCE_RO:}$extra" SOFTROCE_RW="${SOFTROCE_RW:+$SOFTROCE_RW:}$CG_DIR" \
         exec "$top/scripts/softroce/run.sh" \
-        env LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
+        env ICOUNT="$ICOUNT" CAPI_CALLGRIND="${CAPI_CALLGRIND:-1}" LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
         CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
         CAPI_DIR="$CAPI_DIR" bash "$top/scripts/bench-softroce.sh" --in-vm
 fi
@@ -130,7 +150,7 @@ ours() {
     # Two processes, as the C program's server and client: the client process has one thread
     # (rxe rings its doorbell with write(2), and glibc's wrapper costs ~45 more instructions
     # in a process that ever had a second thread).
-    "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" --busy-poll \
+    "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" "${SPIN[@]}" \
         --timeout 300 --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
     local server=$! out rc=0
     sleep 1
@@ -238,7 +258,7 @@ c_run() {
     local op=$1 size=$2 iters=$3 qd=$4 cqmod=$5
     shift 5
     port=$((port + 1))
-    "${C_ENV[@]}" "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
+    "${C_ENV[@]}" "${SLEEPY_C[@]}" "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
     local server=$! i
     for ((i = 0; i < 300; i++)); do
         grep -q LISTENING /tmp/c-server.out 2>/dev/null && break
@@ -417,7 +437,9 @@ if section capi; then
     echo
     printf '%-22s %14s %14s %8s  %s
 ' "C program (8 B)" "on rpma-capi" "on librpma" "ratio" "paired ratio: median [min..max]"
-    for op in read write write-flush send; do
+    capi_ops=(read write write-flush send)
+    if ((ICOUNT)); then capi_ops=(read write write-flush); fi
+    for op in "${capi_ops[@]}"; do
         capi_rounds "$op" "$LAT_ITERS" 1 1 p50_ns
         printf '%-22s %11s ns %11s ns %8s  %s
 ' "$op lat p50 qd1" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
@@ -430,7 +452,11 @@ if section capi; then
     echo
     printf '%-10s %-9s %10s %10s
 ' "callgrind" "library" "post Ir" "poll Ir"
-    for op in read write flush send; do
+    cg_ops=(read write flush send)
+    if ((ICOUNT)); then cg_ops=(read write flush); fi
+    # CAPI_CALLGRIND=0: timings only (callgrind under the one-thread icount guest is slow).
+    if [[ ${CAPI_CALLGRIND:-1} == 0 ]]; then cg_ops=(); fi
+    for op in "${cg_ops[@]}"; do
         declare -A per=()
         for lib in capi librpma; do
             f=$CG_DIR/c-$lib-$op.out
@@ -450,14 +476,14 @@ if section capi; then
         unset per
     done
     echo
-    echo "| the same C program (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | on rpma-capi's librpma.so | on C librpma | ratio of medians | paired ratio: median [min..max] |"
+    echo "| the same C program (Soft-RoCE in QEMU TCG$CLOCK, medians of $REPEAT rounds) | on rpma-capi's librpma.so | on C librpma | ratio of medians | paired ratio: median [min..max] |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${CTABLE[@]}"
 fi
 
 if ((${#TABLE[@]})); then
     echo
-    echo "| metric (Soft-RoCE in QEMU TCG, medians of $REPEAT rounds) | rpma-rs | C librpma 1.2 | rpma-rs / C, of medians | paired ratio: median [min..max] |"
+    echo "| metric (Soft-RoCE in QEMU TCG$CLOCK, medians of $REPEAT rounds) | rpma-rs | C librpma 1.2 | rpma-rs / C, of medians | paired ratio: median [min..max] |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${TABLE[@]}"
 fi

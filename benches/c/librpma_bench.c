@@ -5,7 +5,9 @@
  *   librpma_bench server ADDR PORT
  *       serve one connection: a 1 MiB region (its descriptor and a peer configuration with
  *       direct write to PMem go in the accept's private data); echo every message received
- *       (send ping-pong); exit 0 when the client disconnects
+ *       (send ping-pong); exit 0 when the client disconnects. The server spins on its CQ;
+ *       with SERVER_SLEEPS set in the environment it sleeps in poll(2) on its CQ's and its
+ *       connection's fds when idle.
  *   librpma_bench client ADDR PORT OP SIZE ITERS QD CQMOD
  *       OP: read | write | write-flush | flush | send; WARMUP=100 operations first; prints one
  *       line "op=.. size=.. qd=.. ops=.. elapsed_s=.. msg_rate=.. p50_ns=.. posts=.. polls=.."
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/select.h>
 #include <time.h>
 
@@ -173,9 +176,32 @@ static int server(const char *addr, const char *port)
 	CHECK(rpma_conn_get_cq(conn, &cq));
 	struct ibv_wc wc;
 	unsigned idle = 0;
+	const int sleeps = getenv("SERVER_SLEEPS") != NULL;
 	for (;;) {
 		int n = 0;
 		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
+		if (ret == RPMA_E_NO_COMPLETION && sleeps) {
+			/*
+			 * SERVER_SLEEPS: sleep in the kernel until a completion (the CQ is armed: at
+			 * its creation, then by each rpma_cq_wait(), and polled after that) or a
+			 * connection event (the client's disconnect) instead of spinning.
+			 */
+			int fds[2];
+			CHECK(rpma_cq_get_fd(cq, &fds[0]));
+			CHECK(rpma_conn_get_event_fd(conn, &fds[1]));
+			struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+			if (poll(p, 2, -1) < 0)
+				die("server: poll", 0);
+			if (p[1].revents) {
+				enum rpma_conn_event ev;
+				CHECK(rpma_conn_next_event(conn, &ev));
+				if (ev == RPMA_CONN_CLOSED)
+					break;
+			}
+			if (p[0].revents)
+				CHECK(rpma_cq_wait(cq));
+			continue;
+		}
 		if (ret == RPMA_E_NO_COMPLETION) {
 			enum rpma_conn_event ev;
 			/*

@@ -177,6 +177,30 @@ fn write_pingpong_runs_and_the_server_returns_to_echoing() {
 }
 
 #[test]
+fn a_server_that_sleeps_when_idle_echoes_and_ends_its_runs() {
+    // --sleep-when-idle: the server waits on its CQ as soon as it is empty; the echoes of a
+    // ping-pong and the stop message each wake it.
+    let v = json_of(&[
+        "--op",
+        "send,write",
+        "--size",
+        "8",
+        "--iters",
+        "200",
+        "--warmup",
+        "5",
+        "--sleep-when-idle",
+        "--port",
+        "7660",
+        "--no-progress",
+    ]);
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    assert_run(&results[0], "send", 8, 200);
+    assert_run(&results[1], "write", 8, 200);
+}
+
+#[test]
 fn selective_signaling_counts_every_operation() {
     // 103 is no multiple of the batch (5): the last operation is signaled to retire the rest.
     let v = json_of(&[

@@ -178,6 +178,11 @@ pub struct BenchArgs {
     /// The server busy-polls (never yields nor sleeps), as perftest's server does.
     #[arg(long)]
     pub busy_poll: bool,
+    /// The server sleeps in the kernel as soon as its CQ is empty (no spinning, no yielding
+    /// first): for a guest of one CPU, where a spinning server takes turns with the client
+    /// (scripts/bench-softroce.sh under `SOFTROCE_ACCEL=icount`).
+    #[arg(long, conflicts_with = "busy_poll")]
+    pub sleep_when_idle: bool,
     /// Seconds any wait (a completion, a connection event, a byte the peer writes) may last
     /// without progress before the run fails naming it: a lost peer cannot hang a phase.
     #[arg(long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = args::seconds, allow_negative_numbers = true)]
@@ -330,6 +335,8 @@ pub struct Plan {
     pub inline: bool,
     /// The server never yields nor sleeps while polling.
     pub busy_poll: bool,
+    /// The server sleeps as soon as it is idle.
+    pub sleep_when_idle: bool,
     /// How long any wait may last without progress.
     pub timeout: Duration,
     /// The listening address (server and loopback).
@@ -454,6 +461,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         sge: args.sge,
         inline: args.inline,
         busy_poll: args.busy_poll,
+        sleep_when_idle: args.sleep_when_idle,
         timeout: Duration::from_secs_f64(args.timeout),
         addr: args.addr.clone(),
         port: args.port,
@@ -727,7 +735,9 @@ mod tests {
     fn write_pingpong_needs_qd_1() {
         assert!(err_of(&["--op", "write-pingpong", "--qd", "2"]).contains("--qd 1"));
         let p = plan_of(&["--op", "write-pingpong", "--busy-poll"]).unwrap();
-        assert!(p.busy_poll);
+        assert!(p.busy_poll && !p.sleep_when_idle);
+        assert!(plan_of(&["--sleep-when-idle"]).unwrap().sleep_when_idle);
+        assert!(err_of(&["--busy-poll", "--sleep-when-idle"]).contains("cannot be used with"));
         assert!(Op::WritePingpong.is_half_round_trip() && !Op::WritePingpong.is_ping_pong());
     }
 

@@ -39,6 +39,8 @@ pub(super) struct Served<T: Transport> {
     pub(super) inbox: MrRemote,
     pub(super) req: Request,
     pub(super) busy_poll: bool,
+    /// Sleep as soon as the CQ is empty (`--sleep-when-idle`).
+    pub(super) sleep_when_idle: bool,
     /// How long any wait may last without progress (`--timeout`).
     pub(super) timeout: Duration,
 }
@@ -57,7 +59,7 @@ impl<T: Transport> Served<T> {
 }
 
 pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
-    let (qd_limit, busy_poll, timeout) = (plan.qd, plan.busy_poll, plan.timeout);
+    let (qd_limit, busy_poll, sleep_when_idle, timeout) = (plan.qd, plan.busy_poll, plan.sleep_when_idle, plan.timeout);
     // Wait for a request, giving up when the client side failed (loopback).
     loop {
         if abort.load(Ordering::Acquire) {
@@ -113,7 +115,7 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
         ConnEvent::Established => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
-    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, timeout })
+    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, sleep_when_idle, timeout })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -224,9 +226,9 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                         return Err(ClientGaveUp.into());
                     }
                 }
-            } else if idle < SERVER_SPINS {
+            } else if idle < SERVER_SPINS && !s.sleep_when_idle {
                 std::hint::spin_loop();
-            } else if idle < SERVER_SPINS + SERVER_YIELDS {
+            } else if idle < SERVER_SPINS + SERVER_YIELDS && !s.sleep_when_idle {
                 std::thread::yield_now();
             } else {
                 // The CQ is armed: a completion after the poll above still comes as an event.
