@@ -83,14 +83,19 @@ pub(super) fn drive<T: Transport>(
                 }
                 let until = match stop {
                     Stop::Count(n) => {
-                        // Single operations up to a count, the common run: a loop of its own
-                        // with the count in a register, the operation's shape decided once.
+                        // Single operations up to a count, the common run: as many as the
+                        // queue takes in one call (`Lane::post_run`: the lane's counters in
+                        // registers, the operation's shape and offsets decided once).
                         let mut p = *posted;
                         if lane.plain(op) {
-                            let span = lane.span(op);
-                            while lane.inflight < lane.qd && p < n {
-                                lane.post_plain(op, size, p + 1 == n || lane.open + 1 >= every, span)?;
+                            if p < n && lane.inflight + 1 == lane.qd {
+                                // Room for one (always at --qd 1): the post inlined here, so
+                                // that no return from a call lies between it and the poll
+                                // that times it.
+                                lane.post_plain(op, size, p + 1 == n || lane.open + 1 >= every, lane.span(op))?;
                                 p += 1;
+                            } else {
+                                p = lane.post_run(op, size, every, p, n)?;
                             }
                         } else {
                             while lane.inflight < lane.qd && p < n {

@@ -42,23 +42,35 @@ impl<'c, T: Transport> Sink<'_, 'c, T> {
     }
 }
 
-/// Makes operation `seq` of `lane` at `off` and posts it: what C librpma's caller does with
-/// `rpma_read(conn, dst, off, src, off, len, flags, ctx)` and the like (benches/c's `post_op`:
-/// its arguments in, the call out). Never inlined, like `poll_cq` and `post_recv`:
-/// scripts/bench-softroce.sh counts the instructions of every post and poll with callgrind
-/// on these three, in both programs.
-#[allow(clippy::too_many_arguments)]
+/// Makes the operation of slot `id` of `lane` at `off` and posts it: what C librpma's caller
+/// does with `rpma_read(conn, dst, off, src, off, len, flags, ctx)` and the like (benches/c's
+/// `post_op`: its arguments in, the call out; six of them, all in registers). Never inlined,
+/// like `poll_cq` and `post_recv`: scripts/bench-softroce.sh counts the instructions of every
+/// post and poll with callgrind on these three, in both programs.
 #[inline(never)]
-fn post_op<'c, T: Transport>(
+fn post_op<T: Transport>(
+    lane: &Lane<T>,
+    op: Op,
+    size: usize,
+    off: usize,
+    id: u64,
+    flags: CompletionFlags,
+) -> rpma::Result<()> {
+    lane.emit(op, size, off, id, flags, &[], &mut Sink::Now)
+}
+
+/// [`post_op`] of an operation whose local side is the scatter-gather `pieces` (`--sge`).
+#[inline(never)]
+fn post_op_sg<'c, T: Transport>(
     lane: &'c Lane<T>,
     op: Op,
     size: usize,
     off: usize,
-    seq: (u64, u64),
+    id: u64,
     flags: CompletionFlags,
     pieces: &'c [LocalSlice<'c, T>],
 ) -> rpma::Result<()> {
-    lane.emit(op, size, off, seq, flags, pieces, &mut Sink::Now)
+    lane.emit(op, size, off, id, flags, pieces, &mut Sink::Now)
 }
 
 /// Posts a receive of `len` bytes at `off` of `msgs` (none if `None`) with `wr_id`: what C
@@ -284,9 +296,9 @@ impl<T: Transport> Lane<T> {
         op != Op::WritePingpong && self.shape.sge <= 1
     }
 
-    /// Makes the work requests of operation `seq` (its slot `id`) at `off` (with `flags`) and
-    /// hands them to `sink`. `pieces` holds the scatter-gather pieces of the local side (empty:
-    /// one piece).
+    /// Makes the work requests of the operation of slot `id` at `off` (with `flags`) and hands
+    /// them to `sink`. `pieces` holds the scatter-gather pieces of the local side (empty: one
+    /// piece). An atomic write writes the slot's number.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn emit<'c>(
@@ -294,7 +306,7 @@ impl<T: Transport> Lane<T> {
         op: Op,
         size: usize,
         off: usize,
-        (seq, id): (u64, u64),
+        id: u64,
         flags: CompletionFlags,
         pieces: &'c [LocalSlice<'c, T>],
         sink: &mut Sink<'_, 'c, T>,
@@ -350,7 +362,7 @@ impl<T: Transport> Lane<T> {
                 sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id))
             }
             Op::Flush => sink.emit(c.flush(range(), FlushType::Persistent).flags(flags).context(id)),
-            Op::AtomicWrite => sink.emit(c.atomic_write(r.at(off & !7), seq.to_le_bytes()).flags(flags).context(id)),
+            Op::AtomicWrite => sink.emit(c.atomic_write(r.at(off & !7), id.to_le_bytes()).flags(flags).context(id)),
             Op::Send => send!(|p| p.flags(flags).context(SEND_TAG | id)),
             Op::SendImm => send!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
             Op::WriteImm => write!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
@@ -364,12 +376,7 @@ impl<T: Transport> Lane<T> {
     /// (a failed post ends the run: nothing to undo).
     fn posted(&mut self, n: usize, signaled: bool) -> Option<usize> {
         let entry = if signaled {
-            let tail = match self.head + self.pending {
-                t if t >= self.qd => t - self.qd,
-                t => t,
-            };
-            self.batches[tail].1 = self.open + n;
-            self.pending += 1;
+            let tail = self.signal(self.open + n);
             self.open = 0;
             Some(tail)
         } else {
@@ -380,6 +387,19 @@ impl<T: Transport> Lane<T> {
         self.seq += n as u64;
         self.slot = if n == 1 { self.next_slot(self.slot) } else { (self.seq % self.qd as u64) as usize };
         entry
+    }
+
+    /// Records a signaled operation whose completion retires `ops` operations (itself and the
+    /// unsignaled ones before it); the index of its entry in `batches`.
+    #[inline]
+    fn signal(&mut self, ops: usize) -> usize {
+        let tail = match self.head + self.pending {
+            t if t >= self.qd => t - self.qd,
+            t => t,
+        };
+        self.batches[tail].1 = ops;
+        self.pending += 1;
+        tail
     }
 
     /// Sets the post time of a signaled operation's entry (from [`Lane::posted`]).
@@ -418,7 +438,7 @@ impl<T: Transport> Lane<T> {
     /// ([`Lane::span`]): a driver's loop decides both once, not per operation.
     #[inline(always)]
     pub(super) fn post_plain(&mut self, op: Op, size: usize, signaled: bool, span: usize) -> Result<()> {
-        let seq = (self.seq, self.slot as u64);
+        let id = self.slot as u64;
         let off = slot_offset(self.slot, size, span);
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         let entry = self.posted(1, signaled);
@@ -426,13 +446,73 @@ impl<T: Transport> Lane<T> {
         // unsignaled ones before it): the others read no clock (nor any, `--no-latency`).
         let at = entry.filter(|_| self.clock).map(|_| Instant::now());
         // The error's context is made on the error path only.
-        match post_op(self, op, size, off, seq, all, &[]) {
+        match post_op(self, op, size, off, id, all) {
             Ok(()) => {
                 self.stamp(entry, at);
                 Ok(())
             }
             Err(e) => Err(posting_failed(e, op, size)),
         }
+    }
+
+    /// [`Lane::post_plain`] while the queue has room and fewer than `n` operations are posted
+    /// (`p` so far), one signaled per `every` and the last: the driver's loop for single
+    /// operations up to a count. The lane's counters stay in registers until the loop ends
+    /// (`post_op` reads none of them), and the offset is one multiplication when every slot
+    /// fits its span (the usual case). Returns the new count. Not inlined: a call per run of
+    /// posts (up to `--qd` of them), and its loop gets the registers to itself.
+    #[inline(never)]
+    pub(super) fn post_run(&mut self, op: Op, size: usize, every: usize, p: u64, n: u64) -> Result<u64> {
+        let span = self.span(op);
+        if self.qd.checked_mul(size).is_some_and(|b| b <= span) {
+            self.post_run_at(op, size, every, (p, n), |slot| slot * size)
+        } else {
+            self.post_run_at(op, size, every, (p, n), |slot| slot_offset(slot, size, span))
+        }
+    }
+
+    /// [`Lane::post_run`] with the offset of each slot from `offset` (a copy of the loop per
+    /// way of computing it, so that neither is decided per operation).
+    #[inline(always)]
+    fn post_run_at(
+        &mut self,
+        op: Op,
+        size: usize,
+        every: usize,
+        (mut p, n): (u64, u64),
+        offset: impl Fn(usize) -> usize,
+    ) -> Result<u64> {
+        let (qd, p0) = (self.qd, p);
+        let (mut open, mut inflight, mut slot) = (self.open, self.inflight, self.slot);
+        let mut result = Ok(());
+        while inflight < qd && p < n {
+            let (off, id) = (offset(slot), slot as u64);
+            slot = if slot + 1 == qd { 0 } else { slot + 1 };
+            inflight += 1;
+            p += 1;
+            let posted = if p == n || open + 1 >= every {
+                let entry = self.signal(open + 1);
+                open = 0;
+                // Only a signaled operation's post time is kept (its completion retires the
+                // unsignaled ones before it), read right before its post.
+                let at = self.clock.then(Instant::now);
+                let r = post_op(self, op, size, off, id, CompletionFlags::ALWAYS);
+                if let (Ok(()), Some(at)) = (&r, at) {
+                    self.batches[entry].0 = at;
+                }
+                r
+            } else {
+                open += 1;
+                post_op(self, op, size, off, id, CompletionFlags::ON_ERROR)
+            };
+            if let Err(e) = posted {
+                result = Err(posting_failed(e, op, size));
+                break;
+            }
+        }
+        (self.open, self.inflight, self.slot) = (open, inflight, slot);
+        self.seq += p - p0;
+        result.map(|()| p)
     }
 
     /// [`Lane::post`] of any operation: `write-pingpong` (its ping byte), `--sge` pieces.
@@ -447,7 +527,7 @@ impl<T: Transport> Lane<T> {
         if self.shape.sge <= 1 {
             return self.post_plain(op, size, signaled, self.span(op));
         }
-        let seq = (self.seq, self.slot as u64);
+        let id = self.slot as u64;
         let off = self.offset_at(op, size, self.slot);
         let all = if signaled { CompletionFlags::ALWAYS } else { CompletionFlags::ON_ERROR };
         let entry = self.posted(1, signaled);
@@ -455,7 +535,7 @@ impl<T: Transport> Lane<T> {
         let pieces = &mut buf[..self.shape.sge];
         split(&self.local, off, size, pieces);
         let at = entry.filter(|_| self.clock).map(|_| Instant::now());
-        post_op(self, op, size, off, seq, all, pieces).map_err(|e| posting_failed(e, op, size))?;
+        post_op_sg(self, op, size, off, id, all, pieces).map_err(|e| posting_failed(e, op, size))?;
         self.stamp(entry, at);
         Ok(())
     }
@@ -470,7 +550,6 @@ impl<T: Transport> Lane<T> {
     /// Posts `n` one-sided operations as one chain with one doorbell (`--batch`); if `signaled`,
     /// the last one is, and its completion retires the chain and the unsignaled chains before.
     pub(super) fn post_chain(&mut self, op: Op, size: usize, n: usize, signaled: bool) -> Result<()> {
-        let first = self.seq;
         // Each operation's offset and slot, the slots counted on from the next one (no division).
         let mut offs = [(0usize, 0u64); MAX_BATCH];
         let mut slot = self.slot;
@@ -485,16 +564,16 @@ impl<T: Transport> Lane<T> {
             for (j, o) in offs.iter().enumerate().take(n) {
                 split(&self.local, o.0, size, &mut buf[j * sge..(j + 1) * sge]);
             }
-            self.post_chain_of(op, size, (first, &offs[..n]), &buf, sge, signaled, entry.is_some() && self.clock)
+            self.post_chain_of(op, size, &offs[..n], &buf, sge, signaled, entry.is_some() && self.clock)
         } else {
-            self.post_chain_of(op, size, (first, &offs[..n]), &[], 0, signaled, entry.is_some() && self.clock)
+            self.post_chain_of(op, size, &offs[..n], &[], 0, signaled, entry.is_some() && self.clock)
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
         self.stamp(entry, at);
         Ok(())
     }
 
-    /// Makes the chain of the operations numbered from `first` at `offs` (offset, slot), each
+    /// Makes the chain of the operations at `offs` (offset, slot), each
     /// with `sge` of `pieces` (none: one piece), and posts it, the last one signaled if
     /// `signaled`; the post time if `stamped`.
     #[allow(clippy::too_many_arguments)]
@@ -502,7 +581,7 @@ impl<T: Transport> Lane<T> {
         &'c self,
         op: Op,
         size: usize,
-        (first, offs): (u64, &[(usize, u64)]),
+        offs: &[(usize, u64)],
         pieces: &'c [LocalSlice<'c, T>],
         sge: usize,
         signaled: bool,
@@ -513,7 +592,7 @@ impl<T: Transport> Lane<T> {
         for (j, &(off, id)) in offs.iter().enumerate() {
             let flags = CompletionFlags::ON_ERROR;
             let own = pieces.get(j * sge..(j + 1) * sge).unwrap_or(&[]);
-            self.emit(op, size, off, (first + j as u64, id), flags, own, &mut sink)?;
+            self.emit(op, size, off, id, flags, own, &mut sink)?;
         }
         let at = stamped.then(Instant::now);
         if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
