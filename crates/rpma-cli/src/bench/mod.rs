@@ -179,8 +179,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub busy_poll: bool,
     /// The server sleeps in the kernel as soon as its CQ is empty (no spinning, no yielding
-    /// first): for a guest of one CPU, where a spinning server takes turns with the client
-    /// (scripts/bench-softroce.sh under `SOFTROCE_ACCEL=icount`).
+    /// first; not in a write ping-pong, where it watches its memory): for a guest of one CPU,
+    /// where a spinning server takes turns with the client (scripts/bench-softroce.sh under
+    /// `SOFTROCE_ACCEL=icount`).
     #[arg(long, conflicts_with = "busy_poll")]
     pub sleep_when_idle: bool,
     /// Seconds any wait (a completion, a connection event, a byte the peer writes) may last
