@@ -33,9 +33,9 @@
 #              at BW_QD, CQ_MOD; the difference of runs of CG_ITERS and 2 CG_ITERS operations)
 # LAT_VARIANTS and RATE_VARIANTS pick the librpma section's rows (see below; e.g.
 # LAT_VARIANTS= RATE_VARIANTS=1 for the plain message rate alone).
-# SOFTROCE_ACCEL=icount SOFTROCE_SMP=1: the guest's clock is its instruction count (one vCPU);
-# timings are then repeatable to ~0.1 % whatever the host's load, and the send ping-pong rows
-# are left out (docs/bench.md, "Deterministic timings").
+# SOFTROCE_ACCEL=icount: the guest's clock is its instruction count (one vCPU); timings then
+# repeat to ~0.1 % within a boot whatever the host's load, and the send ping-pong rows are left
+# out (docs/bench.md, "step 3 of the loop, and deterministic timings").
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
 # round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs

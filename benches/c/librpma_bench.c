@@ -177,6 +177,9 @@ static int server(const char *addr, const char *port)
 	struct ibv_wc wc;
 	unsigned idle = 0;
 	const int sleeps = getenv("SERVER_SLEEPS") != NULL;
+	struct pollfd fds[2] = {{-1, POLLIN, 0}, {-1, POLLIN, 0}}; /* the CQ's and the events' fds */
+	CHECK(rpma_cq_get_fd(cq, &fds[0].fd));
+	CHECK(rpma_conn_get_event_fd(conn, &fds[1].fd));
 	for (;;) {
 		int n = 0;
 		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
@@ -186,19 +189,15 @@ static int server(const char *addr, const char *port)
 			 * its creation, then by each rpma_cq_wait(), and polled after that) or a
 			 * connection event (the client's disconnect) instead of spinning.
 			 */
-			int fds[2];
-			CHECK(rpma_cq_get_fd(cq, &fds[0]));
-			CHECK(rpma_conn_get_event_fd(conn, &fds[1]));
-			struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-			if (poll(p, 2, -1) < 0)
+			if (poll(fds, 2, -1) < 0)
 				die("server: poll", 0);
-			if (p[1].revents) {
+			if (fds[1].revents) {
 				enum rpma_conn_event ev;
 				CHECK(rpma_conn_next_event(conn, &ev));
 				if (ev == RPMA_CONN_CLOSED)
 					break;
 			}
-			if (p[0].revents)
+			if (fds[0].revents)
 				CHECK(rpma_cq_wait(cq));
 			continue;
 		}

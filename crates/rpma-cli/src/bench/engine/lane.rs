@@ -154,8 +154,8 @@ pub(super) struct Lane<T: Transport> {
     pub(super) open: usize,
     /// Operations in flight (signaled or not).
     pub(super) inflight: usize,
-    pub(super) seq: u64,
-    /// `seq % qd`, kept up to date (no division per operation).
+    /// The slot of the next operation: the operations posted so far modulo `qd`, counted on
+    /// without a division per operation.
     slot: usize,
     /// `write-pingpong`: the number of the last ping, whether its write has completed.
     pub(super) pp_seq: u8,
@@ -247,7 +247,6 @@ pub(super) fn connect<T: Transport>(
         pending: 0,
         open: 0,
         inflight: 0,
-        seq: 0,
         slot: 0,
         pp_seq: 0,
         pp_written: false,
@@ -384,8 +383,7 @@ impl<T: Transport> Lane<T> {
             None
         };
         self.inflight += n;
-        self.seq += n as u64;
-        self.slot = if n == 1 { self.next_slot(self.slot) } else { (self.seq % self.qd as u64) as usize };
+        self.slot = if n == 1 { self.next_slot(self.slot) } else { (self.slot + n) % self.qd };
         entry
     }
 
@@ -482,7 +480,7 @@ impl<T: Transport> Lane<T> {
         (mut p, n): (u64, u64),
         offset: impl Fn(usize) -> usize,
     ) -> Result<u64> {
-        let (qd, p0) = (self.qd, p);
+        let qd = self.qd;
         let (mut open, mut inflight, mut slot) = (self.open, self.inflight, self.slot);
         let mut result = Ok(());
         while inflight < qd && p < n {
@@ -511,7 +509,6 @@ impl<T: Transport> Lane<T> {
             }
         }
         (self.open, self.inflight, self.slot) = (open, inflight, slot);
-        self.seq += p - p0;
         result.map(|()| p)
     }
 
