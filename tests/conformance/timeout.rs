@@ -75,6 +75,7 @@ fn timeout__next_conn_req_expires_then_takes_a_request<B: Backend>(b: &B) {
     assert_timed_out(started, ep.next_conn_req_timeout(None, SHORT).map(|_| ()), ErrorKind::NoEvent);
     let client = ConnReq::new(&cpeer, &b.addr(), &port, None).expect("conn_req_new").connect(None).expect("connect");
     let server = ep.next_conn_req_timeout(None, LONG).expect("the request").connect(None).expect("accept");
+    assert!(!nonblocking(ep.fd()), "the endpoint's fd is blocking again after a wait that took a request");
     assert_eq!(client.next_event_timeout(LONG).expect("client event"), ConnEvent::Established);
     assert_eq!(server.next_event_timeout(LONG).expect("server event"), ConnEvent::Established);
 }
@@ -113,6 +114,15 @@ fn timeout__conn_wait_on_a_shared_channel<B: Backend>(b: &B) {
     q.client.write(remote(&dst).at(0), src.slice(0..8)).post().expect("write");
     let (_cq, is_rcq) = q.client.wait_timeout(LONG).expect("a completion event");
     assert!(!is_rcq);
+    let fd = q.client.compl_fd().expect("the shared channel's fd");
+    assert!(!nonblocking(fd), "the shared channel's fd is blocking again after a wait that took an event");
+    // On a non-blocking fd a timed wait waits all the same, and leaves the fd non-blocking.
+    q.client.set_nonblocking(true).expect("set_nonblocking");
+    assert_timed_out(Instant::now(), q.client.wait_timeout(SHORT).map(|_| ()), ErrorKind::NoCompletion);
+    q.client.write(remote(&dst).at(8), src.slice(0..8)).post().expect("write");
+    let (_cq, is_rcq) = q.client.wait_timeout(LONG).expect("a completion event on the non-blocking fd");
+    assert!(!is_rcq);
+    assert!(nonblocking(q.client.compl_fd().expect("fd")), "still non-blocking");
 }
 
 fn timeout__zero_is_Inval<B: Backend>(b: &B) {

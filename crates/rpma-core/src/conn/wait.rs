@@ -21,11 +21,18 @@ use crate::types::ConnEvent;
 
 use super::{Conn, ConnReq, Cq, Ep};
 
-/// Whether `fd` has `O_NONBLOCK`.
-fn is_nonblocking(op: &'static str, fd: BorrowedFd<'_>) -> Result<bool> {
+/// The status flags of `fd` (`fcntl(F_GETFL)`).
+fn get_flags(op: &'static str, fd: BorrowedFd<'_>) -> Result<OFlag> {
     let flags = fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), FcntlArg::F_GETFL)
         .map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_GETFL)"))?;
-    Ok(OFlag::from_bits_truncate(flags).contains(OFlag::O_NONBLOCK))
+    Ok(OFlag::from_bits_truncate(flags))
+}
+
+/// Sets the status flags of `fd` (`fcntl(F_SETFL)`).
+fn set_flags(op: &'static str, fd: BorrowedFd<'_>, flags: OFlag) -> Result<()> {
+    fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), FcntlArg::F_SETFL(flags))
+        .map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_SETFL)"))?;
+    Ok(())
 }
 
 /// Sets or clears `O_NONBLOCK` on `fd`.
@@ -33,13 +40,9 @@ fn is_nonblocking(op: &'static str, fd: BorrowedFd<'_>) -> Result<bool> {
 /// # Errors
 /// `Provider` with the errno of `fcntl`.
 pub(crate) fn set_nonblocking(op: &'static str, fd: BorrowedFd<'_>, on: bool) -> Result<()> {
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-    let flags =
-        fcntl(raw, FcntlArg::F_GETFL).map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_GETFL)"))?;
-    let mut flags = OFlag::from_bits_truncate(flags);
+    let mut flags = get_flags(op, fd)?;
     flags.set(OFlag::O_NONBLOCK, on);
-    fcntl(raw, FcntlArg::F_SETFL(flags)).map_err(|e| Error::provider(op, e as i32).with_detail("fcntl(F_SETFL)"))?;
-    Ok(())
+    set_flags(op, fd, flags)
 }
 
 /// `Inval` for a zero timeout.
@@ -57,8 +60,14 @@ fn timed_out(e: Error, empty: ErrorKind, timeout: Duration) -> Error {
     }
 }
 
-/// Calls `attempt` with `fd` non-blocking until it returns something other than `empty` (the
-/// kind that means "nothing pending"), polling `fd` in between, for at most `timeout`.
+/// Polls `fd` (`poll(2)`) until it is readable, then calls `attempt` with `fd` non-blocking,
+/// until `attempt` returns something other than `empty` (the kind that means "nothing
+/// pending") or `timeout` passes.
+///
+/// A readable fd is the contract of every fd here (`conn::mio`), so the fd is polled first: a
+/// wake costs `poll`, then the attempt's own calls, and `fcntl(F_GETFL)` once. A blocking fd is
+/// made non-blocking only around an attempt (another reader may have taken the event since the
+/// poll), and restored before the next poll; a non-blocking one is left alone.
 fn with_deadline<R>(
     op: &'static str,
     fd: BorrowedFd<'_>,
@@ -70,32 +79,35 @@ fn with_deadline<R>(
         return Err(zero_timeout(op));
     }
     let deadline = Instant::now().checked_add(timeout);
-    let was_nonblocking = is_nonblocking(op, fd)?;
-    if !was_nonblocking {
-        set_nonblocking(op, fd, true)?;
-    }
-    let r = loop {
-        match attempt() {
-            Err(e) if e.kind() == empty => {}
-            other => break other,
-        }
+    let flags = get_flags(op, fd)?;
+    let blocking = !flags.contains(OFlag::O_NONBLOCK);
+    loop {
         let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
         if left.is_zero() {
-            break Err(Error::new(empty, op).with_detail(&format!("timed out after {timeout:?}")));
+            return Err(Error::new(empty, op).with_detail(&format!("timed out after {timeout:?}")));
         }
         // Rounded up to a millisecond: never a busy loop of zero-length polls.
         let ms = u32::try_from(left.as_millis().max(1)).unwrap_or(u32::MAX);
         let pt = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
         match poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], pt) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => break Err(Error::provider(op, e as i32).with_detail("poll")),
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(Error::provider(op, e as i32).with_detail("poll")),
         }
-    };
-    if !was_nonblocking {
-        // The wait's own result matters more than a failure to restore the flag.
-        let _ = set_nonblocking(op, fd, false);
+        let r = if blocking {
+            set_flags(op, fd, flags | OFlag::O_NONBLOCK)?;
+            let r = attempt();
+            // The attempt's own result matters more than a failure to restore the flag.
+            let _ = set_flags(op, fd, flags);
+            r
+        } else {
+            attempt()
+        };
+        match r {
+            Err(e) if e.kind() == empty => {}
+            other => return other,
+        }
     }
-    r
 }
 
 impl<T: Transport> Ep<T> {
