@@ -141,6 +141,50 @@ fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
     }
 }
 
+// ------------------------------------------------------------------ rpma bench, two processes
+
+/// `rpma bench --server` and a client as two processes on the device, the server in `mode`
+/// (`--busy-poll` or `--sleep-when-idle`: the latter sleeps in poll(2) on its CQ's and its
+/// connection's fds between messages): a send ping-pong, whose every echo wakes the server, and
+/// writes; the client's CSV rows must name both runs with every operation done.
+fn bench_two_processes(mode: &str, env: &Env) -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let port = env.port();
+    let common = |side: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["bench", "--backend", "verbs", "--qd", "1", "--timeout", "60", "--no-progress"].map(String::from).to_vec();
+        a.extend(side.iter().map(|s| (*s).to_owned()));
+        a
+    };
+    let server = spawn("server", dir.path(), &common(&["--server", "--addr", &env.addr, "--port", &port, mode]))?;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !server.output().contains("serving 1 connection") {
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the bench server did not listen: {}", server.output()).into());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let target = format!("{}:{port}", env.addr);
+    let client_args = common(&["--connect", &target, "--op", "send,write", "--size", "8", "--iters", "300", "--csv"]);
+    let client = spawn("client", dir.path(), &client_args)?;
+    let mut procs = [server, client];
+    let (ok, report) = wait_all(&mut procs)?;
+    if !ok {
+        return Err(format!("rpma bench {mode} as two processes failed:\n{report}").into());
+    }
+    let out = procs[1].output();
+    for op in ["send", "write"] {
+        let row = out.lines().find(|l| l.starts_with("verbs,") && l.split(',').nth(2) == Some(op));
+        let Some(row) = row else {
+            return Err(format!("no CSV row for {op} in the client's output:\n{out}").into());
+        };
+        if row.split(',').nth(7) != Some("300") {
+            return Err(format!("{op}: not 300 operations done: {row}").into());
+        }
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------------ C peers (06scch, 09scch)
 
 /// The C peers of the shared-channel scenarios (`tests/interop/scch.c`), compiled once.
@@ -344,6 +388,13 @@ fn main() {
                 c_peer(s, c, &e)
             }));
         }
+    }
+    for mode in ["--busy-poll", "--sleep-when-idle"] {
+        let e = env.clone();
+        trials.push(Trial::test(format!("bench::two_processes::server{mode}"), move || {
+            let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+            bench_two_processes(mode, &e)
+        }));
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(Ok(exe)) = C_SCCH.get() {

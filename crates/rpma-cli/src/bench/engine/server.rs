@@ -41,6 +41,10 @@ pub(super) struct Served<T: Transport> {
     pub(super) busy_poll: bool,
     /// Sleep as soon as the CQ is empty (`--sleep-when-idle`).
     pub(super) sleep_when_idle: bool,
+    /// Sleep in `poll(2)` on the CQ's and the connection's fds, as the C program's server does
+    /// (`--sleep-when-idle` on a backend whose fds exist anyway: not the mock, which makes them
+    /// on demand).
+    pub(super) poll_fds: bool,
     /// How long any wait may last without progress (`--timeout`).
     pub(super) timeout: Duration,
 }
@@ -115,7 +119,12 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
         ConnEvent::Established => {}
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
-    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, sleep_when_idle, timeout })
+    let poll_fds = sleep_when_idle && peer.device().transport().name() != "mock";
+    if poll_fds {
+        // Its waits then take what poll(2) saw without touching the fd's flags again.
+        conn.cq().set_nonblocking(true).context("server: making the CQ's fd non-blocking")?;
+    }
+    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, sleep_when_idle, poll_fds, timeout })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -230,6 +239,32 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                 std::hint::spin_loop();
             } else if idle < SERVER_SPINS + SERVER_YIELDS && !s.sleep_when_idle {
                 std::thread::yield_now();
+            } else if s.poll_fds {
+                // The CQ is armed: a completion after the poll above still comes as an event.
+                // One poll(2) on both fds, then the event's own calls: the C server's wait.
+                let mut fds = [
+                    nix::poll::PollFd::new(cq.fd(), nix::poll::PollFlags::POLLIN),
+                    nix::poll::PollFd::new(s.conn.event_fd(), nix::poll::PollFlags::POLLIN),
+                ];
+                let wait = nix::poll::PollTimeout::try_from(SERVER_IDLE_WAIT).unwrap_or(nix::poll::PollTimeout::MAX);
+                match nix::poll::poll(&mut fds, wait) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return Err(e).context("server: polling the CQ's and the connection's fds"),
+                }
+                let [cq_fd, ev_fd] = fds.map(|f| f.any().unwrap_or(false));
+                if cq_fd {
+                    match cq.wait() {
+                        Ok(()) => idle = 0,
+                        Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+                        Err(e) => return Err(e).context("server: taking a completion event"),
+                    }
+                }
+                if ev_fd {
+                    ended = Some(s.conn.next_event().context("server: a connection event")?);
+                }
+                if abort.load(Ordering::Acquire) {
+                    return Err(ClientGaveUp.into());
+                }
             } else {
                 // The CQ is armed: a completion after the poll above still comes as an event.
                 // Timed waits, not a poll(2) of the two fds: on the mock they need no fd, so a
@@ -293,6 +328,11 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
 
 /// Accepts `conns` connections and serves each on its own thread.
 pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
+    if plan.conns == 1 {
+        // On this thread: a server process that never had a second thread pays less for each
+        // system call (glibc's wrappers), as the C program's server does.
+        return serve(accept(peer, ep, plan, abort)?, abort);
+    }
     std::thread::scope(|sc| {
         let mut handles = Vec::new();
         for _ in 0..plan.conns {
