@@ -10,7 +10,7 @@ use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Tra
 
 use super::protocol::*;
 use super::wait::{self, Idle};
-use crate::bench::Plan;
+use crate::bench::{Plan, Role};
 use crate::scenarios::common::poll_event;
 
 /// The server stopped waiting because the client side failed first (loopback): not an error of
@@ -45,6 +45,10 @@ pub(super) struct Served<T: Transport> {
     /// (`--sleep-when-idle` on a backend whose fds exist anyway: not the mock, which makes them
     /// on demand).
     pub(super) poll_fds: bool,
+    /// How long such a `poll(2)` lasts: for ever in a server process (as the C server's: a
+    /// timed poll arms a timer in the kernel each time), [`SERVER_IDLE_WAIT`] in one process
+    /// with its clients, which looks at the abort flag in between.
+    pub(super) poll_wait: nix::poll::PollTimeout,
     /// How long any wait may last without progress (`--timeout`).
     pub(super) timeout: Duration,
 }
@@ -120,11 +124,28 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
     let poll_fds = sleep_when_idle && peer.device().transport().name() != "mock";
+    let poll_wait = match plan.role {
+        Role::Server => nix::poll::PollTimeout::NONE,
+        _ => nix::poll::PollTimeout::try_from(SERVER_IDLE_WAIT).unwrap_or(nix::poll::PollTimeout::MAX),
+    };
     if poll_fds {
         // Its waits then take what poll(2) saw without touching the fd's flags again.
         conn.cq().set_nonblocking(true).context("server: making the CQ's fd non-blocking")?;
     }
-    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, sleep_when_idle, poll_fds, timeout })
+    Ok(Served {
+        conn,
+        target,
+        recvs,
+        recv_slot,
+        source,
+        inbox,
+        req: r,
+        busy_poll,
+        sleep_when_idle,
+        poll_fds,
+        poll_wait,
+        timeout,
+    })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -246,8 +267,7 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                     nix::poll::PollFd::new(cq.fd(), nix::poll::PollFlags::POLLIN),
                     nix::poll::PollFd::new(s.conn.event_fd(), nix::poll::PollFlags::POLLIN),
                 ];
-                let wait = nix::poll::PollTimeout::try_from(SERVER_IDLE_WAIT).unwrap_or(nix::poll::PollTimeout::MAX);
-                match nix::poll::poll(&mut fds, wait) {
+                match nix::poll::poll(&mut fds, s.poll_wait) {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => return Err(e).context("server: polling the CQ's and the connection's fds"),
                 }
