@@ -34,8 +34,9 @@
 # LAT_VARIANTS and RATE_VARIANTS pick the librpma section's rows (see below; e.g.
 # LAT_VARIANTS= RATE_VARIANTS=1 for the plain message rate alone).
 # SOFTROCE_ACCEL=icount: the guest's clock is its instruction count (one vCPU); timings then
-# repeat to ~0.1 % within a boot whatever the host's load, and the send ping-pong rows are left
-# out (docs/bench.md, "step 3 of the loop, and deterministic timings").
+# repeat to ~0.1 % within a boot whatever the host's load (docs/bench.md, "step 3 of the loop,
+# and deterministic timings"); the servers sleep when idle and run at a real-time priority, so
+# an echo runs as soon as its message arrives.
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
 # round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs
@@ -65,22 +66,18 @@ LAT_VARIANTS=${LAT_VARIANTS-read;write;write-flush;send;write --inline;write-flu
 RATE_VARIANTS=${RATE_VARIANTS-1;16;16 --inline}
 IFS=';' read -r -a LAT_LIST <<<"$LAT_VARIANTS"
 # SOFTROCE_ACCEL=icount (scripts/softroce/run.sh): the guest's clock counts the instructions it
-# executes, one vCPU, so its timings do not depend on the host's load. A ping-pong there waits
-# for the guest's scheduler to run the other process (a tick, 4 ms), so the send rows go.
+# executes, one vCPU, so its timings do not depend on the host's load.
 ICOUNT=${ICOUNT:-0}
 if [[ ${SOFTROCE_ACCEL:-tcg} == icount ]]; then ICOUNT=1; fi
-if ((ICOUNT)); then
-    kept=()
-    for v in "${LAT_LIST[@]}"; do [[ ${v%% *} == send ]] || kept+=("$v"); done
-    LAT_LIST=("${kept[@]}")
-    unset kept v
-fi
 CLOCK=''
 # How the servers wait (latency and rate rows): spinning on their CQ, each on its own vCPU; on
 # one vCPU (icount) a spinning server would take turns with the client, so both sleep in the
-# kernel when idle (ours with --sleep-when-idle, the C one with SERVER_SLEEPS).
-SPIN=(--busy-poll) SLEEPY_C=()
-if ((ICOUNT)); then CLOCK=', icount clock' SPIN=(--sleep-when-idle) SLEEPY_C=(env SERVER_SLEEPS=1); fi
+# kernel when idle (ours with --sleep-when-idle, the C one with SERVER_SLEEPS), and both run
+# at a real-time priority (PRIO): woken by a message, a server then runs at once, as on a CPU
+# of its own, instead of after the busy-polling client's time slice (the scheduler does not
+# preempt for a task that slept only microseconds).
+SPIN=(--busy-poll) SLEEPY_C=() PRIO=()
+if ((ICOUNT)); then CLOCK=', icount clock' SPIN=(--sleep-when-idle) SLEEPY_C=(env SERVER_SLEEPS=1) PRIO=(chrt -f 1); fi
 IFS=';' read -r -a RATE_LIST <<<"$RATE_VARIANTS"
 ADDR=10.77.0.1
 
@@ -150,7 +147,7 @@ ours() {
     # Two processes, as the C program's server and client: the client process has one thread
     # (rxe rings its doorbell with write(2), and glibc's wrapper costs ~45 more instructions
     # in a process that ever had a second thread).
-    "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" "${SPIN[@]}" \
+    "${PRIO[@]}" "$RPMA_BIN" bench --backend verbs --server --addr "$ADDR" --port "$port" --qd "$qd" "${SPIN[@]}" \
         --timeout 300 --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
     local server=$! out rc=0
     sleep 1
@@ -258,7 +255,7 @@ c_run() {
     local op=$1 size=$2 iters=$3 qd=$4 cqmod=$5
     shift 5
     port=$((port + 1))
-    "${C_ENV[@]}" "${SLEEPY_C[@]}" "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
+    "${PRIO[@]}" "${C_ENV[@]}" "${SLEEPY_C[@]}" "$C_BIN" server "$ADDR" "$port" >/tmp/c-server.out 2>/tmp/c-server.err &
     local server=$! i
     for ((i = 0; i < 300; i++)); do
         grep -q LISTENING /tmp/c-server.out 2>/dev/null && break
@@ -438,7 +435,6 @@ if section capi; then
     printf '%-22s %14s %14s %8s  %s
 ' "C program (8 B)" "on rpma-capi" "on librpma" "ratio" "paired ratio: median [min..max]"
     capi_ops=(read write write-flush send)
-    if ((ICOUNT)); then capi_ops=(read write write-flush); fi
     for op in "${capi_ops[@]}"; do
         capi_rounds "$op" "$LAT_ITERS" 1 1 p50_ns
         printf '%-22s %11s ns %11s ns %8s  %s
@@ -453,7 +449,6 @@ if section capi; then
     printf '%-10s %-9s %10s %10s
 ' "callgrind" "library" "post Ir" "poll Ir"
     cg_ops=(read write flush send)
-    if ((ICOUNT)); then cg_ops=(read write flush); fi
     # CAPI_CALLGRIND=0: timings only (callgrind under the one-thread icount guest is slow).
     if [[ ${CAPI_CALLGRIND:-1} == 0 ]]; then cg_ops=(); fi
     for op in "${cg_ops[@]}"; do
