@@ -11,7 +11,7 @@ use crate::backend::{with_backend, Backend, By, ConnF, EpF, Kind, ReqF, SrqF};
 use crate::cfg::{cfg_or_default, RpmaConnCfg};
 use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
-use crate::wait::{blocking, turn, Turn};
+use crate::wait::{blocking, turn};
 use crate::{
     code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_PROVIDER, E_UNKNOWN,
 };
@@ -651,7 +651,9 @@ pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c
 }
 
 /// `rpma_cq_wait`: sleeps without the owner's lock (other threads post and poll while this
-/// one waits; [`crate::wait`]).
+/// one waits). On verbs it takes the event as librpma does, outside the lock (libibverbs' calls
+/// are thread-safe); on the mock it sleeps in `poll(2)` and takes the event under the lock
+/// ([`crate::wait`]).
 ///
 /// # Safety
 /// C2: `cq` is NULL or live.
@@ -661,18 +663,23 @@ pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
         with_backend!(kind, T => {
-            blocking(|| {
-                // SAFETY: [C2] the caller's handle.
-                unsafe {
-                    with_cq::<T, _>(cq, |q| {
-                        if q.is_shared() {
-                            // `wait` refuses it at once (librpma: RPMA_E_SHARED_CHANNEL).
-                            return q.wait().map(Turn::Done).map_err(code);
-                        }
-                        turn(q.fd().as_raw_fd(), || q.wait())
-                    })
-                }
-            })
+            // SAFETY: [C2] as above.
+            let unlocked = unsafe {
+                with_cq::<T, _>(cq, |q| {
+                    if q.is_shared() {
+                        // `wait` refuses it at once (librpma: RPMA_E_SHARED_CHANNEL).
+                        return q.wait().map(|()| None).map_err(code);
+                    }
+                    Ok(T::unlocked_wait(q))
+                })
+            }?;
+            if let Some(w) = unlocked {
+                // SAFETY: [C2] the handle, and with it its CQ, lives until this call returns.
+                return unsafe { w.wait() }.map_err(code);
+            }
+            // (The channel is not shared: refused above.)
+            // SAFETY: [C2] the caller's handle.
+            blocking(|| unsafe { with_cq::<T, _>(cq, |q| turn(q.fd().as_raw_fd(), || q.wait())) })
         })
     })
 }

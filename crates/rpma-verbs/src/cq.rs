@@ -139,6 +139,35 @@ pub(crate) struct SrqState {
     pub(crate) scratch: crate::cm::Scratch,
 }
 
+/// A CQ's own completion channel ([`VerbsCq::events`]): waits for the CQ's completion events
+/// without borrowing the CQ, for a caller that must not hold what guards the CQ while it
+/// sleeps (the C ABI's handle lock: other threads post and poll meanwhile). Taking, acking and
+/// re-arming are thread-safe libibverbs calls (V3), so nothing else is needed.
+pub struct CqEvents {
+    channel: Arc<Channel>,
+}
+
+impl std::fmt::Debug for CqEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CqEvents").finish_non_exhaustive()
+    }
+}
+
+impl CqEvents {
+    /// `rpma_cq_wait`: takes one completion event (sleeping for it unless the channel's fd is
+    /// non-blocking), acks it and re-arms the CQ: `read(2)` and the re-arming, as librpma's.
+    ///
+    /// # Errors
+    /// `NoCompletion` if no event can be had (non-blocking fd); `Provider` if re-arming fails.
+    ///
+    /// # Safety
+    /// The CQ this came from is not destroyed before this returns: the event names it, and
+    /// the ack and the re-arming use it (V1).
+    pub unsafe fn wait(&self) -> Result<()> {
+        self.channel.wait().map(|_| ())
+    }
+}
+
 /// Where a CQ translates receive completions.
 pub(crate) enum RecvLink {
     /// The CQ gets no receive completions.
@@ -217,6 +246,14 @@ impl VerbsCq {
 
     pub(crate) const fn channel(&self) -> &Arc<Channel> {
         &self.channel
+    }
+
+    /// The CQ's own completion channel as a [`CqEvents`], to wait for the CQ's events without
+    /// borrowing the CQ; `None` if the channel is shared (its events are waited for through
+    /// the connection, which tells its two CQs apart).
+    #[must_use]
+    pub fn events(&self) -> Option<CqEvents> {
+        (!self.shared).then(|| CqEvents { channel: Arc::clone(&self.channel) })
     }
 
     /// Destroys the CQ now (once); its channel goes with the last holder.

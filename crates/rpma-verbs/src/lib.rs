@@ -118,7 +118,7 @@ use rpma_mem::Memory;
 use crate::sys::{call, release, track};
 
 pub use cm::{VerbsListener, VerbsQp, VerbsSrq};
-pub use cq::VerbsCq;
+pub use cq::{CqEvents, VerbsCq};
 pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;
 pub use native::{native_only, op_counts, set_native_only, NativeOnly, OpCounts};

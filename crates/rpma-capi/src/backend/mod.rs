@@ -70,6 +70,32 @@ impl<F: Family> By<F> {
     }
 }
 
+/// A wait for a CQ's completion events that runs without the handle's lock
+/// ([`Backend::unlocked_wait`]).
+pub(crate) enum UnlockedWait {
+    /// The CQ's own completion channel on verbs.
+    #[cfg(feature = "verbs")]
+    Verbs(rpma_verbs::CqEvents),
+}
+
+impl UnlockedWait {
+    /// Takes one completion event, acks it and re-arms the CQ (`rpma_cq_wait`).
+    ///
+    /// # Errors
+    /// As [`rpma_core::Cq::wait`].
+    ///
+    /// # Safety
+    /// C2: the CQ this came from lives until this returns (its handle is not deleted while a
+    /// thread uses it).
+    pub(crate) unsafe fn wait(&self) -> rpma_core::Result<()> {
+        match *self {
+            #[cfg(feature = "verbs")]
+            // SAFETY: [C2] the caller's promise is the one CqEvents::wait asks for.
+            Self::Verbs(ref e) => unsafe { e.wait() },
+        }
+    }
+}
+
 /// A transport this library can run on: how a handle's [`By`] holds its objects.
 pub(crate) trait Backend: Transport {
     /// The object of `b`, if it was made on this backend (else `RPMA_E_INVAL`).
@@ -78,6 +104,10 @@ pub(crate) trait Backend: Transport {
     fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>>;
     /// `v` as a handle's object.
     fn wrap<F: Family>(v: F::Of<Self>) -> By<F>;
+    /// How `rpma_cq_wait` may take `cq`'s events without the handle's lock, if the backend's
+    /// calls for it are thread-safe (verbs); `None`: it waits under the lock, sleeping without
+    /// it ([`crate::wait`]; the mock, whose CQ is not `Sync`).
+    fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait>;
 }
 
 impl Backend for MockFabric {
@@ -98,6 +128,9 @@ impl Backend for MockFabric {
     fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
         By::Mock(v)
     }
+    fn unlocked_wait(_: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
+        None
+    }
 }
 
 #[cfg(feature = "verbs")]
@@ -116,6 +149,9 @@ impl Backend for Verbs {
     }
     fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
         By::Verbs(v)
+    }
+    fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
+        cq.backend().events().map(UnlockedWait::Verbs)
     }
 }
 

@@ -96,6 +96,13 @@ impl<'a, T: Transport> Cq<'a, T> {
     pub const fn is_channel_shared(&self) -> bool {
         self.shared
     }
+
+    /// The backend's CQ object (part of the backend contract, [`crate::transport`], which is
+    /// not semver-stable).
+    #[must_use]
+    pub const fn backend(&self) -> &'a T::Cq {
+        self.cq
+    }
 }
 
 /// `rpma_cq_get_wc`'s mapping of a poll result for `asked` entries: none → `Ok(0)` (librpma's
