@@ -493,11 +493,24 @@ pub unsafe extern "C" fn rpma_conn_wait(
         nonnull(cq)?;
         let waited = with_backend!(c.conn.kind(), T => {
             let m = T::get(&c.conn)?;
-            blocking(|| {
+            // On verbs the event is taken outside the lock, as librpma does (thread-safe
+            // libibverbs calls); on the mock the wait sleeps without the lock, then takes it.
+            let unlocked = {
                 let c = lock(m);
-                let fd = c.compl_fd().map_err(code)?.as_raw_fd();
-                turn(fd, || c.wait().map(|(_, rcq)| rcq))
-            })
+                // No shared channel: RPMA_E_NOT_SHARED_CHNL, as before any wait.
+                c.compl_fd().map_err(code).map(|_| T::unlocked_conn_wait(&c))
+            };
+            match unlocked {
+                Err(e) => Err(e),
+                // SAFETY: [C2] the handle, and with it its connection, lives until this call
+                // returns.
+                Ok(Some(w)) => unsafe { w.wait() }.map_err(code),
+                Ok(None) => blocking(|| {
+                    let c = lock(m);
+                    let fd = c.compl_fd().map_err(code)?.as_raw_fd();
+                    turn(fd, || c.wait().map(|(_, rcq)| rcq))
+                }),
+            }
         });
         let rcq = match waited {
             Ok(rcq) => rcq,

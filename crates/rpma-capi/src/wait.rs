@@ -1,8 +1,9 @@
 //! librpma's blocking waits (`rpma_cq_wait`, `rpma_conn_wait`, `rpma_conn_next_event`) on an
 //! object behind a handle's lock, without holding the lock while the wait sleeps.
 //!
-//! (`rpma_cq_wait` on verbs needs none of this: it takes the event outside the lock, with
-//! thread-safe libibverbs calls, `rpma_verbs::CqEvents`.)
+//! (`rpma_cq_wait` and `rpma_conn_wait` on verbs need none of this: they take the event
+//! outside the lock, with thread-safe libibverbs calls, `rpma_verbs::CqEvents` and
+//! `rpma_verbs::SharedCqEvents`.)
 //!
 //! A wait sleeps in `poll(2)` on the object's fd with the lock released, so other threads post
 //! and poll meanwhile; when the fd becomes readable it takes the lock and, if the fd is still

@@ -117,7 +117,7 @@ use rpma_mem::Memory;
 
 use crate::sys::{call, release, track};
 
-pub use cm::{VerbsListener, VerbsQp, VerbsSrq};
+pub use cm::{SharedCqEvents, VerbsListener, VerbsQp, VerbsSrq};
 pub use cq::{CqEvents, VerbsCq};
 pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;

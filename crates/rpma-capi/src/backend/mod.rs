@@ -96,6 +96,35 @@ impl UnlockedWait {
     }
 }
 
+/// A wait for the events of a connection's shared completion channel that runs without the
+/// handle's lock ([`Backend::unlocked_conn_wait`]).
+pub(crate) enum UnlockedConnWait {
+    /// The connection's shared channel on verbs.
+    #[cfg(feature = "verbs")]
+    Verbs(rpma_verbs::SharedCqEvents),
+}
+
+impl UnlockedConnWait {
+    /// Takes one completion event, acks it, re-arms the CQ that fired and says whether it is
+    /// the receive CQ (`rpma_conn_wait`).
+    ///
+    /// # Errors
+    /// As [`rpma_core::Conn::wait`].
+    ///
+    /// # Safety
+    /// C2: the connection this came from lives until this returns (its handle is not deleted
+    /// while a thread uses it).
+    pub(crate) unsafe fn wait(&self) -> rpma_core::Result<bool> {
+        match *self {
+            #[cfg(feature = "verbs")]
+            // SAFETY: [C2] the caller's promise is the one SharedCqEvents::wait asks for.
+            Self::Verbs(ref e) => unsafe { e.wait() }
+                .map(|slot| slot == rpma_core::transport::CqSlot::Receive)
+                .map_err(|e| e.in_op("rpma_conn_wait")),
+        }
+    }
+}
+
 /// A transport this library can run on: how a handle's [`By`] holds its objects.
 pub(crate) trait Backend: Transport {
     /// The object of `b`, if it was made on this backend (else `RPMA_E_INVAL`).
@@ -108,6 +137,9 @@ pub(crate) trait Backend: Transport {
     /// calls for it are thread-safe (verbs); `None`: it waits under the lock, sleeping without
     /// it ([`crate::wait`]; the mock, whose CQ is not `Sync`).
     fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait>;
+    /// How `rpma_conn_wait` may take the events of `conn`'s shared completion channel without
+    /// the handle's lock (verbs); `None`: under the lock, as [`Backend::unlocked_wait`].
+    fn unlocked_conn_wait(conn: &Conn<Self>) -> Option<UnlockedConnWait>;
 }
 
 impl Backend for MockFabric {
@@ -131,6 +163,9 @@ impl Backend for MockFabric {
     fn unlocked_wait(_: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
         None
     }
+    fn unlocked_conn_wait(_: &Conn<Self>) -> Option<UnlockedConnWait> {
+        None
+    }
 }
 
 #[cfg(feature = "verbs")]
@@ -152,6 +187,9 @@ impl Backend for Verbs {
     }
     fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
         cq.backend().events().map(UnlockedWait::Verbs)
+    }
+    fn unlocked_conn_wait(conn: &Conn<Self>) -> Option<UnlockedConnWait> {
+        conn.backend().shared_events().map(UnlockedConnWait::Verbs)
     }
 }
 

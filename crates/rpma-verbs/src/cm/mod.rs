@@ -21,7 +21,7 @@ pub(crate) use listener::listen;
 pub use listener::VerbsListener;
 pub(crate) use post::Scratch;
 pub(crate) use qp::connect_request;
-pub use qp::VerbsQp;
+pub use qp::{SharedCqEvents, VerbsQp};
 pub(crate) use srq::create_srq;
 pub use srq::VerbsSrq;
 

@@ -441,6 +441,19 @@ impl VerbsQp {
         self.post_send_general(std::slice::from_ref(&wr))
     }
 
+    /// The connection's shared completion channel as a [`SharedCqEvents`], to wait for its two
+    /// CQs' events without borrowing the connection; `None` if the CQs have channels of their
+    /// own ([`VerbsCq::events`] then).
+    #[must_use]
+    pub fn shared_events(&self) -> Option<SharedCqEvents> {
+        let channel = Arc::clone(self.shared.as_ref()?);
+        Some(SharedCqEvents {
+            channel,
+            main: self.cq.as_ptr() as usize,
+            receive: self.rcq.as_ref().map(|r| r.as_ptr() as usize),
+        })
+    }
+
     /// [`VerbsQp::post_recv_general`] of one receive (see [`VerbsQp::post_send_general_one`]).
     #[inline(never)]
     fn post_recv_general_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
@@ -507,14 +520,7 @@ impl QpBackend<Verbs> for VerbsQp {
         let Some(ch) = &self.shared else {
             return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
         };
-        let cq = ch.wait()?;
-        if cq == self.cq.as_ptr() {
-            Ok(CqSlot::Main)
-        } else if self.rcq.as_ref().is_some_and(|r| r.as_ptr() == cq) {
-            Ok(CqSlot::Receive)
-        } else {
-            Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event").with_detail("event from an unknown CQ"))
-        }
+        slot_of(ch.wait()? as usize, self.cq.as_ptr() as usize, self.rcq.as_ref().map(|r| r.as_ptr() as usize))
     }
 
     fn request_private_data(&self) -> &[u8] {
@@ -636,5 +642,49 @@ impl QpBackend<Verbs> for VerbsQp {
 
     fn destroy(&self) -> Result<()> {
         self.teardown()
+    }
+}
+
+/// A connection's shared completion channel ([`VerbsQp::shared_events`]): waits for the events
+/// of the connection's two CQs without borrowing the connection, for a caller that must not
+/// hold what guards it while it sleeps (the C ABI's handle lock). Taking, acking and re-arming
+/// are thread-safe libibverbs calls (V3); the CQs' addresses are kept only to tell which one
+/// fired, never dereferenced here.
+pub struct SharedCqEvents {
+    channel: Arc<Channel>,
+    main: usize,
+    receive: Option<usize>,
+}
+
+impl std::fmt::Debug for SharedCqEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCqEvents").field("has_receive_cq", &self.receive.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl SharedCqEvents {
+    /// `rpma_conn_wait`: takes one completion event of the channel (sleeping for it unless its
+    /// fd is non-blocking), acks it, re-arms the CQ that fired and says which one it is.
+    ///
+    /// # Errors
+    /// `NoCompletion` if no event can be had (non-blocking fd); `Provider` if re-arming fails;
+    /// `Unknown` for an event of a CQ that is not the connection's.
+    ///
+    /// # Safety
+    /// The connection's CQs are not destroyed before this returns: the event names one, and the
+    /// ack and the re-arming use it (V1).
+    pub unsafe fn wait(&self) -> Result<CqSlot> {
+        slot_of(self.channel.wait()? as usize, self.main, self.receive)
+    }
+}
+
+/// Which of a connection's CQs (at `main`, and `receive` if it has one) the CQ at `cq` is.
+fn slot_of(cq: usize, main: usize, receive: Option<usize>) -> Result<CqSlot> {
+    if cq == main {
+        Ok(CqSlot::Main)
+    } else if receive == Some(cq) {
+        Ok(CqSlot::Receive)
+    } else {
+        Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event").with_detail("event from an unknown CQ"))
     }
 }
