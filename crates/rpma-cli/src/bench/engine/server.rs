@@ -346,7 +346,8 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
     Ok(())
 }
 
-/// Accepts `conns` connections and serves each on its own thread.
+/// Accepts `conns` connections and serves each on its own thread (a single one on this
+/// thread).
 pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
     if plan.conns == 1 {
         // On this thread: a server process that never had a second thread pays less for each
