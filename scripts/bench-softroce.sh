@@ -18,7 +18,9 @@
 #              inline for write, write-flush and send), and the message rate of
 #              writes at queue depth 128 (cq-mod 100), ours also with --batch 16 and with
 #              --batch 16 --inline (C librpma has neither: each operation is its own doorbell,
-#              its data always read from a registered region)
+#              its data always read from a registered region); for each batch size, perftest's
+#              own gain from post lists of that size in the same boot (ib_write_bw -l N against
+#              -Q CQ_MOD: what the device gives raw verbs for one doorbell per N writes)
 #   capi       our librpma.so (crates/rpma-capi, RPMA_BACKEND=verbs) against Debian's, under the
 #              same C program (benches/c/librpma_bench.c, both sides on the library compared,
 #              LD_LIBRARY_PATH): the p50 latencies and the message rate of the librpma section,
@@ -112,6 +114,10 @@ fi
 section() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 if section perftest; then
     command -v ib_write_lat >/dev/null || { echo "perftest is not installed (apt-get install perftest)" >&2; exit 1; }
+fi
+if section librpma && [[ " ${RATE_LIST[*]} " =~ \ ([2-9]|[1-9][0-9]+)( |\ --) ]]; then
+    # The batch rows are read against perftest's own post lists (below).
+    command -v ib_write_bw >/dev/null || { echo "perftest is not installed (apt-get install perftest)" >&2; exit 1; }
 fi
 if section callgrind; then
     command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
@@ -269,7 +275,7 @@ c_run() {
 # field LINE KEY: the value of KEY=value in a C result line.
 field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
-TABLE=()
+TABLE=() NOTES=()
 if section librpma; then
     echo
     printf '%-22s %14s %14s %8s  %s\n' "vs C librpma (8 B)" "rpma-rs" "C librpma" "ratio" "paired ratio: median [min..max]"
@@ -318,6 +324,33 @@ if section librpma; then
         printf '%-22s %10.0f op/s %10.0f op/s %8s  %s\n' "$what" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
         TABLE+=("| write message rate, qd $BW_QD$( ((batch > 1)) && echo ", rpma-rs --batch $batch${extra:+ $extra}") (op/s) | $(printf '%.0f' "$a") | $(printf '%.0f' "$b") | $(ratio "$a" "$b") | $sp |")
     done
+    # What the device itself gains from one doorbell per N writes, in the same boot: perftest
+    # (raw verbs, no library) with post lists of N (`ib_write_bw -l N`, which signals the last
+    # of each list) against its plain run (`-Q CQ_MOD`). Perftest's message rate comes from
+    # its own clock (on the icount guest a made-up CPU frequency), so only the ratio of its two
+    # runs is read: the --batch rows above, against C, cannot go much past it.
+    declare -A seen=()
+    for variant in "${RATE_LIST[@]}"; do
+        read -r batch _ <<<"$variant"
+        ((batch > 1)) && [[ -z ${seen[$batch]:-} ]] || continue
+        seen[$batch]=1
+        lists=() plain=()
+        for ((round = 0; round < REPEAT; round++)); do
+            if ((round % 2)); then
+                p=$(perftest ib_write_bw 8 "$BW_ITERS" -t "$BW_QD" -Q "$CQ_MOD")
+                l=$(perftest ib_write_bw 8 "$BW_ITERS" -t "$BW_QD" -l "$batch")
+            else
+                l=$(perftest ib_write_bw 8 "$BW_ITERS" -t "$BW_QD" -l "$batch")
+                p=$(perftest ib_write_bw 8 "$BW_ITERS" -t "$BW_QD" -Q "$CQ_MOD")
+            fi
+            lists+=("$(echo "$l" | awk '{ print $5 }')")
+            plain+=("$(echo "$p" | awk '{ print $5 }')")
+        done
+        a=$(median "${lists[@]}") b=$(median "${plain[@]}") sp=$(spread "${lists[@]}" -- "${plain[@]}")
+        printf '%-22s %10s Mpps %10s Mpps %8s  %s\n' "perftest -l $batch / -Q" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+        NOTES+=("- perftest's own gain from post lists of $batch (ib_write_bw -l $batch / -Q $CQ_MOD, qd $BW_QD, 8 B, same boot): $(ratio "$a" "$b") of medians, paired $sp")
+    done
+    unset seen
 fi
 
 if section callgrind; then
@@ -481,4 +514,8 @@ if ((${#TABLE[@]})); then
     echo "| metric (Soft-RoCE in QEMU TCG$CLOCK, medians of $REPEAT rounds) | rpma-rs | C librpma 1.2 | rpma-rs / C, of medians | paired ratio: median [min..max] |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${TABLE[@]}"
+    if ((${#NOTES[@]})); then
+        echo
+        printf '%s\n' "${NOTES[@]}"
+    fi
 fi
