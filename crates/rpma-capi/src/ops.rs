@@ -121,14 +121,16 @@ unsafe fn write(
         let c = &*g;
         let f = flags(flags_)?;
         // SAFETY: [C2] the caller's handles.
-        let pieces = unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }?;
-        match (pieces, imm) {
-            (None, None) => post(c.write_empty(), f, op_context),
-            (None, Some(imm)) => post(c.write_empty().imm(imm), f, op_context),
-            (Some((s, d)), None) => post(c.write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?), f, op_context),
-            (Some((s, d)), Some(imm)) => {
-                post(c.write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?).imm(imm), f, op_context)
-            }
+        let Some((s, d)) = unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? else {
+            return match imm {
+                None => post(c.write_empty(), f, op_context),
+                Some(imm) => post(c.write_empty().imm(imm), f, op_context),
+            };
+        };
+        let op = c.write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?);
+        match imm {
+            None => post(op, f, op_context),
+            Some(imm) => post(op.imm(imm), f, op_context),
         }
     })
 }
