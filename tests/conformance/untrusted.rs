@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpma::descriptor::MrDescriptor;
-use rpma::transport::{ListenerBackend, QpBackend, QueueConfig};
+use rpma::transport::{ListenerBackend, MrBackend, QpBackend, QueueConfig};
 use rpma::{
     ConnEvent, ConnReq, ContextType, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Transport, Usage, WcStatus,
     DEFAULT_TIMEOUT,
@@ -38,6 +38,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         untrusted__send_with_imm_larger_than_posted_receive,
         untrusted__oversized_private_data_on_connect,
         untrusted__oversized_private_data_on_accept,
+        untrusted__raw_region_lends_no_plain_bytes_a_peer_may_reach,
     ]
 }
 
@@ -344,4 +345,26 @@ fn untrusted__oversized_private_data_on_accept<B: Backend>(b: &B) {
         }
     }
     let _ = listener.shutdown();
+}
+
+/// A region registered straight on the transport (no rpma-core check in between) lends its
+/// `Memory`, whose plain slices are references, only while no peer can reach the bytes (rule
+/// M3): the backend itself refuses for every usage that grants remote access.
+fn untrusted__raw_region_lends_no_plain_bytes_a_peer_may_reach<B: Backend>(b: &B) {
+    let t = b.transport();
+    let pd = raw_pd(b, &t);
+    let remote = [Usage::READ_SRC, Usage::WRITE_DST, Usage::FLUSH_TYPE_VISIBILITY, Usage::FLUSH_TYPE_PERSISTENT];
+    for usage in remote {
+        let mut mr = t.reg_mr(&pd, rpma::Memory::zeroed(SZ).expect("memory"), usage).expect("reg_mr");
+        assert!(mr.memory_mut().is_none(), "{usage:?} grants remote access, yet the backend lent its memory");
+        drop(mr);
+    }
+    // iWARP registers a read's and a receive's destination for remote write.
+    let local: &[Usage] =
+        if b.caps().iwarp { &[Usage::WRITE_SRC] } else { &[Usage::WRITE_SRC, Usage::RECV, Usage::READ_DST] };
+    for &usage in local {
+        let mut mr = t.reg_mr(&pd, rpma::Memory::zeroed(SZ).expect("memory"), usage).expect("reg_mr");
+        let mem = mr.memory_mut().unwrap_or_else(|| panic!("{usage:?} is local only, yet the backend kept its memory"));
+        mem.as_mut_slice()[0] = 1;
+    }
 }

@@ -33,6 +33,36 @@
 //! `Conn` and `ConnReq` are `Send` but not `Sync` and a `Cq` is neither, so a backend may keep
 //! its data-path bookkeeping unsynchronised (rpma-verbs does, rule V6 of docs/memory.md). A
 //! shared receive queue ([`SrqBackend`]) is `Send + Sync` and is posted to from any thread.
+//!
+//! # Safe to reach
+//! The contract is public (a backend crate implements it; [`Conn::backend`](crate::Conn::backend)
+//! lends a backend's own extras, such as the mock's link cut), and no safe call of it can make a
+//! backend touch freed or unvalidated memory:
+//! - a work request ([`SendWr`], [`RecvWr`]) has a private field, so only rpma-core's validation
+//!   makes one: code outside rpma-core can hand a backend only the work requests rpma-core built
+//!   (reading their fields is free);
+//! - what ends an object takes it by value ([`QpBackend::destroy`], [`QpBackend::reject`],
+//!   [`MrBackend::dereg`], [`SrqBackend::destroy`], [`ListenerBackend::shutdown`]), so nothing
+//!   can use it afterwards; a `&` to a backend object cannot end it;
+//! - [`MrBackend::memory_mut`] gives the bytes only while neither the device nor a peer can reach
+//!   them (no remote access granted, no work request in flight): each backend checks that itself
+//!   (rule M3 of docs/memory.md).
+//!
+//! ```compile_fail,E0507
+//! // A connection's queue pair cannot be destroyed through a shared reference.
+//! use rpma_core::transport::QpBackend;
+//! fn end_it<T: rpma_core::Transport>(conn: &rpma_core::Conn<T>) {
+//!     let _ = conn.backend().destroy();
+//! }
+//! ```
+//!
+//! ```compile_fail,E0451
+//! // A work request cannot be made outside rpma-core.
+//! use rpma_core::transport::{Local, RecvWr};
+//! fn forge<T: rpma_core::Transport>() -> RecvWr<'static, T> {
+//!     RecvWr { local: Local::None, wr_id: 0, _by_core: todo!() }
+//! }
+//! ```
 
 use std::fmt::Debug;
 use std::os::fd::BorrowedFd;
@@ -284,7 +314,18 @@ impl<'a, T: Transport> Local<'a, T> {
     }
 }
 
-/// A send-queue work request, validated by rpma-core.
+/// Made by rpma-core only: the private field that keeps [`SendWr`] and [`RecvWr`] from being
+/// built anywhere else (see "Safe to reach" in the module docs).
+#[derive(Clone, Copy)]
+pub struct ByCore(());
+
+impl ByCore {
+    /// The mark of a work request rpma-core validated.
+    pub(crate) const VALIDATED: Self = Self(());
+}
+
+/// A send-queue work request, validated by rpma-core (only rpma-core can make one: its field
+/// `_by_core` is private).
 pub struct SendWr<'a, T: Transport> {
     /// What to do.
     pub op: SendOp,
@@ -298,14 +339,17 @@ pub struct SendWr<'a, T: Transport> {
     pub signaled: bool,
     /// The operation context, returned as [`Wc::wr_id`].
     pub wr_id: u64,
+    pub(crate) _by_core: ByCore,
 }
 
-/// A receive work request, validated by rpma-core (`local` is `None`, `One` or `Sg`).
+/// A receive work request, validated by rpma-core (`local` is `None`, `One` or `Sg`; only
+/// rpma-core can make one: its field `_by_core` is private).
 pub struct RecvWr<'a, T: Transport> {
     /// Where the message lands (`None`: a zero-length receive).
     pub local: Local<'a, T>,
     /// The operation context, returned as [`Wc::wr_id`].
     pub wr_id: u64,
+    pub(crate) _by_core: ByCore,
 }
 
 /// A transport: the root of a backend.
@@ -406,9 +450,10 @@ pub trait MrBackend: Send + Sync + 'static {
     fn rkey(&self) -> u32;
     /// The region's bytes.
     fn memory(&self) -> VolatileSlice<'_>;
-    /// The region's memory, if this handle is its only holder inside the backend (`None` if,
-    /// e.g., a table of remotely reachable regions shares it). rpma-core calls it only with no
-    /// operation in flight and no remote access granted (rule M3).
+    /// The region's memory, if nothing but this handle can reach it: `None` while the
+    /// registration grants any remote access, while a work request in flight may still use it,
+    /// or while, e.g., a table of remotely reachable regions shares it. The backend checks this
+    /// itself, whoever calls (rule M3: the `&mut Memory` gives plain slices of the bytes).
     fn memory_mut(&mut self) -> Option<&mut Memory>;
     /// Whether a work request in flight still uses the region although no other `Arc` of it
     /// exists (a backend that tracks its work requests without reference counts, as
@@ -585,11 +630,10 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// `Provider`.
     fn disconnect(&self) -> Result<()>;
     /// Releases everything now, reporting the first failure (every step is still attempted).
-    /// Only the first call does so; later ones do nothing and return `Ok(())`. Nothing is
-    /// posted, polled or waited for after it (its owner calls it when it is consumed or
-    /// dropped, and drops the queue pair right after).
+    /// It takes the queue pair by value, so nothing can post, poll or wait on it afterwards
+    /// (dropping it releases the same, logging a failure).
     ///
     /// # Errors
     /// `Provider`.
-    fn destroy(&self) -> Result<()>;
+    fn destroy(self) -> Result<()>;
 }

@@ -201,6 +201,10 @@ impl MrBackend for MockMr {
     }
 
     fn memory_mut(&mut self) -> Option<&mut Memory> {
+        // Rule M3: never while a peer may reach the bytes (nor while anyone else holds them).
+        if self.shared().access.remote() {
+            return None;
+        }
         self.shared.as_mut().and_then(Arc::get_mut).map(|s| &mut s.data)
     }
 

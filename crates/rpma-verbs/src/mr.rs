@@ -21,6 +21,12 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 const IBV_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 const IBV_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
+/// Every access flag that lets a peer reach the bytes (`IBV_ACCESS_REMOTE_*`, the flush bits).
+const REMOTE_ACCESS: u32 = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
+    | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+    | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0
+    | IBV_ACCESS_FLUSH_GLOBAL
+    | IBV_ACCESS_FLUSH_PERSISTENT;
 
 /// The access flags librpma registers a usage with (docs/semantics.md#usages-and-access-rights),
 /// with the rules of docs/native-ops.md on a device with native flush: `FLUSH_TYPE_VISIBILITY` gets
@@ -64,6 +70,8 @@ pub struct VerbsMr {
     lkey: u32,
     rkey: u32,
     local_write: bool,
+    /// Whether the registration grants a peer any access (read, write, atomic, flush).
+    remote_access: bool,
     /// [`REGISTERED`], [`DEREGISTERED`] or [`LEAKED`].
     state: AtomicU8,
     /// The registered bytes: given back by `dereg`, released by `Drop` once deregistered, or
@@ -139,6 +147,7 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
         lkey,
         rkey,
         local_write: acc & ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 != 0,
+        remote_access: acc & REMOTE_ACCESS != 0,
         state: AtomicU8::new(REGISTERED),
         mem: Some(mem),
         pd: Arc::clone(pd),
@@ -186,6 +195,7 @@ impl VerbsMr {
             lkey: self.lkey,
             rkey: self.rkey,
             local_write: self.local_write,
+            remote_access: self.remote_access,
             state: AtomicU8::new(*self.state.get_mut()),
             mem: self.mem.take(),
             pd: Arc::clone(&self.pd),
@@ -299,7 +309,8 @@ impl MrBackend for VerbsMr {
     }
 
     fn memory_mut(&mut self) -> Option<&mut Memory> {
-        if *self.state.get_mut() == REGISTERED && !self.busy() {
+        // Rule M3: no plain slice while the device may write or a peer may reach the bytes.
+        if *self.state.get_mut() == REGISTERED && !self.remote_access && !self.busy() {
             self.mem.as_mut()
         } else {
             None

@@ -82,15 +82,6 @@ impl<T: Transport> fmt::Debug for Conn<T> {
     }
 }
 
-impl<T: Transport> Drop for Conn<T> {
-    fn drop(&mut self) {
-        // After `Conn::delete` this does nothing (the queue pair is destroyed once).
-        if let Err(e) = self.qp.destroy() {
-            crate::rpma_log!(Error, "dropping a connection failed: {e}");
-        }
-    }
-}
-
 /// The connection's CM event fd ([`Conn::event_fd`]).
 impl<T: Transport> AsFd for Conn<T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -229,7 +220,13 @@ impl<T: Transport> Conn<T> {
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider).
     pub fn delete(self) -> Result<()> {
-        self.qp.destroy().map_err(|e| e.in_op("rpma_conn_delete"))
+        // The queue pair goes first, as when the connection is dropped (fields drop in order:
+        // the queue pair, then the shared receive queue and the peer it may depend on).
+        let Self { qp, _srq, peer, .. } = self;
+        let r = qp.destroy().map_err(|e| e.in_op("rpma_conn_delete"));
+        drop(_srq);
+        drop(peer);
+        r
     }
 
     pub(crate) const fn limits(&self) -> &OpLimits {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::conn::{Conn, ConnReq, OpLimits, Srq};
 use crate::error::Result;
 use crate::peer::PeerInner;
-use crate::transport::{QpBackend, RecvWr, SrqBackend, Transport};
+use crate::transport::{ByCore, QpBackend, RecvWr, SrqBackend, Transport};
 use crate::validate;
 
 use super::local::{Rules, Src};
@@ -155,7 +155,7 @@ impl<'c, T: Transport> Recv<'c, T> {
     fn validated(&self, op: &'static str, limits: &OpLimits, peer: &Arc<PeerInner<T>>) -> Result<RecvWr<'c, T>> {
         let (local, len) = self.dst.validate(op, peer, Rules { device_writes: true, read: false, limits })?;
         validate::msg_len(op, limits.max_msg, len)?;
-        Ok(RecvWr { local, wr_id: self.context })
+        Ok(RecvWr { local, wr_id: self.context, _by_core: ByCore::VALIDATED })
     }
 
     /// Validates the buffer and posts it.

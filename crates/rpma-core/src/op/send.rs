@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{QpBackend, SendOp, SendWr, Transport};
+use crate::transport::{ByCore, QpBackend, SendOp, SendWr, Transport};
 use crate::types::{CompletionFlags, FlushType};
 use crate::validate::{self, RemoteAccess};
 
@@ -172,7 +172,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Read<'c, T> {
                 Some(validate::remote_buf(OP, src.mr, src.offset, len, RemoteAccess::Read)?)
             }
         };
-        Ok(SendWr { op: SendOp::Read, local, remote, len, signaled, wr_id })
+        Ok(SendWr { op: SendOp::Read, local, remote, len, signaled, wr_id, _by_core: ByCore::VALIDATED })
     }
 }
 
@@ -197,7 +197,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Write<'c, T> {
             }
         };
         let sop = self.imm.map_or(SendOp::Write, SendOp::WriteImm);
-        Ok(SendWr { op: sop, local, remote, len, signaled, wr_id })
+        Ok(SendWr { op: sop, local, remote, len, signaled, wr_id, _by_core: ByCore::VALIDATED })
     }
 }
 
@@ -218,6 +218,7 @@ impl<'c, T: Transport> SendKind<'c, T> for AtomicWrite<'c> {
             len: 8,
             signaled,
             wr_id,
+            _by_core: ByCore::VALIDATED,
         })
     }
 }
@@ -244,6 +245,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Flush<'c> {
             len,
             signaled,
             wr_id,
+            _by_core: ByCore::VALIDATED,
         })
     }
 }
@@ -263,7 +265,7 @@ impl<'c, T: Transport> SendKind<'c, T> for Send<'c, T> {
         let (local, len) = self.src.validate(op, &conn.peer().inner, rules(conn, false))?;
         validate::msg_len(op, conn.limits().max_msg, len)?;
         let sop = self.imm.map_or(SendOp::Send, SendOp::SendImm);
-        Ok(SendWr { op: sop, local, remote: None, len, signaled, wr_id })
+        Ok(SendWr { op: sop, local, remote: None, len, signaled, wr_id, _by_core: ByCore::VALIDATED })
     }
 }
 

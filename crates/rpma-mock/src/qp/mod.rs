@@ -509,7 +509,10 @@ impl MockQp {
 
 impl Drop for MockQp {
     fn drop(&mut self) {
-        let _ = self.teardown();
+        // After `destroy` this does nothing (the queue pair is released once).
+        if let Err(e) = self.teardown() {
+            rpma_core::rpma_log!(Error, "dropping a connection failed: {e}");
+        }
     }
 }
 
@@ -744,7 +747,7 @@ impl QpBackend<MockFabric> for MockQp {
         }
     }
 
-    fn destroy(&self) -> Result<()> {
+    fn destroy(self) -> Result<()> {
         self.teardown()
     }
 }

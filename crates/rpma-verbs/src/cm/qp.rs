@@ -640,7 +640,7 @@ impl QpBackend<Verbs> for VerbsQp {
         Ok(())
     }
 
-    fn destroy(&self) -> Result<()> {
+    fn destroy(self) -> Result<()> {
         self.teardown()
     }
 }
