@@ -2,24 +2,30 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::atomic_copy;
 use crate::error::{check_range, MemError, Result};
 
 /// A borrowed view of bytes that others (a NIC, a remote peer, another thread or process) may
 /// read or write at any time (rule M2 of `docs/memory.md`).
 ///
-/// The bytes are never reached through a `&`/`&mut` reference: ranges are copied with
-/// [`std::ptr::copy`]/[`copy_nonoverlapping`](std::ptr::copy_nonoverlapping) (memcpy speed),
-/// single bytes with volatile accesses and `u64`s with atomic ones. A concurrent change gives
-/// unspecified bytes (a copy may see some bytes old and some new), never undefined behaviour.
+/// The bytes are never reached through a `&`/`&mut` reference, and every access to them is
+/// atomic: ranges are copied with relaxed atomic loads and stores (one `u64` access for each
+/// 8-aligned word the range covers whole, one `u8` access for each byte at its edges), single
+/// bytes with relaxed `u8` accesses and [`load_u64`](Self::load_u64)/[`store_u64`](Self::store_u64)
+/// with the ordering asked. A concurrent change by another thread, process or device gives
+/// unspecified bytes (a copy may see some bytes old and some new, though never half of an aligned
+/// word that was stored whole), not a data race. One caveat remains, written down as rule M2 of
+/// `docs/memory.md`: racing atomic accesses of *different sizes* to the same bytes (a copy's
+/// word against another copy's edge byte or a `store_u8`, a `store_u64` against a copy's edge
+/// byte) are "mixed-size" accesses, which Rust's memory model does not define yet.
 ///
 /// Every accessor checks its range first (rule M4) and returns
 /// [`MemError::OutOfBounds`] instead of touching anything outside.
 ///
-/// A `VolatileSlice` is `Copy`, `Send` and `Sync`: like a `&[Cell<u8>]` that may be shared
-/// between threads, it lets every holder write.
+/// A `VolatileSlice` is `Copy`, `Send` and `Sync`: like a `&[AtomicU8]`, it lets every holder
+/// read and write from any thread.
 ///
 /// ```
 /// let mem = rpma_mem::Memory::zeroed(16)?;
@@ -38,12 +44,12 @@ pub struct VolatileSlice<'a> {
     _bytes: PhantomData<&'a std::cell::UnsafeCell<[u8]>>,
 }
 
-// SAFETY: [M2] a VolatileSlice only reaches its bytes through raw-pointer copies, volatile and
-// atomic accesses, which other threads (and devices) may race with by the model of rule M2;
+// SAFETY: [M2] a VolatileSlice reaches its bytes only with atomic accesses (atomic_copy, and
+// the u8/u64 accessors), which other threads (and devices) may race with without a data race;
 // the bytes stay valid for 'a by the contract of `from_raw_parts`.
 unsafe impl Send for VolatileSlice<'_> {}
-// SAFETY: [M2] as for Send: every method takes &self and accesses the bytes only through raw
-// pointers, volatile or atomic accesses, so sharing the view between threads is sound.
+// SAFETY: [M2] as for Send: every method takes &self and accesses the bytes only atomically, so
+// threads sharing the view race only atomic accesses with each other, never plain ones.
 unsafe impl Sync for VolatileSlice<'_> {}
 
 impl<'a> VolatileSlice<'a> {
@@ -57,8 +63,11 @@ impl<'a> VolatileSlice<'a> {
     ///   truncated under a file mapping) until `'a` ends;
     /// - `len <= isize::MAX`;
     /// - nobody reaches these bytes through a Rust reference (`&`/`&mut` to them or to a value
-    ///   containing them, other than `UnsafeCell`-based atomics); raw-pointer, volatile, atomic
-    ///   and device accesses by anyone are allowed.
+    ///   containing them, other than `UnsafeCell`-based atomics); devices and other processes
+    ///   may access them in any way, and code of this process through raw pointers too, but a
+    ///   non-atomic access (a raw-pointer copy, a volatile access) that may race with an access
+    ///   through a view is a data race of that code, not of the view, which only makes atomic
+    ///   ones.
     #[inline]
     pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
         debug_assert!(!ptr.is_null(), "VolatileSlice::from_raw_parts: null pointer");
@@ -107,7 +116,8 @@ impl<'a> VolatileSlice<'a> {
         Ok(unsafe { VolatileSlice::from_raw_parts(ptr, len) })
     }
 
-    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`, with relaxed atomic loads (see
+    /// the type's documentation).
     ///
     /// # Errors
     ///
@@ -115,14 +125,15 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         let src = self.ptr_at(offset, dst.len())?;
-        // SAFETY: [M2] [M4] src..src + dst.len() is inside the view (checked) and valid for reads;
-        // dst is a Rust slice, and by M2 no reference reaches the view's bytes, so they cannot
-        // overlap. A concurrent writer may make the copied bytes unspecified, not UB (M2).
-        unsafe { ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        // SAFETY: [M2] [M4] src..src + dst.len() is inside the view (checked), valid for reads
+        // and reached by no non-atomic reference; dst is a Rust slice held exclusively, which by
+        // M2 cannot overlap the view's bytes. A concurrent writer makes the copied bytes
+        // unspecified, the accesses being atomic.
+        unsafe { atomic_copy::load(src, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
-    /// Copies `src` into the view, starting at `offset`.
+    /// Copies `src` into the view, starting at `offset`, with relaxed atomic stores.
     ///
     /// # Errors
     ///
@@ -130,14 +141,17 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         let dst = self.ptr_at(offset, src.len())?;
-        // SAFETY: [M2] [M4] dst..dst + src.len() is inside the view (checked) and valid for
-        // writes; src is a Rust slice, which by M2 cannot overlap the view's bytes.
-        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        // SAFETY: [M2] [M4] dst..dst + src.len() is inside the view (checked), valid for writes
+        // and reached by no non-atomic reference; src is a Rust slice, which by M2 cannot
+        // overlap the view's bytes, and nobody writes it while it is borrowed.
+        unsafe { atomic_copy::store(src.as_ptr(), dst, src.len()) };
         Ok(())
     }
 
     /// Copies all bytes of this view into `dst`, which must have the same length. The two views
-    /// may overlap (the copy behaves like `memmove`).
+    /// may overlap (the copy behaves like `memmove`). Both sides are accessed with relaxed
+    /// atomics; when the two views' addresses differ modulo 8, the bytes go through a small
+    /// buffer on the stack.
     ///
     /// # Errors
     ///
@@ -148,36 +162,40 @@ impl<'a> VolatileSlice<'a> {
         if self.len != dst.len {
             return Err(MemError::OutOfBounds { offset: 0, len: self.len, size: dst.len });
         }
-        // SAFETY: [M2] [M4] both views are valid for self.len bytes (equal lengths checked) by
-        // their from_raw_parts contracts; ptr::copy allows them to overlap.
-        unsafe { ptr::copy(self.ptr, dst.ptr, self.len) };
+        // SAFETY: [M2] [M4] both views are valid for reads and writes of self.len bytes (equal
+        // lengths checked) and reached by no non-atomic reference, by their from_raw_parts
+        // contracts; atomic_copy::copy allows them to overlap.
+        unsafe { atomic_copy::copy(self.ptr, dst.ptr, self.len) };
         Ok(())
     }
 
-    /// Sets every byte of the view to `byte`.
+    /// Sets every byte of the view to `byte`, with relaxed atomic stores.
     #[inline]
     pub fn fill(&self, byte: u8) {
-        // SAFETY: [M2] the whole view is valid for writes by its from_raw_parts contract.
-        unsafe { ptr::write_bytes(self.ptr, byte, self.len) };
+        // SAFETY: [M2] the whole view is valid for writes and reached by no non-atomic
+        // reference, by its from_raw_parts contract.
+        unsafe { atomic_copy::fill(self.ptr, byte, self.len) };
     }
 
-    /// A copy of the bytes of the view.
+    /// A copy of the bytes of the view, read with relaxed atomic loads.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);
-        // SAFETY: [M2] the view is valid for reads of self.len bytes; v's buffer is a fresh
-        // allocation of at least self.len bytes, so they do not overlap. set_len follows the
-        // copy that initialized those bytes.
+        // SAFETY: [M2] the view is valid for reads of self.len bytes and reached by no
+        // non-atomic reference; v's buffer is a fresh allocation of at least self.len bytes that
+        // nothing else reaches, so they do not overlap. set_len follows the copy that
+        // initialized those bytes.
         unsafe {
-            ptr::copy_nonoverlapping(self.ptr, v.as_mut_ptr(), self.len);
+            atomic_copy::load(self.ptr, v.as_mut_ptr(), self.len);
             v.set_len(self.len);
         }
         v
     }
 
-    /// Reads the byte at `offset` with a volatile load: the compiler neither hoists it out of a
-    /// loop nor folds it with another read, so a loop polling a flag sees a change made by a
-    /// device or a peer. It is no memory barrier: pair it with a fence (or use
-    /// [`load_u64`](Self::load_u64)) to order other reads after it.
+    /// Reads the byte at `offset` with a relaxed atomic load. A loop polling a flag sees a change
+    /// made by another thread, a device or a peer: the compiler may not hoist the load out of
+    /// the loop (a store must become visible to atomic loads in finite time). It orders
+    /// nothing else: pair it with an acquire fence (or use [`load_u64`](Self::load_u64) with
+    /// `Acquire`) to order other reads after it.
     ///
     /// # Errors
     ///
@@ -185,12 +203,13 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn load_u8(&self, offset: usize) -> Result<u8> {
         let p = self.ptr_at(offset, 1)?;
-        // SAFETY: [M2] [M4] p is inside the view (checked) and valid for reads; a u8 is always
-        // aligned and every bit pattern is a valid u8.
-        Ok(unsafe { p.read_volatile() })
+        // SAFETY: [M2] [M4] p is inside the view (checked), valid for reads and reached by no
+        // non-atomic reference; a u8 is always aligned.
+        Ok(unsafe { atomic_copy::load_u8(p) })
     }
 
-    /// Writes the byte at `offset` with a volatile store.
+    /// Writes the byte at `offset` with a relaxed atomic store (it orders nothing before it:
+    /// use a release fence, or [`store_u64`](Self::store_u64) with `Release`, for that).
     ///
     /// # Errors
     ///
@@ -198,8 +217,9 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn store_u8(&self, offset: usize, v: u8) -> Result<()> {
         let p = self.ptr_at(offset, 1)?;
-        // SAFETY: [M2] [M4] p is inside the view (checked) and valid for writes.
-        unsafe { p.write_volatile(v) };
+        // SAFETY: [M2] [M4] p is inside the view (checked), valid for writes and reached by no
+        // non-atomic reference.
+        unsafe { atomic_copy::store_u8(p, v) };
         Ok(())
     }
 
