@@ -13,6 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use rpma_core::transport::MrBackend;
 use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
@@ -98,7 +99,9 @@ pub(crate) fn copy(src: &MrShared, src_off: usize, dst: &MrShared, dst_off: usiz
 }
 
 /// A registered region of the mock: owns its bytes; dropping it deregisters it (remote accesses
-/// by its rkey then fail with a remote access error).
+/// by its rkey then fail with a remote access error). [`MrBackend::dereg`] gives the memory back
+/// once no peer-side access that started before can still reach it (it waits for the copy in
+/// progress), so it never defers (`Ok(None)`) but after [`QUIESCE_LIMIT`].
 pub struct MockMr {
     shared: Option<Arc<MrShared>>,
     pd: Arc<MockPd>,
@@ -155,27 +158,65 @@ impl MockMr {
         self.shared.as_ref().expect("region present until deregistered")
     }
 
-    /// Deregisters the region (once): takes it out of the rkey table and syncs a file-mapped
-    /// region to its file. The mock has no device that could still reach the memory, so unlike
-    /// a real backend it is freed even when an injected `ibv_dereg_mr` failure is reported.
-    fn deregister(&self, mr: &MrShared) -> Result<()> {
-        if !mr.valid.swap(false, Ordering::SeqCst) {
-            return Ok(());
-        }
-        if mr.access.remote() {
+    /// Takes the region out of the rkey table (once) and marks it invalid: no peer-side access
+    /// starts on it any more. One that looked it up before still holds it (its own `Arc`).
+    fn unpublish(&self, mr: &MrShared) {
+        if mr.valid.swap(false, Ordering::SeqCst) && mr.access.remote() {
             self.pd.mrs.write().unwrap_or_else(PoisonError::into_inner).remove(&mr.rkey);
         }
-        mr.persist(0, mr.len).map_err(|e| {
-            Error::provider("ibv_dereg_mr", e.errno().unwrap_or(5))
-                .with_detail(&format!("syncing the region to its file: {e}"))
-        })
     }
+}
+
+/// Syncs a file-mapped region to its file (deregistration).
+fn persist_all(mr: &MrShared) -> Result<()> {
+    mr.persist(0, mr.len).map_err(|e| {
+        Error::provider("ibv_dereg_mr", e.errno().unwrap_or(5))
+            .with_detail(&format!("syncing the region to its file: {e}"))
+    })
+}
+
+/// How long [`MockMr::dereg`] waits for the peer-side accesses that began before the region
+/// was unpublished. Each is one copy in memory (the immediate path's, the deferred engine's,
+/// a peer process's request at this process's responder), none blocks while it holds the
+/// region, so the wait is as long as the copy in progress; the limit only bounds a bug.
+const QUIESCE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The region, once `shared` is its only holder: every peer-side access (which holds an `Arc`
+/// of the region while it copies: a lookup in the rkey table, or an upgrade of a cached `Weak`)
+/// has let go, and none can start (the caller took the region out of the table first, and an
+/// upgrade after the successful `try_unwrap` fails). `try_unwrap` is a compare-and-swap of the
+/// strong count from 1 to 0, ordered after each holder's release: the accesses happen before
+/// this returns. Spins a little, then sleeps with backoff, never holding a lock. `Err` (the
+/// region still held) after [`QUIESCE_LIMIT`].
+fn quiesce(mut shared: Arc<MrShared>) -> std::result::Result<MrShared, Arc<MrShared>> {
+    let mut start = None;
+    let mut nap = Duration::from_micros(20);
+    for round in 0u32.. {
+        match Arc::try_unwrap(shared) {
+            Ok(s) => return Ok(s),
+            Err(s) => shared = s,
+        }
+        if round < 64 {
+            std::hint::spin_loop();
+        } else if round < 128 {
+            std::thread::yield_now();
+        } else if start.get_or_insert_with(Instant::now).elapsed() < QUIESCE_LIMIT {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        } else {
+            break;
+        }
+    }
+    Err(shared)
 }
 
 impl Drop for MockMr {
     fn drop(&mut self) {
+        // No wait here: a peer-side access still copying keeps the memory alive (its `Arc`),
+        // which is then freed by whoever lets go last.
         if let Some(shared) = self.shared.take() {
-            if let Err(e) = self.deregister(&shared) {
+            self.unpublish(&shared);
+            if let Err(e) = persist_all(&shared) {
                 rpma_core::rpma_log!(Error, "{e}");
             }
         }
@@ -229,10 +270,23 @@ impl MrBackend for MockMr {
     fn dereg(mut self) -> Result<Option<Memory>> {
         let r = self.pd.fabric.faults.check("ibv_dereg_mr");
         let shared = self.shared.take().expect("region present until deregistered");
-        let w = self.deregister(&shared);
+        self.unpublish(&shared);
+        // No peer-side access can start now; wait for those that did before (issue 32): the
+        // memory comes back only once nothing of the mock can reach it, so a caller may free or
+        // reuse it at once (rpma-capi's `rpma_mr_dereg` returns 0 then, rule C1). The file is
+        // synced after the last write landed.
+        let (w, data) = match quiesce(shared) {
+            Ok(s) => (persist_all(&s), Some(s.data)),
+            Err(s) => {
+                rpma_core::rpma_log!(
+                    Error,
+                    "ibv_dereg_mr: a peer still reaches the region after {QUIESCE_LIMIT:?}; its memory is \
+                     freed when the access ends"
+                );
+                (persist_all(&s), None)
+            }
+        };
         r.and(w)?;
-        // Deregistered: no new access can start. A remote operation still copying holds the
-        // region, which then frees the memory itself.
-        Ok(Arc::try_unwrap(shared).ok().map(|s| s.data))
+        Ok(data)
     }
 }

@@ -406,6 +406,8 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
         let target =
             p.remote.and_then(|rb| remote.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned());
         let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps);
+        // Held for the copy only: a deregistration waits for it (mem.rs, `quiesce`).
+        drop(target);
         if status != WcStatus::Success {
             return finish(qp, p, status, sop);
         }

@@ -48,8 +48,8 @@ fn execute_slow(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities)
 /// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
 /// and access rights as hardware does. `target` is the region the work request's rkey names in
 /// the responder's table (`None`: no such remotely accessible region); the caller holds it for
-/// the access, so a region deregistered meanwhile is freed only after it (and then refuses
-/// every later access: `valid` is false).
+/// the access, so a deregistration meanwhile returns only after it (and the region then
+/// refuses every later access: `valid` is false).
 #[inline]
 pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, caps: &Capabilities) -> WcStatus {
     execute_op(wr.op, &wr.local, wr.remote, wr.len, target, caps)

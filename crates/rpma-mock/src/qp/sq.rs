@@ -55,10 +55,11 @@ impl QpShared {
 
 /// The remote region the last one-sided operation reached, by rkey: later operations on it
 /// skip the responder's table (a lock shared by every connection to that peer). The cache
-/// holds the region weakly: a deregistration must get the memory back at once (no operation
-/// copying then), so each operation holds the region only while it copies (its reference
-/// count, on the region's own cache line). Reading it writes its borrow flag: it sits on a
-/// cache line of its own, away from whatever the queue pair's owner places next to it.
+/// holds the region weakly: a deregistration waits until no operation holds the region (mem.rs,
+/// `quiesce`), so each operation holds it only while it copies (its reference count, on the
+/// region's own cache line), and an upgrade after the deregistration took it back fails.
+/// Reading it writes its borrow flag: it sits on a cache line of its own, away from whatever
+/// the queue pair's owner places next to it.
 #[derive(Default)]
 #[repr(align(64))]
 pub(super) struct TargetCache(RefCell<Option<(u32, Weak<MrShared>)>>);
