@@ -46,6 +46,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-features 2>&1 | tee "$log"
 
+step "ThreadSanitizer: threads racing through one VolatileSlice (scripts/tsan.sh, nightly)"
+scripts/tsan.sh
+
 step "the conformance suite on the mock in its deferred mode (operations complete after post)"
 RPMA_MOCK_MODE=deferred cargo test --test mock 2>&1 | tee -a "$log"
 
