@@ -50,7 +50,8 @@ pub unsafe extern "C" fn rpma_mr_reg(
         let usage = Usage::from_bits_retain(usage);
         // SAFETY: [M6, C1] the caller keeps [ptr, ptr + size) valid and reaches it by no Rust
         // reference until rpma_mr_dereg returns 0, which it does only once no operation in
-        // flight holds the region (else RPMA_E_PROVIDER, region kept); no release function:
+        // flight holds the region (else RPMA_E_PROVIDER, region kept) and no peer can reach it
+        // any more (the backend gave the memory back, else RPMA_E_PROVIDER); no release function:
         // the memory stays the caller's. M6 asks for writable bytes, C1 only for what the usage
         // needs: a region registered without a usage that lets something write it (RECV,
         // READ_DST, WRITE_DST) may be read-only memory, and is never written (rpma-core refuses
@@ -69,7 +70,11 @@ pub unsafe extern "C" fn rpma_mr_reg(
 /// deregistration fails). While an operation in flight (a posted receive, an unsignaled or not
 /// yet completed operation) still holds the region, it is `RPMA_E_PROVIDER` with an ERROR log
 /// line (EBUSY) and the handle stays valid and untouched: the memory is the caller's, who could
-/// free it on success while the device still reaches it (librpma deregistered at once).
+/// free it on success while the device still reaches it (librpma deregistered at once). It
+/// returns 0 only once nothing can reach the memory any more: on the mock, a peer's one-sided
+/// operation copying into or out of the region right now is waited for; a backend that still
+/// keeps the memory after deregistering (never expected) makes it `RPMA_E_PROVIDER`, the handle
+/// freed, and the memory must then be leaked (rule C1).
 ///
 /// # Safety
 /// C1/C2: `mr_ptr` is NULL or a slot holding NULL or a live region used by no other thread.
@@ -91,12 +96,29 @@ pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
             }
         }
         // SAFETY: [C1, C2] the caller's slot.
-        match unsafe { take(mr_ptr) }? {
-            // Nothing holds the region (checked above, and no other thread uses it: C2), so
-            // deregistration is not deferred. The memory handed back has no release function:
-            // dropping it leaves it to the caller.
-            Some(m) => with_backend!(m.mr.kind(), T => T::take(m.mr)?.dereg().map(drop).map_err(code)),
-            None => Ok(()),
+        let Some(m) = unsafe { take(mr_ptr) }? else {
+            return Ok(());
+        };
+        // No operation of ours holds the region (checked above, and no other thread uses it:
+        // C2); a backend gives the memory back only once no peer can reach it any more (the
+        // mock waits for a peer's copy in progress). The memory handed back has no release
+        // function: dropping it leaves it to the caller.
+        match with_backend!(m.mr.kind(), T => T::take(m.mr)?.dereg().map_err(code))? {
+            Some(memory) => {
+                drop(memory);
+                Ok(())
+            }
+            // The backend kept the memory (something may still reach it): never 0 then (C1),
+            // or the caller would free a buffer still in use. The handle is gone (deregistration
+            // consumed it) and the buffer must be leaked, as after any failed deregistration.
+            None => {
+                rpma_log!(
+                    Error,
+                    "rpma_mr_dereg: the region is still reachable after deregistration; do not free \
+                     or reuse its memory"
+                );
+                Err(E_PROVIDER)
+            }
         }
     })
 }

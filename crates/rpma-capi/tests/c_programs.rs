@@ -94,6 +94,22 @@ fn dereg_of_a_region_in_use_fails_and_keeps_the_handle() {
     run_ok("dereg", "dereg.c", true);
 }
 
+/// dereg_race.c (issue 32): a client thread loops 32 MiB writes (+ flush) and reads on the
+/// server's region while the server deregisters it and then makes the buffer inaccessible or
+/// reuses it: `rpma_mr_dereg` returns 0 only once no access by the peer can touch the buffer
+/// any more (no fault, no byte of the reused buffer changed), on the immediate and the deferred
+/// mock.
+#[test]
+fn dereg_returns_0_only_once_no_peer_reaches_the_buffer() {
+    run_ok_with("dereg-race", "dereg_race.c", true, &[("RPMA_TEST_ROUNDS", "24")]);
+    run_ok_with(
+        "dereg-race-deferred",
+        "dereg_race.c",
+        true,
+        &[("RPMA_TEST_ROUNDS", "12"), ("RPMA_MOCK_MODE", "deferred")],
+    );
+}
+
 #[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);
