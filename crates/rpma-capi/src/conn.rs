@@ -13,7 +13,8 @@ use crate::mr::RpmaMrLocal;
 use crate::peer::{RpmaPeer, RpmaPeerCfg};
 use crate::wait::{blocking, turn};
 use crate::{
-    code, cstr, give, guard, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION, E_PROVIDER, E_UNKNOWN,
+    code, cstr, give, guard, guard_deferring_log, handle, nonnull, put, take, CResult, E_INVAL, E_NO_COMPLETION,
+    E_PROVIDER, E_UNKNOWN,
 };
 
 /// `struct rpma_conn_private_data`.
@@ -341,7 +342,7 @@ pub unsafe extern "C" fn rpma_conn_req_recv(
     len: usize,
     op_context: *const c_void,
 ) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handles.
         let (r, d) = unsafe { (handle(req)?, handle(dst)?) };
         let end = offset.checked_add(len).ok_or(E_INVAL)?;
@@ -361,7 +362,7 @@ pub unsafe extern "C" fn rpma_conn_req_get_private_data(
     req: *const RpmaConnReq,
     pdata: *mut rpma_conn_private_data,
 ) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let r = unsafe { handle(req) }?;
         nonnull(pdata)?;
@@ -389,7 +390,7 @@ unsafe fn conn<'a>(conn: *const RpmaConn) -> CResult<&'a RpmaConn> {
 /// C1/C2: `conn` is NULL or live; `event` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut c_int) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(event)?;
@@ -412,7 +413,7 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn_: *mut RpmaConn, event: *mut 
 /// C1/C2: `conn` is NULL or live; `fd` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_get_event_fd(conn_: *const RpmaConn, fd: *mut c_int) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
@@ -430,7 +431,7 @@ pub unsafe extern "C" fn rpma_conn_get_event_fd(conn_: *const RpmaConn, fd: *mut
 /// C1/C2: `conn` is NULL or live; `fd` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_get_compl_fd(conn_: *const RpmaConn, fd: *mut c_int) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(fd)?;
@@ -463,7 +464,7 @@ pub unsafe extern "C" fn rpma_conn_get_cq(conn_: *const RpmaConn, cq_ptr: *mut *
 /// C1/C2: `conn` is NULL or live; `rcq_ptr` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_get_rcq(conn_: *const RpmaConn, rcq_ptr: *mut *mut RpmaCq) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(rcq_ptr)?;
@@ -487,7 +488,7 @@ pub unsafe extern "C" fn rpma_conn_wait(
     is_rcq: *mut bool,
 ) -> c_int {
     let _ = flags; // reserved by librpma
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(cq)?;
@@ -542,7 +543,7 @@ pub unsafe extern "C" fn rpma_conn_wait(
 /// C2: `conn` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_disconnect(conn_: *mut RpmaConn) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).disconnect().map_err(code))
@@ -579,7 +580,7 @@ pub unsafe extern "C" fn rpma_conn_get_private_data(
     conn_: *const RpmaConn,
     pdata: *mut rpma_conn_private_data,
 ) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(pdata)?;
@@ -598,7 +599,7 @@ pub unsafe extern "C" fn rpma_conn_get_private_data(
 /// C2: `conn` and `pcfg` are NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(conn_: *mut RpmaConn, pcfg: *const RpmaPeerCfg) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, p) = unsafe { (conn(conn_)?, handle(pcfg)?) };
         with_backend!(c.conn.kind(), T => lock(T::get(&c.conn)?).apply_remote_peer_cfg(&p.cfg()));
@@ -612,7 +613,7 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(conn_: *mut RpmaConn, p
 /// C1/C2: `conn` is NULL or live; `qp_num` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_get_qp_num(conn_: *const RpmaConn, qp_num: *mut u32) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let c = unsafe { conn(conn_) }?;
         nonnull(qp_num)?;
@@ -651,7 +652,7 @@ unsafe fn cq_handle<'a>(cq: *const RpmaCq) -> CResult<(&'a RpmaCq, Kind)> {
 /// C1/C2: `cq` is NULL or live; `fd` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
         // SAFETY: [C2] as above.
@@ -672,7 +673,7 @@ pub unsafe extern "C" fn rpma_cq_get_fd(cq_: *const RpmaCq, fd: *mut c_int) -> c
 /// C2: `cq` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_cq_wait(cq_: *mut RpmaCq) -> c_int {
-    guard(|| {
+    guard_deferring_log(|| {
         // SAFETY: [C2] the caller's handle.
         let (cq, kind) = unsafe { cq_handle(cq_) }?;
         with_backend!(kind, T => {

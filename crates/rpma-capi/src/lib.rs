@@ -64,6 +64,16 @@ pub(crate) fn guard(body: impl FnOnce() -> CResult) -> c_int {
     }
 }
 
+/// [`guard`] for a function that may log while it holds a handle's lock (a connection's
+/// `rpma_conn_disconnect` and `rpma_conn_next_event` log at NOTICE level): the messages for the
+/// C log function are held back until the body returned, every lock released, so a log
+/// function may call back into the same handle (issue 32; librpma has no such lock). See
+/// [`log::Defer`].
+pub(crate) fn guard_deferring_log(body: impl FnOnce() -> CResult) -> c_int {
+    let _held = log::Defer::new();
+    guard(body)
+}
+
 /// `Err(RPMA_E_INVAL)` if `p` is NULL.
 pub(crate) fn nonnull<T>(p: *const T) -> CResult {
     if p.is_null() {

@@ -5,6 +5,7 @@
 //! threshold and, since there is no syslog destination here, every ERROR and FATAL message
 //! that passes the primary threshold (docs/capi.md).
 
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::io::Write as _;
 use std::panic::catch_unwind;
@@ -53,8 +54,82 @@ fn c_string(s: &str) -> CString {
     CString::new(&s[..end]).unwrap_or_default()
 }
 
+/// A message for a C log function, held back while this thread holds a handle's lock.
+struct Held {
+    f: RpmaLogFunction,
+    level: c_int,
+    file: CString,
+    line: c_int,
+    func: CString,
+    msg: CString,
+}
+
+impl Held {
+    fn call(&self) {
+        // SAFETY: [C3] `f` is the caller's rpma_log_function, which takes a printf format and
+        // its arguments: "%s" with one NUL-terminated string; every pointer lives for the call.
+        unsafe {
+            (self.f)(self.level, self.file.as_ptr(), self.line, self.func.as_ptr(), c"%s".as_ptr(), self.msg.as_ptr())
+        };
+    }
+}
+
+thread_local! {
+    /// How many [`Defer`]s of this thread live: while any does, messages for a C log function
+    /// wait in [`HELD`].
+    static DEFERRING: Cell<u32> = const { Cell::new(0) };
+    /// The messages held back, in order.
+    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While it lives, this thread's messages for a C log function are held back; dropping the last
+/// one calls the function with each, in order. An exported function that may log with a
+/// handle's lock held makes one before it takes the lock and drops it after releasing it
+/// ([`crate::guard_deferring_log`]), so the C function never runs under the lock and may call
+/// back into the same handle (a `parking_lot` lock is not reentrant: that would deadlock).
+/// The data path (the posts and `rpma_cq_get_wc`) does not pay for it: the only messages it
+/// can log are ERRORs of the verbs backend (docs/capi.md).
+pub(crate) struct Defer(());
+
+impl Defer {
+    pub(crate) fn new() -> Self {
+        DEFERRING.with(|d| d.set(d.get() + 1));
+        Self(())
+    }
+}
+
+impl Drop for Defer {
+    fn drop(&mut self) {
+        let left = DEFERRING.with(|d| {
+            let n = d.get().saturating_sub(1);
+            d.set(n);
+            n
+        });
+        if left > 0 {
+            return;
+        }
+        // The function may log again (through a call that holds back its own messages and
+        // calls it for them before returning); nothing of HELD is borrowed while it runs.
+        while let Some(batch) = HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            (!h.is_empty()).then(|| std::mem::take(&mut *h))
+        }) {
+            for m in &batch {
+                m.call();
+            }
+        }
+    }
+}
+
 /// `rpma_log_set_function`: installs `log_function`, or with NULL
 /// (`RPMA_LOG_USE_DEFAULT_FUNCTION`) the default one.
+///
+/// The function may call any librpma function, also on the handle whose call is logging: the
+/// functions that log while they hold a handle's lock (`rpma_conn_disconnect`,
+/// `rpma_conn_next_event`, the waits, ...) call it after releasing the lock. One exception:
+/// the ERROR messages the verbs backend may log inside a post or `rpma_cq_get_wc` (an unknown
+/// completion, a region whose deferred deregistration failed) reach it with that connection's
+/// lock held, and it must not call a function on that connection then.
 #[no_mangle]
 pub extern "C" fn rpma_log_set_function(log_function: Option<RpmaLogFunction>) -> c_int {
     guard(|| {
@@ -63,14 +138,21 @@ pub extern "C" fn rpma_log_set_function(log_function: Option<RpmaLogFunction>) -
             return Ok(());
         };
         rlog::set_function(Some(Arc::new(move |rec: &LogRecord<'_>| {
-            let file = c_string(rec.file);
-            let func = c_string(rec.function);
-            let msg = c_string(&rec.message.to_string());
-            let line = c_int::try_from(rec.line).unwrap_or(c_int::MAX);
-            // SAFETY: [C3] `f` is the caller's rpma_log_function, which takes a printf format
-            // and its arguments: "%s" with one NUL-terminated string; every pointer lives for
-            // the call.
-            unsafe { f(rec.level as c_int, file.as_ptr(), line, func.as_ptr(), c"%s".as_ptr(), msg.as_ptr()) };
+            let m = Held {
+                f,
+                level: rec.level as c_int,
+                file: c_string(rec.file),
+                line: c_int::try_from(rec.line).unwrap_or(c_int::MAX),
+                func: c_string(rec.function),
+                msg: c_string(&rec.message.to_string()),
+            };
+            // (`try_with`: a message logged while the thread's locals are being destroyed is
+            // not held back; HELD lives while a `Defer` counted in DEFERRING does.)
+            if DEFERRING.try_with(Cell::get).is_ok_and(|n| n > 0) {
+                let _ = HELD.try_with(|h| h.borrow_mut().push(m));
+            } else {
+                m.call();
+            }
         })));
         Ok(())
     })

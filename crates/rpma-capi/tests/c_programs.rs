@@ -110,6 +110,15 @@ fn dereg_returns_0_only_once_no_peer_reaches_the_buffer() {
     );
 }
 
+/// log_reentry.c (issue 32): a log function that calls back into the connection whose
+/// `rpma_conn_disconnect` / `rpma_conn_next_event` is logging returns (the program's alarm ends
+/// a hang after 30 s, status 2), in both mock modes.
+#[test]
+fn a_log_function_may_call_back_into_the_logging_connection() {
+    run_ok("log-reentry", "log_reentry.c", true);
+    run_ok_with("log-reentry-deferred", "log_reentry.c", true, &[("RPMA_MOCK_MODE", "deferred")]);
+}
+
 #[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);
