@@ -61,6 +61,12 @@
 #   SOFTROCE_PACKAGES       extra host packages CMD needs, installed if missing
 #                           (e.g. "rdmacm-utils perftest"; CMD runs the host's /usr)
 #   SOFTROCE_APPEND         extra guest kernel command line (e.g. "loglevel=7")
+#   SOFTROCE_PMEM           size of an emulated NVDIMM (e.g. 256M; a multiple of 2M): the guest
+#                           gets /dev/dax0.0 (a devdax namespace, made with ndctl on first use)
+#                           and RPMA_TEST_PMEM=/dev/dax0.0 (see README.md, "Persistent memory")
+#   SOFTROCE_PMEM_FILE      the NVDIMM's backing file, kept across VMs (default
+#                           $SOFTROCE_CACHE/pmem-PROFILE.img); one VM at a time uses it
+#   SOFTROCE_QEMU_PIDFILE   write QEMU's pid there (scripts/softroce/power-cut.sh kills it)
 #   SOFTROCE_VERBOSE=1      print progress, the guest console and timings to stderr
 set -euo pipefail
 
@@ -72,10 +78,11 @@ set -euo pipefail
 #   lib/profile.sh  profiles; the Debian 13 guest root
 #   lib/image.sh    kernel image and initramfs (its /init: lib/guest-init)
 #   lib/shares.sh   host directories shared with the guest
+#   lib/pmem.sh     the emulated NVDIMM (SOFTROCE_PMEM)
 #   lib/vm.sh       the command script, qemu, watchdog and report
 
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/lib
-for f in common host profile image shares vm; do
+for f in common host profile image shares pmem vm; do
     # shellcheck source=/dev/null
     . "$LIB/$f.sh"
 done
@@ -136,6 +143,7 @@ main() {
     echo "$links" > "$CTL/links"
     echo "$GUEST_IP $gid" > "$CTL/net"
     echo "$timeout" > "$CTL/timeout"
+    pmem_prepare
 
     # shares: control dir, /usr and /etc (ro), extras, $SOFTROCE_SHARE (rw), CMD's dir (ro)
     QEMU_SHARES=(-fsdev "local,id=ctl,path=$CTL,security_model=none"

@@ -44,6 +44,7 @@ host_packages() {
     compgen -G '/usr/lib/*-linux-gnu/librdmacm.so.1' >/dev/null || need+=(librdmacm1)
     command -v xz >/dev/null               || need+=(xz-utils)
     local p extra=${SOFTROCE_PACKAGES:-}
+    [ -z "${SOFTROCE_PMEM:-}" ] || extra+=" ndctl"   # the guest's devdax namespace (lib/pmem.sh)
     [ "$PROFILE" = debian12 ] || extra=     # debian13: they go into the guest root instead
     for p in $extra; do                     # extra packages for CMD (it runs the host's /usr)
         dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")

@@ -5,7 +5,8 @@
 
 # Modules put in the initramfs (with their dependencies) and loaded
 # in this order: virtio + 9p for the shares, crc32 for rxe's ICRC, Soft-RoCE,
-# RDMA CM (+ ib_uverbs), dummy for dummy0.
+# RDMA CM (+ ib_uverbs), dummy for dummy0. The NVDIMM modules (PMEM_MODULES, lib/pmem.sh) are
+# in the initramfs too (modules/order-pmem), loaded only with SOFTROCE_PMEM.
 MODULES="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe rdma_ucm dummy"
 
 # guest_init: the initramfs' /init (lib/guest-init). Its text is part of the initramfs cache key.
@@ -59,7 +60,7 @@ prepare_guest() {
     local bbdeb kdeb key
     bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
     kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
-    key=$( { guest_init; echo "$MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
+    key=$( { guest_init; echo "$MODULES / $PMEM_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
     KDIR=$CACHE/$KPKG
     INITRD=$KDIR/initrd-$key.gz
     KIMAGE=$(cat "$KDIR/image" 2>/dev/null || true)
@@ -87,7 +88,7 @@ prepare_guest() {
         bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
         kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
         if [ -z "$kdeb" ] || [ -z "$bbdeb" ]; then die "apt-get download ${want[*]} failed"; fi
-        key=$( { guest_init; echo "$MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
+        key=$( { guest_init; echo "$MODULES / $PMEM_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
         KDIR=$CACHE/$KPKG
         INITRD=$KDIR/initrd-$key.gz
     fi
@@ -138,6 +139,12 @@ prepare_guest() {
     tr - _ < "$MODDIR/modules.builtin" > "$MODDIR/modules.builtin.norm" 2>/dev/null || true
     for m in $MODULES; do resolve_module "$m"; done
     printf '%s\n' "${ORDER[@]}" > "$ROOT/modules/order"
+    # the NVDIMM modules (lib/pmem.sh), loaded by the init only with SOFTROCE_PMEM
+    local base=("${ORDER[@]}")
+    ORDER=()
+    for m in $PMEM_MODULES; do resolve_module "$m"; done
+    printf '%s\n' "${ORDER[@]}" > "$ROOT/modules/order-pmem"
+    ORDER=("${base[@]}" / "${ORDER[@]}")
     guest_init > "$ROOT/init"
     chmod 755 "$ROOT/init"
     (cd "$ROOT" && find . | "$bb" cpio -o -H newc 2>/dev/null | gzip -1) > "$INITRD.tmp"

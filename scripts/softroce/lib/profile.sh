@@ -4,9 +4,10 @@
 
 # Packages of the debian13 guest root (plus SOFTROCE_PACKAGES and their dependencies): a shell,
 # rdma-core 56 (verbs, CM, the rxe provider, the headers), librpma 1.3 with its headers, and a C
-# compiler (tests/interop.rs compiles its C librpma peer in the guest).
+# compiler (tests/interop.rs compiles its C librpma peer in the guest), ndctl (the devdax namespace
+# of SOFTROCE_PMEM, lib/pmem.sh).
 ROOT_PACKAGES="bash coreutils dash grep sed mawk findutils libc-bin libc6 libgcc-s1 libibverbs1 ibverbs-providers librdmacm1t64
-               ibverbs-utils rdmacm-utils librpma0 librpma-dev libibverbs-dev librdmacm-dev gcc libc6-dev"
+               ibverbs-utils rdmacm-utils librpma0 librpma-dev libibverbs-dev librdmacm-dev gcc libc6-dev ndctl"
 # Bumped when the way a root is built changes (part of its cache key).
 ROOT_RECIPE=1
 

@@ -25,6 +25,8 @@ write_cmd() {
 
 QPID=
 TAILS=()
+MACHINE_OPTS=
+MEM_OPTS=
 CTL=
 # stop_qemu: SIGTERM, then SIGKILL if qemu is still there after 2 s
 stop_qemu() {
@@ -48,13 +50,14 @@ run_vm() {
     # qemu (and the tails below) die with us (pdeathsig), even if we are killed with SIGKILL
     local guard=()
     if command -v setpriv >/dev/null; then guard=(setpriv --pdeathsig KILL --); fi
-    "${guard[@]}" qemu-system-x86_64 "${accel[@]}" -M q35 -m "$mem" -smp "$smp" \
+    "${guard[@]}" qemu-system-x86_64 "${accel[@]}" -M "q35$MACHINE_OPTS" -m "$mem$MEM_OPTS" -smp "$smp" \
         -nodefaults -no-user-config -display none -no-reboot -nic none \
         -bios /usr/share/qemu/qboot.rom -serial "file:$CTL/console.log" \
         -kernel "$KIMAGE" -initrd "$INITRD" \
         -append "console=ttyS0 quiet loglevel=4 cryptomgr.notests=1 panic=-1 oops=panic mitigations=off tsc=reliable${SOFTROCE_APPEND:+ $SOFTROCE_APPEND}" \
-        "${QEMU_SHARES[@]}" </dev/null >"$CTL/qemu.log" 2>&1 &
+        "${QEMU_SHARES[@]}" "${PMEM_ARGS[@]}" </dev/null >"$CTL/qemu.log" 2>&1 &
     QPID=$!
+    if [ -n "${SOFTROCE_QEMU_PIDFILE:-}" ]; then echo "$QPID" > "$SOFTROCE_QEMU_PIDFILE"; fi
     info "qemu pid $QPID"
     # stream CMD's output; tail stops once qemu is gone
     "${guard[@]}" tail -n +1 -F -s 0.1 --pid="$QPID" "$CTL/stdout" 2>/dev/null & TAILS+=($!)
