@@ -30,6 +30,7 @@ mod link_loss;
 mod live;
 mod local_only;
 mod native_ops;
+mod power_cut;
 mod provider_errors;
 mod recv_order;
 mod threads;

@@ -96,10 +96,12 @@
 mod config;
 mod counters;
 mod cq;
+mod crash;
 mod engine;
 mod faults;
 mod mem;
 mod notify;
+mod power;
 mod qp;
 
 use std::collections::HashMap;
@@ -115,8 +117,10 @@ use rpma_mem::Memory;
 pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV, RENDEZVOUS_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
+pub use crash::{CrashFailure, CrashPoint, CrashPoints, CrashReport, Reboot};
 pub use faults::Faults;
 pub use mem::MockMr;
+pub use power::{Event, PersistentMemory, PowerCut, Recovered, Unflushed, LINE};
 pub use qp::{MockListener, MockQp, MockSrq};
 
 use config::Exec;
@@ -169,6 +173,8 @@ pub struct MockFabricBuilder {
     cm_timeout: Duration,
     rendezvous: Option<PathBuf>,
     always_wire: bool,
+    pub(crate) persistent: Option<PersistentMemory>,
+    pub(crate) unflushed: Unflushed,
 }
 
 impl Default for MockFabricBuilder {
@@ -184,6 +190,8 @@ impl Default for MockFabricBuilder {
             cm_timeout: DEFAULT_CM_TIMEOUT,
             rendezvous: None,
             always_wire: false,
+            persistent: None,
+            unflushed: Unflushed::Lost,
         }
     }
 }
@@ -303,6 +311,25 @@ impl MockFabricBuilder {
         self
     }
 
+    /// Turns the persistence model on (docs/persistence.md): the regions `which` selects keep,
+    /// besides what peers see, what would survive a power cut of their node
+    /// ([`MockFabric::power_cut`], [`CrashPoints`]). Off by default, and then free: the data
+    /// path does not look for it.
+    #[must_use]
+    pub const fn persistent_memory(mut self, which: PersistentMemory) -> Self {
+        self.persistent = Some(which);
+        self
+    }
+
+    /// What a power cut does to bytes written and not made durable (default
+    /// [`Unflushed::Lost`]). Needs [`MockFabricBuilder::persistent_memory`] (for
+    /// [`CrashPoints`], which turns the model on itself, it is enough alone).
+    #[must_use]
+    pub const fn unflushed(mut self, policy: Unflushed) -> Self {
+        self.unflushed = policy;
+        self
+    }
+
     /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
@@ -367,7 +394,8 @@ impl MockFabricBuilder {
             .into_iter()
             .enumerate()
             .map(|(index, (name, addrs))| MockDevice { name, addrs, caps: self.caps.clone(), index })
-            .collect();
+            .collect::<Vec<_>>();
+        let power = self.persistent.map(|scope| power::PowerModel::new(scope, self.unflushed, devices.len()));
         MockFabric {
             inner: Arc::new(FabricInner {
                 devices,
@@ -385,6 +413,7 @@ impl MockFabricBuilder {
                 broken_fd,
                 rendezvous,
                 always_wire: self.always_wire,
+                power,
             }),
         }
     }
@@ -410,6 +439,8 @@ pub(crate) struct FabricInner {
     pub(crate) rendezvous: Option<PathBuf>,
     /// Connections go through the rendezvous directory even to a listener of this process.
     pub(crate) always_wire: bool,
+    /// The persistence model (`None`: off).
+    pub(crate) power: Option<power::PowerModel>,
 }
 
 impl Drop for FabricInner {
@@ -419,6 +450,14 @@ impl Drop for FabricInner {
 }
 
 impl FabricInner {
+    /// An event of the deferred mode, for crash points (no lock of the mock held).
+    #[inline]
+    pub(crate) fn event(&self, kind: Event) {
+        if let Some(p) = &self.power {
+            p.event(kind, &self.devices);
+        }
+    }
+
     pub(crate) fn live(&self, kind: Kind) -> Live {
         Live::new(&self.counters, kind)
     }
@@ -442,22 +481,29 @@ impl FabricInner {
         self.devices.iter().find(|d| d.addrs.iter().any(|a| a == addr))
     }
 
+    /// The live listener on `addr:port` (one whose node's power was cut is gone).
     pub(crate) fn listener(&self, addr: &str, port: u16) -> Option<Arc<qp::ListenerShared>> {
-        self.listeners.lock().unwrap_or_else(PoisonError::into_inner).get(&(addr.to_owned(), port))?.upgrade()
+        let g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
+        g.get(&(addr.to_owned(), port))?.upgrade().filter(|l| !l.dead.load(Ordering::Acquire))
     }
 
     pub(crate) fn add_listener(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) -> Result<()> {
         let mut g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (addr.to_owned(), port);
-        if g.get(&key).is_some_and(|w| w.strong_count() > 0) {
+        if g.get(&key).and_then(Weak::upgrade).is_some_and(|l| !l.dead.load(Ordering::Acquire)) {
             return Err(Error::provider("rdma_bind_addr", EADDRINUSE));
         }
         g.insert(key, Arc::downgrade(l));
         Ok(())
     }
 
-    pub(crate) fn remove_listener(&self, addr: &str, port: u16) {
-        self.listeners.lock().unwrap_or_else(PoisonError::into_inner).remove(&(addr.to_owned(), port));
+    /// Frees `addr:port` if `l` holds it (a listener of a node cut and rebooted may hold it now).
+    pub(crate) fn remove_listener(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) {
+        let mut g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (addr.to_owned(), port);
+        if g.get(&key).is_some_and(|w| w.ptr_eq(&Arc::downgrade(l))) {
+            g.remove(&key);
+        }
     }
 
     /// `rdma_getaddrinfo`-like check of an address and port.
@@ -561,6 +607,40 @@ impl MockFabric {
         self.inner.listener(addr, port).map(|l| l.requests.push(qp::ListenEvent::Other(ev))).is_some()
     }
 
+    /// Cuts the power of the node `device` (docs/persistence.md): its connections are lost for
+    /// their peers (as a dead node: [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost), work
+    /// waiting flushed), its regions refuse every further access, its peers can make nothing
+    /// more, and each of its persistent regions comes back in the report as a fresh [`Memory`]
+    /// holding what was made durable, plus the bytes not made durable as the builder's
+    /// [`Unflushed`] policy says. A new peer on the device is the node rebooted: register the
+    /// memory again there.
+    ///
+    /// # Errors
+    /// [`Inval`](rpma_core::ErrorKind::Inval) if the fabric has no persistence model
+    /// ([`MockFabricBuilder::persistent_memory`]), if the device is not the fabric's, if it
+    /// holds no persistent region (nothing would survive), or if its power is already cut
+    /// (nothing was made on it since). Nothing is disturbed then.
+    pub fn power_cut(&self, device: &MockDevice) -> Result<PowerCut> {
+        const OP: &str = "MockFabric::power_cut";
+        let Some(p) = &self.inner.power else {
+            return Err(Error::inval(
+                OP,
+                "the fabric has no persistence model: build it with MockFabricBuilder::persistent_memory",
+            ));
+        };
+        if self.inner.devices.get(device.index) != Some(device) {
+            return Err(Error::inval(
+                OP,
+                &format!(
+                    "device {} is not a device of this fabric (its devices: {:?})",
+                    device.name,
+                    self.inner.devices.iter().map(MockDevice::name).collect::<Vec<_>>()
+                ),
+            ));
+        }
+        p.cut(device.index, &device.name, p.unflushed)
+    }
+
     /// Live resources (PDs, MRs, CQs, channels, QPs, SRQs, listeners).
     #[must_use]
     pub fn live(&self) -> LiveCounts {
@@ -578,7 +658,20 @@ pub struct MockPd {
     pub(crate) caps: Capabilities,
     /// The registrations by rkey (an entry is removed when its region is deregistered).
     pub(crate) mrs: Arc<MrTable>,
+    /// The boot of its node it was made in (the persistence model; 0 without it).
+    boot: u64,
     _live: Live,
+}
+
+impl MockPd {
+    /// `Err` if the node's power was cut since the PD was made (the persistence model): `op`
+    /// then refuses, as on a dead node.
+    pub(crate) fn alive(&self, op: &'static str) -> Result<()> {
+        match &self.fabric.power {
+            Some(p) if p.dead(self.dev.index, self.boot) => Err(power::PowerModel::dead_error(op, &self.dev.name)),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl std::fmt::Debug for MockPd {
@@ -633,24 +726,30 @@ impl Transport for MockFabric {
     fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
         // rpma-core maps the errno (ENOMEM → NoMem, 0 → Unknown).
         self.inner.faults.check("ibv_alloc_pd")?;
+        // A new protection domain on a node whose power was cut boots it again.
+        let boot = self.inner.power.as_ref().map_or(0, |p| p.boot(dev.index));
         Ok(MockPd {
             fabric: Arc::clone(&self.inner),
             dev: dev.clone(),
             caps: caps.clone(),
             mrs: Arc::new(std::sync::RwLock::new(std::collections::BTreeMap::new())),
+            boot,
             _live: self.inner.live(Kind::Pd),
         })
     }
 
     fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
+        pd.alive("ibv_reg_mr")?;
         mem::reg_mr(pd, memory, usage)
     }
 
     fn create_srq(&self, pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {
+        pd.alive("ibv_create_srq")?;
         qp::create_srq(pd, rq_size, rcq_size)
     }
 
     fn listen(&self, pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockListener> {
+        pd.alive("rdma_listen")?;
         qp::listen(pd, addr, port)
     }
 

@@ -20,6 +20,7 @@ use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
 use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 
 use crate::counters::{Kind, Live};
+use crate::power::{is_persistent, Durable};
 use crate::MockPd;
 
 /// Access rights of a registration (the `IBV_ACCESS_*` librpma derives from the usage,
@@ -58,6 +59,8 @@ pub(crate) struct MrShared {
     pub(crate) access: Access,
     pub(crate) valid: AtomicBool,
     data: Memory,
+    /// What would survive a power cut (the persistence model, for a persistent region).
+    pub(crate) durable: Option<Durable>,
     _live: Live,
 }
 
@@ -136,15 +139,22 @@ pub(crate) fn reg_mr(pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<M
         _ => base,
     };
     let access = Access::of(usage, pd.caps.native_flush, pd.caps.iwarp);
+    // The model covers the regions a peer can reach (a local-only region is its owner's alone,
+    // lent as a plain slice, which the model's weak reference would forbid: rule M3).
+    let model = f.power.as_ref().filter(|p| access.remote() && is_persistent(p.scope, &memory));
     let shared = Arc::new(MrShared {
         addr,
         len,
         rkey: f.next_num(),
         access,
         valid: AtomicBool::new(true),
+        durable: model.map(|_| Durable::of(memory.volatile())),
         data: memory,
         _live: f.live(Kind::Mr),
     });
+    if let Some(p) = model {
+        p.add_region(pd.dev.index, &shared);
+    }
     if access.remote() {
         pd.mrs.write().unwrap_or_else(PoisonError::into_inner).insert(shared.rkey, Arc::clone(&shared));
     }

@@ -26,6 +26,7 @@ use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
 use super::{QpShared, CONNECTED};
 use crate::mem::MrShared;
+use crate::power::Event;
 use crate::MockFabric;
 
 /// The owned local side of a waiting work request.
@@ -359,11 +360,18 @@ fn execute_write_passing_read(qp: &Arc<QpShared>, r: &mut Pending, w: &mut Pendi
     finish(qp, w, wstatus, wop);
 }
 
-/// Releases the work request's local side, then queues its completion.
+/// Releases the work request's local side, then queues its completion. Crash points: an
+/// execution (unless the work was flushed), then the completion if one is queued.
 fn finish(qp: &QpShared, p: &mut Pending, status: WcStatus, opcode: WcOpcode) -> Step {
     p.local = Owned::None;
     p.torn = None;
+    if status != WcStatus::WrFlushErr {
+        qp.fabric.event(Event::Execute);
+    }
     qp.complete(p.wr_id, status, opcode, p.signaled, p.seq);
+    if p.signaled || status != WcStatus::Success {
+        qp.fabric.event(Event::Complete);
+    }
     Step::Done
 }
 

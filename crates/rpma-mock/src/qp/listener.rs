@@ -57,6 +57,8 @@ pub(crate) enum ListenEvent {
 
 pub(crate) struct ListenerShared {
     pub(crate) requests: Notifier<ListenEvent>,
+    /// Its node's power was cut: it takes no request any more and frees its address.
+    pub(crate) dead: AtomicBool,
 }
 
 /// A listening endpoint of the mock.
@@ -88,14 +90,19 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
     }
     f.faults.check("rdma_bind_addr")?;
     f.faults.check("rdma_listen")?;
-    let shared =
-        Arc::new(ListenerShared { requests: new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")? });
+    let shared = Arc::new(ListenerShared {
+        requests: new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")?,
+        dead: AtomicBool::new(false),
+    });
     f.add_listener(addr, port, &shared)?;
+    if let Some(p) = &f.power {
+        p.add_listener(pd.dev.index, &shared);
+    }
     let published = match &f.rendezvous {
         Some(dir) => match publish(dir, addr, port, pd.caps.max_private_data_connect, Arc::downgrade(&shared)) {
             Ok(p) => Some(p),
             Err(e) => {
-                f.remove_listener(addr, port);
+                f.remove_listener(addr, port, &shared);
                 return Err(e);
             }
         },
@@ -117,7 +124,7 @@ impl MockListener {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.pd.fabric.remove_listener(&self.addr, self.port);
+        self.pd.fabric.remove_listener(&self.addr, self.port, &self.shared);
         // No request comes from other processes any more (the socket is removed).
         drop(self.published.take());
         for ev in self.shared.requests.drain() {

@@ -13,6 +13,7 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
 use crate::notify::{new_notifier, Notifier};
+use crate::power::Event;
 use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
 
 mod deferred;
@@ -95,6 +96,21 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
+    /// The link fails: both ends enter the error state (posted work is flushed) and receive
+    /// LOST ([`MockQp::cut_link`], a power cut of either node).
+    pub(crate) fn lose(&self) {
+        let r = self.remote();
+        self.hang_up(CmEvent::ConnectError);
+        if let Some(r) = r {
+            r.hang_up(CmEvent::ConnectError);
+        }
+        // A peer in another process sees its connection end without a goodbye.
+        if let Some(l) = self.link.get() {
+            l.close(false);
+            l.flush(self);
+        }
+    }
+
     fn state(&self) -> u8 {
         self.state.load(Ordering::Acquire)
     }
@@ -204,6 +220,7 @@ impl std::fmt::Debug for MockQp {
 }
 
 fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
+    pd.alive("rdma_create_qp")?;
     let f = &pd.fabric;
     let caps = &pd.caps;
     let shared_channel = if cfg.shared_channel { Some(new_channel(f)?) } else { None };
@@ -247,6 +264,9 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         events,
         _live: f.live(Kind::Qp),
     });
+    if let Some(p) = &f.power {
+        p.add_qp(pd.dev.index, &shared);
+    }
     // A poll or a wait on one of its CQs progresses the connection's deferred work.
     shared.send_cq.watch(&shared);
     if !Arc::ptr_eq(&shared.send_cq, &shared.recv_cq) {
@@ -319,16 +339,7 @@ impl MockQp {
     /// Injects a link failure: both ends of the connection enter the error state (posted work is
     /// flushed) and receive [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost).
     pub fn cut_link(&self) {
-        let r = self.shared.remote();
-        self.shared.hang_up(CmEvent::ConnectError);
-        if let Some(r) = r {
-            r.hang_up(CmEvent::ConnectError);
-        }
-        // A peer in another process sees its connection end without a goodbye.
-        if let Some(l) = self.shared.link.get() {
-            l.close(false);
-            l.flush(&self.shared);
-        }
+        self.shared.lose();
     }
 
     /// Delivers an arbitrary raw CM event to this connection (to test the handling of
@@ -412,6 +423,7 @@ impl MockQp {
         let first = s.take_slots_of(wrs.len() as u64, s.sq_size).ok_or_else(full)?;
         d.push(wrs, first);
         schedule(s);
+        s.fabric.event(Event::Post);
         Ok(())
     }
 

@@ -111,9 +111,13 @@ pub(super) fn execute_op<L: LocalSide>(
             let Some(off) = mr.offset_of(rb.addr, len).filter(|_| allowed) else {
                 return WcStatus::RemAccessErr;
             };
-            // A file-backed region: a persistent flush writes the range back to the file.
-            if t == FlushType::Persistent && mr.persist(off, len).is_err() {
-                return WcStatus::RemOpErr;
+            // A persistent flush makes the range durable (the persistence model), and writes a
+            // file-backed region's range back to the file.
+            if t == FlushType::Persistent {
+                mr.make_durable(off, len);
+                if mr.persist(off, len).is_err() {
+                    return WcStatus::RemOpErr;
+                }
             }
         }
         SendOp::Flush(t) => {
@@ -127,8 +131,13 @@ pub(super) fn execute_op<L: LocalSide>(
             }
             let mut sink = [0u8; 8];
             mr.bytes(off.min(mr.len - n), n).read(0, &mut sink[..n]).expect("inside the region");
-            if t == FlushType::Persistent && mr.persist(off, len).is_err() {
-                return WcStatus::RemOpErr;
+            // APM: the read makes the writes before it durable on a target with direct write to
+            // pmem (rpma-core refuses a persistent flush towards any other peer).
+            if t == FlushType::Persistent {
+                mr.make_durable(off, len);
+                if mr.persist(off, len).is_err() {
+                    return WcStatus::RemOpErr;
+                }
             }
         }
         SendOp::Send | SendOp::SendImm(_) => {}

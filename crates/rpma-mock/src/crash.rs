@@ -1,0 +1,246 @@
+//! Crash points: a user's scenario run once per event, with a power cut right after that event,
+//! and the user's check after each "reboot" (docs/persistence.md).
+
+use std::fmt;
+
+use crate::power::{Event, PersistentMemory, PowerCut, Unflushed};
+use crate::{MockFabric, MockFabricBuilder, Mode};
+
+/// One crash point: a power cut right after event number `index` of `of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CrashPoint {
+    /// The event the cut follows (1-based).
+    pub index: u64,
+    /// The events of the whole scenario (its counting run).
+    pub of: u64,
+    /// The kind of the event the cut follows.
+    pub after: Option<Event>,
+    /// What the cut did to bytes not made durable (with the seed of a torn cut).
+    pub unflushed: Unflushed,
+}
+
+impl fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "crash point {} of {}", self.index, self.of)?;
+        if let Some(e) = self.after {
+            write!(f, " (right after {e})")?;
+        }
+        write!(f, ", {}", self.unflushed)
+    }
+}
+
+/// What a check gets after a crash point: the fabric (the cut node rebooted: a new peer on its
+/// device works), the point, and what the node's persistent regions held after the cut.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Reboot {
+    /// The fabric the scenario ran on.
+    pub fabric: MockFabric,
+    /// Where the power was cut.
+    pub point: CrashPoint,
+    /// The node's persistent regions after the cut.
+    pub cut: PowerCut,
+}
+
+/// The crash points run and what their checks found.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CrashReport {
+    /// The crash points checked (events × seeds).
+    pub points: u64,
+    /// The events of the scenario.
+    pub events: u64,
+    /// The points whose check failed, in order ([`CrashPoints::run_all`]; empty from
+    /// [`CrashPoints::run`], which stops at the first).
+    pub violations: Vec<CrashFailure>,
+}
+
+/// The first crash point whose check failed, or why the points could not be run.
+#[derive(Clone, Debug)]
+pub struct CrashFailure {
+    /// The crash point (`None`: the exploration itself failed, e.g. an unknown device).
+    pub point: Option<CrashPoint>,
+    /// The check's message, or why.
+    pub message: String,
+}
+
+impl fmt::Display for CrashFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.point {
+            Some(p) => write!(f, "{p}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for CrashFailure {}
+
+/// Runs a scenario under every crash point of one node.
+///
+/// The scenario runs on a fresh fabric from the builder, in [`Mode::Deferred`] with no
+/// background progress (so the same scenario makes the same events in the same order), with
+/// the persistence model on ([`PersistentMemory::All`] unless the builder says otherwise). The
+/// events are the deferred mode's: a post, an execution at the target, a completion queued.
+/// A first run counts them; then, for each event `i`, a run with the node's power cut right
+/// after event `i`, and the check with what the node's persistent regions held.
+///
+/// After the cut the scenario goes on against a dead node: its operations fail (their
+/// completions are errors, the connections are lost) and it should record, as it goes, what it
+/// was told is durable (its acknowledgements), which the check compares with the regions.
+///
+/// ```
+/// use rpma_mock::{CrashPoints, MockFabric, Unflushed};
+///
+/// let explore = CrashPoints::new(MockFabric::builder().device("pm", &["10.0.0.2"]), "pm").seeds(2);
+/// # let _ = explore;
+/// ```
+#[derive(Clone, Debug)]
+pub struct CrashPoints {
+    builder: MockFabricBuilder,
+    device: String,
+    seeds: u64,
+    only: Option<u64>,
+}
+
+impl CrashPoints {
+    /// Crash points of the node `device` (a device of the builder's fabric).
+    #[must_use]
+    pub fn new(builder: MockFabricBuilder, device: &str) -> Self {
+        Self { builder, device: device.to_owned(), seeds: 1, only: None }
+    }
+
+    /// With [`Unflushed::Torn`], runs each crash point with `n` seeds (the builder's seed, then
+    /// the next ones); other policies draw nothing and run each point once.
+    #[must_use]
+    pub const fn seeds(mut self, n: u64) -> Self {
+        self.seeds = if n == 0 { 1 } else { n };
+        self
+    }
+
+    /// Runs only crash point `index` (to replay a failure).
+    #[must_use]
+    pub const fn only(mut self, index: u64) -> Self {
+        self.only = Some(index);
+        self
+    }
+
+    fn fabric(&self, seed_offset: u64) -> Result<MockFabric, CrashFailure> {
+        let mut b = self.builder.clone().mode(Mode::Deferred).background_progress(None);
+        if b.persistent.is_none() {
+            b = b.persistent_memory(PersistentMemory::All);
+        }
+        if let Unflushed::Torn { seed } = b.unflushed {
+            b = b.unflushed(Unflushed::Torn { seed: seed.wrapping_add(seed_offset) });
+        }
+        b.try_build().map_err(|e| CrashFailure { point: None, message: format!("building the fabric: {e}") })
+    }
+
+    fn node(&self, fabric: &MockFabric) -> Result<usize, CrashFailure> {
+        fabric.devices().iter().position(|d| d.name() == self.device).ok_or_else(|| CrashFailure {
+            point: None,
+            message: format!(
+                "the fabric has no device named {:?} (its devices: {:?})",
+                self.device,
+                fabric.devices().iter().map(crate::MockDevice::name).collect::<Vec<_>>()
+            ),
+        })
+    }
+
+    /// Runs `scenario` once to count its events, then once per crash point, calling `check`
+    /// after each; stops at the first point whose check fails.
+    ///
+    /// # Errors
+    /// The first failing point ([`CrashFailure`] with the check's message, the point and the
+    /// seed), or a failure of the exploration itself: an unknown device, a scenario without
+    /// events, a crash point the scenario did not reach in its run (it is not deterministic), a
+    /// cut that failed (e.g. the node held no persistent region then).
+    pub fn run<S>(
+        &self,
+        scenario: impl FnMut(&MockFabric) -> S,
+        check: impl FnMut(Reboot, S) -> Result<(), String>,
+    ) -> Result<CrashReport, CrashFailure> {
+        self.explore(scenario, check, false)
+    }
+
+    /// [`CrashPoints::run`] through every crash point: the report lists each point whose check
+    /// failed ([`CrashReport::violations`]).
+    ///
+    /// # Errors
+    /// A failure of the exploration itself, as for [`CrashPoints::run`].
+    pub fn run_all<S>(
+        &self,
+        scenario: impl FnMut(&MockFabric) -> S,
+        check: impl FnMut(Reboot, S) -> Result<(), String>,
+    ) -> Result<CrashReport, CrashFailure> {
+        self.explore(scenario, check, true)
+    }
+
+    fn explore<S>(
+        &self,
+        mut scenario: impl FnMut(&MockFabric) -> S,
+        mut check: impl FnMut(Reboot, S) -> Result<(), String>,
+        keep_going: bool,
+    ) -> Result<CrashReport, CrashFailure> {
+        let fabric = self.fabric(0)?;
+        let node = self.node(&fabric)?;
+        let model = fabric.inner.power.as_ref().expect("the persistence model is on");
+        model.arm(node, u64::MAX);
+        let _ = scenario(&fabric);
+        let (events, _, _) = model.disarm();
+        if events == 0 {
+            return Err(CrashFailure {
+                point: None,
+                message: "the scenario made no event (nothing was posted)".into(),
+            });
+        }
+        let seeds = if matches!(self.builder.unflushed, Unflushed::Torn { .. }) { self.seeds } else { 1 };
+        let points: Vec<u64> = match self.only {
+            Some(i) if i == 0 || i > events => {
+                return Err(CrashFailure {
+                    point: None,
+                    message: format!("crash point {i} is outside the scenario's events 1..={events}"),
+                })
+            }
+            Some(i) => vec![i],
+            None => (1..=events).collect(),
+        };
+        let mut checked = 0;
+        let mut violations = Vec::new();
+        for &index in &points {
+            for s in 0..seeds {
+                let fabric = self.fabric(s)?;
+                let model = fabric.inner.power.as_ref().expect("the persistence model is on");
+                let unflushed = model.unflushed;
+                model.arm(node, index);
+                let state = scenario(&fabric);
+                let (seen, after, cut) = model.disarm();
+                let point = CrashPoint { index, of: events, after, unflushed };
+                let cut = match cut {
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) => {
+                        return Err(CrashFailure { point: Some(point), message: format!("the cut failed: {e}") })
+                    }
+                    None => {
+                        return Err(CrashFailure {
+                            point: Some(point),
+                            message: format!(
+                                "the crash point is past the last event: this run made {seen} events, the counting \
+                                 run {events} (is the scenario deterministic?)"
+                            ),
+                        })
+                    }
+                };
+                checked += 1;
+                if let Err(message) = check(Reboot { fabric, point, cut }, state) {
+                    let failure = CrashFailure { point: Some(point), message };
+                    if !keep_going {
+                        return Err(failure);
+                    }
+                    violations.push(failure);
+                }
+            }
+        }
+        Ok(CrashReport { points: checked, events, violations })
+    }
+}
