@@ -114,6 +114,24 @@ fn power_cut__persistent_flush_makes_durable_emulated_and_native() {
 }
 
 #[test]
+fn power_cut__read_after_writes_makes_them_durable_apm() {
+    for mode in MODES {
+        let r = rig(mode);
+        r.write(0, b"first");
+        r.write(64, b"second");
+        // librpma's example 04: an RDMA Read after the writes (a target with direct write to
+        // pmem persists what reached its memory).
+        let dst = r._wpeer.alloc_mr(8, Usage::READ_DST).unwrap();
+        r.writer.read(dst.slice(0..8), r.remote.at(0)).context(4).post().unwrap();
+        assert_eq!(next_wc(r.writer.cq()).status(), WcStatus::Success);
+        r.write(128, b"after the read");
+        let log = log_of(&r.cut());
+        assert_eq!((&log[..5], &log[64..70]), (&b"first"[..], &b"second"[..]), "{mode:?}");
+        assert_eq!(&log[128..142], &[0; 14], "{mode:?}: written after the read");
+    }
+}
+
+#[test]
 fn power_cut__visibility_flush_does_not_make_durable() {
     for native in [false, true] {
         for mode in MODES {

@@ -30,6 +30,9 @@ pub(crate) struct Access {
     pub(crate) local_write: bool,
     pub(crate) remote_read: bool,
     pub(crate) remote_write: bool,
+    /// Remote writes may take the responder's fast path: granted, and the region is not in
+    /// the persistence model (whose writes go the general way, `responder::execute_op`).
+    pub(crate) fast_write: bool,
     pub(crate) flush_global: bool,
     pub(crate) flush_persistent: bool,
 }
@@ -46,6 +49,7 @@ impl Access {
             local_write: usage.intersects(Usage::READ_DST | Usage::WRITE_SRC | Usage::WRITE_DST | Usage::RECV),
             remote_read: usage.contains(Usage::READ_SRC) || flush_read,
             remote_write: usage.contains(Usage::WRITE_DST) || (iwarp && usage.contains(Usage::READ_DST)),
+            fast_write: usage.contains(Usage::WRITE_DST) || (iwarp && usage.contains(Usage::READ_DST)),
             flush_global: native_flush && usage.contains(Usage::FLUSH_TYPE_VISIBILITY),
             flush_persistent: native_flush && usage.contains(Usage::FLUSH_TYPE_PERSISTENT),
         }
@@ -138,10 +142,11 @@ pub(crate) fn reg_mr(pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<M
         // Page-aligned allocations and mappings: the base is page-aligned.
         _ => base,
     };
-    let access = Access::of(usage, pd.caps.native_flush, pd.caps.iwarp);
+    let mut access = Access::of(usage, pd.caps.native_flush, pd.caps.iwarp);
     // The model covers the regions a peer can reach (a local-only region is its owner's alone,
     // lent as a plain slice, which the model's weak reference would forbid: rule M3).
     let model = f.power.as_ref().filter(|p| access.remote() && is_persistent(p.scope, &memory));
+    access.fast_write &= model.is_none();
     let shared = Arc::new(MrShared {
         addr,
         len,

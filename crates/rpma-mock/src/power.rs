@@ -78,35 +78,66 @@ impl fmt::Display for Unflushed {
     }
 }
 
-/// The durable image of a persistent region.
+/// The most remote writes a region notes for the next RDMA Read (APM) before it notes their
+/// envelope instead (a write-only stream stays bounded; docs/persistence.md).
+const NOTED: usize = 1024;
+
+/// The durable image of a persistent region, and the remote writes executed on it since the
+/// last RDMA Read (what a read after them makes durable: APM).
 pub(crate) struct Durable {
-    image: Mutex<Box<[u8]>>,
+    state: Mutex<DurableState>,
+}
+
+struct DurableState {
+    image: Box<[u8]>,
+    /// `(offset, len)` of the remote writes since the last read, adjacent ones merged.
+    noted: Vec<(usize, usize)>,
 }
 
 impl Durable {
     /// A region's image when it is registered: its bytes then (memory that held data before,
     /// e.g. a region brought back by a power cut, holds it durably).
     pub(crate) fn of(visible: VolatileSlice<'_>) -> Self {
-        Self { image: Mutex::new(visible.to_vec().into_boxed_slice()) }
+        Self { state: Mutex::new(DurableState { image: visible.to_vec().into_boxed_slice(), noted: Vec::new() }) }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
-        self.image.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, DurableState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Copies `[offset, offset + len)` of what is seen now into the image (clamped to the
     /// region: the caller checked the range).
     pub(crate) fn make_durable(&self, visible: VolatileSlice<'_>, offset: usize, len: usize) {
-        let mut image = self.lock();
-        let end = offset.saturating_add(len).min(image.len());
-        if offset < end {
-            visible.read(offset, &mut image[offset..end]).expect("a range inside the region");
+        copy_in(&mut self.lock().image, visible, offset, len);
+    }
+
+    /// A remote write of `[offset, offset + len)` executed.
+    fn note_write(&self, offset: usize, len: usize) {
+        let noted = &mut self.lock().noted;
+        if let Some((_, l)) = noted.last_mut().filter(|(o, l)| *o + *l == offset) {
+            *l += len;
+        } else if noted.len() >= NOTED {
+            let start = noted.iter().map(|r| r.0).min().unwrap_or(offset).min(offset);
+            let end = noted.iter().map(|r| r.0 + r.1).max().unwrap_or(0).max(offset + len);
+            noted.clear();
+            noted.push((start, end - start));
+        } else {
+            noted.push((offset, len));
+        }
+    }
+
+    /// An RDMA Read executed: the writes noted before it are durable (APM).
+    fn read_after_writes(&self, visible: VolatileSlice<'_>) {
+        let mut g = self.lock();
+        let noted = std::mem::take(&mut g.noted);
+        for (offset, len) in noted {
+            copy_in(&mut g.image, visible, offset, len);
         }
     }
 
     /// What the region holds after a power cut under `unflushed`; `rng` draws the torn lines.
     fn recover(&self, visible: VolatileSlice<'_>, unflushed: Unflushed, rng: &mut fastrand::Rng) -> Vec<u8> {
-        let image = self.lock();
+        let image = &self.lock().image;
         match unflushed {
             Unflushed::Lost => image.to_vec(),
             Unflushed::Kept => visible.to_vec(),
@@ -126,6 +157,14 @@ impl Durable {
                 out
             }
         }
+    }
+}
+
+/// Copies `[offset, offset + len)` of `visible` into `image`, clamped to it.
+fn copy_in(image: &mut [u8], visible: VolatileSlice<'_>, offset: usize, len: usize) {
+    let end = offset.saturating_add(len).min(image.len());
+    if offset < end {
+        visible.read(offset, &mut image[offset..end]).expect("a range inside the region");
     }
 }
 
@@ -446,6 +485,25 @@ impl MrShared {
     pub(crate) fn make_durable(&self, offset: usize, len: usize) {
         if let Some(d) = &self.durable {
             d.make_durable(self.bytes(0, self.len), offset, len);
+        }
+    }
+
+    /// A remote write (or atomic write) of `[offset, offset + len)` executed, if the region is
+    /// in the model (a later RDMA Read at it makes it durable, APM).
+    #[inline]
+    pub(crate) fn note_write(&self, offset: usize, len: usize) {
+        if let Some(d) = &self.durable {
+            d.note_write(offset, len);
+        }
+    }
+
+    /// An RDMA Read executed at the region, if it is in the model: the remote writes executed
+    /// on it before are durable (librpma's APM: a read after writes, towards a node with direct
+    /// write to pmem).
+    #[inline]
+    pub(crate) fn read_after_writes(&self) {
+        if let Some(d) = &self.durable {
+            d.read_after_writes(self.bytes(0, self.len));
         }
     }
 }

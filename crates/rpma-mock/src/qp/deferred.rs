@@ -459,7 +459,10 @@ fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Step {
         return finish(qp, p, WcStatus::Success, opcode);
     };
     match t.target.upgrade().filter(|m| m.valid.load(Ordering::Acquire)) {
-        Some(m) => gather_range(local, from, n, &m, t.off + from),
+        Some(m) => {
+            gather_range(local, from, n, &m, t.off + from);
+            m.note_write(t.off + from, n);
+        }
         None => return finish(qp, p, WcStatus::RemAccessErr, opcode),
     }
     if t.left.is_empty() {

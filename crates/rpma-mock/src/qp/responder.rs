@@ -30,7 +30,7 @@ pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 #[inline(always)]
 pub(super) fn execute_fast(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities) -> WcStatus {
     if let (SendOp::Write, Local::One(b), Some(rb)) = (wr.op, wr.local, wr.remote) {
-        if mr.rkey == rb.rkey && mr.access.remote_write && mr.valid.load(Ordering::Acquire) {
+        if mr.rkey == rb.rkey && mr.access.fast_write && mr.valid.load(Ordering::Acquire) {
             if let Some(off) = mr.offset_of(rb.addr, b.len) {
                 copy(b.mr.shared(), b.offset, mr, off, b.len);
                 return WcStatus::Success;
@@ -87,12 +87,14 @@ pub(super) fn execute_op<L: LocalSide>(
                 return WcStatus::RemAccessErr;
             };
             local.scatter_from(mr, off, len);
+            mr.read_after_writes();
         }
         SendOp::Write | SendOp::WriteImm(_) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_write) else {
                 return WcStatus::RemAccessErr;
             };
             gather_into(local, mr, off);
+            mr.note_write(off, len);
         }
         SendOp::AtomicWrite(bytes) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
@@ -102,6 +104,7 @@ pub(super) fn execute_op<L: LocalSide>(
                 return WcStatus::RemInvReqErr;
             }
             mr.bytes(off, 8).write(0, &bytes).expect("8 bytes inside the region");
+            mr.note_write(off, 8);
         }
         SendOp::Flush(t) if caps.native_flush => {
             let allowed = match t {
