@@ -132,9 +132,12 @@ run_profile() {
     local counts=$target_dir/softroce-op-counts-$profile.txt t0=$SECONDS rc=0
     rm -f "$counts"
     local native=()
-    # (RPMA_INTEROP_NO_PERSISTENT: see tests/interop/peer.c and docs/native-ops.md)
+    # (RPMA_INTEROP_NO_PERSISTENT: see tests/interop/peer.c and docs/native-ops.md.
+    # RPMA_VERBS_PERSISTENT_FLUSH=read: the tests' regions are on DRAM, where the kernel refuses
+    # IBV_ACCESS_FLUSH_PERSISTENT, so their persistent flushes are the APM read by explicit choice;
+    # the pmem cases (SOFTROCE_PMEM) run their peers under the default rule, native.)
     [ "$profile" != debian13 ] || native=(RPMA_VERBS_NATIVE_ONLY=flush,atomic_write RPMA_TEST_EXPECT_NATIVE=flush,atomic_write
-                                          RPMA_INTEROP_NO_PERSISTENT=1)
+                                          RPMA_INTEROP_NO_PERSISTENT=1 RPMA_VERBS_PERSISTENT_FLUSH=read)
     if [ "$profile" = debian12 ]; then
         echo "test-verbs: profile debian12: host userspace $(dpkg-query -W -f='${Package} ${Version}, ' libibverbs1 librpma0 2>/dev/null)guest kernel of scripts/softroce/run.sh"
     fi
@@ -163,21 +166,25 @@ run_profile() {
             exit 1
         fi
     ' test-verbs "$profile" "$list" "$@" || rc=$?
-    local fn=0 fe=0 fp=0 an=0 ae=0
+    local fn=0 fpn=0 fe=0 fp=0 an=0 ae=0
     if [ -s "$counts" ]; then
-        read -r fn fe fp an ae < <(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
-            END { printf "%d %d %d %d %d\n", v["flush_native"], v["flush_emulated"], v["flush_persistent_read"],
-                  v["atomic_write_native"], v["atomic_write_emulated"] }' "$counts")
+        read -r fn fpn fe fp an ae < <(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
+            END { printf "%d %d %d %d %d %d\n", v["flush_native"], v["flush_persistent_native"], v["flush_emulated"],
+                  v["flush_persistent_read"], v["atomic_write_native"], v["atomic_write_emulated"] }' "$counts")
     fi
     echo "test-verbs: profile $profile: $(wc -l < "$counts" 2>/dev/null || echo 0) rpma-verbs processes reported; $((SECONDS - t0)) s"
     echo "native flush: $fn"
+    [ -z "${SOFTROCE_PMEM:-}" ] || echo "native persistent flush: $fpn"
     echo "native atomic write: $an"
     echo "emulated flush: $fe"
-    echo "persistent flush as RDMA Read (by rule, native-flush device): $fp"
+    echo "persistent flush as RDMA Read (RPMA_VERBS_PERSISTENT_FLUSH=read, native-flush device): $fp"
     echo "emulated atomic write: $ae"
     if [ "$profile" = debian13 ] && [ "$rc" = 0 ]; then
         if [ "$fn" -eq 0 ] || [ "$an" -eq 0 ] || [ "$fe" -ne 0 ] || [ "$ae" -ne 0 ]; then
             echo "test-verbs: FAILED (debian13): the native paths must be taken, and nothing emulated" >&2
+            rc=1
+        elif [ -n "${SOFTROCE_PMEM:-}" ] && [ "$fpn" -eq 0 ] && [ $# -eq 0 ]; then
+            echo "test-verbs: FAILED (debian13, SOFTROCE_PMEM): no native persistent flush was posted" >&2
             rc=1
         fi
     fi

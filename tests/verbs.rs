@@ -111,6 +111,8 @@ mod verbs_only {
             ("verbs_only__no_listener_event", no_listener_event),
             ("verbs_only__flush_atomic_write_native_iff_detected", native::native_iff_detected),
             ("verbs_only__native_only_nosupp_without_native", native::native_only_nosupp),
+            ("verbs_only__persistent_flush_native_to_pmem", native::persistent_flush_to_pmem),
+            ("verbs_only__persistent_flush_native_to_dram_is_an_error", native::persistent_flush_to_dram),
             ("verbs_only__fork_after_registration", fork_after_registration),
             ("verbs_only__clean_teardown_leaks_nothing", clean_teardown_leaks_nothing),
             ("verbs_only__file_mapping_on_tmpfs_is_the_region", file_mapping_on_tmpfs),
@@ -197,7 +199,7 @@ mod verbs_only {
     /// capabilities, proven by rpma-verbs' counters; `RPMA_TEST_EXPECT_NATIVE=flush,atomic_write`
     /// (scripts/test-verbs.sh on debian13) makes missing detection a failure.
     mod native {
-        use rpma::verbs::{native_only, op_counts, NativeOnly};
+        use rpma::verbs::{native_only, op_counts, persistent_flush, NativeOnly, PersistentFlush};
         use rpma::{ErrorKind, FlushType, PeerCfg, Usage, WcStatus};
 
         use super::super::conformance::harness::{mr, next_wc, pair, remote, Backend};
@@ -226,11 +228,16 @@ mod verbs_only {
             src.write(0, &data).unwrap();
             let before = op_counts();
             let c = &p.client;
+            // A native persistent flush needs pmem behind the region (the two cases below): on
+            // DRAM the persistent flushes here are the RDMA Reads of PersistentFlush::Read, or
+            // flushes to visibility under the default rule.
+            let read_rule = persistent_flush() == PersistentFlush::Read;
+            let pers = if read_rule || !caps.native_flush { FlushType::Persistent } else { FlushType::Visibility };
             c.write(r.at(8), src.slice(..1024)).context(1).post().unwrap();
             c.flush(r.slice(8..1032), FlushType::Visibility).context(2).post().unwrap();
-            c.flush(r.slice(8..1032), FlushType::Persistent).context(3).post().unwrap();
+            c.flush(r.slice(8..1032), pers).context(3).post().unwrap();
             c.atomic_write(r.at(0), 1024u64.to_le_bytes()).context(4).post().unwrap();
-            c.flush(r.slice(0..8), FlushType::Persistent).context(5).post().unwrap();
+            c.flush(r.slice(0..8), pers).context(5).post().unwrap();
             for id in 1..=5 {
                 let wc = next_wc(c.cq());
                 assert_eq!((wc.wr_id(), wc.status()), (id, WcStatus::Success), "{wc:?}");
@@ -246,9 +253,11 @@ mod verbs_only {
                 after.atomic_write_emulated - before.atomic_write_emulated,
             );
             let pread = after.flush_persistent_read - before.flush_persistent_read;
-            if caps.native_flush {
-                // visibility: native; persistent: an RDMA Read by rule (docs/native-ops.md)
+            if caps.native_flush && read_rule {
+                // visibility: native; persistent: the RDMA Read the process chose
                 assert!(fnat >= 1 && femu == 0 && pread >= 2, "native flush detected, but: {before:?} -> {after:?}");
+            } else if caps.native_flush {
+                assert!(fnat >= 3 && femu == 0, "native flush detected, but: {before:?} -> {after:?}");
             } else {
                 assert!(femu >= 3 && fnat == 0 && pread == 0, "no native flush, but: {before:?} -> {after:?}");
             }
@@ -302,6 +311,111 @@ mod verbs_only {
             }
             eprintln!("native only: flush {}, atomic write {}", caps.native_flush, caps.native_atomic_write);
         }
+
+        /// The persistent flush rule (docs/native-ops.md) on pmem: a region on the devdax device
+        /// registered for persistent flushes; write + persistent flush succeed, natively on a
+        /// device with native flush (counted `flush_persistent_native`), as the RDMA Read on one
+        /// without (debian12).
+        pub fn persistent_flush_to_pmem(b: &VerbsBackend) {
+            if !super::with_native_persistent_flush("verbs_only__persistent_flush_native_to_pmem") {
+                return;
+            }
+            let Some(mem) = super::test_pmem(0, 4096) else { return };
+            let caps = b.caps();
+            let t = b.transport();
+            let p = pair(b, &t);
+            p.client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
+            mem.volatile().write(0, &[0; 4096]).unwrap();
+            let dst = p.speer.reg_mr(mem, Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPES).unwrap();
+            let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
+            let r = remote(&dst);
+            let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
+            src.write(0, &data).unwrap();
+            let before = op_counts();
+            let c = &p.client;
+            c.write(r.at(0), src.slice(..4096)).context(1).post().unwrap();
+            c.flush(r.slice(0..4096), FlushType::Persistent).context(2).post().unwrap();
+            for id in 1..=2 {
+                let wc = next_wc(c.cq());
+                assert_eq!((wc.wr_id(), wc.status()), (id, WcStatus::Success), "{wc:?}");
+            }
+            let after = op_counts();
+            assert_eq!(dst.to_vec(0, 4096).unwrap(), data);
+            let pn = after.flush_persistent_native - before.flush_persistent_native;
+            if caps.native_flush {
+                assert!(pn >= 1, "native persistent flush expected: {before:?} -> {after:?}");
+            } else {
+                assert_eq!(pn, 0, "no native flush on this device: {before:?} -> {after:?}");
+            }
+            eprintln!("persistent flush to pmem: native {}: {before:?} -> {after:?}", caps.native_flush);
+        }
+
+        /// The persistent flush rule on DRAM: the kernel refuses `IBV_ACCESS_FLUSH_PERSISTENT`
+        /// on it, so a native persistent flush into a DRAM region completes with a remote
+        /// access error (never a silent success); without native flush it is the RDMA Read.
+        pub fn persistent_flush_to_dram(b: &VerbsBackend) {
+            if !super::with_native_persistent_flush("verbs_only__persistent_flush_native_to_dram_is_an_error") {
+                return;
+            }
+            let caps = b.caps();
+            let t = b.transport();
+            let p = pair(b, &t);
+            p.client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
+            let dst = mr(&p.speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPES);
+            let src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
+            let r = remote(&dst);
+            let c = &p.client;
+            c.write(r.at(0), src.slice(..64)).context(1).post().unwrap();
+            c.flush(r.slice(0..64), FlushType::Persistent).context(2).post().unwrap();
+            let wc = next_wc(c.cq());
+            if caps.native_flush {
+                // the write may complete first (success) or be flushed in error with the QP
+                let wc = if wc.wr_id() == 1 && wc.status() == WcStatus::Success { next_wc(c.cq()) } else { wc };
+                assert_eq!(wc.status(), WcStatus::RemAccessErr, "a native persistent flush into DRAM: {wc:?}");
+            } else {
+                assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success), "{wc:?}");
+                let wc = next_wc(c.cq());
+                assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::Success), "{wc:?}");
+            }
+            eprintln!("persistent flush to DRAM, native flush {}: {wc:?}", caps.native_flush);
+        }
+    }
+
+    /// Runs the case `name` in a child process of this binary with
+    /// `RPMA_VERBS_PERSISTENT_FLUSH=native` (the rule is process-wide); `true` if this process
+    /// is that child (or has the rule already) and should run the case itself.
+    fn with_native_persistent_flush(name: &str) -> bool {
+        if rpma::verbs::persistent_flush() == rpma::verbs::PersistentFlush::Native {
+            return true;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env("RPMA_VERBS_PERSISTENT_FLUSH", "native")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("1 passed"), "child: {}\n{text}", out.status);
+        eprint!("{text}");
+        false
+    }
+
+    /// `RPMA_TEST_PMEM` (a devdax device; scripts/softroce/README.md, "Persistent memory"):
+    /// `None` when unset (the case is not asked for: it says so), a failure when it is set but
+    /// is no devdax device.
+    pub(crate) fn test_pmem(slot: u64, len: usize) -> Option<rpma::Memory> {
+        let Some(path) = std::env::var_os("RPMA_TEST_PMEM").filter(|p| !p.is_empty()) else {
+            eprintln!("RPMA_TEST_PMEM unset: no pmem case (SOFTROCE_PMEM=256M scripts/test-verbs.sh runs them)");
+            return None;
+        };
+        // 2 MiB slots of the device: cases that run at the same time use different ones
+        // (verbs.rs 0-3, interop 4-11, the CLI's tests 16-31)
+        let opts = rpma::MapOptions::new().offset(slot << 21).len(len).map_sync(rpma::MapSync::Never);
+        // SAFETY: [M5] nobody truncates a devdax device (it has a fixed size); [M3] no slice of
+        // this memory is made while it is registered.
+        let m = unsafe { opts.map(&path) }.unwrap_or_else(|e| panic!("RPMA_TEST_PMEM={path:?}: {e}"));
+        assert_eq!(m.kind(), rpma::MemoryKind::DevDax, "RPMA_TEST_PMEM={path:?} is not a devdax device");
+        Some(m)
     }
 
     /// Nobody listens on the port: record which event the device's CM reports (the conformance

@@ -10,6 +10,8 @@
  * does the same. The server prints "LISTENING" on stdout (line buffered) once it listens.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <librpma.h>
 #include <poll.h>
@@ -18,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MEM_LEN 4096
 #define MSG_LEN 32
@@ -53,10 +57,15 @@
  * FLUSH_TYPE_PERSISTENT with IBV_ACCESS_FLUSH_PERSISTENT where the device has native flush,
  * which the kernel refuses on memory that is not pmem; the server region then has no
  * persistent usage and WRITE-PERS flushes to visibility (docs/native-ops.md) */
+static const char *pmem_path(void)
+{
+	const char *v = getenv("RPMA_INTEROP_PMEM");
+	return v && *v ? v : NULL;
+}
 static int no_persistent(void)
 {
 	const char *v = getenv("RPMA_INTEROP_NO_PERSISTENT");
-	return v && *v && *v != '0';
+	return !pmem_path() && v && *v && *v != '0';
 }
 #define USAGE_SERVER (RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST | \
 		      RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | \
@@ -235,6 +244,30 @@ static void *page(void)
 	return p;
 }
 
+/* RPMA_INTEROP_PMEM=/dev/daxN.M and RPMA_INTEROP_PMEM_OFFSET (a multiple of its 2 MiB
+ * alignment): the server's data region on that devdax range (librpma 1.3 registers it with
+ * IBV_ACCESS_FLUSH_PERSISTENT where the device has native flush, which the kernel grants on
+ * pmem) */
+#define PMEM_MAP (2u << 20)
+static void *server_mem(void)
+{
+	const char *path = pmem_path();
+	if (!path)
+		return page();
+	const char *o = getenv("RPMA_INTEROP_PMEM_OFFSET");
+	off_t off = o ? (off_t)strtoll(o, NULL, 0) : 0;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fail("open %s: %s", path, strerror(errno));
+	void *p = mmap(NULL, PMEM_MAP, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+	if (p == MAP_FAILED)
+		fail("mmap %s at %lld: %s", path, (long long)off, strerror(errno));
+	close(fd);
+	memset(p, 0, MEM_LEN);
+	printf("PMEM %s at %lld\n", path, (long long)off);
+	return p;
+}
+
 /* message buffer: [0, 32) receive slot, [32, 64) send slot */
 static void set_msg(uint8_t *msg, const char *text)
 {
@@ -254,7 +287,7 @@ static const char *const STEPS[] = {"WRITE-VIS", "WRITE-PERS", "READ", "SEND-IMM
 static int server(const char *addr, const char *port)
 {
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
-	uint8_t *mem = page(), *scratch = page(), *msg = page(), *expected = page();
+	uint8_t *mem = server_mem(), *scratch = page(), *msg = page(), *expected = page();
 	struct rpma_mr_local *mem_mr, *scratch_mr, *msg_mr;
 	CK(rpma_mr_reg(peer, mem, MEM_LEN, USAGE_SERVER, &mem_mr));
 	CK(rpma_mr_reg(peer, scratch, MEM_LEN, RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_WRITE_SRC,

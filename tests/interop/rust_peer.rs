@@ -55,7 +55,32 @@ type Res<T> = Result<T, String>;
 /// visibility flush in WRITE-PERS, as `peer.c` (librpma 1.3 cannot register persistent flush
 /// access on memory that is not pmem where the device has native flush; docs/native-ops.md).
 fn no_persistent() -> bool {
-    std::env::var("RPMA_INTEROP_NO_PERSISTENT").is_ok_and(|v| !v.is_empty() && v != "0")
+    pmem().is_none() && std::env::var("RPMA_INTEROP_NO_PERSISTENT").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `RPMA_INTEROP_PMEM=/dev/daxN.M` and `RPMA_INTEROP_PMEM_OFFSET`: the server's data region on
+/// that devdax range, as `peer.c`.
+fn pmem() -> Option<(String, u64)> {
+    let path = std::env::var("RPMA_INTEROP_PMEM").ok().filter(|p| !p.is_empty())?;
+    let off = std::env::var("RPMA_INTEROP_PMEM_OFFSET").ok().and_then(|o| o.parse().ok()).unwrap_or(0);
+    Some((path, off))
+}
+
+/// The server's data region: zeroed, on pmem with `RPMA_INTEROP_PMEM`.
+fn server_mem<T: Transport>(peer: &Peer<T>) -> Res<MrLocal<T>> {
+    let Some((path, off)) = pmem() else {
+        return alloc(peer, MEM_LEN, usage_server());
+    };
+    let opts = rpma::MapOptions::new().offset(off).len(MEM_LEN).map_sync(rpma::MapSync::Never);
+    // SAFETY: [M5] a devdax device is never truncated; [M3] no slice of it is made while it is
+    // registered.
+    let m = unsafe { opts.map(&path) }.map_err(|e| format!("mapping {path} at {off}: {e}"))?;
+    if m.kind() != rpma::MemoryKind::DevDax {
+        return Err(format!("RPMA_INTEROP_PMEM={path} is not a devdax device"));
+    }
+    m.volatile().write(0, &[0; MEM_LEN]).map_err(|e| format!("zeroing {path}: {e}"))?;
+    println!("PMEM {path} at {off}");
+    peer.reg_mr(m, usage_server()).map_err(ctx("Peer::reg_mr (pmem)"))
 }
 
 fn usage_server() -> Usage {
@@ -204,7 +229,7 @@ fn alloc<T: Transport>(peer: &Peer<T>, len: usize, usage: Usage) -> Res<MrLocal<
 /// The first failed check or operation.
 pub fn server<T: Transport>(transport: &T, addr: &str, port: &str) -> Res<()> {
     let peer = new_peer(transport, addr, ContextType::Local)?;
-    let mem = alloc(&peer, MEM_LEN, usage_server())?;
+    let mem = server_mem(&peer)?;
     let scratch = alloc(&peer, MEM_LEN, Usage::READ_DST | Usage::WRITE_SRC)?;
     let msg = alloc(&peer, 2 * MSG_LEN, Usage::SEND | Usage::RECV)?;
     mem.write(S_PS, &pattern(T_PS, CHUNK)).map_err(ctx("MrLocal::write"))?;

@@ -121,7 +121,10 @@ pub use cm::{SharedCqEvents, VerbsListener, VerbsQp, VerbsSrq};
 pub use cq::{CqEvents, VerbsCq};
 pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;
-pub use native::{native_only, op_counts, set_native_only, NativeOnly, OpCounts};
+pub use native::{
+    native_only, op_counts, persistent_flush, set_native_only, set_persistent_flush, NativeOnly, OpCounts,
+    PersistentFlush,
+};
 
 /// The inline data size of every QP (librpma's `RPMA_MAX_INLINE_DATA`): room for the emulated
 /// atomic write.

@@ -30,9 +30,10 @@ const REMOTE_ACCESS: u32 = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
 
 /// The access flags librpma registers a usage with (docs/semantics.md#usages-and-access-rights),
 /// with the rules of docs/native-ops.md on a device with native flush: `FLUSH_TYPE_VISIBILITY` gets
-/// `IBV_ACCESS_FLUSH_GLOBAL` (librpma 1.3); `FLUSH_TYPE_PERSISTENT` gets `IBV_ACCESS_REMOTE_READ`
-/// (the persistent flushes of rpma-rs are RDMA Reads) plus, when `flush_persistent`,
-/// `IBV_ACCESS_FLUSH_PERSISTENT` (for librpma 1.3 initiators; the kernel grants it on pmem only).
+/// `IBV_ACCESS_FLUSH_GLOBAL` (librpma 1.3); `FLUSH_TYPE_PERSISTENT` gets, when `flush_persistent`,
+/// `IBV_ACCESS_FLUSH_PERSISTENT` (native persistent flushes; the kernel grants it on pmem only),
+/// plus `IBV_ACCESS_REMOTE_READ` (the APM read of initiators without native flush, or that chose
+/// it).
 fn access(usage: Usage, native_flush: bool, iwarp: bool, flush_persistent: bool) -> u32 {
     let mut a = 0;
     if usage.contains(Usage::READ_SRC) {
@@ -111,10 +112,14 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
     let mut p = reg(acc);
     if p.is_null() && errno() == libc::EINVAL && persistent {
         // The kernel grants persistent flush access on persistent memory only (rxe: "page can't
-        // be persistent"): register without it; our persistent flushes are RDMA Reads anyway.
+        // be persistent"): register without it (docs/native-ops.md, "The persistent flush
+        // rule"). A native persistent flush into the region then completes with a remote
+        // access error at the initiator, never as a silent success; the APM read still works.
         rpma_core::rpma_log!(
-            Info,
-            "ibv_reg_mr: EINVAL with IBV_ACCESS_FLUSH_PERSISTENT (not persistent memory), registering without it"
+            Notice,
+            "ibv_reg_mr: EINVAL with IBV_ACCESS_FLUSH_PERSISTENT (not persistent memory): registered without it, \
+             so a native persistent flush into this region fails with a remote access error (only the RDMA Read \
+             of RPMA_VERBS_PERSISTENT_FLUSH=read reaches it)"
         );
         acc = access(usage, caps.native_flush, caps.iwarp, false);
         p = reg(acc);
@@ -315,6 +320,14 @@ impl MrBackend for VerbsMr {
         } else {
             None
         }
+    }
+
+    fn persist(&self, offset: usize, len: usize) -> Result<()> {
+        let Some(mem) = &self.mem else { return Ok(()) };
+        mem.flush(offset, len).map_err(|e| {
+            Error::provider("msync", e.errno().unwrap_or(libc::EIO))
+                .with_detail(&format!("persisting the region's range: {e}"))
+        })
     }
 
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {

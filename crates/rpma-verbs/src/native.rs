@@ -35,6 +35,11 @@
 //! emulation's semantics are not enough (e.g. an atomic write that must be one IBTA Atomic
 //! Write), and for tests that must prove the native path ran.
 //!
+//! ## Persistent flushes
+//! On a QP with native flush a persistent flush is native `IBV_FLUSH_PERSISTENT`, as in
+//! librpma 1.3, unless the process chose [`PersistentFlush::Read`] ([`set_persistent_flush`],
+//! `RPMA_VERBS_PERSISTENT_FLUSH=read`); docs/native-ops.md, "The persistent flush rule".
+//!
 //! ## Counters
 //! [`op_counts`] counts the flushes and atomic writes this process posted, native and emulated.
 //! With `RPMA_VERBS_OP_COUNTS=<file>` in the environment, each process that looked up a device
@@ -165,6 +170,53 @@ pub fn native_only() -> NativeOnly {
     NativeOnly { flush: ONLY_FLUSH.load(Ordering::Relaxed), atomic_write: ONLY_ATOMIC_WRITE.load(Ordering::Relaxed) }
 }
 
+/// How a persistent flush goes on a connection whose QP has native flush (`wr_flush`): see
+/// [`set_persistent_flush`] and docs/native-ops.md, "The persistent flush rule".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PersistentFlush {
+    /// Native `IBV_FLUSH_PERSISTENT` (librpma 1.3's rule; the default). The target region must
+    /// have been registered with `IBV_ACCESS_FLUSH_PERSISTENT`, which the kernel grants on
+    /// persistent memory only: into a region on DRAM the flush completes with a remote access
+    /// error (`IBV_WC_REM_ACCESS_ERR`), never a silent success.
+    #[default]
+    Native,
+    /// An 8-byte RDMA Read after the writes (librpma's Appliance Persistency Method), as on a
+    /// device without native flush: persistent only where the target's configuration says
+    /// writes go straight to pmem (`direct_write_to_pmem`, checked by rpma-core). An explicit
+    /// opt-in, for targets registered without `IBV_ACCESS_FLUSH_PERSISTENT` (DRAM, librpma 1.2).
+    Read,
+}
+
+static PERSISTENT_READ: AtomicBool = AtomicBool::new(false);
+
+/// Sets, for the whole process, how persistent flushes go on connections with native flush
+/// (default [`PersistentFlush::Native`]). The environment variable
+/// `RPMA_VERBS_PERSISTENT_FLUSH` (`native` or `read`) sets it at the first device lookup; a later
+/// call overrides it. On a connection without native flush every flush is the RDMA Read.
+pub fn set_persistent_flush(how: PersistentFlush) {
+    init_env();
+    PERSISTENT_READ.store(how == PersistentFlush::Read, Ordering::Relaxed);
+}
+
+/// The current rule for persistent flushes, see [`set_persistent_flush`].
+#[must_use]
+pub fn persistent_flush() -> PersistentFlush {
+    init_env();
+    if PERSISTENT_READ.load(Ordering::Relaxed) {
+        PersistentFlush::Read
+    } else {
+        PersistentFlush::Native
+    }
+}
+
+/// Whether persistent flushes on a native-flush QP are RDMA Reads (read without initialising
+/// the policy: every device lookup did).
+#[inline(always)]
+pub(crate) fn persistent_read() -> bool {
+    PERSISTENT_READ.load(Ordering::Relaxed)
+}
+
 /// Whether flushes must be native (the policy of [`native_only`], read without initialising
 /// it: every device lookup did, and a queue pair needs a device).
 #[inline(always)]
@@ -187,6 +239,16 @@ pub(crate) fn init_env() {
                 }
             }
         }
+        if let Ok(v) = std::env::var("RPMA_VERBS_PERSISTENT_FLUSH") {
+            match v.trim() {
+                "read" => PERSISTENT_READ.store(true, Ordering::Relaxed),
+                "native" | "" => PERSISTENT_READ.store(false, Ordering::Relaxed),
+                w => rpma_core::rpma_log!(
+                    Warning,
+                    "RPMA_VERBS_PERSISTENT_FLUSH: unknown rule '{w}' ignored (native, read)"
+                ),
+            }
+        }
         if std::env::var_os("RPMA_VERBS_OP_COUNTS").is_some() {
             // SAFETY: [V2] registers a plain `extern "C" fn()` that only reads atomics and the
             // environment and writes a file.
@@ -202,12 +264,12 @@ pub(crate) fn init_env() {
 /// One thread's counters, indexed by [`Counted`]: written only by their thread (a plain load
 /// and store, no atomic read-modify-write on the data path), read by [`op_counts`].
 #[derive(Default)]
-struct ThreadCounts([AtomicU64; 5]);
+struct ThreadCounts([AtomicU64; 6]);
 
 /// Every thread's counters (kept after the thread ends: the counts are the process's).
 static THREADS: Mutex<Vec<Arc<ThreadCounts>>> = Mutex::new(Vec::new());
 /// Counts of threads whose thread-local storage is already gone.
-static LATE: ThreadCounts = ThreadCounts([const { AtomicU64::new(0) }; 5]);
+static LATE: ThreadCounts = ThreadCounts([const { AtomicU64::new(0) }; 6]);
 
 thread_local! {
     static MINE: Arc<ThreadCounts> = {
@@ -220,12 +282,14 @@ thread_local! {
 /// Flushes and atomic writes this process posted (successfully) through rpma-verbs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpCounts {
-    /// Native flushes (`ibv_wr_flush`).
+    /// Native flushes (`ibv_wr_flush`), to visibility or persistence.
     pub flush_native: u64,
+    /// Of `flush_native`, the persistent ones (`IBV_FLUSH_PERSISTENT`).
+    pub flush_persistent_native: u64,
     /// Flushes emulated (an 8-byte RDMA Read) because the device or QP has no native flush.
     pub flush_emulated: u64,
-    /// Persistent flushes on a device with native flush: RDMA Reads by rule (docs/native-ops.md),
-    /// counted apart from `flush_emulated`.
+    /// Persistent flushes on a connection with native flush posted as RDMA Reads because the
+    /// process chose [`PersistentFlush::Read`], counted apart from `flush_emulated`.
     pub flush_persistent_read: u64,
     /// Native atomic writes (`ibv_wr_atomic_write`).
     pub atomic_write_native: u64,
@@ -236,7 +300,7 @@ pub struct OpCounts {
 /// The counts so far, see [`OpCounts`].
 #[must_use]
 pub fn op_counts() -> OpCounts {
-    let mut sum = [0u64; 5];
+    let mut sum = [0u64; 6];
     let threads = THREADS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for t in threads.iter().map(|t| &**t).chain(std::iter::once(&LATE)) {
         for (s, c) in sum.iter_mut().zip(&t.0) {
@@ -244,7 +308,8 @@ pub fn op_counts() -> OpCounts {
         }
     }
     OpCounts {
-        flush_native: sum[Counted::FlushNative as usize],
+        flush_native: sum[Counted::FlushNative as usize] + sum[Counted::FlushPersistentNative as usize],
+        flush_persistent_native: sum[Counted::FlushPersistentNative as usize],
         flush_emulated: sum[Counted::FlushEmulated as usize],
         flush_persistent_read: sum[Counted::FlushPersistentRead as usize],
         atomic_write_native: sum[Counted::AtomicWriteNative as usize],
@@ -261,6 +326,7 @@ pub(crate) enum Counted {
     FlushPersistentRead,
     AtomicWriteNative,
     AtomicWriteEmulated,
+    FlushPersistentNative,
 }
 
 #[inline]
@@ -282,11 +348,12 @@ extern "C" fn report_at_exit() {
     let c = op_counts();
     let exe = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     let line = format!(
-        "pid={} exe={} flush_native={} flush_emulated={} flush_persistent_read={} atomic_write_native={} \
-         atomic_write_emulated={}\n",
+        "pid={} exe={} flush_native={} flush_persistent_native={} flush_emulated={} flush_persistent_read={} \
+         atomic_write_native={} atomic_write_emulated={}\n",
         std::process::id(),
         exe.unwrap_or_default(),
         c.flush_native,
+        c.flush_persistent_native,
         c.flush_emulated,
         c.flush_persistent_read,
         c.atomic_write_native,

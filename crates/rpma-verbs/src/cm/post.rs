@@ -147,15 +147,19 @@ pub(super) fn parts(
                 p.counted = Some(Counted::AtomicWriteEmulated);
             }
         }
-        SendOp::Flush(t @ FlushType::Visibility) if ops.native_flush => {
+        SendOp::Flush(t) if ops.native_flush && (*t == FlushType::Visibility || !crate::native::persistent_read()) => {
+            // docs/native-ops.md, "The persistent flush rule": native to visibility, and to
+            // persistence unless the process chose the RDMA Read (a target region on DRAM has no
+            // IBV_ACCESS_FLUSH_PERSISTENT: the flush then completes with a remote access error)
             p.native = Some(Native::Flush(*t));
             p.data = Data::None;
-            p.counted = Some(Counted::FlushNative);
+            p.counted =
+                Some(if *t == FlushType::Persistent { Counted::FlushPersistentNative } else { Counted::FlushNative });
         }
         SendOp::Flush(t) => {
-            // A persistent flush is an RDMA Read even with native flush (docs/native-ops.md: the
-            // kernel grants persistent flush access on pmem only, and the initiator cannot know
-            // the target's memory); any other emulated flush obeys the native-only policy.
+            // A persistent flush on a native-flush QP is an RDMA Read only by the process's
+            // explicit choice (PersistentFlush::Read); any other emulated flush obeys the
+            // native-only policy.
             let by_rule = *t == FlushType::Persistent && ops.native_flush;
             if !by_rule && crate::native::native_only().flush {
                 return Err(no_native("rpma_flush", "flush"));
