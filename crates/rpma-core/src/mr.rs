@@ -226,6 +226,28 @@ impl<T: Transport> MrLocal<T> {
         self.volatile().write(offset, src).map_err(|e| mem_error("MrLocal::write", &e))
     }
 
+    /// Makes the region's bytes `[offset, offset + len)` durable now, as the owner of
+    /// persistent memory does after storing into it (librpma's GPSPM server, which persists what
+    /// a client wrote when the client asks; any local store into a persistent region): the range
+    /// is written back from the CPU caches, or synced to its file for a file mapping. On memory
+    /// that is not persistent it changes nothing there (on the mock's persistence model it makes
+    /// the range durable: docs/persistence.md).
+    ///
+    /// # Errors
+    /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region (the message names
+    /// the offset, the length and the region's size);
+    /// [`Provider`](crate::ErrorKind::Provider) if writing it back fails (e.g. `msync`).
+    pub fn persist(&self, offset: usize, len: usize) -> Result<()> {
+        const OP: &str = "MrLocal::persist";
+        if offset.checked_add(len).map_or(true, |end| end > self.mr.len()) {
+            return Err(Error::inval(
+                OP,
+                &format!("range [{offset}, {offset} + {len}) is outside the region of {} bytes", self.mr.len()),
+            ));
+        }
+        self.mr.persist(offset, len).map_err(|e| e.in_op(OP))
+    }
+
     /// `rpma_mr_advise`: advises the provider about `[offset, offset + len)` (e.g. prefetch an
     /// on-demand-paging mapping).
     ///

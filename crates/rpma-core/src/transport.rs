@@ -462,6 +462,15 @@ pub trait MrBackend: Send + Sync + 'static {
     fn in_use(&self) -> bool {
         false
     }
+    /// Makes `[offset, offset + len)` durable by the owner's own hand (librpma's GPSPM server
+    /// persisting on request; any local store into persistent memory): what the backend's memory
+    /// needs for that (a file mapping's range synced; the CPU cache lines written back on
+    /// persistent memory), and, on the mock's persistence model, the range's bytes made durable.
+    /// The range is inside the region (checked by rpma-core).
+    ///
+    /// # Errors
+    /// `Provider` if writing the range back fails (e.g. `msync`).
+    fn persist(&self, offset: usize, len: usize) -> Result<()>;
     /// `ibv_advise_mr` on `[offset, offset + len)`.
     ///
     /// # Errors

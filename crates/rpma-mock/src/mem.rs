@@ -264,6 +264,14 @@ impl MrBackend for MockMr {
         self.shared.as_mut().and_then(Arc::get_mut).map(|s| &mut s.data)
     }
 
+    fn persist(&self, offset: usize, len: usize) -> Result<()> {
+        let s = self.shared();
+        s.make_durable(offset, len);
+        s.persist(offset, len).map_err(|e| {
+            Error::provider("msync", e.errno().unwrap_or(5)).with_detail(&format!("persisting the region's range: {e}"))
+        })
+    }
+
     fn advise(&self, _offset: usize, _len: usize, advice: Advice, flags: u32) -> Result<()> {
         self.pd.fabric.faults.check("ibv_advise_mr").map_err(|e| match e.errno() {
             Some(95) => Error::new(ErrorKind::NoSupp, "ibv_advise_mr"),
