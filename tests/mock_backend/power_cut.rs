@@ -385,3 +385,26 @@ fn power_cut__through_the_cross_process_wire_the_peer_sees_a_dead_node() {
     assert_eq!(&log_of(&cut)[..14], b"over the wire\0");
     assert_eq!(next_event(&r.writer), ConnEvent::Lost);
 }
+
+#[test]
+fn power_cut__owner_persist_makes_durable_and_a_range_outside_is_inval() {
+    for mode in MODES {
+        let r = rig(mode);
+        // The GPSPM way: the peer writes, the owner persists on request.
+        r.write(0, b"persisted by the owner");
+        r.log.write(100, b"a local store").unwrap();
+        r.log.persist(0, 22).unwrap();
+        r.log.persist(100, 13).unwrap();
+        r.log.write(200, b"stored, not persisted").unwrap();
+        let e = r.log.persist(LEN - 8, 16).expect_err("past the end");
+        assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+        assert!(
+            e.to_string().contains(&format!("[{}, {} + 16) is outside the region of {LEN} bytes", LEN - 8, LEN - 8)),
+            "{e}"
+        );
+        let log = log_of(&r.cut());
+        assert_eq!(&log[..22], b"persisted by the owner", "{mode:?}");
+        assert_eq!(&log[100..113], b"a local store", "{mode:?}");
+        assert_eq!(&log[200..221], &[0; 21], "{mode:?}");
+    }
+}
