@@ -11,8 +11,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, MrLocal, Peer};
-use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, Usage, Wc, WcStatus};
+use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, MrLocal, Peer, PersistentMemory};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage, Wc, WcStatus};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7300";
@@ -52,6 +52,8 @@ fn pair_on(fabric: &MockFabric, port: &str) -> Pair {
     assert_eq!(client.next_event().expect("client event"), ConnEvent::Established);
     assert_eq!(server.next_event().expect("server event"), ConnEvent::Established);
     let remote = MrRemote::from_descriptor(client.private_data()).expect("descriptor");
+    // The target is "persistent memory" (the persistence model decides what that means).
+    client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(true));
     Pair { client, server, local, server_msg, remote, _target: target, _ep: ep }
 }
 
@@ -75,6 +77,18 @@ fn poll(conn: &Conn) -> Wc {
 #[inline]
 fn write_8(p: &Pair) {
     p.client.write(p.remote.at(0), p.local.slice(0..black_box(8))).context(1).post().expect("write");
+    black_box(poll(&p.client));
+}
+
+/// Posts an 8-byte write (unsignaled) and a persistent flush of it, and polls the flush.
+#[inline]
+fn write_8_persistent(p: &Pair) {
+    p.client
+        .write(p.remote.at(0), p.local.slice(0..black_box(8)))
+        .flags(CompletionFlags::ON_ERROR)
+        .post()
+        .expect("write");
+    p.client.flush(p.remote.slice(0..8), FlushType::Persistent).context(8).post().expect("flush");
     black_box(poll(&p.client));
 }
 
@@ -103,6 +117,7 @@ fn ops(c: &mut Criterion) {
         });
     });
     g.bench_function("write", |b| b.iter(|| write_8(&p)));
+    g.bench_function("write_persistent_flush", |b| b.iter(|| write_8_persistent(&p)));
     g.bench_function("read", |b| {
         b.iter(|| {
             p.client.read(p.local.slice(0..black_box(8)), p.remote.at(0)).context(2).post().expect("read");
@@ -158,6 +173,16 @@ fn ops(c: &mut Criterion) {
             start.elapsed()
         });
     });
+    g.finish();
+
+    // The persistence model on (docs/persistence.md): the target region keeps a durable image;
+    // the same two rows as `mock_8B` (model off), in this run.
+    let mut g = c.benchmark_group("mock_8B_persistence_model");
+    g.throughput(Throughput::Elements(1));
+    let on = MockFabric::builder().ordered_receives(true).persistent_memory(PersistentMemory::All).build();
+    let q = pair_on(&on, "7303");
+    g.bench_function("write", |b| b.iter(|| write_8(&q)));
+    g.bench_function("write_persistent_flush", |b| b.iter(|| write_8_persistent(&q)));
     g.finish();
 
     let mut g = c.benchmark_group("mock_64KiB");

@@ -72,6 +72,19 @@ step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rx
 cargo run -q --example write_flush_send
 cargo run -q --features tokio --example async_echo
 cargo run -q --features tokio --example async_replicated_write
+
+step "power cuts on the mock: a log at every crash point (docs/persistence.md); the buggy variants must be caught"
+cargo run -q --example crash_consistency
+for bug in visibility no-data-flush; do
+    rc=0
+    out=$(cargo run -q --example crash_consistency -- --buggy "$bug") || rc=$?
+    printf '%s\n' "$out" | tail -2
+    if [ "$rc" != 1 ]; then
+        echo "error: crash_consistency --buggy $bug exited $rc: it must find violations and exit 1" >&2
+        exit 1
+    fi
+done
+
 step "the README's first command: rpma demo; then every scenario as processes (rpma demo --two-process)"
 cargo run -q -p rpma-cli -- demo >/dev/null
 cargo run -q -p rpma-cli -- demo --two-process >/dev/null

@@ -114,8 +114,12 @@ impl Durable {
     /// A remote write of `[offset, offset + len)` executed.
     fn note_write(&self, offset: usize, len: usize) {
         let noted = &mut self.lock().noted;
-        if let Some((_, l)) = noted.last_mut().filter(|(o, l)| *o + *l == offset) {
-            *l += len;
+        // Merged with the last range when it touches or overlaps it (a log's appends, a slot
+        // written again).
+        if let Some((o, l)) = noted.last_mut().filter(|(o, l)| offset <= *o + *l && *o <= offset + len) {
+            let end = (*o + *l).max(offset + len);
+            *o = (*o).min(offset);
+            *l = end - *o;
         } else if noted.len() >= NOTED {
             let start = noted.iter().map(|r| r.0).min().unwrap_or(offset).min(offset);
             let end = noted.iter().map(|r| r.0 + r.1).max().unwrap_or(0).max(offset + len);
