@@ -133,7 +133,7 @@ pub use rpma_core::{
     DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE,
     PEER_CFG_DESCRIPTOR_SIZE,
 };
-pub use rpma_mem::{MapOptions, MapSync, MemError, Memory, MemoryKind, VolatileSlice};
+pub use rpma_mem::{cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice};
 
 /// The backend contract ([`Transport`] and the traits of its objects), for writing a backend.
 ///

@@ -217,9 +217,24 @@ fn yes(b: bool) -> &'static str {
 fn flush_path(backend: &str, native: bool) -> &'static str {
     match (native, backend) {
         (false, _) => "emulated (an 8-byte RDMA Read after the writes, APM)",
-        (true, "verbs") => "native (IBV_WR_FLUSH) to visibility; persistent flushes are RDMA Reads (by rule)",
+        (true, "verbs") => {
+            "native (IBV_WR_FLUSH), persistent too (IBV_FLUSH_PERSISTENT: the target region must be on pmem; \
+             RPMA_VERBS_PERSISTENT_FLUSH=read makes persistent flushes RDMA Reads)"
+        }
         (true, _) => "native (IBV_WR_FLUSH)",
     }
+}
+
+/// How this host makes a local store into pmem durable (`MrLocal::persist`, rpma-mem's
+/// `Memory::persist`): the CPU's cache write-back instruction; `msync` for a file mapping
+/// without `MAP_SYNC`.
+fn persist_line() -> String {
+    let m = rpma::cpu_persist_method();
+    let how = match m {
+        rpma::PersistMethod::Clwb | rpma::PersistMethod::ClflushOpt => " + sfence",
+        _ => "",
+    };
+    format!("{m}{how} (devdax, MAP_SYNC files); msync (other file mappings)")
 }
 
 /// The human-readable listing.
@@ -260,6 +275,7 @@ pub fn render(devs: &[DeviceInfo]) -> String {
                     "emulated (an 8-byte RDMA Write fenced by the earlier operations)"
                 };
                 let _ = writeln!(s, "  atomic write:         {aw}");
+                let _ = writeln!(s, "  local persist:        {}", persist_line());
                 let _ = writeln!(s, "  SRQ:                  up to {} work requests", c.max_srq_wr);
                 let _ = writeln!(
                     s,
@@ -324,7 +340,13 @@ mod tests {
         caps.native_flush = true;
         caps.native_atomic_write = true;
         let s = render(&[dev("verbs", &caps), dev("mock", &caps)]);
-        assert!(s.contains("native (IBV_WR_FLUSH) to visibility; persistent flushes are RDMA Reads"), "{s}");
+        assert!(
+            s.contains(
+                "native (IBV_WR_FLUSH), persistent too (IBV_FLUSH_PERSISTENT: the target region must be on pmem"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("  local persist:        "), "{s}");
         assert!(s.contains("  flush:                native (IBV_WR_FLUSH)\n"), "{s}");
         assert_eq!(s.matches("  atomic write:         native (IBV_WR_ATOMIC_WRITE)").count(), 2, "{s}");
     }

@@ -10,19 +10,22 @@
 
 use std::path::Path;
 
-use rpma::{MapOptions, MemError, Memory};
+use rpma::{MapOptions, MapSync, MemError, Memory};
 
-/// Maps `len` bytes of the file at `path` (created and extended with zeros first if `create`),
-/// shared with the file ([`MapOptions::map`]); `MAP_SYNC` where the file system supports it.
+/// Maps `len` bytes of the file at `path` from byte `offset` (created and extended with zeros
+/// first if `create`), shared with the file ([`MapOptions::map`]); `MAP_SYNC` where the file
+/// system supports it, and required with `pmem` (`--pmem`: a devdax device or a file of a DAX
+/// file system; anything else is [`MemError::MapSyncUnsupported`]).
 ///
 /// # Errors
-/// A missing or too short file without `create`, a directory or special file, or a failing
-/// `open`/`mmap` ([`MemError`]).
-pub fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
-    let options = MapOptions::new().len(len).create(create);
+/// A missing or too short file without `create`, a directory or special file, a misaligned
+/// offset, no `MAP_SYNC` with `pmem`, or a failing `open`/`mmap` ([`MemError`]).
+pub fn map_file(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> Result<Memory, MemError> {
+    let sync = if pmem { MapSync::Required } else { MapSync::IfSupported };
+    let options = MapOptions::new().offset(offset).len(len).create(create).map_sync(sync);
     // SAFETY: [M5] the user of `--file` promises that no other program truncates or writes the
     // file while this process maps it (documented in `rpma server --help` and docs/cli.md); this
     // process itself reaches the bytes only through the registered region (M2/M3 as for any
-    // region) and keeps the file at its length.
+    // region) and keeps the file at its length. A devdax device is never truncated.
     unsafe { options.map(path) }
 }

@@ -124,6 +124,25 @@ struct Conn {
     /// Create the --file if it is missing and extend it with zeros if it is too short.
     #[arg(long, requires = "file")]
     file_create: bool,
+    /// Use this persistent memory as the side's memory, as --file does: a devdax device
+    /// (/dev/daxN.M) or a file of a DAX file system (mapped with MAP_SYNC; anything else is
+    /// refused). Its range (--file-offset, the side's size) is locked: a second server on the
+    /// same range is refused. The server of flush-to-persistent declares direct write to PMem.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["file", "file_create"])]
+    pmem: Option<PathBuf>,
+    /// Where the side's memory starts in the --file or --pmem (bytes; a multiple of the page
+    /// size, or of the devdax device's alignment, 2 MiB usually).
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
+    file_offset: u64,
+}
+
+impl Conn {
+    /// `--pmem` is `--file` that must be persistent memory.
+    fn take_pmem(&mut self) {
+        if let Some(p) = self.pmem.take() {
+            self.file = Some(p);
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -183,6 +202,12 @@ fn uses_file(s: Scenario) -> bool {
 }
 
 fn check_conn(c: &Conn, server: bool) -> Result<()> {
+    if c.pmem.is_some() && !uses_file(c.scenario) {
+        bail!("--pmem is not used by {} (see `rpma server --help`)", c.scenario.name());
+    }
+    if c.file_offset != 0 && c.file.is_none() && c.pmem.is_none() {
+        bail!("--file-offset needs --file or --pmem");
+    }
     if c.file.is_some() && !uses_file(c.scenario) {
         bail!("--file is not used by {} (see `rpma server --help`)", c.scenario.name());
     }
@@ -217,15 +242,19 @@ impl WithTransport for Client {
     }
 }
 
-fn server(a: ServerArgs) -> Result<ExitCode> {
+fn server(mut a: ServerArgs) -> Result<ExitCode> {
     check_server(&a).map_err(|e| out::usage(&e))?;
+    let pmem = a.conn.pmem.is_some();
+    a.conn.take_pmem();
     check_file(&a.conn, true)?;
     let s = a.conn.scenario;
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
     o.map_file = Some(rpma_cli::file_map::map_file);
-    o.direct_write_to_pmem = a.direct_pmem_write;
+    o.file_offset = a.conn.file_offset;
+    o.pmem = pmem;
+    o.direct_write_to_pmem = a.direct_pmem_write || (pmem && s == Scenario::FlushToPersistent);
     o.clients = usize::from(a.clients);
     o.srq_rcq = a.srq_rcq;
     outln!("{} server ({}) on {}:{}", s.name(), s.example(), o.addr, o.port)?;
@@ -271,14 +300,18 @@ fn check_client(a: &ClientArgs) -> Result<()> {
     Ok(())
 }
 
-fn client(a: ClientArgs) -> Result<ExitCode> {
+fn client(mut a: ClientArgs) -> Result<ExitCode> {
     check_client(&a).map_err(|e| out::usage(&e))?;
+    let pmem = a.conn.pmem.is_some();
+    a.conn.take_pmem();
     check_file(&a.conn, false)?;
     let s = a.conn.scenario;
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
     o.map_file = Some(rpma_cli::file_map::map_file);
+    o.file_offset = a.conn.file_offset;
+    o.pmem = pmem;
     o.words = a.words;
     o.imm = a.imm;
     o.counter = a.counter;

@@ -148,6 +148,23 @@ impl Launch {
     /// If a process cannot be started or waited for.
     pub fn run(&self, s: Scenario, port: u16, dir: &Path) -> Result<(bool, String)> {
         let (sargs, cargs, clients) = scenario_args(s, dir);
+        self.run_with(s, port, dir, sargs, &cargs, clients)
+    }
+
+    /// [`run`](Self::run) with the server's scenario arguments `sargs` (e.g. `--pmem` instead of
+    /// `--file`), each of `clients` clients' `cargs`.
+    ///
+    /// # Errors
+    /// If a process cannot be started or waited for.
+    pub fn run_with(
+        &self,
+        s: Scenario,
+        port: u16,
+        dir: &Path,
+        sargs: Vec<String>,
+        cargs: &[String],
+        clients: usize,
+    ) -> Result<(bool, String)> {
         let common = |cmd: &str| {
             let mut a =
                 vec![cmd.to_owned(), "--backend".into(), self.backend.clone(), "--addr".into(), self.addr.clone()];

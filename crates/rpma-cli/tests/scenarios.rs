@@ -246,10 +246,10 @@ fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_dereg
 
 /// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file
 /// (what the `rpma` command does too, with `rpma_cli::file_map::map_file`).
-fn map_file(path: &Path, len: usize, create: bool) -> Result<Memory, MemError> {
+fn map_file(path: &Path, offset: u64, len: usize, create: bool, _pmem: bool) -> Result<Memory, MemError> {
     // SAFETY: [M5] the file is in this test's own temporary directory; nothing truncates it
     // while it is mapped.
-    unsafe { MapOptions::new().create(create).len(len).map(path) }
+    unsafe { MapOptions::new().create(create).offset(offset).len(len).map(path) }
 }
 
 #[test]

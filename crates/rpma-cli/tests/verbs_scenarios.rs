@@ -24,7 +24,7 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, Failed, Trial};
 use rpma::verbs::{Device, Verbs};
 use rpma::ContextType;
-use rpma_cli::processes::{self, Launch, Proc};
+use rpma_cli::processes::{self, scenario_args, Launch, Proc};
 use rpma_cli::scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
 use rpma_cli::scenarios::s06_multiple_connections::MAX_NAME_SIZE;
 use rpma_cli::scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
@@ -139,6 +139,85 @@ fn two_processes(s: Scenario, env: &Env) -> Result<(), Failed> {
     } else {
         Err(format!("{} as two processes failed:\n{report}", s.name()).into())
     }
+}
+
+// ------------------------------------------------------------------ pmem
+
+/// `RPMA_TEST_PMEM` (scripts/softroce/README.md, "Persistent memory"), or `None` when unset
+/// (the pmem trials are not asked for: they say so).
+fn test_pmem() -> Option<String> {
+    let p = std::env::var("RPMA_TEST_PMEM").ok().filter(|p| !p.is_empty());
+    if p.is_none() {
+        println!("RPMA_TEST_PMEM unset: no pmem trial (SOFTROCE_PMEM=256M scripts/test-verbs.sh runs them)");
+    }
+    p
+}
+
+/// `s` as `rpma server --pmem RPMA_TEST_PMEM --file-offset slot * 2 MiB` and its client; the
+/// server's region is on the devdax device (persistent flushes native where the device has
+/// native flush: the client runs under the default rule).
+fn pmem_two_processes(s: Scenario, slot: u64, env: &Env) -> Result<(), Failed> {
+    let Some(pmem) = test_pmem() else { return Ok(()) };
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let port: u16 = env.port().parse().map_err(|e| format!("port: {e}"))?;
+    let launch = Launch {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_rpma")),
+        backend: "verbs".to_owned(),
+        addr: env.addr.clone(),
+        env: vec![("RPMA_VERBS_PERSISTENT_FLUSH".into(), "native".into())],
+        timeout: TIMEOUT,
+    };
+    let (_, cargs, clients) = scenario_args(s, dir.path());
+    let sargs = ["--pmem".to_owned(), pmem, "--file-offset".into(), (slot << 21).to_string()].to_vec();
+    let (ok, report) = launch.run_with(s, port, dir.path(), sargs, &cargs, clients).map_err(|e| format!("{e:#}"))?;
+    if ok {
+        print!("{report}");
+        Ok(())
+    } else {
+        Err(format!("{} on pmem failed:\n{report}", s.name()).into())
+    }
+}
+
+/// Bad input to `--pmem`: a character device that is not devdax, a misaligned offset, a file on
+/// a file system without DAX, a range another server holds: each a clear error, exit 1.
+fn pmem_bad_input(env: &Env) -> Result<(), Failed> {
+    let rpma = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+            .args(["server", "--backend", "verbs", "--addr", &env.addr, "--port", &env.port()])
+            .args(["--scenario", "write-to-persistent"])
+            .args(args)
+            .output()
+            .map_err(|e| format!("rpma: {e}"))?;
+        Ok::<_, Failed>((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()))
+    };
+    let expect = |args: &[&str], want: &str| -> Result<(), Failed> {
+        let (code, err) = rpma(args)?;
+        if code != Some(1) || !err.contains(want) {
+            return Err(format!("rpma server {args:?}: exit {code:?}, stderr {err:?}; expected {want:?}").into());
+        }
+        println!("  rpma server {}: {}", args.join(" "), err.trim());
+        Ok(())
+    };
+    expect(&["--pmem", "/dev/null"], "not a devdax device")?;
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let f = dir.path().join("plain");
+    std::fs::write(&f, vec![0u8; 1 << 20]).map_err(|e| format!("{e}"))?;
+    expect(&["--pmem", &f.display().to_string()], "not persistent memory")?;
+    let Some(pmem) = test_pmem() else { return Ok(()) };
+    expect(&["--pmem", &pmem, "--file-offset", "4096"], "alignment")?;
+    // a range in use: a process holding slot 30 of the device (OFD lock), then a server there
+    let holder = std::fs::OpenOptions::new().read(true).write(true).open(&pmem).map_err(|e| format!("{e}"))?;
+    let lock = nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: 30 << 21,
+        l_len: 2 << 20,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&holder), nix::fcntl::FcntlArg::F_OFD_SETLK(&lock))
+        .map_err(|e| format!("lock: {e}"))?;
+    expect(&["--pmem", &pmem, "--file-offset", &(30u64 << 21).to_string()], "in use by another process")?;
+    Ok(())
 }
 
 // ------------------------------------------------------------------ rpma bench, two processes
@@ -389,6 +468,27 @@ fn main() {
             }));
         }
     }
+    // the persistence scenarios with the server on pmem (RPMA_TEST_PMEM; `rpma server --pmem`)
+    for (slot, s) in [
+        Scenario::WriteToPersistent,
+        Scenario::FlushToPersistent,
+        Scenario::AtomicWrite,
+        Scenario::FlushToPersistentGpspm,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let e = env.clone();
+        trials.push(Trial::test(format!("pmem::two_processes::{}", s.name()), move || {
+            let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+            pmem_two_processes(s, 16 + slot as u64, &e)
+        }));
+    }
+    let e = env.clone();
+    trials.push(Trial::test("pmem::bad_input", move || {
+        let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+        pmem_bad_input(&e)
+    }));
     for mode in ["--busy-poll", "--sleep-when-idle"] {
         let e = env.clone();
         trials.push(Trial::test(format!("bench::two_processes::server{mode}"), move || {

@@ -324,9 +324,12 @@ impl MrBackend for VerbsMr {
 
     fn persist(&self, offset: usize, len: usize) -> Result<()> {
         let Some(mem) = &self.mem else { return Ok(()) };
-        mem.flush(offset, len).map_err(|e| {
-            Error::provider("msync", e.errno().unwrap_or(libc::EIO))
-                .with_detail(&format!("persisting the region's range: {e}"))
+        // libpmem's pmem_persist: the range's cache lines written back and fenced (devdax, a
+        // MAP_SYNC file, any memory), or msync of a file mapping with a page cache (rule M7)
+        mem.persist(offset, len).map_err(|e| match e {
+            rpma_mem::MemError::OutOfBounds { .. } => Error::inval("MrLocal::persist", &e.to_string()),
+            e => Error::provider("msync", e.errno().unwrap_or(libc::EIO))
+                .with_detail(&format!("persisting the region's range: {e}")),
         })
     }
 

@@ -359,7 +359,8 @@ pub type InitFn<'a, T> = &'a dyn Fn(&MrLocal<T>, usize) -> Result<usize>;
 ///
 /// The `rpma` command sets [`crate::file_map::map_file`]; without one a `--file` is backed by a
 /// copy ([`Mem::file`]).
-pub type MapFile = fn(path: &Path, len: usize, create: bool) -> std::result::Result<Memory, MemError>;
+pub type MapFile =
+    fn(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> std::result::Result<Memory, MemError>;
 
 /// A side's `--file`: where it is, whether it may be created or extended, and how to map it.
 #[derive(Clone, Copy, Debug)]
@@ -371,6 +372,11 @@ pub struct FileSource<'a> {
     pub create: bool,
     /// Map it with this function instead of copying it.
     pub map: Option<MapFile>,
+    /// Where the side's memory starts in the file (mapped files only).
+    pub offset: u64,
+    /// It must be persistent memory (`--pmem`): a devdax device, or a file that maps with
+    /// `MAP_SYNC` (a DAX file system); anything else is refused.
+    pub pmem: bool,
 }
 
 /// Whether the character device `rdev` is a devdax device (sysfs: its subsystem is `dax`).
@@ -389,11 +395,10 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: boo
     }
     if ft.is_char_device() {
         if is_devdax(meta.rdev()) {
-            bail!(
-                "--file {p} is a devdax device, which the rpma command does not use; use a file on a DAX file system"
-            );
+            // its size and alignment are checked when it is mapped (sysfs)
+            return Ok(());
         }
-        bail!("--file {p} is a character device that is not a devdax device");
+        bail!("{p} is a character device that is not a devdax device");
     }
     if !ft.is_file() {
         bail!("--file {p} is not a regular file");
@@ -423,7 +428,7 @@ pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
 
 /// Opens the file at `path` for `len` bytes of memory ([`check_file`]), creating and extending it
 /// if `create`.
-fn open_file(path: &Path, len: usize, create: bool) -> Result<File> {
+fn open_file(path: &Path, offset: u64, len: usize, create: bool) -> Result<(File, bool)> {
     check_file(path, len, create)?;
     let p = path.display();
     let f =
@@ -431,10 +436,41 @@ fn open_file(path: &Path, len: usize, create: bool) -> Result<File> {
     // The file opened is the one to check (the path may have changed since).
     let meta = f.metadata().with_context(|| format!("examining {p}"))?;
     check_metadata(path, &meta, len, create)?;
-    if meta.len() < len as u64 {
-        f.set_len(len as u64).with_context(|| format!("extending {p} to {len} bytes"))?;
+    let devdax = meta.file_type().is_char_device();
+    let end = offset.saturating_add(len as u64);
+    if !devdax && meta.len() < end {
+        f.set_len(end).with_context(|| format!("extending {p} to {end} bytes"))?;
     }
-    Ok(f)
+    lock_range(&f, path, offset, len)?;
+    Ok((f, devdax))
+}
+
+/// Takes a write lock on `[offset, offset + len)` of the file (an open file description lock,
+/// `F_OFD_SETLK`, held until the file is closed): two servers on one range of a file or devdax
+/// device would overwrite each other's memory.
+///
+/// # Errors
+/// If another process (or another open of this one) holds a lock on part of the range.
+fn lock_range(f: &File, path: &Path, offset: u64, len: usize) -> Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::libc;
+    let lock = libc::flock {
+        l_type: libc::F_WRLCK as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: i64::try_from(offset).unwrap_or(i64::MAX),
+        l_len: i64::try_from(len).unwrap_or(i64::MAX),
+        l_pid: 0,
+    };
+    match fcntl(std::os::fd::AsRawFd::as_raw_fd(f), FcntlArg::F_OFD_SETLK(&lock)) {
+        Ok(_) => Ok(()),
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => bail!(
+            "{}: bytes {offset}..{} are in use by another process (another rpma server on this range?); \
+             nothing was registered",
+            path.display(),
+            offset.saturating_add(len as u64)
+        ),
+        Err(e) => Err(e).with_context(|| format!("locking bytes {offset}.. of {}", path.display())),
+    }
 }
 
 /// The file behind a [`Mem`].
@@ -444,6 +480,8 @@ struct Backing {
     file: File,
     /// The registered memory is a mapping of the file (else a copy of it).
     mapped: bool,
+    /// The file is a devdax device (no page cache: nothing to sync).
+    devdax: bool,
 }
 
 /// Memory of a scenario: a region and where its user data starts.
@@ -508,10 +546,21 @@ impl<T: Transport> Mem<T> {
     /// If the file cannot be used ([`check_file`]), read or mapped, or the memory registered.
     pub fn file(peer: &Peer<T>, src: FileSource<'_>, len: usize, usage: Usage, data_offset: usize) -> Result<Self> {
         let p = src.path.display();
-        let file = open_file(src.path, len, src.create)?;
+        let (file, devdax) = open_file(src.path, src.offset, len, src.create)?;
         let (memory, mapped) = match src.map {
             // open_file created and extended the file as asked.
-            Some(map) => (map(src.path, len, false).with_context(|| format!("mapping {p}"))?, true),
+            Some(map) => (
+                map(src.path, src.offset, len, false, src.pmem).map_err(|e| match e {
+                    MemError::MapSyncUnsupported { .. } => anyhow!(
+                        "--pmem {p}: not persistent memory (neither a devdax device nor a file of a DAX file \
+                         system: the kernel refuses MAP_SYNC, so CPU stores would land in the page cache); \
+                         nothing was registered"
+                    ),
+                    e => anyhow!(e).context(format!("mapping {p}")),
+                })?,
+                true,
+            ),
+            None if src.offset != 0 || devdax => bail!("{p}: an offset or a devdax device needs a mapping"),
             None => {
                 let mut m = Memory::page_aligned(len).with_context(|| format!("allocating {len} bytes for {p}"))?;
                 // Not registered yet: a plain slice, filled in place.
@@ -520,7 +569,7 @@ impl<T: Transport> Mem<T> {
             }
         };
         let mr = peer.reg_mr(memory, usage).with_context(|| format!("registering {p}"))?;
-        Ok(Self { mr, data_offset, file: Some(Backing { path: src.path.to_path_buf(), file, mapped }) })
+        Ok(Self { mr, data_offset, file: Some(Backing { path: src.path.to_path_buf(), file, mapped, devdax }) })
     }
 
     /// Whether the memory is backed by a file ("PMem" in the examples' words).
@@ -552,7 +601,12 @@ impl<T: Transport> Mem<T> {
         };
         let p = b.path.display();
         if b.mapped {
-            ensure!(offset.checked_add(len).is_some_and(|end| end <= self.mr.len()), "persisting outside the region");
+            // libpmem's pmem_persist: the cache lines written back (devdax, MAP_SYNC) or the
+            // pages msynced (rpma_mem::Memory::persist), range checked
+            self.mr.persist(offset, len).with_context(|| format!("persisting {p}"))?;
+            if b.devdax {
+                return Ok(());
+            }
         } else {
             let bytes = self.mr.to_vec(offset, len)?;
             b.file.write_all_at(&bytes, offset as u64).with_context(|| format!("writing {p}"))?;
@@ -585,6 +639,28 @@ impl<T: Transport> Mem<T> {
         let max = max.min(self.mr.len().saturating_sub(offset));
         Ok(cstr(&self.mr.to_vec(offset, max)?))
     }
+}
+
+/// The C string at `offset` of a side's memory as its file holds it (read back from the file
+/// itself, not the region), the memory starting at `file_offset` of the file: read from a
+/// regular file, through a new mapping from a devdax device (which has no `read`).
+///
+/// # Errors
+/// If the file cannot be read or mapped.
+pub fn file_string(path: &Path, file_offset: u64, offset: usize) -> Result<String> {
+    let mut b = vec![0u8; HELLO_STR_SIZE];
+    let meta = std::fs::metadata(path).with_context(|| format!("examining {}", path.display()))?;
+    if meta.file_type().is_char_device() {
+        let m = crate::file_map::map_file(path, file_offset, offset + HELLO_STR_SIZE, false, false)
+            .with_context(|| format!("mapping {}", path.display()))?;
+        m.volatile().read(offset, &mut b).with_context(|| format!("reading {}", path.display()))?;
+    } else {
+        let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let n =
+            f.read_at(&mut b, file_offset + offset as u64).with_context(|| format!("reading {}", path.display()))?;
+        b.truncate(n);
+    }
+    Ok(cstr(&b))
 }
 
 /// The server's region and offset from its `common_data`, checked to hold a `hello_t` string

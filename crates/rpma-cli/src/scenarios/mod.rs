@@ -136,6 +136,12 @@ pub struct ServerOpts {
     pub file_create: bool,
     /// Map the file with this function instead of copying it (see [`common::MapFile`]).
     pub map_file: Option<common::MapFile>,
+    /// Where the side's memory starts in the file (`--file-offset`; a multiple of the page size,
+    /// or of a devdax device's alignment).
+    pub file_offset: u64,
+    /// The file must be persistent memory (`--pmem`): a devdax device or a `MAP_SYNC` mapping of
+    /// a DAX file system.
+    pub pmem: bool,
     /// Declare direct write to PMem in the peer configuration (05).
     pub direct_write_to_pmem: bool,
     /// How many clients to serve (06, 13).
@@ -159,6 +165,8 @@ impl ServerOpts {
             file: None,
             file_create: false,
             map_file: None,
+            file_offset: 0,
+            pmem: false,
             direct_write_to_pmem: false,
             clients: 1,
             srq_rcq: SrqRcq::Srq,
@@ -181,6 +189,12 @@ pub struct ClientOpts {
     pub file_create: bool,
     /// Map the file with this function instead of copying it (see [`common::MapFile`]).
     pub map_file: Option<common::MapFile>,
+    /// Where the side's memory starts in the file (`--file-offset`; a multiple of the page size,
+    /// or of a devdax device's alignment).
+    pub file_offset: u64,
+    /// The file must be persistent memory (`--pmem`): a devdax device or a `MAP_SYNC` mapping of
+    /// a DAX file system.
+    pub pmem: bool,
     /// Words to append to the remote log (07; the first is the message of 10).
     pub words: Vec<String>,
     /// Immediate data (10, 11).
@@ -208,6 +222,8 @@ impl ClientOpts {
             file: None,
             file_create: false,
             map_file: None,
+            file_offset: 0,
+            pmem: false,
             words: Vec::new(),
             imm: 0,
             counter: 0,
@@ -223,8 +239,8 @@ impl ServerOpts {
     /// The server's file, if any, as the scenarios use it.
     #[must_use]
     pub fn file_source(&self) -> Option<common::FileSource<'_>> {
-        let (create, map) = (self.file_create, self.map_file);
-        self.file.as_deref().map(|path| common::FileSource { path, create, map })
+        let (create, map, offset, pmem) = (self.file_create, self.map_file, self.file_offset, self.pmem);
+        self.file.as_deref().map(|path| common::FileSource { path, create, map, offset, pmem })
     }
 }
 
@@ -232,8 +248,8 @@ impl ClientOpts {
     /// The client's file, if any, as the scenarios use it.
     #[must_use]
     pub fn file_source(&self) -> Option<common::FileSource<'_>> {
-        let (create, map) = (self.file_create, self.map_file);
-        self.file.as_deref().map(|path| common::FileSource { path, create, map })
+        let (create, map, offset, pmem) = (self.file_create, self.map_file, self.file_offset, self.pmem);
+        self.file.as_deref().map(|path| common::FileSource { path, create, map, offset, pmem })
     }
 }
 

@@ -17,7 +17,7 @@ use anyhow::{ensure, Context, Result};
 use rpma::{CompletionFlags, Ep, FlushType, PeerCfg, Transport, Usage};
 
 use super::common::{
-    accept, client_peer, connect, cstr, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
+    accept, client_peer, connect, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
     wait_close_and_disconnect, wait_flush, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
@@ -79,11 +79,6 @@ impl Report for ClientReport {
     }
 }
 
-fn file_string(path: &Path, offset: usize) -> Result<String> {
-    let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(cstr(b.get(offset..).unwrap_or_default()))
-}
-
 /// The server side (`--file`: its memory; `--direct-pmem-write`: the peer configuration).
 ///
 /// # Errors
@@ -105,9 +100,9 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let (path, at, mapped) = (mem.path().map(Path::to_path_buf), mem.data_offset, mem.is_mapped());
-    let in_file = path.as_deref().map(|p| file_string(p, at)).transpose()?;
+    let in_file = path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at)).transpose()?;
     mem.dereg()?;
-    let file_after = path.as_deref().map(|p| file_string(p, at)).transpose()?;
+    let file_after = path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at)).transpose()?;
     ep.shutdown()?;
     Ok(ServerReport { old, new, in_file, file_after, mapped, direct_write_to_pmem: o.direct_write_to_pmem })
 }

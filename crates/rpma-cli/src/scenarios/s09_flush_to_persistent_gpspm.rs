@@ -7,13 +7,11 @@
 //! size 1. Needs no direct write to PMem. With `shared = true` it is 09scch: both CQs on one
 //! completion channel.
 
-use std::path::Path;
-
 use anyhow::{bail, ensure, Context, Result};
 use rpma::{CompletionFlags, Conn, ConnCfg, Ep, MrRemote, Transport, Usage, Wc, WcOpcode};
 
 use super::common::{
-    accept, check_wc, client_peer, connect, cstr, disconnect_and_wait_close, init_hello, next_wc_shared, server_peer,
+    accept, check_wc, client_peer, connect, disconnect_and_wait_close, init_hello, next_wc_shared, server_peer,
     translate, wait_close_and_disconnect, wait_wc, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
@@ -225,11 +223,6 @@ fn wait_request_and_response<T: Transport>(conn: &Conn<T>, shared: bool) -> Resu
     response.context("no response")
 }
 
-fn file_string(path: &Path, offset: usize) -> Result<String> {
-    let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(cstr(b.get(offset..).unwrap_or_default()))
-}
-
 /// The server side (`--file`: its memory).
 ///
 /// # Errors
@@ -259,7 +252,7 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
     wait_on(&conn, false, WcOpcode::Send, shared)?;
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
-    let in_file = mem.path().map(|p| file_string(p, mem.data_offset)).transpose()?;
+    let in_file = mem.path().map(|p| super::common::file_string(p, o.file_offset, mem.data_offset)).transpose()?;
     mem.dereg()?;
     msg.dereg()?;
     ep.shutdown()?;
