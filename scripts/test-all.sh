@@ -84,6 +84,7 @@ for bug in visibility no-data-flush; do
         exit 1
     fi
 done
+cargo run -q -p rpma-cli -- demo --power-cut
 
 step "the README's first command: rpma demo; then every scenario as processes (rpma demo --two-process)"
 cargo run -q -p rpma-cli -- demo >/dev/null

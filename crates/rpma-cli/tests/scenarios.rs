@@ -592,3 +592,19 @@ fn a_failing_server_s_error_is_in_the_demo_s_error() {
         assert!(msg.contains("injected fault"), "{}: the server's own error is missing: {msg}", s.name());
     }
 }
+
+/// `rpma demo --power-cut`'s scenarios under every crash point of the server's node: every
+/// promise of the client holds in what the power cut left, and promises were checked (the
+/// checks are not vacuous).
+#[test]
+fn power_cut_every_crash_point_keeps_what_the_client_was_told_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    for s in sc::power_cut::SCENARIOS {
+        let o = sc::power_cut::run(s, dir.path()).unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
+        assert!(o.violations.is_empty(), "{}: {}", s.name(), o.violations[0]);
+        assert!(o.events > 0 && o.points >= o.events, "{}: {o:?}", s.name());
+        assert!(o.promises > 0, "{}: no promise was ever checked: {o:?}", s.name());
+    }
+    let e = sc::power_cut::run(Scenario::MessagesPingPong, dir.path()).expect_err("08 makes nothing durable");
+    assert!(e.to_string().contains("--power-cut runs 04, 05, 07 and 09"), "{e}");
+}

@@ -31,6 +31,9 @@ use anyhow::{anyhow, Context, Result};
 use rpma::Transport;
 
 pub mod common;
+#[cfg(feature = "mock")]
+pub mod power_cut;
+pub mod promise;
 pub mod s01_connection;
 pub mod s02_read_to_volatile;
 pub mod s03_read_to_persistent;
@@ -209,6 +212,9 @@ pub struct ClientOpts {
     pub retries: u32,
     /// The delay between attempts.
     pub retry_delay: Duration,
+    /// Where the client records what it was told is durable at the server, as it goes
+    /// (`rpma demo --power-cut` checks it against what a power cut left).
+    pub promises: Option<promise::Promises>,
 }
 
 impl ClientOpts {
@@ -231,6 +237,14 @@ impl ClientOpts {
             name: None,
             retries: 10,
             retry_delay: Duration::from_millis(500),
+            promises: None,
+        }
+    }
+
+    /// Records that the bytes at `offset` of the server's region are durable now.
+    pub(crate) fn promise(&self, p: promise::Promise) {
+        if let Some(ps) = &self.promises {
+            ps.push(p);
         }
     }
 }

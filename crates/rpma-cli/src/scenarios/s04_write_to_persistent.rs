@@ -10,6 +10,7 @@ use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
     wait_close_and_disconnect, wait_wc, Mem, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
+use super::promise::Promise;
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
 use crate::pdata::CommonData;
 
@@ -100,6 +101,8 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         .post()?;
     conn.read(raw_mr.slice(..RAW_BUFFER_SIZE), dst.at(0)).post()?;
     wait_wc(&conn.cq(), WcOpcode::RdmaRead)?;
+    // The read after the write: the hello is durable at a server with direct write to PMem.
+    o.promise(Promise::Bytes { offset, bytes: mem.mr.to_vec(src_off, HELLO_STR_SIZE)? });
     let mut raw = [0u8; RAW_BUFFER_SIZE];
     raw_mr.read(0, &mut raw)?;
     let translation = translate(&mem.mr, mem.data_offset)?;

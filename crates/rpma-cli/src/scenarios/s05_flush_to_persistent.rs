@@ -20,6 +20,7 @@ use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, hello_target, init_hello, server_peer, translate,
     wait_close_and_disconnect, wait_flush, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
+use super::promise::Promise;
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
 use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
@@ -130,6 +131,9 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
     conn.flush(dst.slice(offset..offset + HELLO_STR_SIZE), flush_type).context(FLUSH_ID).post()?;
     let wc = wait_flush(&conn.cq())?;
     ensure!(wc.wr_id() == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id());
+    if flush_type == FlushType::Persistent {
+        o.promise(Promise::Bytes { offset, bytes: mem.mr.to_vec(src_off, HELLO_STR_SIZE)? });
+    }
     let ops = watch.finish::<T>(1, 0);
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;

@@ -17,6 +17,7 @@ use super::common::{
     accept, client_peer, connect, disconnect_and_wait_close, server_peer, wait_close_and_disconnect, wait_flush,
     wait_wc, Mem, FLUSH_ID, KILOBYTE,
 };
+use super::promise::Promise;
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
 use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
@@ -163,6 +164,10 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts) -> Result<ClientReport> {
         conn.flush(remote.slice(used_offset..used_offset + 8), flush_type).context(FLUSH_ID).post()?;
         let wc = wait_flush(&conn.cq())?;
         ensure!(wc.wr_id() == FLUSH_ID, "unexpected wc.wr_id value ({:#x} != {FLUSH_ID:#x})", wc.wr_id());
+        if flush_type == FlushType::Persistent {
+            o.promise(Promise::Bytes { offset: at, bytes });
+            o.promise(Promise::AtLeast { offset: used_offset, value: used });
+        }
     }
     let n = o.words.len() as u64;
     let ops = watch.finish::<T>(2 * n, n);

@@ -14,6 +14,7 @@ use super::common::{
     accept, check_wc, client_peer, connect, disconnect_and_wait_close, init_hello, next_wc_shared, server_peer,
     translate, wait_close_and_disconnect, wait_wc, Mem, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE,
 };
+use super::promise::Promise;
 use super::{run_pair, side, ClientOpts, DemoEnv, Report, ServerOpts};
 use crate::native::{OpUse, OpWatch};
 use crate::pdata::CommonData;
@@ -291,6 +292,8 @@ pub fn client<T: Transport>(t: &T, o: &ClientOpts, shared: bool) -> Result<Clien
     let len = (wc.byte_len() as usize).min(MSG_SIZE_MAX);
     let response = decode_response(&msg.to_vec(RECV_OFFSET, len)?)?;
     ensure!(response == FLUSH_ID, "unexpected op_context value ({response:#x} != {FLUSH_ID:#x})");
+    // The server persisted the range before it answered.
+    o.promise(Promise::Bytes { offset, bytes: mem.mr.to_vec(src_off, HELLO_STR_SIZE)? });
     let ops = watch.finish::<T>(0, 0);
     let translation = translate(&mem.mr, mem.data_offset)?;
     mem.persist(mem.data_offset, HELLO_T_SIZE)?;
