@@ -1,0 +1,377 @@
+//! The bytes on a replica and on the wire: the region's header, the entries, the connection's
+//! hello and reply (docs/log.md, "Layout"). Everything read from a peer is decoded here and
+//! checked (lengths, magic numbers, checksums) before it is used.
+
+/// The region's layout: a 256-byte header, then the entry area (a ring).
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"RPMALOG1");
+pub(crate) const VERSION: u32 = 1;
+/// Static block: magic, version, log id, capacity, checksum (offsets 0..64).
+pub(crate) const STATIC_SUM: usize = 56;
+/// Epoch block, written by the replica only: promised epoch, writer id, checksum (64..128).
+pub(crate) const PROMISED: usize = 64;
+pub(crate) const PROMISED_ID: usize = 72;
+pub(crate) const EPOCH_SUM: usize = 120;
+/// The writer's words, each written by an 8-byte atomic write.
+pub(crate) const COMMIT_EPOCH: usize = 128;
+pub(crate) const HEAD: usize = 136;
+pub(crate) const COMMIT: usize = 144;
+pub(crate) const HEAD_LSN: usize = 152;
+/// Where the entry area starts.
+pub(crate) const HEADER: usize = 256;
+/// The smallest entry area.
+pub(crate) const MIN_CAPACITY: u64 = 256;
+
+/// An entry's header: payload length, kind, lsn, epoch, position, checksum.
+pub(crate) const ENTRY_HEADER: usize = 40;
+pub(crate) const KIND_ENTRY: u32 = 1;
+pub(crate) const KIND_PAD: u32 = 2;
+
+/// The connection's private data.
+pub(crate) const HELLO_MAGIC: u64 = u64::from_le_bytes(*b"RPMALOGH");
+pub(crate) const REPLY_MAGIC: u64 = u64::from_le_bytes(*b"RPMALOGR");
+pub(crate) const HELLO_LEN: usize = 40;
+pub(crate) const REPLY_FIXED: usize = 48;
+
+/// A 64-bit checksum of `parts` (not cryptographic: it finds torn and stale bytes, not an
+/// adversary's). Words of 8 bytes mixed by multiply and rotate, the length folded in, a final
+/// avalanche; seeded so that zeroes do not sum to zero.
+pub(crate) fn checksum(parts: &[&[u8]]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h: u64 = 0x243F_6A88_85A3_08D3;
+    let mut total = 0u64;
+    for part in parts {
+        total = total.wrapping_add(part.len() as u64);
+        let mut chunks = part.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            h = (h ^ w).wrapping_mul(K).rotate_left(29);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = (h ^ u64::from_le_bytes(w) ^ 0xFF).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    h ^= total;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    h ^= h >> 33;
+    h
+}
+
+pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The bytes of a region's static block for `log_id` and `capacity`.
+pub(crate) fn static_block(log_id: u64, capacity: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    put_u64(&mut b, 0, MAGIC);
+    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    put_u64(&mut b, 16, log_id);
+    put_u64(&mut b, 24, capacity);
+    let sum = checksum(&[&b[..STATIC_SUM]]);
+    put_u64(&mut b, STATIC_SUM, sum);
+    b
+}
+
+/// The bytes of a region's epoch block (offsets 64..128).
+pub(crate) fn epoch_block(promised: u64, writer: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    put_u64(&mut b, 0, promised);
+    put_u64(&mut b, 8, writer);
+    let sum = checksum(&[&b[..EPOCH_SUM - PROMISED]]);
+    put_u64(&mut b, EPOCH_SUM - PROMISED, sum);
+    b
+}
+
+/// A region's header, decoded and checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) log_id: u64,
+    pub(crate) capacity: u64,
+    pub(crate) promised: u64,
+    pub(crate) promised_id: u64,
+    pub(crate) commit_epoch: u64,
+    pub(crate) head: u64,
+    pub(crate) commit: u64,
+    pub(crate) head_lsn: u64,
+}
+
+/// Decodes the first [`HEADER`] bytes of a region of `region_len` bytes.
+pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String> {
+    if b.len() < HEADER {
+        return Err(format!("the header needs {HEADER} bytes, {} were read", b.len()));
+    }
+    if get_u64(b, 0) != MAGIC {
+        return Err("no rpma-log header (bad magic number)".into());
+    }
+    if checksum(&[&b[..STATIC_SUM]]) != get_u64(b, STATIC_SUM) {
+        return Err("the header's static block fails its checksum".into());
+    }
+    let version = get_u32(b, 8);
+    if version != VERSION {
+        return Err(format!("header version {version}, this build reads {VERSION}"));
+    }
+    let capacity = get_u64(b, 24);
+    if capacity < MIN_CAPACITY || capacity % 8 != 0 {
+        return Err(format!("capacity {capacity} is not a multiple of 8 of at least {MIN_CAPACITY}"));
+    }
+    if (HEADER as u64).checked_add(capacity).map_or(true, |end| end > region_len) {
+        return Err(format!("capacity {capacity} does not fit the region of {region_len} bytes"));
+    }
+    if checksum(&[&b[PROMISED..EPOCH_SUM]]) != get_u64(b, EPOCH_SUM) {
+        return Err("the header's epoch block fails its checksum".into());
+    }
+    let h = Header {
+        log_id: get_u64(b, 16),
+        capacity,
+        promised: get_u64(b, PROMISED),
+        promised_id: get_u64(b, PROMISED_ID),
+        commit_epoch: get_u64(b, COMMIT_EPOCH),
+        head: get_u64(b, HEAD),
+        commit: get_u64(b, COMMIT),
+        head_lsn: get_u64(b, HEAD_LSN),
+    };
+    if h.head > h.commit || h.commit - h.head > capacity {
+        return Err(format!("head {} and commit {} are not a range of at most {capacity} bytes", h.head, h.commit));
+    }
+    if h.commit_epoch > h.promised {
+        return Err(format!("commit epoch {} is above the promised epoch {}", h.commit_epoch, h.promised));
+    }
+    Ok(h)
+}
+
+/// The header of an entry (or pad) at absolute position `pos`.
+pub(crate) fn entry_header(kind: u32, len: u32, lsn: u64, epoch: u64, pos: u64, payload: &[u8]) -> [u8; ENTRY_HEADER] {
+    let mut h = [0u8; ENTRY_HEADER];
+    h[0..4].copy_from_slice(&len.to_le_bytes());
+    h[4..8].copy_from_slice(&kind.to_le_bytes());
+    put_u64(&mut h, 8, lsn);
+    put_u64(&mut h, 16, epoch);
+    put_u64(&mut h, 24, pos);
+    let sum = checksum(&[&h[..32], payload]);
+    put_u64(&mut h, 32, sum);
+    h
+}
+
+/// The bytes a record of `len` payload bytes takes (header, payload, padding to 8).
+pub(crate) const fn record_size(len: u64) -> u64 {
+    (ENTRY_HEADER as u64 + len + 7) & !7
+}
+
+/// What parsing found at a position of the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// Fewer than an entry header's bytes before the ring's end: skipped.
+    Skip(u64),
+    /// A pad to the ring's end.
+    Pad(u64),
+    /// An entry: its lsn, epoch, payload length, and its record size.
+    Entry { lsn: u64, epoch: u64, len: u64, size: u64 },
+}
+
+impl Record {
+    pub(crate) const fn size(self) -> u64 {
+        match self {
+            Self::Skip(n) | Self::Pad(n) => n,
+            Self::Entry { size, .. } => size,
+        }
+    }
+}
+
+/// Parses the record at absolute position `pos` of a ring of `cap` bytes held in `ring`
+/// (`ring[i]` is ring offset `i`), checking it against its checksum and position. The record
+/// must end at or before `end`.
+pub(crate) fn parse_record(ring: &[u8], cap: u64, pos: u64, end: u64) -> Result<Record, String> {
+    let off = (pos % cap) as usize;
+    let to_end = cap - off as u64;
+    if to_end < ENTRY_HEADER as u64 {
+        if pos + to_end > end {
+            return Err(format!("the skip at position {pos} runs past the end {end}"));
+        }
+        return Ok(Record::Skip(to_end));
+    }
+    let h = &ring[off..off + ENTRY_HEADER];
+    let len = u64::from(get_u32(h, 0));
+    let kind = get_u32(h, 4);
+    let lsn = get_u64(h, 8);
+    let epoch = get_u64(h, 16);
+    let at = get_u64(h, 24);
+    if at != pos {
+        return Err(format!("the record at position {pos} says it is at {at} (stale or torn)"));
+    }
+    match kind {
+        KIND_PAD => {
+            if len + ENTRY_HEADER as u64 != to_end {
+                return Err(format!("the pad at position {pos} does not reach the ring's end"));
+            }
+            if checksum(&[&h[..32], &[]]) != get_u64(h, 32) {
+                return Err(format!("the pad at position {pos} fails its checksum"));
+            }
+            if pos + to_end > end {
+                return Err(format!("the pad at position {pos} runs past the end {end}"));
+            }
+            Ok(Record::Pad(to_end))
+        }
+        KIND_ENTRY => {
+            let size = record_size(len);
+            if size > to_end || pos + size > end {
+                return Err(format!("the entry at position {pos} of {len} bytes runs past its bounds"));
+            }
+            let payload = &ring[off + ENTRY_HEADER..off + ENTRY_HEADER + len as usize];
+            if checksum(&[&h[..32], payload]) != get_u64(h, 32) {
+                return Err(format!("the entry at position {pos} (lsn {lsn}) fails its checksum"));
+            }
+            Ok(Record::Entry { lsn, epoch, len, size })
+        }
+        k => Err(format!("the record at position {pos} has an unknown kind {k}")),
+    }
+}
+
+/// A writer's hello (connection private data).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub(crate) log_id: u64,
+    pub(crate) epoch: u64,
+    pub(crate) writer: u64,
+}
+
+pub(crate) fn encode_hello(h: Hello) -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    put_u64(&mut b, 0, HELLO_MAGIC);
+    put_u64(&mut b, 8, h.log_id);
+    put_u64(&mut b, 16, h.epoch);
+    put_u64(&mut b, 24, h.writer);
+    let sum = checksum(&[&b[..32]]);
+    put_u64(&mut b, 32, sum);
+    b
+}
+
+pub(crate) fn decode_hello(b: &[u8]) -> Option<Hello> {
+    if b.len() < HELLO_LEN || get_u64(b, 0) != HELLO_MAGIC || checksum(&[&b[..32]]) != get_u64(b, 32) {
+        return None;
+    }
+    Some(Hello { log_id: get_u64(b, 8), epoch: get_u64(b, 16), writer: get_u64(b, 24) })
+}
+
+/// What a replica answers a hello with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Status {
+    Accepted = 0,
+    StaleEpoch = 1,
+    WrongLogId = 2,
+    BadHello = 3,
+    Failed = 4,
+}
+
+/// A replica's reply: status, its log id, its promised epoch, its capacity, then (accepted)
+/// the region's descriptor and the peer configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub(crate) status: u32,
+    pub(crate) log_id: u64,
+    pub(crate) promised: u64,
+    pub(crate) capacity: u64,
+    pub(crate) rest: Vec<u8>,
+}
+
+pub(crate) fn encode_reply(status: Status, log_id: u64, promised: u64, capacity: u64, rest: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; REPLY_FIXED];
+    put_u64(&mut b, 0, REPLY_MAGIC);
+    b[8..12].copy_from_slice(&(status as u32).to_le_bytes());
+    put_u64(&mut b, 16, log_id);
+    put_u64(&mut b, 24, promised);
+    put_u64(&mut b, 32, capacity);
+    b.extend_from_slice(rest);
+    let sum = checksum(&[&b[..40], &b[REPLY_FIXED..]]);
+    put_u64(&mut b, 40, sum);
+    b
+}
+
+pub(crate) fn decode_reply(b: &[u8]) -> Option<Reply> {
+    if b.len() < REPLY_FIXED || get_u64(b, 0) != REPLY_MAGIC {
+        return None;
+    }
+    // Transports may pad private data with zeroes: the checksum covers the fixed part and the
+    // bytes the status says follow.
+    let status = get_u32(b, 8);
+    let rest_len =
+        if status == Status::Accepted as u32 { rpma::MR_DESCRIPTOR_SIZE + rpma::PEER_CFG_DESCRIPTOR_SIZE } else { 0 };
+    let rest = b.get(REPLY_FIXED..REPLY_FIXED + rest_len)?;
+    if checksum(&[&b[..40], rest]) != get_u64(b, 40) {
+        return None;
+    }
+    Some(Reply {
+        status,
+        log_id: get_u64(b, 16),
+        promised: get_u64(b, 24),
+        capacity: get_u64(b, 32),
+        rest: rest.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_with_a_flipped_byte_is_refused() {
+        let mut b = vec![0u8; HEADER];
+        b[..64].copy_from_slice(&static_block(7, 1024));
+        b[64..128].copy_from_slice(&epoch_block(3, 9));
+        let h = decode_header(&b, 2048).expect("valid");
+        assert_eq!((h.log_id, h.capacity, h.promised, h.promised_id), (7, 1024, 3, 9));
+        for i in (0..56).chain(64..120) {
+            let mut c = b.clone();
+            c[i] ^= 0x10;
+            assert!(decode_header(&c, 2048).is_err(), "byte {i} flipped passed");
+        }
+        assert!(decode_header(&b, 1024).is_err(), "capacity beyond the region passed");
+    }
+
+    #[test]
+    fn an_entry_parses_back_and_a_torn_one_does_not() {
+        let cap = 512u64;
+        let mut ring = vec![0u8; cap as usize];
+        let payload = b"hello log";
+        let h = entry_header(KIND_ENTRY, payload.len() as u32, 5, 2, 1024 + 64, payload);
+        ring[64..104].copy_from_slice(&h);
+        ring[104..104 + payload.len()].copy_from_slice(payload);
+        let r = parse_record(&ring, cap, 1024 + 64, 1024 + 512).expect("valid");
+        assert_eq!(r, Record::Entry { lsn: 5, epoch: 2, len: 9, size: record_size(9) });
+        // The same bytes at another lap are stale.
+        assert!(parse_record(&ring, cap, 64, 512).is_err());
+        ring[110] ^= 1;
+        assert!(parse_record(&ring, cap, 1024 + 64, 1024 + 512).is_err());
+    }
+
+    #[test]
+    fn hello_and_reply_round_trip_and_refuse_garbage() {
+        let h = Hello { log_id: 1, epoch: 2, writer: 3 };
+        assert_eq!(decode_hello(&encode_hello(h)), Some(h));
+        let mut bad = encode_hello(h);
+        bad[17] ^= 1;
+        assert_eq!(decode_hello(&bad), None);
+        assert_eq!(decode_hello(&bad[..10]), None);
+        let rest = vec![7u8; rpma::MR_DESCRIPTOR_SIZE + rpma::PEER_CFG_DESCRIPTOR_SIZE];
+        let r = encode_reply(Status::Accepted, 1, 2, 4096, &rest);
+        let mut padded = r.clone();
+        padded.extend_from_slice(&[0; 20]);
+        let d = decode_reply(&padded).expect("valid");
+        assert_eq!((d.status, d.promised, d.capacity, d.rest), (0, 2, 4096, rest));
+        let mut bad = r;
+        bad[30] ^= 1;
+        assert!(decode_reply(&bad).is_none());
+    }
+}

@@ -1,0 +1,157 @@
+//! # rpma-log: a replicated persistent log on rpma
+//!
+//! A writer ([`Log`]) appends entries to the persistent regions of one or more replicas
+//! ([`Replica`]) with one-sided RDMA writes, and commits them the way librpma's example 07 does:
+//! the entries' persistent flush, an 8-byte atomic write of the commit position, its persistent
+//! flush. [`Log::sync`] returns once a quorum of replicas has the entries and the commit record
+//! persistent; appends between two syncs share one commit record (group commit).
+//!
+//! Replicas stay out of the data path: they take part in connection setup, where a new writer
+//! takes the log over with a higher epoch and each replica re-registers its region (the old
+//! writer's rkey dies: fencing), and nowhere else. A new writer recovers the log from a quorum's
+//! headers (RDMA Reads), keeps what the highest commit of the highest epoch covers, validates
+//! every entry by checksum, and repairs the other replicas to the same history.
+//!
+//! The API is generic over [`rpma::Transport`]: it runs on the mock and on verbs. The exact
+//! guarantees (what is durable when `sync` returns, what a reader after recovery may see, what a
+//! minority failure costs) are in `docs/log.md`.
+//!
+//! ```
+//! use rpma::mock::{Device, MockFabric, Peer};
+//! use rpma::{ContextType, Memory};
+//! use rpma_log::{FlushMode, Log, LogOptions, Quorum, Replica, ReplicaAddr};
+//!
+//! let fabric = MockFabric::new();
+//! let rpeer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
+//! let memory = Memory::page_aligned(64 * 1024)?;
+//! let replica = Replica::format(&rpeer, memory, 42)?.listen("127.0.0.1", "7400")?.spawn();
+//!
+//! let wpeer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
+//! let opts = LogOptions::new(42).quorum(Quorum::All).flush(FlushMode::Persistent);
+//! let (mut log, report) = Log::open(&wpeer, &[ReplicaAddr::new("127.0.0.1", "7400")], opts)?;
+//! assert_eq!(report.next_lsn, 0);
+//! let lsn = log.append(b"first")?;
+//! assert_eq!(log.sync(lsn)?, lsn + 1);
+//! assert_eq!(log.read(lsn)?, b"first");
+//! drop(log);
+//! replica.stop()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod format;
+mod replica;
+mod writer;
+
+pub use replica::{Replica, ReplicaHandle, ReplicaOptions, ReplicaState};
+pub use writer::{FlushMode, Health, HealthEvent, Log, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
+
+/// An entry's log sequence number: 0 for the first entry ever appended, then one more per entry.
+pub type Lsn = u64;
+
+/// The bytes of a replica region's header; the entry area (the ring) follows it.
+pub const HEADER_SIZE: usize = format::HEADER;
+
+/// The smallest entry area (ring) a replica region may have.
+pub const MIN_CAPACITY: u64 = format::MIN_CAPACITY;
+
+/// The bytes an entry of `len` payload bytes takes in the ring (its 40-byte header, the payload,
+/// padding to 8 bytes).
+#[must_use]
+pub const fn record_size(len: usize) -> u64 {
+    format::record_size(len as u64)
+}
+
+/// What can go wrong in the log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// An rpma operation failed.
+    #[error("rpma: {0}")]
+    Rpma(#[from] rpma::Error),
+    /// Memory could not be allocated or reached.
+    #[error("memory: {0}")]
+    Memory(#[from] rpma::MemError),
+    /// An argument is invalid (the message says which and why).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// The entry cannot fit the log even when it is empty.
+    #[error("an entry of {len} bytes takes {needed} bytes of ring, the log's capacity is {capacity}")]
+    EntryTooLarge {
+        /// The payload's bytes.
+        len: usize,
+        /// The ring bytes it would take.
+        needed: u64,
+        /// The ring's bytes.
+        capacity: u64,
+    },
+    /// The ring has no room for the entry until a prefix is truncated ([`Log::truncate_prefix`]).
+    #[error("the log is full: {needed} bytes needed, {free} free (truncate a prefix)")]
+    Full {
+        /// The ring bytes the entry needs.
+        needed: u64,
+        /// The ring bytes free.
+        free: u64,
+    },
+    /// A replica region's header is not a valid rpma-log header.
+    #[error("replica {replica}: corrupt header: {detail}")]
+    CorruptHeader {
+        /// The replica (its address, or "local").
+        replica: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A replica holds another log.
+    #[error("replica {replica} holds log {found}, not log {expected}")]
+    WrongLogId {
+        /// The replica.
+        replica: String,
+        /// The log id asked for.
+        expected: u64,
+        /// The log id it holds.
+        found: u64,
+    },
+    /// A replica region is too small, or replicas disagree on the capacity.
+    #[error("replica {replica}: {detail}")]
+    Capacity {
+        /// The replica.
+        replica: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Fewer replicas than the quorum are up (or could be taken over, or answered in time).
+    #[error("no quorum: {up} replicas up, {needed} needed ({detail})")]
+    NoQuorum {
+        /// Replicas up.
+        up: usize,
+        /// The quorum.
+        needed: usize,
+        /// Why the others are not (each replica's reason).
+        detail: String,
+    },
+    /// The entry was truncated ([`Log::truncate_prefix`]) or never appended.
+    #[error("lsn {lsn} is not in the log (entries {first}..{next})")]
+    NoEntry {
+        /// The lsn asked for.
+        lsn: Lsn,
+        /// The first lsn held.
+        first: Lsn,
+        /// The next lsn to append.
+        next: Lsn,
+    },
+    /// A replica cannot be caught up from the writer's copy (its history ends before the
+    /// writer's truncation point): it needs a full copy, which this version does not do.
+    #[error("replica {replica} needs a full copy: {detail}")]
+    NeedsFullCopy {
+        /// The replica.
+        replica: String,
+        /// Why.
+        detail: String,
+    },
+    /// The replica's serving thread panicked or failed.
+    #[error("replica: {0}")]
+    Replica(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

@@ -1,0 +1,362 @@
+//! The replica: owns a region holding the log, answers writers' connection requests, and
+//! otherwise stays out of the data path.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rpma::{Conn, ConnReq, Ep, ErrorKind, Memory, MrLocal, Peer, PeerCfg, Transport, Usage};
+
+use crate::format::{self, Status};
+use crate::{LogError, Result};
+
+/// How a replica serves.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ReplicaOptions {
+    /// Whether the replica tells writers that RDMA writes reach its region's persistence
+    /// domain directly (DDIO off, or native persistent flush): persistent flushes need it. On by
+    /// default; a replica on DRAM that serves [`FlushMode::Visibility`](crate::FlushMode) writers
+    /// may turn it off.
+    pub direct_write_to_pmem: bool,
+    /// How long one wait for a connection request lasts in [`Replica::serve`] before it looks
+    /// at its stop flag again.
+    pub poll_interval: Duration,
+}
+
+impl Default for ReplicaOptions {
+    fn default() -> Self {
+        Self { direct_write_to_pmem: true, poll_interval: Duration::from_millis(20) }
+    }
+}
+
+/// What a replica's header says now (a copy; the writer may change it at any time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaState {
+    /// The log's id.
+    pub log_id: u64,
+    /// The ring's bytes.
+    pub capacity: u64,
+    /// The highest epoch a writer took the log over with (fencing: lower ones are refused).
+    pub promised: u64,
+    /// The epoch of the writer that last installed its history here.
+    pub commit_epoch: u64,
+    /// The position of the first entry held.
+    pub head: u64,
+    /// The committed position: entries before it are committed.
+    pub commit: u64,
+}
+
+const USAGE: Usage =
+    Usage::WRITE_DST.union(Usage::READ_SRC).union(Usage::FLUSH_TYPE_PERSISTENT).union(Usage::FLUSH_TYPE_VISIBILITY);
+
+/// A replica of one log: its region (a header and a ring), registered on `peer`.
+///
+/// Made with [`Replica::format`] (a new, empty log) or [`Replica::open`] (a region that holds
+/// one), then [`Replica::listen`], then [`Replica::serve`] (or [`Replica::spawn`] for a thread).
+/// A writer's connection request carries its log id and epoch; the replica takes a request
+/// with a higher epoch than it promised before (or the same epoch from the same writer), and
+/// then, before accepting it: drops the previous writer's connection, deregisters its region
+/// and registers it again (the old rkey dies with it: the old writer's writes fail), records
+/// and persists the new promised epoch, and persists the whole region (what reached it from
+/// the old writer is durable from then on). Requests with a lower epoch, another log id or a
+/// malformed hello are accepted with a refusal and disconnected.
+pub struct Replica<T: Transport> {
+    peer: Peer<T>,
+    mr: Option<MrLocal<T>>,
+    log_id: u64,
+    capacity: u64,
+    opts: ReplicaOptions,
+    ep: Option<Ep<T>>,
+    writer: Option<Conn<T>>,
+    refused: Vec<Conn<T>>,
+    takeovers: u64,
+}
+
+impl<T: Transport> std::fmt::Debug for Replica<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica")
+            .field("log_id", &self.log_id)
+            .field("capacity", &self.capacity)
+            .field("takeovers", &self.takeovers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Replica<T> {
+    /// Formats `memory` as an empty log `log_id` (its whole length after the header is the
+    /// ring, rounded down to 8 bytes), persists it, and registers it on `peer`.
+    ///
+    /// # Errors
+    /// [`LogError::Capacity`] if the memory cannot hold the header and the smallest ring;
+    /// [`LogError::Rpma`] if registering or persisting fails.
+    pub fn format(peer: &Peer<T>, memory: Memory, log_id: u64) -> Result<Self> {
+        let len = memory.len() as u64;
+        let capacity = len.saturating_sub(format::HEADER as u64) & !7;
+        if capacity < format::MIN_CAPACITY {
+            return Err(LogError::Capacity {
+                replica: "local".into(),
+                detail: format!(
+                    "a region of {len} bytes is too small: the header takes {} and the ring at least {}",
+                    format::HEADER,
+                    format::MIN_CAPACITY
+                ),
+            });
+        }
+        let v = memory.volatile();
+        v.write(0, &[0u8; format::HEADER])?;
+        v.write(0, &format::static_block(log_id, capacity))?;
+        v.write(format::PROMISED, &format::epoch_block(0, 0))?;
+        let mr = peer.reg_mr(memory, USAGE)?;
+        mr.persist(0, format::HEADER)?;
+        Ok(Self::new(peer, mr, log_id, capacity))
+    }
+
+    /// Opens `memory` holding log `log_id` (e.g. a pmem mapping after a restart, or what a power
+    /// cut left) and registers it on `peer`.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptHeader`] if the header is not a valid rpma-log header (magic number,
+    /// checksums, positions); [`LogError::WrongLogId`] if it holds another log;
+    /// [`LogError::Rpma`] if registering fails.
+    pub fn open(peer: &Peer<T>, memory: Memory, log_id: u64) -> Result<Self> {
+        let mut head = vec![0u8; format::HEADER.min(memory.len())];
+        memory.volatile().read(0, &mut head)?;
+        let h = format::decode_header(&head, memory.len() as u64)
+            .map_err(|detail| LogError::CorruptHeader { replica: "local".into(), detail })?;
+        if h.log_id != log_id {
+            return Err(LogError::WrongLogId { replica: "local".into(), expected: log_id, found: h.log_id });
+        }
+        let mr = peer.reg_mr(memory, USAGE)?;
+        Ok(Self::new(peer, mr, log_id, h.capacity))
+    }
+
+    fn new(peer: &Peer<T>, mr: MrLocal<T>, log_id: u64, capacity: u64) -> Self {
+        Self {
+            peer: peer.clone(),
+            mr: Some(mr),
+            log_id,
+            capacity,
+            opts: ReplicaOptions::default(),
+            ep: None,
+            writer: None,
+            refused: Vec::new(),
+            takeovers: 0,
+        }
+    }
+
+    /// Sets how the replica serves.
+    #[must_use]
+    pub fn with_options(mut self, opts: ReplicaOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// Listens for writers at `addr`:`port`.
+    ///
+    /// # Errors
+    /// [`LogError::Rpma`] if listening fails (e.g. the port is taken).
+    pub fn listen(mut self, addr: &str, port: &str) -> Result<Self> {
+        self.ep = Some(Ep::listen(&self.peer, addr, port)?);
+        Ok(self)
+    }
+
+    /// The log's id.
+    #[must_use]
+    pub const fn log_id(&self) -> u64 {
+        self.log_id
+    }
+
+    /// How many writers took the log over here (each one re-registered the region).
+    #[must_use]
+    pub const fn takeovers(&self) -> u64 {
+        self.takeovers
+    }
+
+    fn region(&self) -> Result<&MrLocal<T>> {
+        self.mr.as_ref().ok_or_else(|| LogError::Replica("the region was lost in a failed re-registration".into()))
+    }
+
+    /// What the header says now.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptHeader`] if it is not valid (a writer wrote garbage into it);
+    /// [`LogError::Replica`] if the region was lost.
+    pub fn state(&self) -> Result<ReplicaState> {
+        let mr = self.region()?;
+        let b = mr.to_vec(0, format::HEADER)?;
+        let h = format::decode_header(&b, mr.len() as u64)
+            .map_err(|detail| LogError::CorruptHeader { replica: "local".into(), detail })?;
+        Ok(ReplicaState {
+            log_id: h.log_id,
+            capacity: h.capacity,
+            promised: h.promised,
+            commit_epoch: h.commit_epoch,
+            head: h.head,
+            commit: h.commit,
+        })
+    }
+
+    /// Waits up to `timeout` for one writer's connection request and answers it. Returns
+    /// whether a request was handled.
+    ///
+    /// # Errors
+    /// [`LogError::Invalid`] if the replica is not listening; [`LogError::Rpma`] if the
+    /// endpoint fails (e.g. the node lost power); [`LogError::Replica`] if re-registering the
+    /// region failed (the replica cannot serve any more).
+    pub fn serve_once(&mut self, timeout: Duration) -> Result<bool> {
+        let ep = self.ep.as_ref().ok_or_else(|| LogError::Invalid("the replica is not listening".into()))?;
+        let req = match ep.next_conn_req_timeout(None, timeout) {
+            Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::NoEvent => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        self.answer(req)?;
+        Ok(true)
+    }
+
+    /// Serves writers until `stop` is set (checked every [`ReplicaOptions::poll_interval`]).
+    ///
+    /// # Errors
+    /// As [`Replica::serve_once`].
+    pub fn serve(&mut self, stop: &AtomicBool) -> Result<()> {
+        while !stop.load(Ordering::Acquire) {
+            self.serve_once(self.opts.poll_interval)?;
+        }
+        Ok(())
+    }
+
+    /// Serves on a thread of its own; [`ReplicaHandle::stop`] ends it and gives the memory back.
+    #[must_use]
+    pub fn spawn(mut self) -> ReplicaHandle
+    where
+        T: 'static,
+        Self: Send,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            self.serve(&flag)?;
+            self.into_memory()
+        });
+        ReplicaHandle { stop, thread: Some(thread) }
+    }
+
+    /// Stops serving (drops the writer's connection and the endpoint) and gives the region's
+    /// memory back.
+    ///
+    /// # Errors
+    /// [`LogError::Replica`] if the region is still in use (its memory is then released when
+    /// the use ends) or was lost; [`LogError::Rpma`] if deregistration fails.
+    pub fn into_memory(mut self) -> Result<Memory> {
+        self.writer = None;
+        self.refused.clear();
+        self.ep = None;
+        let mr = self.mr.take().ok_or_else(|| LogError::Replica("the region was lost".into()))?;
+        mr.dereg()?.ok_or_else(|| LogError::Replica("the region is still in use".into()))
+    }
+
+    fn answer(&mut self, req: ConnReq<T>) -> Result<()> {
+        // Connections refused earlier have had their time to see the refusal.
+        if self.refused.len() >= 8 {
+            self.refused.remove(0);
+        }
+        let region = self.region()?;
+        let b = region.to_vec(0, format::HEADER)?;
+        let header = format::decode_header(&b, region.len() as u64)
+            .map_err(|detail| LogError::CorruptHeader { replica: "local".into(), detail })?;
+        let (log_id, capacity) = (self.log_id, self.capacity);
+        let refuse = |status: Status| format::encode_reply(status, log_id, header.promised, capacity, &[]);
+        let reply = match format::decode_hello(req.private_data()) {
+            None => refuse(Status::BadHello),
+            Some(h) if h.log_id != self.log_id => refuse(Status::WrongLogId),
+            Some(h)
+                if h.epoch == 0
+                    || h.epoch < header.promised
+                    || (h.epoch == header.promised && h.writer != header.promised_id) =>
+            {
+                refuse(Status::StaleEpoch)
+            }
+            Some(h) => match self.take_over(h.epoch, h.writer) {
+                Ok(mr) => {
+                    let mut rest = mr.descriptor().to_vec();
+                    rest.extend_from_slice(
+                        &PeerCfg::new().with_direct_write_to_pmem(self.opts.direct_write_to_pmem).descriptor(),
+                    );
+                    format::encode_reply(Status::Accepted, self.log_id, h.epoch, self.capacity, &rest)
+                }
+                Err(e) => {
+                    let reply = refuse(Status::Failed);
+                    if let Ok(conn) = req.connect(Some(&reply)) {
+                        let _ = conn.disconnect();
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let accepted = format::decode_reply(&reply).is_some_and(|r| r.status == Status::Accepted as u32);
+        let conn = req.connect(Some(&reply))?;
+        if accepted {
+            self.writer = Some(conn);
+        } else {
+            let _ = conn.disconnect();
+            self.refused.push(conn);
+        }
+        Ok(())
+    }
+
+    /// Fences the previous writer and records the new epoch: the region is registered again.
+    fn take_over(&mut self, epoch: u64, writer: u64) -> Result<&MrLocal<T>> {
+        if let Some(old) = self.writer.take() {
+            let _ = old.disconnect();
+            drop(old);
+        }
+        let mr = self.mr.take().ok_or_else(|| LogError::Replica("the region was lost".into()))?;
+        let memory = mr
+            .dereg()?
+            .ok_or_else(|| LogError::Replica("the region is still in use: it cannot be registered again".into()))?;
+        memory.volatile().write(format::PROMISED, &format::epoch_block(epoch, writer))?;
+        let mr = self.peer.reg_mr(memory, USAGE)?;
+        // Everything that reached the region is durable from the epoch change on.
+        mr.persist(0, mr.len())?;
+        self.takeovers += 1;
+        Ok(self.mr.insert(mr))
+    }
+}
+
+/// A replica serving on its own thread ([`Replica::spawn`]).
+#[derive(Debug)]
+pub struct ReplicaHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Memory>>>,
+}
+
+impl ReplicaHandle {
+    /// Whether the serving thread has ended (stopped, or failed: e.g. its node lost power).
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().map_or(true, JoinHandle::is_finished)
+    }
+
+    /// Stops the replica and gives its region's memory back.
+    ///
+    /// # Errors
+    /// What ended the serving thread ([`Replica::serve`]'s errors, e.g. a power cut of its
+    /// node), or [`LogError::Replica`] if it panicked.
+    pub fn stop(mut self) -> Result<Memory> {
+        self.stop.store(true, Ordering::Release);
+        let thread = self.thread.take().ok_or_else(|| LogError::Replica("already stopped".into()))?;
+        thread.join().map_err(|_| LogError::Replica("the serving thread panicked".into()))?
+    }
+}
+
+impl Drop for ReplicaHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
