@@ -36,6 +36,7 @@
 //! stores, each byte old or new. Races between accesses of the same size and place (whole
 //! aligned words against `load_u64`/`store_u64` or each other; bytes against bytes) are defined.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// The size and alignment of the word accesses.
@@ -354,7 +355,9 @@ unsafe fn copy_same_alignment_backward(src: *const u8, dst: *mut u8, len: usize)
 /// As [`copy`].
 #[inline(never)]
 unsafe fn copy_bounced(src: *const u8, dst: *mut u8, len: usize, forward: bool) {
-    let mut buf = [0u64; BOUNCE / WORD];
+    // Not zeroed (that would cost as much as a chunk's copy): each chunk's bytes are written by
+    // `load` before `store` reads them.
+    let mut buf = MaybeUninit::<[u64; BOUNCE / WORD]>::uninit();
     let b = buf.as_mut_ptr().cast::<u8>();
     let chunks = len.div_ceil(BOUNCE);
     for c in 0..chunks {
@@ -362,7 +365,8 @@ unsafe fn copy_bounced(src: *const u8, dst: *mut u8, len: usize, forward: bool) 
         let at = c * BOUNCE;
         let n = BOUNCE.min(len - at);
         // SAFETY: [M2] [M4] at + n <= len, so both ranges are inside the caller's; buf is a local
-        // of BOUNCE >= n bytes that nothing else reaches and that overlaps neither range. A chunk
+        // of BOUNCE >= n bytes that nothing else reaches and that overlaps neither range, and its
+        // first n bytes are initialised by load before store reads exactly those. A chunk
         // is loaded whole before any of it is stored; going forward (dst below src, or apart), a
         // chunk's stores end at dst + at + n <= src + at + n, before any byte a later chunk
         // loads; backward mirrors it. So no byte is overwritten before it was loaded.
