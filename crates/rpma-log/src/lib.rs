@@ -39,10 +39,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod check;
 mod format;
 mod replica;
 mod writer;
 
+pub use check::{check_region, RegionCheck};
 pub use replica::{Replica, ReplicaHandle, ReplicaOptions, ReplicaState};
 pub use writer::{FlushMode, Health, HealthEvent, Log, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
 

@@ -1,7 +1,7 @@
 //! The replica: owns a region holding the log, answers writers' connection requests, and
 //! otherwise stays out of the data path.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -23,6 +23,22 @@ pub struct ReplicaOptions {
     /// How long one wait for a connection request lasts in [`Replica::serve`] before it looks
     /// at its stop flag again.
     pub poll_interval: Duration,
+}
+
+impl ReplicaOptions {
+    /// Sets [`ReplicaOptions::direct_write_to_pmem`].
+    #[must_use]
+    pub const fn with_direct_write_to_pmem(mut self, on: bool) -> Self {
+        self.direct_write_to_pmem = on;
+        self
+    }
+
+    /// Sets [`ReplicaOptions::poll_interval`].
+    #[must_use]
+    pub const fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
 }
 
 impl Default for ReplicaOptions {
@@ -235,13 +251,19 @@ impl<T: Transport> Replica<T> {
         T: 'static,
         Self: Send,
     {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let state = Arc::new(AtomicU8::new(RUN));
+        let flag = Arc::clone(&state);
         let thread = std::thread::spawn(move || {
-            self.serve(&flag)?;
+            while flag.load(Ordering::Acquire) == RUN {
+                self.serve_once(self.opts.poll_interval)?;
+            }
+            if flag.load(Ordering::Acquire) == KILL {
+                // A process killed: nothing is released in order, the region is not given back.
+                return Err(LogError::Replica("killed".into()));
+            }
             self.into_memory()
         });
-        ReplicaHandle { stop, thread: Some(thread) }
+        ReplicaHandle { state, thread: Some(thread) }
     }
 
     /// Stops serving (drops the writer's connection and the endpoint) and gives the region's
@@ -326,10 +348,15 @@ impl<T: Transport> Replica<T> {
     }
 }
 
-/// A replica serving on its own thread ([`Replica::spawn`]).
+const RUN: u8 = 0;
+const STOP: u8 = 1;
+const KILL: u8 = 2;
+
+/// A replica serving on its own thread ([`Replica::spawn`]). Dropping it kills the replica
+/// ([`ReplicaHandle::kill`]).
 #[derive(Debug)]
 pub struct ReplicaHandle {
-    stop: Arc<AtomicBool>,
+    state: Arc<AtomicU8>,
     thread: Option<JoinHandle<Result<Memory>>>,
 }
 
@@ -346,15 +373,25 @@ impl ReplicaHandle {
     /// What ended the serving thread ([`Replica::serve`]'s errors, e.g. a power cut of its
     /// node), or [`LogError::Replica`] if it panicked.
     pub fn stop(mut self) -> Result<Memory> {
-        self.stop.store(true, Ordering::Release);
+        self.state.store(STOP, Ordering::Release);
         let thread = self.thread.take().ok_or_else(|| LogError::Replica("already stopped".into()))?;
         thread.join().map_err(|_| LogError::Replica("the serving thread panicked".into()))?
+    }
+
+    /// Ends the replica as a killed process ends: its connection and endpoint are dropped and
+    /// its region is deregistered by being dropped, without giving the memory back (use it for
+    /// a replica whose node lost power, whose region cannot be handed back in order).
+    pub fn kill(mut self) {
+        self.state.store(KILL, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
 impl Drop for ReplicaHandle {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.state.store(KILL, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -1127,6 +1127,17 @@ impl<T: Transport> Log<T> {
         self.durable_lsn
     }
 
+    /// The position on replica `replica` as this writer knows it from its completions: every
+    /// entry below it has its commit record durable there (0 for an index outside the set).
+    #[must_use]
+    pub fn durable_on(&self, replica: usize) -> Lsn {
+        let Some(s) = self.slots.get(replica) else { return 0 };
+        if s.durable >= self.tail {
+            return self.next_lsn;
+        }
+        self.head_lsn + self.index.partition_point(|&p| p < s.durable) as u64
+    }
+
     /// The ring's bytes.
     #[must_use]
     pub const fn capacity(&self) -> u64 {

@@ -1,0 +1,319 @@
+//! The log on the mock: appends, group commit, reads, the ring, quorum, fencing, reconnect and
+//! bad input.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
+use rpma::mock::{Device, MockFabric, PersistentMemory};
+use rpma::{ContextType, Memory};
+use rpma_log::{
+    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, MIN_CAPACITY,
+};
+
+const LEN: usize = 64 * 1024;
+
+fn opts(quorum: Quorum) -> LogOptions {
+    LogOptions::new(LOG_ID).quorum(quorum).timeout(Duration::from_secs(2))
+}
+
+fn fabric(n: usize) -> MockFabric {
+    builder(n).persistent_memory(PersistentMemory::All).build()
+}
+
+#[test]
+fn appends_synced_on_three_replicas_recover_in_a_new_writer() {
+    let fabric = fabric(3);
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::All)).unwrap();
+    assert_eq!((report.next_lsn, report.repaired.len()), (0, 3));
+    for lsn in 0..50 {
+        assert_eq!(log.append(&payload(lsn)).unwrap(), lsn);
+        if lsn % 7 == 6 {
+            assert_eq!(log.sync(lsn).unwrap(), lsn + 1);
+        }
+    }
+    assert_eq!(log.sync_all().unwrap(), 50);
+    assert_eq!(log.health(), vec![Health::Up; 3]);
+    for lsn in 0..50 {
+        assert_eq!(log.read(lsn).unwrap(), payload(lsn));
+    }
+    let epoch = log.epoch();
+    drop(log);
+    let (log2, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert!(report.epoch > epoch, "a new writer's epoch {} is not above {epoch}", report.epoch);
+    assert_eq!(report.next_lsn, 50);
+    assert!(report.rejected.is_empty() && report.down.is_empty(), "{report:?}");
+    for lsn in 0..50 {
+        assert_eq!(log2.read(lsn).unwrap(), payload(lsn));
+    }
+    drop(log2);
+    for h in handles {
+        let m = h.stop().unwrap();
+        let c = check_region(&m.to_vec()).unwrap();
+        assert_eq!(c.next_lsn, 50);
+        assert_eq!(c.entries.len(), 50);
+    }
+}
+
+#[test]
+fn unsynced_appends_are_truncated_by_recovery() {
+    let fabric = fabric(1);
+    let h = start(&fabric, 0, None, LEN).unwrap();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(1), opts(Quorum::All)).unwrap();
+    for lsn in 0..5 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    log.sync(4).unwrap();
+    for lsn in 5..9 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    drop(log);
+    let (log, report) = Log::open(&writer_peer(&fabric), &addrs(1), opts(Quorum::All)).unwrap();
+    assert_eq!(report.next_lsn, 5, "entries never committed are visible: {report:?}");
+    assert!(matches!(log.read(5), Err(LogError::NoEntry { lsn: 5, .. })));
+    drop(log);
+    drop(h);
+}
+
+#[test]
+fn the_ring_wraps_after_truncate_prefix_and_recovers() {
+    let fabric = fabric(2);
+    let small = rpma_log::HEADER_SIZE + 1024;
+    let handles: Vec<_> = (0..2).map(|i| start(&fabric, i, None, small).unwrap()).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(2), opts(Quorum::All)).unwrap();
+    assert_eq!(log.capacity(), 1024);
+    let mut lsn = 0;
+    for round in 0..12 {
+        let first = lsn;
+        loop {
+            match log.append(&payload(lsn)) {
+                Ok(l) => {
+                    assert_eq!(l, lsn);
+                    lsn += 1;
+                }
+                Err(LogError::Full { .. }) => break,
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert!(lsn > first, "round {round}: nothing fitted");
+        log.sync_all().unwrap();
+        // Keep the last two entries, truncate the rest.
+        log.truncate_prefix(lsn - 2).unwrap();
+        assert!(matches!(log.read(lsn - 3), Err(LogError::NoEntry { .. })));
+        assert_eq!(log.read(lsn - 1).unwrap(), payload(lsn - 1));
+    }
+    drop(log);
+    let (log, report) = Log::open(&writer_peer(&fabric), &addrs(2), opts(Quorum::All)).unwrap();
+    assert_eq!((report.head_lsn, report.next_lsn), (lsn - 2, lsn), "{report:?}");
+    assert_eq!(log.read(lsn - 2).unwrap(), payload(lsn - 2));
+    assert_eq!(log.read(lsn - 1).unwrap(), payload(lsn - 1));
+    drop(log);
+    drop(handles);
+}
+
+#[test]
+fn quorum_majority_of_three_goes_on_with_one_replica_dead() {
+    let fabric = fabric(3);
+    let mut handles: Vec<_> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for lsn in 0..10 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    log.sync_all().unwrap();
+    let dev = Device::lookup(&fabric, &common::replica_ip(2), ContextType::Local).unwrap();
+    let cut = fabric.power_cut(dev.backend()).unwrap();
+    handles[2].take().unwrap().kill();
+    for lsn in 10..30 {
+        log.append(&payload(lsn)).unwrap();
+        assert_eq!(log.sync(lsn).unwrap(), lsn + 1);
+    }
+    assert_eq!(log.health()[2], Health::Down);
+    let events = log.health_events();
+    assert!(
+        events.iter().any(|e| e.replica == 2 && e.health == Health::Down && e.reason.is_some()),
+        "no Down event for the dead replica: {events:?}"
+    );
+    // It comes back with what it had made durable, and catches up.
+    let memory = cut.into_regions().pop().unwrap().into_memory();
+    handles[2] = Some(start(&fabric, 2, Some(memory), LEN).unwrap());
+    log.reconnect(2).unwrap();
+    assert_eq!(log.health()[2], Health::Up);
+    assert_eq!(log.durable_on(2), 30);
+    let events = log.health_events();
+    assert!(events.iter().any(|e| e.replica == 2 && e.health == Health::CatchingUp), "{events:?}");
+    log.append(&payload(30)).unwrap();
+    log.sync_all().unwrap();
+    drop(log);
+    let m = handles[2].take().unwrap().stop().unwrap();
+    let c = check_region(&m.to_vec()).unwrap();
+    assert_eq!(c.next_lsn, 31);
+    for (lsn, p) in c.entries {
+        assert_eq!(p, payload(lsn));
+    }
+}
+
+#[test]
+fn quorum_all_fails_sync_clearly_with_one_replica_dead() {
+    let fabric = fabric(3);
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::All)).unwrap();
+    log.append(b"before").unwrap();
+    log.sync_all().unwrap();
+    let dev = Device::lookup(&fabric, &common::replica_ip(1), ContextType::Local).unwrap();
+    let _cut = fabric.power_cut(dev.backend()).unwrap();
+    log.append(b"after").unwrap();
+    match log.sync_all() {
+        Err(LogError::NoQuorum { up, needed, detail }) => {
+            assert_eq!((up, needed), (2, 3));
+            assert!(detail.contains(&common::replica_ip(1)), "the reason does not name the replica: {detail}");
+        }
+        other => panic!("sync with a replica of All dead: {other:?}"),
+    }
+    assert_eq!(log.durable_lsn(), 1);
+    drop(log);
+    drop(handles);
+}
+
+#[test]
+fn open_needs_a_quorum_of_replicas_up() {
+    let fabric = fabric(3);
+    let _h = start(&fabric, 0, None, LEN).unwrap();
+    match Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)) {
+        Err(LogError::NoQuorum { up: 1, needed: 2, detail }) => {
+            assert!(detail.contains(&common::replica_ip(1)) && detail.contains(&common::replica_ip(2)), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::K(1))).unwrap();
+    assert_eq!(report.down.len(), 2);
+    assert_eq!(log.health(), vec![Health::Up, Health::Down, Health::Down]);
+}
+
+#[test]
+fn fencing_an_old_writer_cannot_change_any_replica_after_a_new_writers_recovery() {
+    let fabric = fabric(3);
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut old, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for lsn in 0..4 {
+        old.append(&payload(lsn)).unwrap();
+    }
+    old.sync_all().unwrap();
+    let (mut new, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!(report.next_lsn, 4);
+    assert!(new.epoch() > old.epoch());
+    new.append(b"new writer's entry").unwrap();
+    new.sync_all().unwrap();
+    // The old writer goes on: its writes reach no replica (their rkeys died), its sync fails.
+    let marker = b"OLD WRITER AFTER FENCING";
+    let r = old.append(marker);
+    assert!(r.is_ok() || matches!(r, Err(LogError::NoQuorum { .. })));
+    assert!(matches!(old.sync_all(), Err(LogError::NoQuorum { up: 0, .. })), "the fenced writer's sync succeeded");
+    // Its reconnect within its own epoch is refused.
+    assert!(matches!(old.reconnect(0), Err(LogError::NoQuorum { .. })));
+    new.append(b"after").unwrap();
+    assert_eq!(new.sync_all().unwrap(), 6);
+    drop(old);
+    drop(new);
+    for h in handles {
+        let m = h.stop().unwrap();
+        let bytes = m.to_vec();
+        assert!(!bytes.windows(marker.len()).any(|w| w == marker), "the fenced writer's bytes reached a replica");
+        let c = check_region(&bytes).unwrap();
+        assert_eq!(c.next_lsn, 6);
+        assert_eq!(c.entries[4].1, b"new writer's entry");
+    }
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let fabric = fabric(2);
+    let handles: Vec<_> = (0..2).map(|i| start(&fabric, i, None, rpma_log::HEADER_SIZE + 1024).unwrap()).collect();
+    let w = writer_peer(&fabric);
+    // Quorum larger than the set, an empty set, duplicates.
+    assert!(matches!(Log::open(&w, &addrs(2), opts(Quorum::K(3))), Err(LogError::Invalid(_))));
+    assert!(matches!(Log::open(&w, &addrs(2), opts(Quorum::K(0))), Err(LogError::Invalid(_))));
+    assert!(matches!(Log::open(&w, &[], opts(Quorum::All)), Err(LogError::Invalid(_))));
+    let dup = vec![addrs(1)[0].clone(), addrs(1)[0].clone()];
+    assert!(matches!(Log::open(&w, &dup, opts(Quorum::All)), Err(LogError::Invalid(m)) if m.contains("twice")));
+    // Another log id.
+    match Log::open(&w, &addrs(2), LogOptions::new(LOG_ID + 1)) {
+        Err(LogError::WrongLogId { expected, found, .. }) => assert_eq!((expected, found), (LOG_ID + 1, LOG_ID)),
+        other => panic!("{other:?}"),
+    }
+    // An entry larger than the log.
+    let (mut log, _) = Log::open(&w, &addrs(2), opts(Quorum::All)).unwrap();
+    match log.append(&vec![0u8; 1024]) {
+        Err(LogError::EntryTooLarge { len: 1024, capacity: 1024, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Sync of an lsn never appended, read of one never appended.
+    assert!(matches!(log.sync(0), Err(LogError::NoEntry { .. })));
+    assert!(matches!(log.read(0), Err(LogError::NoEntry { .. })));
+    assert!(matches!(log.reconnect(7), Err(LogError::Invalid(_))));
+    log.append(b"x").unwrap();
+    assert!(matches!(log.truncate_prefix(1), Err(LogError::NoEntry { .. })), "truncating an unsynced entry");
+    drop(log);
+    drop(handles);
+}
+
+#[test]
+fn bad_regions_are_refused_by_the_replica() {
+    let fabric = fabric(1);
+    let p = common::peer(&fabric, &common::replica_ip(0));
+    // Too small.
+    let small = Memory::page_aligned(rpma_log::HEADER_SIZE + MIN_CAPACITY as usize - 8).unwrap();
+    assert!(matches!(Replica::format(&p, small, LOG_ID), Err(LogError::Capacity { .. })));
+    // Not a log, a corrupt header, another log id.
+    assert!(matches!(
+        Replica::open(&p, Memory::page_aligned(4096).unwrap(), LOG_ID),
+        Err(LogError::CorruptHeader { .. })
+    ));
+    let r = Replica::format(&p, Memory::page_aligned(4096).unwrap(), LOG_ID).unwrap();
+    let m = r.into_memory().unwrap();
+    let good = m.to_vec();
+    assert!(matches!(Replica::open(&p, Memory::from_vec(good.clone()), LOG_ID + 1), Err(LogError::WrongLogId { .. })));
+    for at in [0, 20, 70] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        match Replica::open(&p, Memory::from_vec(bad), LOG_ID) {
+            Err(LogError::CorruptHeader { detail, .. }) => assert!(!detail.is_empty()),
+            other => panic!("byte {at} flipped: {other:?}"),
+        }
+    }
+    let r = Replica::open(&p, Memory::from_vec(good), LOG_ID).unwrap();
+    assert_eq!(r.state().unwrap().capacity, 4096 - rpma_log::HEADER_SIZE as u64);
+}
+
+#[test]
+fn a_persistent_writer_refuses_a_replica_without_direct_write_to_pmem_and_visibility_takes_it() {
+    let fabric = fabric(1);
+    let p = common::peer(&fabric, &common::replica_ip(0));
+    let r = Replica::format(&p, Memory::page_aligned(LEN).unwrap(), LOG_ID)
+        .unwrap()
+        .with_options(common::fast().with_direct_write_to_pmem(false))
+        .listen(&common::replica_ip(0), common::PORT)
+        .unwrap()
+        .spawn();
+    let w = writer_peer(&fabric);
+    match Log::open(&w, &addrs(1), opts(Quorum::All)) {
+        Err(LogError::NoQuorum { detail, .. }) => assert!(detail.contains("persistent"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    let (mut log, _) = Log::open(&w, &addrs(1), opts(Quorum::All).flush(FlushMode::Visibility)).unwrap();
+    log.append(b"in memory").unwrap();
+    assert_eq!(log.sync_all().unwrap(), 1);
+    drop(log);
+    drop(r);
+}
+
+#[test]
+fn a_replica_set_entry_that_is_not_listening_is_down_not_a_hang() {
+    let fabric = fabric(2);
+    let _h = start(&fabric, 0, None, LEN).unwrap();
+    let set = vec![addrs(1)[0].clone(), ReplicaAddr::new(&common::replica_ip(1), "7999")];
+    let (log, report) = Log::open(&writer_peer(&fabric), &set, opts(Quorum::K(1))).unwrap();
+    assert_eq!(report.down.len(), 1);
+    assert_eq!(log.health()[1], Health::Down);
+}
