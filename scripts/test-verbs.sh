@@ -116,6 +116,10 @@ case $(cd "$target_dir" && pwd -P)/ in
     *) export SOFTROCE_RW=${SOFTROCE_RW:+$SOFTROCE_RW:}$target_dir ;;
 esac
 export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1200}
+# The guest's emulated NVDIMM (scripts/softroce/README.md, "Persistent memory"): the pmem cases
+# (native persistent flush, interop on /dev/dax, rpma server --pmem) run in the same VM. Given
+# empty (SOFTROCE_PMEM=), they say they are not asked for and check nothing.
+export SOFTROCE_PMEM=${SOFTROCE_PMEM-256M}
 
 # Guest profiles (scripts/softroce/README.md): SOFTROCE_PROFILE names one; unset, both run, one
 # VM each, with the same binaries: debian12 (kernel 6.1, rdma-core 44, librpma 1.2: emulated
@@ -195,4 +199,14 @@ status=0
 for p in "${profiles[@]}"; do
     run_profile "$p" "$@" || status=1
 done
+# Power cuts (scripts/softroce/power-cut.sh, docs/reliability.md): a few per profile in a full
+# run (TEST_VERBS_POWER_CUTS, default 2 on debian13 and 1 on debian12; 0 skips them).
+if [ -n "$SOFTROCE_PMEM" ] && [ $# -eq 0 ] && [ "${TEST_VERBS_POWER_CUTS:-2}" != 0 ]; then
+    for p in "${profiles[@]}"; do
+        n=${TEST_VERBS_POWER_CUTS:-2}
+        [ "$p" = debian13 ] || n=$(( n > 1 ? n / 2 : 1 ))
+        echo "test-verbs: power cuts, profile $p: scripts/softroce/power-cut.sh $n"
+        SOFTROCE_PROFILE=$p SOFTROCE_PMEM_FILE='' scripts/softroce/power-cut.sh "$n" || status=1
+    done
+fi
 exit $status

@@ -53,9 +53,9 @@ fn main() -> ExitCode {
         Some("write") if args.len() == 4 => write::run(&args[2], &args[3]),
         #[cfg(feature = "verbs")]
         Some("bench") if args.len() == 4 => write::bench(&args[2], &args[3]),
-        _ => Err("usage: rpma-power-cut write DEVDAX CYCLE | check DEVDAX CYCLE ACKED | bench DEVDAX ROUNDS (write \
-                  and bench need the verbs feature)"
-            .to_owned()),
+        #[cfg(not(feature = "verbs"))]
+        Some("write" | "bench") => Err("built without the verbs feature (cargo build --features verbs)".to_owned()),
+        _ => Err("usage: rpma-power-cut write DEVDAX CYCLE | check DEVDAX CYCLE ACKED | bench DEVDAX ROUNDS".to_owned()),
     };
     match result {
         Ok(code) => code,
