@@ -28,11 +28,12 @@ pub struct RegionCheck {
 /// record (checksum, position, consecutive lsns).
 ///
 /// # Errors
-/// [`LogError::CorruptHeader`] with what is wrong: the header, or the first committed record
-/// that fails its check.
+/// [`LogError::CorruptHeader`] if the header fails its checks; [`LogError::CorruptEntries`]
+/// with the first committed record that fails its check.
 pub fn check_region(bytes: &[u8]) -> Result<RegionCheck> {
     let corrupt = |detail: String| LogError::CorruptHeader { replica: "region".into(), detail };
     let h = format::decode_header(bytes, bytes.len() as u64).map_err(corrupt)?;
+    let corrupt = |detail: String| LogError::CorruptEntries { replica: "region".into(), detail };
     let ring = &bytes[format::HEADER..format::HEADER + h.capacity as usize];
     let mut pos = h.head;
     let mut entries = Vec::new();

@@ -113,6 +113,15 @@ pub enum LogError {
         /// The log id it holds.
         found: u64,
     },
+    /// A replica region's committed records fail their checks (checksum, position, lsn): the
+    /// protocol that wrote them, or the memory that kept them, lost bytes it had committed.
+    #[error("replica {replica}: corrupt committed entries: {detail}")]
+    CorruptEntries {
+        /// The replica (or "region").
+        replica: String,
+        /// The first record that fails, and why.
+        detail: String,
+    },
     /// A replica region is too small, or replicas disagree on the capacity.
     #[error("replica {replica}: {detail}")]
     Capacity {

@@ -91,6 +91,9 @@ pub struct LogOptions {
     /// Tests only: flushes the commit record to visibility even in [`FlushMode::Persistent`]
     /// (a deliberately broken log, which the crash tests must catch).
     pub broken_commit_flush: bool,
+    #[doc(hidden)]
+    /// Tests only: commits without flushing the entries first (a deliberately broken log).
+    pub broken_skip_data_flush: bool,
 }
 
 impl LogOptions {
@@ -104,6 +107,7 @@ impl LogOptions {
             writer_id: None,
             timeout: Duration::from_secs(5),
             broken_commit_flush: false,
+            broken_skip_data_flush: false,
         }
     }
 
@@ -411,7 +415,7 @@ impl<T: Transport> Log<T> {
             }
         }
         // The history: the highest commit of the highest epoch that validates.
-        headers.sort_by(|a, b| (b.1.commit_epoch, b.1.commit).cmp(&(a.1.commit_epoch, a.1.commit)));
+        headers.sort_by_key(|h| std::cmp::Reverse((h.1.commit_epoch, h.1.commit)));
         let mut source = None;
         for &(i, h) in &headers {
             match log.load_history(i, &h) {
@@ -842,6 +846,7 @@ impl<T: Transport> Log<T> {
         let cap = self.cap;
         let ft = self.flush_type();
         let commit_ft = if self.opts.broken_commit_flush { FlushType::Visibility } else { ft };
+        let skip_data = self.opts.broken_skip_data_flush;
         let s = &self.slots[i];
         if s.posted >= tail || s.health == Health::CatchingUp {
             return;
@@ -849,7 +854,8 @@ impl<T: Transport> Log<T> {
         let (Some(conn), Some(remote)) = (s.conn.as_ref(), s.remote) else { return };
         let quiet = CompletionFlags::ON_ERROR;
         let r = (|| -> rpma::Result<()> {
-            for (off, len) in pieces(cap, s.flushed, tail) {
+            let data_from = if skip_data { tail } else { s.flushed };
+            for (off, len) in pieces(cap, data_from, tail) {
                 let at = format::HEADER + off;
                 conn.flush(remote.slice(at..at + len), ft).flags(quiet).post()?;
             }
@@ -1128,10 +1134,14 @@ impl<T: Transport> Log<T> {
     }
 
     /// The position on replica `replica` as this writer knows it from its completions: every
-    /// entry below it has its commit record durable there (0 for an index outside the set).
+    /// entry below it has its commit record durable there. 0 when nothing is known: for an
+    /// index outside the set, or a replica whose last completed commit is below the head.
     #[must_use]
     pub fn durable_on(&self, replica: usize) -> Lsn {
         let Some(s) = self.slots.get(replica) else { return 0 };
+        if s.durable < self.head {
+            return 0;
+        }
         if s.durable >= self.tail {
             return self.next_lsn;
         }
