@@ -317,3 +317,49 @@ fn a_replica_set_entry_that_is_not_listening_is_down_not_a_hang() {
     assert_eq!(report.down.len(), 1);
     assert_eq!(log.health()[1], Health::Down);
 }
+
+#[test]
+fn recover_repairs_a_replica_whose_history_diverged_from_the_quorums() {
+    let fabric = fabric(3);
+    let mut h: Vec<_> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    // W1 commits two entries on r0 alone (r1 and r2 are stopped): its sync fails, unacknowledged.
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    let m1 = h[1].take().unwrap().stop().unwrap();
+    let m2 = h[2].take().unwrap().stop().unwrap();
+    w1.append(b"W1 entry 0, committed on r0 alone").unwrap();
+    w1.append(b"W1 entry 1, committed on r0 alone").unwrap();
+    assert!(matches!(w1.sync_all(), Err(LogError::NoQuorum { up: 1, needed: 2, .. })));
+    assert_eq!(w1.durable_on(0), 2, "r0 did not complete W1's commit");
+    drop(w1);
+    // W2 opens on r1 and r2 (r0 stopped), commits its own entries at the same lsns.
+    let m0 = h[0].take().unwrap().stop().unwrap();
+    assert_eq!(check_region(&m0.to_vec()).unwrap().next_lsn, 2);
+    h[1] = Some(start(&fabric, 1, Some(m1), LEN).unwrap());
+    h[2] = Some(start(&fabric, 2, Some(m2), LEN).unwrap());
+    let (mut w2, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!((report.next_lsn, report.down.len()), (0, 1));
+    for k in 0..3u8 {
+        w2.append(&[b'2', k]).unwrap();
+    }
+    assert_eq!(w2.sync_all().unwrap(), 3);
+    drop(w2);
+    // W3 sees r0's commit of a lower epoch and the quorum's of a higher one: it keeps W2's
+    // history and repairs r0 (its diverging commit lowered, W2's entries copied).
+    h[0] = Some(start(&fabric, 0, Some(m0), LEN).unwrap());
+    let (mut w3, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::All)).unwrap();
+    assert_eq!(report.next_lsn, 3);
+    assert_ne!(report.source, Some(0), "the history was taken from the replica of the lower epoch");
+    assert_eq!(report.repaired.len(), 3, "{report:?}");
+    for k in 0..3u8 {
+        assert_eq!(w3.read(u64::from(k)).unwrap(), [b'2', k]);
+    }
+    w3.append(b"W3").unwrap();
+    w3.sync_all().unwrap();
+    drop(w3);
+    for (i, handle) in h.into_iter().enumerate() {
+        let c = check_region(&handle.unwrap().stop().unwrap().to_vec()).unwrap();
+        let got: Vec<Vec<u8>> = c.entries.into_iter().map(|e| e.1).collect();
+        let want = vec![vec![b'2', 0], vec![b'2', 1], vec![b'2', 2], b"W3".to_vec()];
+        assert_eq!(got, want, "replica {i}");
+    }
+}
