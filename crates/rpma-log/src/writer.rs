@@ -281,8 +281,10 @@ impl<T: Transport> Log<T> {
     /// [`LogError::Invalid`] for an empty or duplicated replica set, or a quorum outside it;
     /// [`LogError::WrongLogId`], [`LogError::CorruptHeader`] or [`LogError::Capacity`] if a
     /// replica holds another log, an invalid header, or a ring of another size than the others;
-    /// [`LogError::NoQuorum`] if fewer than the quorum could be taken over and repaired (the
-    /// message gives each one's reason); [`LogError::Rpma`] if local resources fail.
+    /// [`LogError::NoQuorum`] if fewer replicas than needed could be taken over and repaired
+    /// (the message gives each one's reason): the quorum `q` of the syncs to come, and `n - q +
+    /// 1` of the `n` replicas for recovery, so that it meets every quorum that may have
+    /// acknowledged an entry (with [`Quorum::K`]`(1)` of 3, all 3); [`LogError::Rpma`] if local resources fail.
     pub fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)> {
         if replicas.is_empty() {
             return Err(LogError::Invalid("no replica given".into()));
@@ -293,6 +295,9 @@ impl<T: Transport> Log<T> {
             }
         }
         let quorum = opts.quorum.of(replicas.len())?;
+        // Recovery reads enough replicas to meet every quorum that may have acknowledged an
+        // entry (n - q + 1), and the writer needs q for its own syncs.
+        let open_quorum = quorum.max(replicas.len() - quorum + 1);
         let writer_id = opts.writer_id.unwrap_or_else(random_id);
         let mut epoch = 1;
         let mut report = RecoveryReport::default();
@@ -333,8 +338,8 @@ impl<T: Transport> Log<T> {
             }
         }
         let up = conns.iter().flatten().count();
-        if up < quorum {
-            return Err(no_quorum(up, quorum, replicas, &reasons));
+        if up < open_quorum {
+            return Err(no_quorum(up, open_quorum, replicas, &reasons));
         }
         // The capacity: every replica's must agree.
         let mut cap = None;
@@ -433,7 +438,7 @@ impl<T: Transport> Log<T> {
             let up = 0;
             return Err(LogError::NoQuorum {
                 up,
-                needed: quorum,
+                needed: open_quorum,
                 detail: format!("no replica's history validates: {:?}", report.rejected),
             });
         }
@@ -458,11 +463,11 @@ impl<T: Transport> Log<T> {
             }
         }
         let up = log.slots.iter().filter(|s| s.health == Health::Up).count();
-        if up < quorum {
+        if up < open_quorum {
             let reasons: Vec<Option<String>> = (0..log.slots.len())
                 .map(|i| report.down.iter().chain(&report.rejected).find(|(j, _)| *j == i).map(|(_, w)| w.clone()))
                 .collect();
-            return Err(no_quorum(up, quorum, replicas, &reasons));
+            return Err(no_quorum(up, open_quorum, replicas, &reasons));
         }
         log.durable = log.tail;
         log.durable_lsn = log.next_lsn;
