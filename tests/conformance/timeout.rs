@@ -21,6 +21,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         timeout__conn_wait_on_a_shared_channel,
         timeout__zero_is_Inval,
         timeout__set_nonblocking_and_restored_mode,
+        timeout__wait_next_sleeps_until_a_completion_or_expires,
     ]
 }
 
@@ -154,4 +155,28 @@ fn timeout__set_nonblocking_and_restored_mode<B: Backend>(b: &B) {
     assert_kind(p.client.cq().wait(), ErrorKind::NoCompletion);
     p.ep.set_nonblocking(true).expect("ep set_nonblocking");
     assert_kind(p.ep.next_conn_req(None).map(|_| ()), ErrorKind::NoEvent);
+}
+
+/// `Cq::wait_next`: the next completion, sleeping for it; its deadline gives `NoCompletion`; a
+/// zero timeout is `Inval`; the errors a post's validation gives name their numbers and the fix.
+fn timeout__wait_next_sleeps_until_a_completion_or_expires<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let dst = mr(&p.speer, 64, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    let started = Instant::now();
+    assert_timed_out(started, p.client.cq().wait_next(Some(SHORT)), ErrorKind::NoCompletion);
+    assert_eq!(p.client.cq().wait_next(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::Inval);
+    p.client.write(remote(&dst).at(0), src.slice(0..8)).context(5).post().expect("write");
+    let wc = p.client.cq().wait_next(Some(LONG)).expect("the write's completion");
+    assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::Success));
+    p.client.write(remote(&dst).at(0), src.slice(0..8)).context(6).post().expect("write");
+    assert_eq!(p.client.cq().wait_next(None).expect("no limit").wr_id(), 6);
+    // What a mistake says: the numbers, and the fix.
+    let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).post().expect_err("past the end");
+    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert!(e.to_string().contains("offset 60 + length 8 > the region's 64 bytes"), "{e}");
+    let e = p.client.flush(remote(&dst).slice(0..8), rpma::FlushType::Persistent).post().expect_err("no dwtp");
+    assert_eq!(e.kind(), ErrorKind::NoSupp);
+    assert!(e.to_string().contains("Conn::apply_remote_peer_cfg"), "{e}");
 }

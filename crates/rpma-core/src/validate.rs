@@ -149,10 +149,23 @@ pub fn remote_buf(
     let end = (offset as u64).checked_add(len as u64);
     match end {
         Some(end) if end <= mr.len() => {}
-        _ => return Err(Error::inval(op, "range outside the remote memory region")),
+        _ => return Err(remote_range_error(op, offset, len, mr.len())),
     }
     let addr = mr.addr().checked_add(offset as u64).ok_or_else(|| Error::inval(op, "remote address overflows"))?;
     Ok(RemoteBuf { addr, rkey: mr.rkey(), described_len: mr.len() - offset as u64 })
+}
+
+/// The error of a range outside a remote region, with its numbers (out of the hot path).
+#[cold]
+#[inline(never)]
+fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) -> Error {
+    Error::inval(
+        op,
+        &format!(
+            "range outside the remote memory region: offset {offset} + length {len} > the region's {size} bytes \
+             (as its descriptor says)"
+        ),
+    )
 }
 
 /// The atomic-write offset must be a multiple of 8.

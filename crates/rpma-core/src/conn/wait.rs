@@ -18,6 +18,7 @@ use crate::cfg::ConnCfg;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{CqBackend, QpBackend, Transport};
 use crate::types::ConnEvent;
+use crate::wc::Wc;
 
 use super::{Conn, ConnReq, Cq, Ep};
 
@@ -197,5 +198,46 @@ impl<T: Transport> Cq<'_, T> {
     /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
     pub fn set_nonblocking(&self, on: bool) -> Result<()> {
         set_nonblocking("rpma_cq_get_fd", self.fd(), on)
+    }
+
+    /// The next completion, sleeping until one comes (at most `timeout`; `None`: no limit):
+    /// polls, and while the queue is empty waits for a completion event ([`Cq::wait`] or
+    /// [`Cq::wait_timeout`]) and polls again. Use it instead of a polling loop where a thread
+    /// may sleep; keep [`Cq::next_wc`] for busy polling.
+    ///
+    /// ```no_run
+    /// # fn f(conn: &rpma::mock::Conn) -> rpma::Result<()> {
+    /// let wc = conn.cq().wait_next(Some(std::time::Duration::from_secs(5)))?;
+    /// assert!(wc.is_success());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`NoCompletion`](ErrorKind::NoCompletion) if none came within `timeout` (or the fd is
+    /// non-blocking and none is pending); [`SharedChannel`](ErrorKind::SharedChannel) if the
+    /// channel is shared (wait with [`Conn::wait_timeout`](crate::Conn::wait_timeout));
+    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Cq::poll`] otherwise.
+    pub fn wait_next(&self, timeout: Option<Duration>) -> Result<Wc> {
+        const OP: &str = "Cq::wait_next";
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return Err(zero_timeout(OP));
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(wc) = self.next_wc()? {
+                return Ok(wc);
+            }
+            // The CQ stays armed between waits, so a completion queued after the poll above
+            // still raises the event this wait takes.
+            match deadline {
+                None => self.wait(),
+                Some(d) => match d.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+                    Some(left) => self.wait_timeout(left),
+                    None => Err(Error::new(ErrorKind::NoCompletion, OP)
+                        .with_detail(&format!("timed out after {:?}", timeout.unwrap_or_default()))),
+                },
+            }
+            .map_err(|e| e.in_op(OP))?;
+        }
     }
 }

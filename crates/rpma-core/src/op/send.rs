@@ -232,9 +232,11 @@ impl<'c, T: Transport> SendKind<'c, T> for Flush<'c> {
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'c, T>> {
         const OP: &str = "rpma_flush";
         if self.flush_type == FlushType::Persistent && !conn.direct_write_to_pmem() {
-            return Err(
-                Error::new(ErrorKind::NoSupp, OP).with_detail("the remote peer does not support direct write to PMem")
-            );
+            return Err(Error::new(ErrorKind::NoSupp, OP).with_detail(
+                "the remote peer does not support direct write to PMem: a persistent flush needs the peer's \
+                     configuration saying it does (Conn::apply_remote_peer_cfg with the PeerCfg it sent, \
+                     PeerCfg::with_direct_write_to_pmem(true) on its side); flush to visibility otherwise",
+            ));
         }
         let (offset, len) = checked(OP, (self.dst.start, self.dst.end))?;
         let remote = validate::remote_buf(OP, self.dst.mr, offset, len, RemoteAccess::Flush(self.flush_type))?;
