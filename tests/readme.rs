@@ -24,11 +24,8 @@ fn readme_snippet() -> Result<(), Box<dyn std::error::Error>> {
     src.as_mut_slice()?[..10].copy_from_slice(b"log record");
     client.write(remote.at(0), src.slice(0..10)).flags(CompletionFlags::ON_ERROR).post()?;
     client.flush(remote.slice(0..10), FlushType::Visibility).context(2).post()?;
-    let wc = loop {
-        if let Some(wc) = client.cq().next_wc()? {
-            break wc;
-        }
-    };
+    // Sleeps until the flush's completion (at most 5 s).
+    let wc = client.cq().wait_next(Some(std::time::Duration::from_secs(5)))?;
     assert_eq!((wc.wr_id(), wc.is_success()), (2, true));
     // A peer may write `target` at any time: its bytes are read by copy.
     assert_eq!(target.to_vec(0, 10)?, b"log record");
