@@ -17,7 +17,7 @@
 use std::process::ExitCode;
 
 use rpma::mock::{ConnReq, CrashFailure, CrashPoints, Device, Ep, MockFabric, Peer, Reboot, Unflushed};
-use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, Offer, PeerCfg, Usage};
 
 const WRITER: &str = "10.0.0.1";
 const REPLICA: &str = "10.0.0.2";
@@ -65,15 +65,12 @@ fn append_all(fabric: &MockFabric, bug: Option<Bug>) -> Result<u64, u64> {
     let wpeer = Peer::new(&Device::lookup(fabric, REPLICA, ContextType::Remote).map_err(fail)?).map_err(fail)?;
     let mut src = wpeer.alloc_mr(LOG, Usage::WRITE_SRC).map_err(fail)?;
     let writer = ConnReq::new(&wpeer, REPLICA, PORT, None).map_err(fail)?.connect(None).map_err(fail)?;
-    let mut pdata = log.descriptor().to_vec();
-    pdata.extend_from_slice(&PeerCfg::new().with_direct_write_to_pmem(true).descriptor());
+    let pdata = Offer::encode(&log, &PeerCfg::new().with_direct_write_to_pmem(true));
     let replica = ep.next_conn_req(None).map_err(fail)?.connect(Some(&pdata)).map_err(fail)?;
     if writer.next_event().map_err(fail)? != ConnEvent::Established {
         return Err(0);
     }
-    let remote = MrRemote::from_descriptor(&writer.private_data()[..rpma::MR_DESCRIPTOR_SIZE]).map_err(fail)?;
-    let cfg = PeerCfg::from_descriptor(&writer.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).map_err(fail)?;
-    writer.apply_remote_peer_cfg(&cfg);
+    let remote = Offer::decode(writer.private_data()).map_err(fail)?.apply_to(&writer);
     for i in 0..RECORDS {
         let acked = i;
         let at = RECORD * (i as usize + 1);

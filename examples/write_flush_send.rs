@@ -6,7 +6,7 @@
 use std::thread;
 
 use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, Peer};
-use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, PeerCfg, Usage, WcOpcode, WcStatus};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, Offer, PeerCfg, Usage, WcOpcode, WcStatus};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7204";
@@ -23,10 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
         let pmem = server_peer.alloc_mr(LEN, usage)?;
         let msg = server_peer.alloc_mr(64, Usage::RECV | Usage::SEND)?;
-        // Private data: MR descriptor + peer-config descriptor (direct write to PMem).
-        let pcfg = PeerCfg::new().with_direct_write_to_pmem(true);
-        let mut pdata = pmem.descriptor().to_vec();
-        pdata.extend_from_slice(&pcfg.descriptor());
+        // Private data: the region and the peer configuration (direct write to PMem).
+        let pdata = Offer::encode(&pmem, &PeerCfg::new().with_direct_write_to_pmem(true));
 
         let req = ep.next_conn_req(None)?;
         req.recv(msg.slice(0..64)).context(1).post()?;
@@ -58,9 +56,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let req = ConnReq::new(&peer, ADDR, PORT, Some(&cfg))?;
     let conn = req.connect(None)?;
     assert_eq!(conn.next_event()?, ConnEvent::Established);
-    let pdata = conn.private_data();
-    let remote = MrRemote::from_descriptor(&pdata[..rpma::MR_DESCRIPTOR_SIZE])?;
-    conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&pdata[rpma::MR_DESCRIPTOR_SIZE..])?);
+    // The server's region, with its configuration applied (persistent flushes are allowed).
+    let remote = Offer::decode(conn.private_data())?.apply_to(&conn);
 
     src.as_mut_slice()?[..13].copy_from_slice(b"Hello, world!");
     conn.write(remote.at(0), src.slice(0..13)).flags(CompletionFlags::ON_ERROR).context(10).post()?;

@@ -127,13 +127,15 @@
 
 pub use rpma_core::{
     descriptor, log, Advice, AtomicWrite, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
-    ContextType, Cq, Device, Ep, Error, ErrorKind, Flush, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg,
-    Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Result, Send, SendKind, Srq, SrqCfg, Transport, Usage, Wc,
-    WcOpcode, WcStatus, Write, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE,
+    ContextType, Cq, Device, Ep, Error, ErrorKind, Flush, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Peer,
+    PeerCfg, Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Result, Send, SendKind, Srq, SrqCfg, Transport, Usage,
+    Wc, WcOpcode, WcStatus, Write, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE,
     DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE,
-    PEER_CFG_DESCRIPTOR_SIZE,
+    OFFER_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
-pub use rpma_mem::{cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice};
+pub use rpma_mem::{
+    cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice,
+};
 
 /// The backend contract ([`Transport`] and the traits of its objects), for writing a backend.
 ///

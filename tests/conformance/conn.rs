@@ -35,6 +35,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
     cases![
         // endpoint
         ep__lifecycle,
+        conn__offer_carries_region_and_peer_cfg,
         ep_listen__success,
         ep_listen__addr_port_in_use_E_PROVIDER,
         ep_listen__addr_unknown_E_PROVIDER,
@@ -1455,4 +1456,30 @@ fn conn_req_recv__range_inverted<B: Backend>(b: &B) {
         assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_recv"), "{e}");
     }
     req.recv(dst.slice(hi..=lo)).context(2).post().unwrap();
+}
+
+/// `Offer`: the server accepts with its region and peer configuration packed; the client
+/// unpacks both, applies the configuration (a persistent flush is then allowed) and writes.
+fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
+    let t = b.transport();
+    let (speer, cpeer) = (peer(b, &t), peer(b, &t));
+    let port = b.port();
+    let ep = Ep::listen(&speer, &b.addr(), &port).expect("listen");
+    let log = mr(&speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+    let client = ConnReq::new(&cpeer, &b.addr(), &port, None).expect("conn_req_new").connect(None).expect("connect");
+    let pdata = rpma::Offer::encode(&log, &PeerCfg::new().with_direct_write_to_pmem(true));
+    assert_eq!(pdata.len(), rpma::OFFER_SIZE);
+    let _server = ep.next_conn_req(None).expect("request").connect(Some(&pdata)).expect("accept");
+    assert_eq!(client.next_event().expect("event"), ConnEvent::Established);
+    let offer = rpma::Offer::decode(client.private_data()).expect("an offer");
+    assert!(offer.peer_cfg.direct_write_to_pmem());
+    let remote = offer.apply_to(&client);
+    assert_eq!(remote, rpma::MrRemote::from_descriptor(&log.descriptor()).expect("descriptor"));
+    let src = mr(&cpeer, 64, Usage::WRITE_SRC);
+    src.write(0, b"offered").expect("fill");
+    client.write(remote.at(0), src.slice(0..7)).flags(rpma::CompletionFlags::ON_ERROR).post().expect("write");
+    client.flush(remote.slice(0..7), FlushType::Persistent).context(1).post().expect("allowed by the applied cfg");
+    assert_eq!(next_wc(client.cq()).status(), WcStatus::Success);
+    assert_eq!(log.to_vec(0, 7).expect("read"), b"offered");
+    assert_eq!(rpma::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::Inval);
 }

@@ -51,6 +51,7 @@ pub mod descriptor;
 mod error;
 pub mod log;
 mod mr;
+mod offer;
 mod op;
 mod peer;
 pub mod transport;
@@ -66,6 +67,7 @@ pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
 pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
 pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
+pub use offer::{Offer, OFFER_SIZE};
 pub use op::{
     AtomicWrite, Batch, Flush, LocalSlice, Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Send, SendKind, Write,
     DEFAULT_BATCH,
