@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
-use rpma_core::{Conn, ConnEvent, ConnReq, Error, ErrorKind, Result, Transport, Wc};
+use rpma_core::{Conn, ConnEvent, ConnReq, Error, ErrorKind, PeerCfg, Result, Transport, Wc};
 use tokio::io::unix::AsyncFd;
 
 use crate::channel::Channels;
@@ -120,6 +120,34 @@ impl<T: Transport> AsyncConn<T> {
     /// byte, and call no method of this `AsyncConn` (its lock is held: that would deadlock).
     pub fn with_conn<R>(&self, f: impl FnOnce(&Conn<T>) -> R) -> R {
         f(&self.lock().conn)
+    }
+
+    /// The private data the peer sent ([`Conn::private_data`]), copied out from under the
+    /// connection's lock.
+    #[must_use]
+    pub fn private_data(&self) -> Vec<u8> {
+        self.lock().conn.private_data().to_vec()
+    }
+
+    /// Records the remote peer's configuration ([`Conn::apply_remote_peer_cfg`]): whether it
+    /// writes directly to persistent memory, which a persistent flush needs.
+    pub fn apply_remote_peer_cfg(&self, pcfg: &PeerCfg) {
+        self.lock().conn.apply_remote_peer_cfg(pcfg);
+    }
+
+    /// The QP number ([`Conn::qp_num`]).
+    #[must_use]
+    pub fn qp_num(&self) -> u32 {
+        self.lock().conn.qp_num()
+    }
+
+    /// Starts disconnecting ([`Conn::disconnect`]); await [`AsyncConn::next_event`] for
+    /// [`ConnEvent::Closed`].
+    ///
+    /// # Errors
+    /// As [`Conn::disconnect`].
+    pub fn disconnect(&self) -> Result<()> {
+        self.lock().conn.disconnect()
     }
 
     /// Send-queue slots free now ([`Conn::sq_free`]).

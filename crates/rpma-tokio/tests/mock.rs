@@ -636,3 +636,27 @@ fn futures_are_send_and_the_connection_is_sync() {
         w.await.unwrap();
     });
 }
+
+/// The connection-level getters and configuration of `Conn` on `AsyncConn`, without `with_conn`.
+#[tokio::test]
+async fn async_conn_has_the_connection_getters_and_configuration() {
+    let f = MockFabric::new();
+    let (speer, cpeer) = (peer(&f), peer(&f));
+    let mut ep = AsyncEp::new(Ep::listen(&speer, "127.0.0.1", "7951").expect("listen")).expect("async ep");
+    let log = speer.alloc_mr(4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT).unwrap();
+    let pdata = rpma_core::Offer::encode(&log, &rpma_core::PeerCfg::new().with_direct_write_to_pmem(true));
+    let req = ConnReq::new(&cpeer, "127.0.0.1", "7951", None).expect("conn_req_new");
+    let server = async { connect(ep.accept(None).await?, Some(&pdata)).await };
+    let (client, server) = tokio::join!(connect(req, None), server);
+    let (client, server) = (client.unwrap(), server.unwrap());
+    assert_ne!(client.qp_num(), server.qp_num());
+    let offer = rpma_core::Offer::decode(&client.private_data()).expect("the offer");
+    let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
+    let e = client.flush(offer.region.slice(0..8), FlushType::Persistent).await.expect_err("no cfg applied yet");
+    assert_eq!(e.kind(), ErrorKind::NoSupp);
+    client.apply_remote_peer_cfg(&offer.peer_cfg);
+    client.write(offer.region.at(0), src.slice(0..8)).await.unwrap();
+    assert!(client.flush(offer.region.slice(0..8), FlushType::Persistent).await.unwrap().is_success());
+    client.disconnect().unwrap();
+    assert_eq!(timeout(LONG, server.next_event()).await.unwrap().unwrap(), ConnEvent::Closed);
+}
