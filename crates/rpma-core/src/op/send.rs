@@ -77,7 +77,12 @@ impl<'c, T: Transport, K: SendKind<'c, T>> Post<'c, T, K> {
     /// connection's [`max_inline`](crate::ConnCfg::with_max_inline);
     /// [`NoSupp`](ErrorKind::NoSupp) for a persistent flush the remote peer did not declare
     /// support for ([`Conn::apply_remote_peer_cfg`]); [`Provider`](ErrorKind::Provider) if
-    /// posting fails (e.g. the send queue is full or the connection is not established).
+    /// posting fails (the send queue is full, or the connection was never established).
+    ///
+    /// A connection that was established and then closed or lost takes the post, as a queue
+    /// pair in the error state does on hardware: the operation completes with
+    /// [`WcStatus::WrFlushErr`](crate::WcStatus::WrFlushErr) (also when it was posted
+    /// unsignaled), so its completion, not this call, reports it.
     #[inline(always)]
     pub fn post(self) -> Result<()> {
         let conn = self.conn;
