@@ -101,6 +101,20 @@ fn verbs<W: WithTransport>(_work: W) -> Result<W::Output> {
     )
 }
 
+/// Sets rpma-verbs' persistent flush rule (`rpma bench --persistent-flush`) when `T` is the
+/// verbs transport; any other transport has no such rule (nothing to set).
+pub fn set_persistent_flush<T: rpma::Transport>(rule: crate::bench::FlushRule) {
+    #[cfg(feature = "verbs")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<rpma::verbs::Verbs>() {
+        rpma::verbs::set_persistent_flush(match rule {
+            crate::bench::FlushRule::Native => rpma::verbs::PersistentFlush::Native,
+            crate::bench::FlushRule::Read => rpma::verbs::PersistentFlush::Read,
+        });
+        return;
+    }
+    let _ = rule;
+}
+
 /// The per-backend hook of [`crate::native`]: the process-wide counts of flushes and atomic
 /// writes by path, on a backend that counts them (verbs: `rpma::verbs::op_counts()`), or `None`
 /// on one whose path follows the device's capabilities alone (the mock).

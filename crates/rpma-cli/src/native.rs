@@ -84,8 +84,9 @@ pub enum OpPath {
     Native,
     /// Every one emulated (a flush: an RDMA Read; an atomic write: a fenced RDMA Write).
     Emulated,
-    /// Persistent flushes on a device with native flush, posted as RDMA Reads by rpma-verbs'
-    /// rule (docs/native-ops.md: native persistent flush needs pmem registration).
+    /// Persistent flushes on a device with native flush, posted as RDMA Reads by the process's
+    /// choice (`RPMA_VERBS_PERSISTENT_FLUSH=read`, `rpma bench --persistent-flush read`;
+    /// docs/native-ops.md, "The persistent flush rule").
     PersistentRead,
     /// Some one way, some another.
     Mixed,

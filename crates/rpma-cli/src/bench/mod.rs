@@ -215,6 +215,19 @@ pub struct BenchArgs {
     /// rates at which reading the clock costs as much as an operation (the mock).
     #[arg(long)]
     pub no_latency: bool,
+    /// The server's target region on persistent memory: a devdax device or a file of a DAX
+    /// file system (`MAP_SYNC` required), from `--file-offset` (server and loopback; verbs).
+    #[arg(long, value_name = "PATH")]
+    pub pmem: Option<std::path::PathBuf>,
+    /// Where the target region starts in `--pmem` (bytes; a multiple of its alignment).
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = args::u64_arg, allow_negative_numbers = true)]
+    pub file_offset: u64,
+    /// How persistent flushes go on a device with native flush, one run per rule for the
+    /// operations that flush, side by side (`native`: `IBV_FLUSH_PERSISTENT`, the target must be
+    /// pmem; `read`: the RDMA Read; comma-separated; client and loopback; verbs). Default: the
+    /// process's rule (`RPMA_VERBS_PERSISTENT_FLUSH`).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub persistent_flush: Vec<FlushRule>,
     /// Print JSON (schema in docs/bench.md).
     #[arg(long)]
     pub json: bool,
@@ -224,6 +237,16 @@ pub struct BenchArgs {
     /// Never show a progress bar.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// How a persistent flush goes on a device with native flush (`--persistent-flush`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlushRule {
+    /// Native `IBV_FLUSH_PERSISTENT` (rpma-verbs' default).
+    Native,
+    /// The RDMA Read (APM).
+    Read,
 }
 
 /// A size sweep `MIN..MAX` (powers of two times MIN).
@@ -352,6 +375,11 @@ pub struct Plan {
     pub latency: bool,
     /// Show a progress bar (if stderr is a terminal).
     pub progress: bool,
+    /// The server's target region on this persistent memory, from this offset (`--pmem`).
+    pub pmem: Option<(std::path::PathBuf, u64)>,
+    /// The persistent flush rules to run the flushing operations under, one run each (empty:
+    /// the process's rule).
+    pub flush_rules: Vec<FlushRule>,
     /// Drive the operations through the async API (`--async`).
     pub async_api: bool,
 }
@@ -449,7 +477,21 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         }
         (false, None) => Role::Loopback,
     };
+    let mut flush_rules = Vec::new();
+    for r in &args.persistent_flush {
+        if !flush_rules.contains(r) {
+            flush_rules.push(*r);
+        }
+    }
+    if args.backend != BackendKind::Verbs && (args.pmem.is_some() || !flush_rules.is_empty()) {
+        bail!("--pmem and --persistent-flush are for --backend verbs");
+    }
+    if args.pmem.is_some() && matches!(role, Role::Client { .. }) {
+        bail!("--pmem places the server's region: give it to the server (or a loopback run)");
+    }
     Ok(Plan {
+        pmem: args.pmem.clone().map(|p| (p, args.file_offset)),
+        flush_rules,
         ops,
         sizes,
         amount,

@@ -338,7 +338,23 @@ pub(super) fn memcpy_baseline(size: usize, ops: u64) -> Result<(f64, usize)> {
 
 /// Runs the client side of every run on `conns` connections to `addr:port`.
 pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) -> Result<Vec<RunResult>> {
-    let runs: Vec<(Op, usize)> = plan.ops.iter().flat_map(|op| plan.sizes.iter().map(move |s| (*op, *s))).collect();
+    // (op, size) runs; an operation that flushes runs once per `--persistent-flush` rule, the
+    // rule set at the run's first gate (every thread has ended the previous run)
+    let mut runs: Vec<(Op, usize)> = Vec::new();
+    let mut rules: Vec<Option<crate::bench::FlushRule>> = Vec::new();
+    for &op in &plan.ops {
+        for &size in &plan.sizes {
+            if op.flushes() && !plan.flush_rules.is_empty() {
+                for &rule in &plan.flush_rules {
+                    runs.push((op, size));
+                    rules.push(Some(rule));
+                }
+            } else {
+                runs.push((op, size));
+                rules.push(None);
+            }
+        }
+    }
     let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
@@ -349,13 +365,24 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     }
     let failed = AtomicBool::new(false);
     let progress = Progress::new(runs.len());
-    let counts: RefCell<Vec<Option<OpCounts>>> = RefCell::new(Vec::with_capacity(runs.len() + 1));
+    let counts: RefCell<Vec<Option<OpCounts>>> = RefCell::new(Vec::with_capacity(runs.len()));
     // The coordinator's part at each gate: moves the progress to the run once every thread has
     // started it (the previous run has ended everywhere), and reads the backend's flush and
     // atomic-write counters as each measurement starts (every thread has finished the run's
     // warm-up and the previous run).
+    // The counts as each run's measurement ends: at the next run's first gate (before its
+    // warm-up, whose operations may take another path) and after the last run.
+    let ends: RefCell<Vec<Option<OpCounts>>> = RefCell::new(Vec::with_capacity(runs.len()));
     let coordinate = |i: usize, phase: Phase| match phase {
-        Phase::Warmup => progress.begin(i, Instant::now()),
+        Phase::Warmup => {
+            if i > 0 {
+                ends.borrow_mut().push(crate::backend::op_counts::<T>());
+            }
+            if let Some(rule) = rules[i] {
+                crate::backend::set_persistent_flush::<T>(rule);
+            }
+            progress.begin(i, Instant::now());
+        }
         Phase::Measure => {
             progress.measure(i, Instant::now());
             counts.borrow_mut().push(crate::backend::op_counts::<T>());
@@ -374,7 +401,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
         // cancellation-point bookkeeping of every system call, e.g. the doorbell of rxe).
         let lanes = per_thread.pop().unwrap_or_default();
         let r = thread(lanes, &coordinate);
-        counts.borrow_mut().push(crate::backend::op_counts::<T>());
+        ends.borrow_mut().push(crate::backend::op_counts::<T>());
         vec![r]
     } else {
         let barrier = Barrier::new(plan.threads + 1);
@@ -398,13 +425,14 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             }
             let results =
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
-            counts.borrow_mut().push(crate::backend::op_counts::<T>());
+            ends.borrow_mut().push(crate::backend::op_counts::<T>());
             progress.finished.store(true, Ordering::Release);
             let _ = monitor.join();
             results
         })
     };
     let counts = counts.into_inner();
+    let ends = ends.into_inner();
     // Per run: every thread's operations and time, and the threads' merged latencies.
     let mut per_run: Vec<PerRun> = runs.iter().map(|_| (Vec::with_capacity(plan.threads), new_histogram())).collect();
     for m in measured {
@@ -419,13 +447,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
         if ops == 0 {
             bail!("{} of {size} B: no operation completed in the run (a longer --duration?)", op.name());
         }
-        let path = op_path(
-            op,
-            ops,
-            peer.capabilities(),
-            counts.get(i).copied().flatten(),
-            counts.get(i + 1).copied().flatten(),
-        );
+        let path =
+            op_path(op, ops, peer.capabilities(), counts.get(i).copied().flatten(), ends.get(i).copied().flatten());
         let gb_s = rate * size as f64 / 1e9;
         let baseline = if plan.baseline {
             let (m, align) = memcpy_baseline(size, ops)?;

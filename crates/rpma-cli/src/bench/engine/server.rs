@@ -94,9 +94,16 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
     // Only what the client's operations use: a write-only run receives nothing but zero-length
     // control messages and sends nothing.
-    let target = peer
-        .alloc_mr(region_len(r.target_max, r.qd).max(PLACEHOLDER), usage)
-        .context("registering the target region")?;
+    let len = region_len(r.target_max, r.qd).max(PLACEHOLDER);
+    let target = match &plan.pmem {
+        // `--pmem`: the target region on persistent memory (a devdax range; MAP_SYNC required)
+        Some((path, offset)) => {
+            let mem = crate::file_map::map_file(path, *offset, len, false, true)
+                .with_context(|| format!("mapping --pmem {} at {offset}", path.display()))?;
+            peer.reg_mr(mem, usage).context("registering the target region on pmem")?
+        }
+        None => peer.alloc_mr(len, usage).context("registering the target region")?,
+    };
     // (A connection request cannot post zero-length receives: placeholders for the control
     // messages then.)
     let recv_slot = r.recv_max.max(PLACEHOLDER);
