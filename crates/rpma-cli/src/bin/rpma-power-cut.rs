@@ -55,7 +55,9 @@ fn main() -> ExitCode {
         Some("bench") if args.len() == 4 => write::bench(&args[2], &args[3]),
         #[cfg(not(feature = "verbs"))]
         Some("write" | "bench") => Err("built without the verbs feature (cargo build --features verbs)".to_owned()),
-        _ => Err("usage: rpma-power-cut write DEVDAX CYCLE | check DEVDAX CYCLE ACKED | bench DEVDAX ROUNDS".to_owned()),
+        _ => {
+            Err("usage: rpma-power-cut write DEVDAX CYCLE | check DEVDAX CYCLE ACKED | bench DEVDAX ROUNDS".to_owned())
+        }
     };
     match result {
         Ok(code) => code,
