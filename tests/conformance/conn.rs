@@ -36,6 +36,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         // endpoint
         ep__lifecycle,
         conn__offer_carries_region_and_peer_cfg,
+        conn__post_after_close_is_taken_and_completes_flushed,
         ep_listen__success,
         ep_listen__addr_port_in_use_E_PROVIDER,
         ep_listen__addr_unknown_E_PROVIDER,
@@ -1482,4 +1483,28 @@ fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
     assert_eq!(next_wc(client.cq()).status(), WcStatus::Success);
     assert_eq!(log.to_vec(0, 7).expect("read"), b"offered");
     assert_eq!(rpma::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::Inval);
+}
+
+/// A post on a connection that was closed is taken, and its completion (even unsignaled) is
+/// `WrFlushErr`, as `Post::post` documents.
+fn conn__post_after_close_is_taken_and_completes_flushed<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = pair(b, &t);
+    let dst = mr(&p.speer, 64, Usage::WRITE_DST);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    p.client.disconnect().expect("disconnect");
+    assert_eq!(p.server.next_event().expect("server event"), ConnEvent::Closed);
+    p.server.disconnect().expect("disconnect after CLOSED");
+    assert_eq!(p.client.next_event().expect("client event"), ConnEvent::Closed);
+    p.client.write(remote(&dst).at(0), src.slice(0..8)).context(7).post().expect("taken");
+    let wc = next_wc(p.client.cq());
+    assert_eq!((wc.wr_id(), wc.status()), (7, WcStatus::WrFlushErr));
+    p.client
+        .write(remote(&dst).at(0), src.slice(0..8))
+        .flags(rpma::CompletionFlags::ON_ERROR)
+        .context(8)
+        .post()
+        .expect("taken");
+    let wc = next_wc(p.client.cq());
+    assert_eq!((wc.wr_id(), wc.status()), (8, WcStatus::WrFlushErr));
 }
