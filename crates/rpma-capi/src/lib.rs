@@ -52,7 +52,32 @@ pub(crate) type CResult<T = ()> = Result<T, c_int>;
 /// Maps a Rust error to its librpma code.
 #[allow(clippy::needless_pass_by_value)] // used as `map_err(code)`
 pub(crate) fn code(e: Error) -> c_int {
+    if let (Some(call), Some(errno)) = (e.failed_call(), e.errno()) {
+        // librpma logs every failed provider call it makes, with the call and its errno, at
+        // ERROR level through the log function (issue 35).
+        log_provider_failure(&e, call, errno);
+    }
     e.code()
+}
+
+/// The ERROR line librpma writes when a provider call fails: `<call>() failed: <strerror>`,
+/// reported from the librpma function that made the call.
+#[cold]
+#[inline(never)]
+fn log_provider_failure(e: &Error, call: &str, errno: c_int) {
+    if rpma_core::log::enabled(rpma_core::log::LogLevel::Error) {
+        let why = std::io::Error::from_raw_os_error(errno);
+        // The OS's text without Rust's " (os error N)".
+        let why = why.to_string();
+        let why = why.split(" (os error").next().unwrap_or_default();
+        rpma_core::log::emit(
+            rpma_core::log::LogLevel::Error,
+            file!(),
+            line!(),
+            e.op(),
+            format_args!("{call}() failed: {why}"),
+        );
+    }
 }
 
 /// Runs an exported body: 0 on success, its code on failure, `RPMA_E_UNKNOWN` on a panic.

@@ -119,6 +119,13 @@ fn a_log_function_may_call_back_into_the_logging_connection() {
     run_ok_with("log-reentry-deferred", "log_reentry.c", true, &[("RPMA_MOCK_MODE", "deferred")]);
 }
 
+/// provider_log.c (issue 35): a failed provider call is logged through the log function as
+/// librpma logs it (an address no device owns).
+#[test]
+fn a_failed_provider_call_is_logged_as_librpma_logs_it() {
+    run_ok("provider-log", "provider_log.c", true);
+}
+
 #[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);

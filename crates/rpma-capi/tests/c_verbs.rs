@@ -223,6 +223,17 @@ fn main() {
     add("more", Box::new(|e| one_process(e, "more", "more.c", true, Some("verbs"), 3)));
     add("dereg", Box::new(|e| one_process(e, "dereg", "dereg.c", true, Some("verbs"), 4)));
     add("threads", Box::new(|e| one_process(e, "threads", "threads.c", true, Some("verbs"), 5)));
+    // rxe has no ibv_advise_mr: the failure is logged as librpma logs it.
+    add(
+        "provider_log",
+        Box::new(|e| {
+            let dir = work_dir("provider-log-verbs");
+            let exe = compile(&dir, "provider_log.c", true);
+            let mut cmd = command(Some(&dir), &exe, Some("verbs"));
+            cmd.env("PROVIDER_LOG_ADVISE", "fails");
+            run_ok("provider_log.c", e.on_device(&mut cmd, 10), "provider_log: OK").map(drop)
+        }),
+    );
     add("abi_debian_header", Box::new(|e| one_process(e, "abi", "abi.c", false, Some("verbs"), 6)));
     add("each_side_loads_its_librpma", Box::new(each_side_loads_its_librpma));
     add("e2e_two_processes", Box::new(|e| two_processes(e, "e2e-2p", Lib::Ours, Lib::Ours, 7)));

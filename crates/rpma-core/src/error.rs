@@ -135,6 +135,8 @@ struct Inner {
     op: &'static str,
     errno: Option<i32>,
     detail: Option<Box<str>>,
+    /// The provider call that failed (`Error::provider`), kept when `op` is replaced.
+    call: Option<&'static str>,
 }
 
 impl Error {
@@ -143,7 +145,7 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn new(kind: ErrorKind, op: &'static str) -> Self {
-        Self(Box::new(Inner { kind, op, errno: None, detail: None }))
+        Self(Box::new(Inner { kind, op, errno: None, detail: None, call: None }))
     }
 
     /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
@@ -159,7 +161,17 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn provider(op: &'static str, errno: i32) -> Self {
-        Self(Box::new(Inner { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None }))
+        Self(Box::new(Inner { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None, call: Some(op) }))
+    }
+
+    /// An error of `kind` because the provider call `call` failed with `errno` (e.g.
+    /// `ibv_advise_mr` with `EOPNOTSUPP` is [`NoSupp`](ErrorKind::NoSupp)): librpma maps some
+    /// errnos to kinds of their own, and still reports the failed call.
+    #[must_use]
+    #[cold]
+    #[inline(never)]
+    pub fn failed(kind: ErrorKind, call: &'static str, errno: i32) -> Self {
+        Self(Box::new(Inner { kind, op: call, errno: Some(errno), detail: None, call: Some(call) }))
     }
 
     /// Adds a human-readable detail.
@@ -175,6 +187,13 @@ impl Error {
     pub fn in_op(mut self, op: &'static str) -> Self {
         self.0.op = op;
         self
+    }
+
+    /// The provider call that failed (`ibv_advise_mr`, `rdma_getaddrinfo`, ...), for an error
+    /// made by [`Error::provider`] or [`Error::failed`], whichever operation reports it.
+    #[must_use]
+    pub const fn failed_call(&self) -> Option<&'static str> {
+        self.0.call
     }
 
     /// The kind (`RPMA_E_*`).

@@ -274,8 +274,8 @@ impl MrBackend for MockMr {
 
     fn advise(&self, _offset: usize, _len: usize, advice: Advice, flags: u32) -> Result<()> {
         self.pd.fabric.faults.check("ibv_advise_mr").map_err(|e| match e.errno() {
-            Some(95) => Error::new(ErrorKind::NoSupp, "ibv_advise_mr"),
-            Some(14 | 22) => Error::new(ErrorKind::Inval, "ibv_advise_mr"),
+            Some(95) => Error::failed(ErrorKind::NoSupp, "ibv_advise_mr", 95),
+            Some(e @ (14 | 22)) => Error::failed(ErrorKind::Inval, "ibv_advise_mr", e),
             _ => e,
         })?;
         if !self.pd.caps.advise_mr {

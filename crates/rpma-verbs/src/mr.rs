@@ -354,8 +354,8 @@ impl MrBackend for VerbsMr {
         });
         match ret_errno(r) {
             0 => Ok(()),
-            libc::EOPNOTSUPP => Err(Error::new(ErrorKind::NoSupp, OP)),
-            libc::EFAULT | libc::EINVAL => Err(Error::new(ErrorKind::Inval, OP)),
+            libc::EOPNOTSUPP => Err(Error::failed(ErrorKind::NoSupp, OP, libc::EOPNOTSUPP)),
+            e @ (libc::EFAULT | libc::EINVAL) => Err(Error::failed(ErrorKind::Inval, OP, e)),
             e => Err(Error::provider(OP, e)),
         }
     }
