@@ -408,3 +408,16 @@ fn power_cut__owner_persist_makes_durable_and_a_range_outside_is_inval() {
         assert_eq!(&log[200..221], &[0; 21], "{mode:?}");
     }
 }
+
+#[test]
+fn power_cut__a_region_cut_deregisters_at_once_and_gives_its_memory_back() {
+    for mode in MODES {
+        let r = rig(mode);
+        r.write(0, b"x");
+        r.cut();
+        let started = Instant::now();
+        let memory = r.log.dereg().expect("dereg after the cut");
+        assert!(memory.is_some(), "{mode:?}: nothing reaches a region cut off: its memory comes back");
+        assert!(started.elapsed() < Duration::from_secs(5), "{mode:?}: dereg waited {:?}", started.elapsed());
+    }
+}

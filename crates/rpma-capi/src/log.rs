@@ -93,27 +93,36 @@ pub(crate) struct Defer(());
 
 impl Defer {
     pub(crate) fn new() -> Self {
-        DEFERRING.with(|d| d.set(d.get() + 1));
+        // (`try_with`: during the thread's teardown nothing is held back; no panic out of FFI.)
+        let _ = DEFERRING.try_with(|d| d.set(d.get() + 1));
         Self(())
     }
 }
 
 impl Drop for Defer {
     fn drop(&mut self) {
-        let left = DEFERRING.with(|d| {
-            let n = d.get().saturating_sub(1);
-            d.set(n);
-            n
-        });
+        let left = DEFERRING
+            .try_with(|d| {
+                let n = d.get().saturating_sub(1);
+                d.set(n);
+                n
+            })
+            .unwrap_or(0);
         if left > 0 {
             return;
         }
         // The function may log again (through a call that holds back its own messages and
         // calls it for them before returning); nothing of HELD is borrowed while it runs.
-        while let Some(batch) = HELD.with(|h| {
-            let mut h = h.borrow_mut();
-            (!h.is_empty()).then(|| std::mem::take(&mut *h))
-        }) {
+        // (`try_with`: during the thread's teardown HELD may be gone, and with it nothing held;
+        // a panic here would abort, out of every catch_unwind.)
+        while let Some(batch) = HELD
+            .try_with(|h| {
+                let mut h = h.borrow_mut();
+                (!h.is_empty()).then(|| std::mem::take(&mut *h))
+            })
+            .ok()
+            .flatten()
+        {
             for m in &batch {
                 m.call();
             }
@@ -126,10 +135,12 @@ impl Drop for Defer {
 ///
 /// The function may call any librpma function, also on the handle whose call is logging: the
 /// functions that log while they hold a handle's lock (`rpma_conn_disconnect`,
-/// `rpma_conn_next_event`, the waits, ...) call it after releasing the lock. One exception:
-/// the ERROR messages the verbs backend may log inside a post or `rpma_cq_get_wc` (an unknown
-/// completion, a region whose deferred deregistration failed) reach it with that connection's
-/// lock held, and it must not call a function on that connection then.
+/// `rpma_conn_next_event`, the waits, ...) call it after releasing the lock. One exception, the
+/// data path: the messages logged inside a post or `rpma_cq_get_wc` (the ERROR line of a failed
+/// provider call such as `ibv_post_send`, the verbs backend's unknown completion or region whose
+/// deferred deregistration failed, the mock's WARNING of a cross-process outbox filling up)
+/// reach it with that connection's lock held, and it must not call a function on that
+/// connection then.
 #[no_mangle]
 pub extern "C" fn rpma_log_set_function(log_function: Option<RpmaLogFunction>) -> c_int {
     guard(|| {

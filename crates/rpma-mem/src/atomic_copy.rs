@@ -248,7 +248,7 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     }
     if len == WORD && (src as usize | dst as usize) % WORD == 0 {
         // One aligned word (an 8-byte write, the commonest small copy of the data path): one
-        // load, one store, whichever way the two overlap.
+        // load, one store (two distinct 8-aligned words cannot overlap).
         // SAFETY: [M2] [M4] the caller's contract; both addresses are 8-aligned.
         unsafe { store_word(dst, load_word(src)) };
         return;

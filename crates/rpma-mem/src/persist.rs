@@ -131,7 +131,8 @@ impl Memory {
             m => {
                 let start = self.as_ptr() as usize + offset;
                 // SAFETY: [M7] [M4] `start..start + len` lies inside this memory's live bytes
-                // (the range was checked above), and `m` is the method the CPU supports.
+                // (the range was checked above): the lines written back are the ones holding
+                // them; `m` is the method the CPU supports.
                 unsafe { write_back(m, start, len) };
                 Ok(())
             }

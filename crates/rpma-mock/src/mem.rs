@@ -176,7 +176,10 @@ impl MockMr {
     /// Takes the region out of the rkey table (once) and marks it invalid: no peer-side access
     /// starts on it any more. One that looked it up before still holds it (its own `Arc`).
     fn unpublish(&self, mr: &MrShared) {
-        if mr.valid.swap(false, Ordering::SeqCst) && mr.access.remote() {
+        mr.valid.store(false, Ordering::SeqCst);
+        // Also after a power cut, which made the region invalid but left it in the table (the
+        // removal is idempotent; rkeys are never reused).
+        if mr.access.remote() {
             self.pd.mrs.write().unwrap_or_else(PoisonError::into_inner).remove(&mr.rkey);
         }
     }
@@ -272,7 +275,10 @@ impl MrBackend for MockMr {
         })
     }
 
-    fn advise(&self, _offset: usize, _len: usize, advice: Advice, flags: u32) -> Result<()> {
+    fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
+        if offset.checked_add(len).map_or(true, |end| end > self.shared().len) {
+            return Err(Error::inval("ibv_advise_mr", "range outside the region"));
+        }
         self.pd.fabric.faults.check("ibv_advise_mr").map_err(|e| match e.errno() {
             Some(95) => Error::failed(ErrorKind::NoSupp, "ibv_advise_mr", 95),
             Some(e @ (14 | 22)) => Error::failed(ErrorKind::Inval, "ibv_advise_mr", e),

@@ -338,6 +338,11 @@ impl MrBackend for VerbsMr {
         if advice == Advice::PrefetchWrite && !self.local_write && self.pd.caps().advise_mr {
             return Err(Error::inval(OP, "PREFETCH_WRITE needs a locally writable region"));
         }
+        // A caller of the backend contract other than rpma-core may pass any range: checked
+        // here (the kernel checks the SGE against the registration too).
+        if offset.checked_add(len).map_or(true, |end| end > self.len) {
+            return Err(Error::inval(OP, "range outside the region"));
+        }
         let Ok(length) = u32::try_from(len) else {
             return Err(Error::inval(OP, "length exceeds 4 GiB"));
         };
@@ -349,7 +354,8 @@ impl MrBackend for VerbsMr {
         };
         let r = call!("ibv_advise_mr", errno(), {
             // SAFETY: [V1, V2] the PD is alive; `sge` describes a range inside this registration
-            // (validated by rpma-core) and lives across the call.
+            // (checked above; the kernel checks it against the MR as well) and lives across the
+            // call.
             unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), adv, flags, &mut sge, 1) }
         });
         match ret_errno(r) {
