@@ -116,6 +116,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         recv__dst_range_inverted,
         recv__dst_not_locally_writable,
         recv__zero_length_success,
+        recv__zero_length_buffer_refuses_a_longer_message_on_both_sides,
         recv__success,
         recv__unordered_set,
         recv__rq_size_exceeded,
@@ -1236,6 +1237,26 @@ fn recv__zero_length_success<B: Backend>(b: &B) {
     assert_ok_wc(wc, 50, WcOpcode::Recv);
     assert_eq!((wc.byte_len(), wc.imm_data()), (0, None));
     assert_ok_wc(next_wc(x.p.client.cq()), 1, WcOpcode::Send);
+}
+
+/// A buffer of 0 bytes (an empty slice, as the zero-byte form) takes only a message of 0 bytes:
+/// a longer one fails on both sides (the receive with a local error, the send an error), the queue pair
+/// enters the error state, and no connection event comes of it (as on hardware): the
+/// completions say what happened (`Conn::recv`'s doc).
+fn recv__zero_length_buffer_refuses_a_longer_message_on_both_sides<B: Backend>(b: &B) {
+    let t = b.transport();
+    let x = msgs(b, &t);
+    x.p.server.recv(x.dst.slice(8..8)).context(51).post().unwrap();
+    x.p.client.send(x.src.slice(0..16)).context(2).post().unwrap();
+    let wc = next_wc(x.p.server.cq());
+    assert_eq!(wc.wr_id(), 51);
+    // The mock says LocLenErr; rxe LocQpOpErr.
+    assert!(matches!(wc.status(), WcStatus::LocLenErr | WcStatus::LocQpOpErr), "{:?}", wc.status());
+    let wc = next_wc(x.p.client.cq());
+    assert_eq!(wc.wr_id(), 2);
+    assert_ne!(wc.status(), WcStatus::Success);
+    x.p.server.set_nonblocking(true).unwrap();
+    assert_eq!(x.p.server.next_event().unwrap_err().kind(), ErrorKind::NoEvent, "no connection event");
 }
 
 /// A receive at an offset: the message lands there and nowhere else.

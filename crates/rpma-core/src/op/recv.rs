@@ -19,6 +19,13 @@ impl<T: Transport> Conn<T> {
     /// of receive completions, are not those of posting. A connection using an SRQ has no
     /// receive queue of its own: posting fails with [`Provider`](crate::ErrorKind::Provider);
     /// use [`Srq::recv`].
+    ///
+    /// A buffer of 0 bytes (an empty slice, as librpma allows, or [`Conn::recv_empty`]) takes
+    /// only a message of 0 bytes or the immediate data of a write: a longer message fails on both
+    /// sides (this receive completes with a local error, [`LocLenErr`](crate::WcStatus::LocLenErr)
+    /// on the mock, [`LocQpOpErr`](crate::WcStatus::LocQpOpErr) on rxe; the send with an error),
+    /// the queue pair enters the error state and, as on hardware, no connection event comes of
+    /// it: the completions say what happened.
     #[doc(alias = "rpma_recv")]
     pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
         Recv::new(RecvQueue::Conn(self), Src::One(dst))
