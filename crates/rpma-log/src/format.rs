@@ -142,7 +142,11 @@ pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String>
         commit: get_u64(b, COMMIT),
         head_lsn: get_u64(b, HEAD_LSN),
     };
-    if h.head > h.commit || h.commit - h.head > capacity {
+    // A commit below the head is an empty log at the head (a repair moves a replica that holds
+    // nothing of the retained history there: docs/log.md, "Repair").
+    let mut h = h;
+    h.commit = h.commit.max(h.head);
+    if h.commit - h.head > capacity {
         return Err(format!("head {} and commit {} are not a range of at most {capacity} bytes", h.head, h.commit));
     }
     if h.commit_epoch > h.promised {

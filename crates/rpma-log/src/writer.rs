@@ -443,6 +443,23 @@ impl<T: Transport> Log<T> {
             });
         }
         report.source = source;
+        // A truncation that reached a replica taken over takes effect: the highest head that is a
+        // record boundary of the history (entries below it were durable, and truncated).
+        let top = headers
+            .iter()
+            .map(|(_, h)| h.head)
+            .filter(|&p| p > log.head && (p == log.tail || (p < log.tail && log.bounds.contains(&p))))
+            .max();
+        if let Some(p) = top {
+            while log.index.front().is_some_and(|&e| e < p) {
+                log.index.pop_front();
+                log.head_lsn += 1;
+            }
+            while log.bounds.front().is_some_and(|&b| b < p) {
+                log.bounds.pop_front();
+            }
+            log.head = p;
+        }
         // Every replica taken over, the source first, to that history.
         let order: Vec<(usize, format::Header)> = headers
             .iter()
@@ -694,28 +711,31 @@ impl<T: Transport> Log<T> {
     /// part of its history equal to the writer's is kept, what differs is uncommitted first,
     /// then rewritten, then committed, then the epoch is installed (docs/log.md, "Repair").
     fn repair(&mut self, i: usize, x: &format::Header) -> std::result::Result<(), String> {
-        if x.commit < self.head || x.head > self.head {
-            return Err(format!(
-                "its history [{}, {}) does not reach the writer's head {}: it needs a full copy",
-                x.head, x.commit, self.head
-            ));
+        if x.head > self.head {
+            return Err(format!("its head {} is beyond the writer's head {}: it needs a full copy", x.head, self.head));
         }
         self.set_health(i, Health::CatchingUp);
-        let cmp_end = x.commit.min(self.tail);
-        self.read_range(i, self.head, cmp_end, false)?;
-        let ring = self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
-        let theirs = self.scratch.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
-        let mut p = cmp_end;
-        for (off, len) in pieces(self.cap, self.head, cmp_end) {
-            if let Some(d) = (off..off + len).position(|k| ring[k] != theirs[k]) {
-                // The position of the first difference.
-                let base =
-                    self.head + if off as u64 == self.head % self.cap { 0 } else { self.cap - self.head % self.cap };
-                p = base + d as u64;
-                break;
+        // Holding nothing of the retained history, it is emptied at its own head first.
+        let reset = x.commit < self.head;
+        let mut pb = self.head;
+        if !reset {
+            let cmp_end = x.commit.min(self.tail);
+            self.read_range(i, self.head, cmp_end, false)?;
+            let ring = self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
+            let theirs = self.scratch.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
+            let mut p = cmp_end;
+            for (off, len) in pieces(self.cap, self.head, cmp_end) {
+                if let Some(d) = (off..off + len).position(|k| ring[k] != theirs[k]) {
+                    // The position of the first difference.
+                    let base = self.head
+                        + if off as u64 == self.head % self.cap { 0 } else { self.cap - self.head % self.cap };
+                    p = base + d as u64;
+                    break;
+                }
             }
+            pb = self.bound_at_or_below(p);
         }
-        let pb = self.bound_at_or_below(p);
+        let lower_to = if reset { (x.commit > x.head).then_some(x.head) } else { (x.commit > pb).then_some(pb) };
         let ft = self.flush_type();
         let epoch = self.epoch;
         let (head, head_lsn, tail, cap) = (self.head, self.head_lsn, self.tail, self.cap);
@@ -725,8 +745,8 @@ impl<T: Transport> Log<T> {
         };
         let quiet = CompletionFlags::ON_ERROR;
         let post = |r: rpma::Result<()>| r.map_err(|e| format!("repairing: {e}"));
-        if x.commit > pb {
-            post(conn.atomic_write(remote.at(format::COMMIT), pb.to_le_bytes()).flags(quiet).post())?;
+        if let Some(to) = lower_to {
+            post(conn.atomic_write(remote.at(format::COMMIT), to.to_le_bytes()).flags(quiet).post())?;
             post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
         }
         if x.head < head {
@@ -1061,8 +1081,8 @@ impl<T: Transport> Log<T> {
     /// # Errors
     /// [`LogError::Invalid`] for an index outside the set; [`LogError::NoQuorum`] with the
     /// replica's reason if it cannot be reached or was taken over by another writer (this
-    /// writer is fenced there); [`LogError::NeedsFullCopy`] if its history ends before the
-    /// writer's head; [`LogError::CorruptHeader`], [`LogError::WrongLogId`],
+    /// writer is fenced there); [`LogError::NeedsFullCopy`] if its head is beyond the writer's
+    /// (another writer truncated further there); [`LogError::CorruptHeader`], [`LogError::WrongLogId`],
     /// [`LogError::Capacity`] as for [`Log::open`].
     pub fn reconnect(&mut self, replica: usize) -> Result<()> {
         let addr = self
@@ -1102,8 +1122,8 @@ impl<T: Transport> Log<T> {
                 return Err(down(why));
             }
         };
-        if h.commit < self.head || h.head > self.head {
-            let detail = format!("its history [{}, {}) ends before the writer's head {}", h.head, h.commit, self.head);
+        if h.head > self.head {
+            let detail = format!("its head {} is beyond the writer's head {}", h.head, self.head);
             self.mark_down(replica, detail.clone());
             return Err(LogError::NeedsFullCopy { replica: addr.to_string(), detail });
         }
@@ -1112,6 +1132,23 @@ impl<T: Transport> Log<T> {
             return Err(down(why));
         }
         Ok(())
+    }
+
+    /// Takes the connection events of every replica connected, without waiting: a replica whose
+    /// connection was lost or closed (its node died, its process ended) is marked down now,
+    /// before anything more is posted to it (otherwise the writer learns it from the error
+    /// completions of its next operations).
+    pub fn refresh_health(&mut self) {
+        for i in 0..self.slots.len() {
+            let Some(conn) = self.slots[i].conn.as_ref() else { continue };
+            match conn.next_event_timeout(Duration::from_micros(1)) {
+                Ok(ConnEvent::Lost) => self.mark_down(i, "its connection was lost".into()),
+                Ok(ConnEvent::Closed) => self.mark_down(i, "it closed its connection".into()),
+                Ok(ev) => self.mark_down(i, format!("unexpected connection event: {}", ev.as_str())),
+                Err(e) if e.kind() == rpma::ErrorKind::NoEvent => {}
+                Err(e) => self.mark_down(i, format!("taking its connection events: {e}")),
+            }
+        }
     }
 
     /// The writer's epoch.
