@@ -264,6 +264,72 @@ fn bench_two_processes(mode: &str, env: &Env) -> Result<(), Failed> {
     Ok(())
 }
 
+// ------------------------------------------------------------------ C peer of 05 on pmem
+
+/// The C peers of flush-to-persistent on pmem (`tests/interop/ex05.c`), compiled once.
+static C_EX05: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+fn c_ex05() -> Result<PathBuf, Failed> {
+    C_EX05
+        .get_or_init(|| {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/ex05.c");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-peers");
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let exe = dir.join(format!("ex05-{}", std::process::id()));
+            cc::build(&src, &exe, &["-Werror"])?;
+            Ok(exe)
+        })
+        .clone()
+        .map_err(Failed::from)
+}
+
+/// The flow of librpma's example 05 between the system's C librpma (`ex05.c`) and the `rpma`
+/// command, the server's memory on `RPMA_TEST_PMEM` either way: a C server on the devdax device
+/// and `rpma client`, or `rpma server --pmem` and a C client. The client's persistent flush is
+/// native where the device has native flush (librpma 1.3 on debian13; the `rpma` client under
+/// the default rule), and the bytes it wrote are what the server then holds.
+fn c_peer_05_pmem(c: CSide, env: &Env) -> Result<(), Failed> {
+    let Some(pmem) = test_pmem() else { return Ok(()) };
+    let exe = c_ex05()?;
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let d = dir.path();
+    let port = env.port();
+    let slot = if matches!(c, CSide::Server) { 24u64 } else { 25 };
+    let offset = (slot << 21).to_string();
+    let rpma = |cmd: &str, extra: &[&str]| {
+        let mut a = vec![cmd.to_owned(), "--backend".into(), "verbs".into(), "--addr".into(), env.addr.clone()];
+        a.extend(["--port".into(), port.clone(), "--scenario".into(), "flush-to-persistent".into()]);
+        a.extend(extra.iter().map(ToString::to_string));
+        a
+    };
+    let native = [("RPMA_VERBS_PERSISTENT_FLUSH".to_owned(), std::ffi::OsString::from("native"))];
+    let mut procs = Vec::new();
+    match c {
+        CSide::Server => {
+            let a = ["server05".to_owned(), env.addr.clone(), port.clone(), pmem.clone(), offset.clone()];
+            procs.push(spawn_program("C server05", d, &exe, &a)?);
+            let a = rpma("client", &["--retries", "100", "--retry-delay", "200"]);
+            let rpma_exe = Path::new(env!("CARGO_BIN_EXE_rpma"));
+            procs.push(Proc::spawn("rpma client", d, rpma_exe, &a, &native).map_err(|e| format!("{e:#}"))?);
+        }
+        CSide::Client => {
+            procs.push(spawn("rpma server", d, &rpma("server", &["--pmem", &pmem, "--file-offset", &offset]))?);
+            let a = ["client05".to_owned(), env.addr.clone(), port.clone()];
+            procs.push(spawn_program("C client05", d, &exe, &a)?);
+        }
+    }
+    let (ok, report) = wait_all(&mut procs)?;
+    let want = match c {
+        CSide::Server => ["NEW Hello world!", "(Persistent)"],
+        CSide::Client => ["new value \"Hello from C librpma!\"", "FLUSHED PERSISTENT"],
+    };
+    if !ok || !want.iter().all(|w| report.contains(w)) {
+        return Err(format!("05 on pmem, C {c:?}: expected {want:?}\n{report}").into());
+    }
+    print!("{report}");
+    Ok(())
+}
+
 // ------------------------------------------------------------------ C peers (06scch, 09scch)
 
 /// The C peers of the shared-channel scenarios (`tests/interop/scch.c`), compiled once.
@@ -482,6 +548,13 @@ fn main() {
         trials.push(Trial::test(format!("pmem::two_processes::{}", s.name()), move || {
             let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
             pmem_two_processes(s, 16 + slot as u64, &e)
+        }));
+    }
+    for (name, c) in [("c_server_rpma_client", CSide::Server), ("rpma_server_c_client", CSide::Client)] {
+        let e = env.clone();
+        trials.push(Trial::test(format!("c_peer::pmem::flush-to-persistent::{name}"), move || {
+            let e = e.ok_or_else(|| Failed::from("no device (listing only)"))?;
+            c_peer_05_pmem(c, &e)
         }));
     }
     let e = env.clone();

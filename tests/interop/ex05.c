@@ -1,0 +1,205 @@
+/*
+ * C peers of the `rpma` scenario flush-to-persistent (the flow of librpma's example 05) with the
+ * server's memory on a devdax device, written for rpma-rs against the system's librpma (not
+ * librpma's example code). Built by crates/rpma-cli/tests/verbs_scenarios.rs with
+ * `cc ex05.c -lrpma -libverbs -lrdmacm` and run in the Soft-RoCE VM (SOFTROCE_PMEM) against
+ * `rpma client` / `rpma server --pmem`.
+ *
+ *   ex05 server05 ADDR PORT DEVDAX OFFSET  maps 2 MiB of DEVDAX at OFFSET, registers its first
+ *                                          4096 bytes (WRITE_DST | FLUSH_TYPE_VISIBILITY |
+ *                                          FLUSH_TYPE_PERSISTENT: librpma 1.3 asks for
+ *                                          IBV_ACCESS_FLUSH_PERSISTENT where the device has native
+ *                                          flush), sends struct common_data (data_offset 0, the MR
+ *                                          descriptor, the peer config with direct write to PMem),
+ *                                          waits for CLOSED and prints "NEW <string>"
+ *   ex05 client05 ADDR PORT                writes "Hello from C librpma!" (1024 bytes) at the
+ *                                          server's data_offset, flushes them PERSISTENT (as the
+ *                                          server's peer configuration allows), checks the
+ *                                          completion, disconnects
+ *
+ * Any error prints "FAIL ..." on stderr and exits 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <librpma.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define COMMON_DATA_SIZE 28
+#define HELLO_STR_SIZE 1024
+#define REGION 4096
+#define MAP_LEN (2u << 20)
+#define RETRIES 100
+#define RETRY_DELAY_US 200000
+#define C_HELLO "Hello from C librpma!"
+
+static const char *role = "?";
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "c-%s: FAIL ", role);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+#define CK(x) do { int r_ = (x); if (r_) fail("%s:%d: %s = %d (%s)", __FILE__, __LINE__, #x, r_, \
+					   rpma_err_2str(r_)); } while (0)
+
+static struct rpma_peer *new_peer(const char *addr, enum rpma_util_ibv_context_type type)
+{
+	struct ibv_context *ctx = NULL;
+	struct rpma_peer *peer;
+	CK(rpma_utils_get_ibv_context(addr, type, &ctx));
+	CK(rpma_peer_new(ctx, &peer));
+	return peer;
+}
+
+static void expect_event(struct rpma_conn *conn, enum rpma_conn_event want)
+{
+	enum rpma_conn_event ev;
+	CK(rpma_conn_next_event(conn, &ev));
+	if (ev != want)
+		fail("event %s, expected %s", rpma_utils_conn_event_2str(ev), rpma_utils_conn_event_2str(want));
+}
+
+static int server(const char *addr, const char *port, const char *path, const char *offset)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fail("open %s: %s", path, strerror(errno));
+	uint8_t *mem = mmap(NULL, MAP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			    (off_t)strtoll(offset, NULL, 0));
+	if (mem == MAP_FAILED)
+		fail("mmap %s at %s: %s", path, offset, strerror(errno));
+	close(fd);
+	memset(mem, 0, REGION);
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
+	struct rpma_mr_local *mr;
+	CK(rpma_mr_reg(peer, mem, REGION, RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY |
+		       RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, &mr));
+	struct rpma_peer_cfg *pcfg;
+	CK(rpma_peer_cfg_new(&pcfg));
+	CK(rpma_peer_cfg_set_direct_write_to_pmem(pcfg, true));
+	size_t mr_size, pcfg_size;
+	CK(rpma_mr_get_descriptor_size(mr, &mr_size));
+	CK(rpma_peer_cfg_get_descriptor_size(pcfg, &pcfg_size));
+	uint8_t cd[COMMON_DATA_SIZE] = {0};
+	uint16_t data_offset = 0;
+	memcpy(cd, &data_offset, 2);
+	cd[2] = (uint8_t)mr_size;
+	cd[3] = (uint8_t)pcfg_size;
+	CK(rpma_mr_get_descriptor(mr, cd + 4));
+	CK(rpma_peer_cfg_get_descriptor(pcfg, cd + 4 + mr_size));
+	struct rpma_conn_private_data pd = {cd, COMMON_DATA_SIZE};
+	struct rpma_ep *ep;
+	CK(rpma_ep_listen(peer, addr, port, &ep));
+	printf("LISTENING\n");
+	fflush(stdout);
+	struct rpma_conn_req *req;
+	struct rpma_conn *conn;
+	CK(rpma_ep_next_conn_req(ep, NULL, &req));
+	CK(rpma_conn_req_connect(&req, &pd, &conn));
+	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	expect_event(conn, RPMA_CONN_CLOSED);
+	CK(rpma_conn_disconnect(conn));
+	CK(rpma_conn_delete(&conn));
+	mem[HELLO_STR_SIZE - 1] = 0;
+	printf("NEW %s\n", (char *)mem);
+	CK(rpma_ep_shutdown(&ep));
+	CK(rpma_mr_dereg(&mr));
+	CK(rpma_peer_cfg_delete(&pcfg));
+	CK(rpma_peer_delete(&peer));
+	munmap(mem, MAP_LEN);
+	return 0;
+}
+
+static int client(const char *addr, const char *port)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	uint8_t *src;
+	if (posix_memalign((void **)&src, 4096, HELLO_STR_SIZE))
+		fail("out of memory");
+	memset(src, 0, HELLO_STR_SIZE);
+	strcpy((char *)src, C_HELLO);
+	struct rpma_mr_local *src_mr;
+	CK(rpma_mr_reg(peer, src, HELLO_STR_SIZE, RPMA_MR_USAGE_WRITE_SRC, &src_mr));
+	struct rpma_conn *conn = NULL;
+	for (int attempt = 0;; attempt++) {
+		struct rpma_conn_req *req;
+		enum rpma_conn_event ev;
+		CK(rpma_conn_req_new(peer, addr, port, NULL, &req));
+		CK(rpma_conn_req_connect(&req, NULL, &conn));
+		CK(rpma_conn_next_event(conn, &ev));
+		if (ev == RPMA_CONN_ESTABLISHED)
+			break;
+		if ((ev != RPMA_CONN_REJECTED && ev != RPMA_CONN_UNREACHABLE) || attempt >= RETRIES)
+			fail("connecting: event %s", rpma_utils_conn_event_2str(ev));
+		CK(rpma_conn_delete(&conn));
+		usleep(RETRY_DELAY_US);
+	}
+	struct rpma_conn_private_data pd;
+	CK(rpma_conn_get_private_data(conn, &pd));
+	if (pd.len < COMMON_DATA_SIZE)
+		fail("private data of %u bytes", pd.len);
+	const uint8_t *cd = pd.ptr;
+	uint16_t data_offset;
+	memcpy(&data_offset, cd, 2);
+	struct rpma_mr_remote *dst;
+	CK(rpma_mr_remote_from_descriptor(cd + 4, cd[2], &dst));
+	enum rpma_flush_type flush = RPMA_FLUSH_TYPE_VISIBILITY;
+	if (cd[3]) {
+		struct rpma_peer_cfg *pcfg;
+		bool direct;
+		CK(rpma_peer_cfg_from_descriptor(cd + 4 + cd[2], cd[3], &pcfg));
+		CK(rpma_peer_cfg_get_direct_write_to_pmem(pcfg, &direct));
+		CK(rpma_conn_apply_remote_peer_cfg(conn, pcfg));
+		CK(rpma_peer_cfg_delete(&pcfg));
+		if (direct)
+			flush = RPMA_FLUSH_TYPE_PERSISTENT;
+	}
+	CK(rpma_write(conn, dst, data_offset, src_mr, 0, HELLO_STR_SIZE, RPMA_F_COMPLETION_ON_ERROR, NULL));
+	CK(rpma_flush(conn, dst, data_offset, HELLO_STR_SIZE, flush, RPMA_F_COMPLETION_ALWAYS,
+		      (void *)5));
+	struct rpma_cq *cq;
+	struct ibv_wc wc;
+	CK(rpma_conn_get_cq(conn, &cq));
+	CK(rpma_cq_wait(cq));
+	CK(rpma_cq_get_wc(cq, 1, &wc, NULL));
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 5)
+		fail("flush completion: status %s, wr_id %llu", ibv_wc_status_str(wc.status),
+		     (unsigned long long)wc.wr_id);
+	printf("FLUSHED %s opcode %d\n", flush == RPMA_FLUSH_TYPE_PERSISTENT ? "PERSISTENT" : "VISIBILITY",
+	       (int)wc.opcode);
+	CK(rpma_conn_disconnect(conn));
+	expect_event(conn, RPMA_CONN_CLOSED);
+	CK(rpma_conn_delete(&conn));
+	CK(rpma_mr_remote_delete(&dst));
+	CK(rpma_mr_dereg(&src_mr));
+	CK(rpma_peer_delete(&peer));
+	free(src);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	if (argc == 6 && strcmp(argv[1], "server05") == 0) {
+		role = "server05";
+		return server(argv[2], argv[3], argv[4], argv[5]);
+	}
+	if (argc == 4 && strcmp(argv[1], "client05") == 0) {
+		role = "client05";
+		return client(argv[2], argv[3]);
+	}
+	fprintf(stderr, "usage: %s server05 ADDR PORT DEVDAX OFFSET | client05 ADDR PORT\n", argv[0]);
+	return 2;
+}
