@@ -108,7 +108,7 @@ pub(crate) fn copy(src: &MrShared, src_off: usize, dst: &MrShared, dst_off: usiz
 /// A registered region of the mock: owns its bytes; dropping it deregisters it (remote accesses
 /// by its rkey then fail with a remote access error). [`MrBackend::dereg`] gives the memory back
 /// once no peer-side access that started before can still reach it (it waits for the copy in
-/// progress), so it never defers (`Ok(None)`) but after [`QUIESCE_LIMIT`].
+/// progress), so it defers (`Ok(None)`) only if an access outlasts 30 s (a bound against a bug).
 pub struct MockMr {
     shared: Option<Arc<MrShared>>,
     pd: Arc<MockPd>,
