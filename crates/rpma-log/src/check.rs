@@ -52,7 +52,7 @@ pub fn check_region(bytes: &[u8]) -> Result<RegionCheck> {
             } else if lsn != h.head_lsn && h.head_lsn != 0 {
                 return Err(corrupt(format!("the first entry has lsn {lsn}, the head says {}", h.head_lsn)));
             }
-            next = Some(lsn + 1);
+            next = Some(lsn.checked_add(1).ok_or_else(|| corrupt(format!("lsn {lsn} at position {pos}")))?);
             let off = (pos % h.capacity) as usize + format::ENTRY_HEADER;
             entries.push((lsn, ring[off..off + len as usize].to_vec()));
         }

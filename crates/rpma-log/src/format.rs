@@ -18,6 +18,8 @@ pub(crate) const COMMIT: usize = 144;
 pub(crate) const HEAD_LSN: usize = 152;
 /// Where the entry area starts.
 pub(crate) const HEADER: usize = 256;
+/// The largest position a header may hold (a log of 4 EiB written; far from overflowing).
+pub(crate) const MAX_POSITION: u64 = 1 << 62;
 /// The smallest entry area.
 pub(crate) const MIN_CAPACITY: u64 = 256;
 
@@ -146,6 +148,9 @@ pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String>
     // nothing of the retained history there: docs/log.md, "Repair").
     let mut h = h;
     h.commit = h.commit.max(h.head);
+    if h.commit > MAX_POSITION {
+        return Err(format!("commit position {} is beyond the largest position {MAX_POSITION}", h.commit));
+    }
     if h.commit - h.head > capacity {
         return Err(format!("head {} and commit {} are not a range of at most {capacity} bytes", h.head, h.commit));
     }
@@ -200,7 +205,7 @@ pub(crate) fn parse_record(ring: &[u8], cap: u64, pos: u64, end: u64) -> Result<
     let off = (pos % cap) as usize;
     let to_end = cap - off as u64;
     if to_end < ENTRY_HEADER as u64 {
-        if pos + to_end > end {
+        if pos.saturating_add(to_end) > end {
             return Err(format!("the skip at position {pos} runs past the end {end}"));
         }
         return Ok(Record::Skip(to_end));
@@ -222,14 +227,14 @@ pub(crate) fn parse_record(ring: &[u8], cap: u64, pos: u64, end: u64) -> Result<
             if checksum(&[&h[..32], &[]]) != get_u64(h, 32) {
                 return Err(format!("the pad at position {pos} fails its checksum"));
             }
-            if pos + to_end > end {
+            if pos.saturating_add(to_end) > end {
                 return Err(format!("the pad at position {pos} runs past the end {end}"));
             }
             Ok(Record::Pad(to_end))
         }
         KIND_ENTRY => {
             let size = record_size(len);
-            if size > to_end || pos + size > end {
+            if size > to_end || pos.saturating_add(size) > end {
                 return Err(format!("the entry at position {pos} of {len} bytes runs past its bounds"));
             }
             let payload = &ring[off + ENTRY_HEADER..off + ENTRY_HEADER + len as usize];
@@ -342,6 +347,30 @@ mod tests {
             assert!(decode_header(&c, 2048).is_err(), "byte {i} flipped passed");
         }
         assert!(decode_header(&b, 1024).is_err(), "capacity beyond the region passed");
+    }
+
+    #[test]
+    fn header_positions_are_checked_and_a_commit_below_the_head_is_empty() {
+        let mut b = vec![0u8; HEADER];
+        b[..64].copy_from_slice(&static_block(7, 1024));
+        b[64..128].copy_from_slice(&epoch_block(3, 9));
+        let set = |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        set(&mut b, HEAD, 4096);
+        set(&mut b, COMMIT, 1000);
+        let h = decode_header(&b, 2048).expect("empty at the head");
+        assert_eq!((h.head, h.commit), (4096, 4096));
+        set(&mut b, COMMIT, 4096 + 1025);
+        assert!(decode_header(&b, 2048).is_err(), "a range longer than the ring passed");
+        set(&mut b, HEAD, u64::MAX - 8);
+        set(&mut b, COMMIT, u64::MAX);
+        assert!(decode_header(&b, 2048).is_err(), "a position near the end of u64 passed");
+        set(&mut b, HEAD, 0);
+        set(&mut b, COMMIT, 0);
+        set(&mut b, COMMIT_EPOCH, 4);
+        assert!(decode_header(&b, 2048).is_err(), "a commit epoch above the promised one passed");
+        // Records at the end of the position space do not overflow.
+        let ring = vec![0u8; 1024];
+        assert!(parse_record(&ring, 1024, u64::MAX - 100, u64::MAX).is_err());
     }
 
     #[test]

@@ -327,6 +327,9 @@ impl<T: Transport> Log<T> {
                 }
             }
             match stale {
+                Some(p) if p == u64::MAX => {
+                    return Err(LogError::Invalid(format!("a replica promised the last epoch ({p})")));
+                }
                 Some(p) if round < 8 => {
                     // Another writer took some over: come back above its epoch.
                     for c in conns.iter().flatten() {
@@ -354,7 +357,7 @@ impl<T: Transport> Log<T> {
                 }
                 Some(_) => {}
             }
-            if (remote.len()) < format::HEADER as u64 + *c {
+            if remote.len() < (format::HEADER as u64).saturating_add(*c) {
                 return Err(LogError::Capacity {
                     replica: replicas[i].to_string(),
                     detail: format!("its region of {} bytes cannot hold a ring of {c}", remote.len()),
@@ -679,7 +682,7 @@ impl<T: Transport> Log<T> {
                 if next.is_none() {
                     head_lsn = lsn;
                 }
-                next = Some(lsn + 1);
+                next = Some(lsn.checked_add(1).ok_or_else(|| format!("lsn {lsn} at position {pos}"))?);
                 index.push_back(pos);
             }
             bounds.push_back(pos);

@@ -375,3 +375,26 @@ fn recover_repairs_a_replica_whose_history_diverged_from_the_quorums() {
         assert_eq!(got, want, "replica {i}");
     }
 }
+
+#[test]
+fn a_peer_answering_garbage_is_down_not_a_panic() {
+    let magic_then_zeroes: Vec<u8> = b"RPMALOGR".iter().copied().chain([0u8; 60]).collect();
+    for garbage in [vec![0xABu8; 70], magic_then_zeroes] {
+        let fabric = fabric(2);
+        let _h = start(&fabric, 0, None, LEN).unwrap();
+        // r1 is not a replica: a plain rpma server accepting with bytes of its own.
+        let p = common::peer(&fabric, &common::replica_ip(1));
+        let ep = rpma::mock::Ep::listen(&p, &common::replica_ip(1), common::PORT).unwrap();
+        let fake = std::thread::spawn(move || {
+            let req = ep.next_conn_req(None).unwrap();
+            req.connect(Some(&garbage)).unwrap()
+        });
+        match Log::open(&writer_peer(&fabric), &addrs(2), opts(Quorum::All)) {
+            Err(LogError::NoQuorum { up: 1, needed: 2, detail }) => {
+                assert!(detail.contains("not an rpma-log reply"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(fake.join().unwrap());
+    }
+}
