@@ -306,7 +306,7 @@ fn c_peer_05_pmem(c: CSide, env: &Env) -> Result<(), Failed> {
     let mut procs = Vec::new();
     match c {
         CSide::Server => {
-            let a = ["server05".to_owned(), env.addr.clone(), port.clone(), pmem.clone(), offset.clone()];
+            let a = ["server05".to_owned(), env.addr.clone(), port.clone(), pmem, offset];
             procs.push(spawn_program("C server05", d, &exe, &a)?);
             let a = rpma("client", &["--retries", "100", "--retry-delay", "200"]);
             let rpma_exe = Path::new(env!("CARGO_BIN_EXE_rpma"));
