@@ -26,8 +26,9 @@ cd "$(dirname "$0")/.."
 
 # Build: libibverbs/librdmacm headers, pkg-config and libclang (rdma-sys runs bindgen).
 # Tests: librpma-dev (the C peers of tests/interop.rs and verbs_scenarios), a C compiler, and the VM's packages.
+# ndctl: the debian12 guest (the host's /usr) makes the NVDIMM's devdax namespace with it.
 PACKAGES=(pkg-config libclang-dev libibverbs-dev librdmacm-dev librpma-dev gcc libc6-dev
-          ibverbs-providers qemu-system-x86 qemu-system-data iproute2 ibverbs-utils xz-utils)
+          ibverbs-providers qemu-system-x86 qemu-system-data iproute2 ibverbs-utils xz-utils ndctl)
 
 install_deps() {
     local missing=() p
