@@ -39,6 +39,15 @@ pmem_prepare() {
     mem_bytes=$(to_bytes "$mem") || die "SOFTROCE_PMEM needs SOFTROCE_MEM as a size such as 1G, not '$mem'"
     PMEM_FILE=${SOFTROCE_PMEM_FILE:-$CACHE/pmem-$PROFILE.img}
     mkdir -p "$(dirname "$PMEM_FILE")" || die "cannot create the directory of $PMEM_FILE"
+    if [ -z "${SOFTROCE_PMEM_FILE:-}" ]; then
+        # the default file: while another VM holds it, the next of pmem-PROFILE-2.img ... -4.img
+        # (concurrent runs each get an NVDIMM)
+        local n=1 f=$PMEM_FILE
+        while [ -e "$f" ] && ! flock -n "$f" true 2>/dev/null && [ $n -lt 4 ]; do
+            n=$((n + 1)); f=$CACHE/pmem-$PROFILE-$n.img
+        done
+        PMEM_FILE=$f
+    fi
     if [ ! -e "$PMEM_FILE" ]; then
         truncate -s "$PMEM_BYTES" "$PMEM_FILE.tmp" && mv "$PMEM_FILE.tmp" "$PMEM_FILE" || die "cannot create $PMEM_FILE"
         say "created the NVDIMM file $PMEM_FILE ($SOFTROCE_PMEM; the guest makes a devdax namespace on it)"
