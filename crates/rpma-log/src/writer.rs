@@ -189,6 +189,10 @@ pub struct RecoveryReport {
 }
 
 const SQ: u32 = 128;
+/// [`Log::maintain`]'s first wait after a failed reconnect, doubled after each failure up to
+/// [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Send-queue slots kept for a commit (two data flushes, an atomic write, a flush, spare).
 const RESERVE: u32 = 8;
 
@@ -205,6 +209,9 @@ struct Slot<T: Transport> {
     durable: u64,
     /// Signaled operations in flight.
     inflight: usize,
+    /// [`Log::maintain`]: the earliest next reconnect attempt, and the wait after a failed one.
+    retry_at: Option<Instant>,
+    backoff: Duration,
 }
 
 /// A writer of a replicated log.
@@ -377,7 +384,18 @@ impl<T: Transport> Log<T> {
                     None => (None, None),
                 };
                 let health = if conn.is_some() { Health::CatchingUp } else { Health::Down };
-                Slot { addr: addr.clone(), conn, remote, health, flushed: 0, posted: 0, durable: 0, inflight: 0 }
+                Slot {
+                    addr: addr.clone(),
+                    conn,
+                    remote,
+                    health,
+                    flushed: 0,
+                    posted: 0,
+                    durable: 0,
+                    inflight: 0,
+                    retry_at: None,
+                    backoff: MIN_BACKOFF,
+                }
             })
             .collect();
         let mut log = Self {
@@ -1152,6 +1170,40 @@ impl<T: Transport> Log<T> {
                 Err(e) => self.mark_down(i, format!("taking its connection events: {e}")),
             }
         }
+    }
+
+    /// Looks after the replicas: takes their connection events ([`Log::refresh_health`]), then
+    /// tries to reconnect and catch up each replica that is down ([`Log::reconnect`]), with a
+    /// backoff per replica: after a failed attempt the next one waits 10 ms, doubled after each
+    /// failure up to 2 s, reset by a success. Never blocks longer than the attempts it makes.
+    /// Returns the replicas it brought back (each also has its [`HealthEvent`]s); a failure is
+    /// a `Down` event with its reason. A replica this writer is fenced on, or one that needs a
+    /// full copy, stays down and is tried again after its backoff.
+    pub fn maintain(&mut self) -> Vec<usize> {
+        self.refresh_health();
+        let now = Instant::now();
+        let mut back = Vec::new();
+        for i in 0..self.slots.len() {
+            let s = &self.slots[i];
+            if s.conn.is_some() || s.retry_at.is_some_and(|t| t > now) {
+                continue;
+            }
+            match self.reconnect(i) {
+                Ok(()) => {
+                    let s = &mut self.slots[i];
+                    s.retry_at = None;
+                    s.backoff = MIN_BACKOFF;
+                    back.push(i);
+                }
+                Err(e) => {
+                    let s = &mut self.slots[i];
+                    s.retry_at = Some(Instant::now() + s.backoff);
+                    s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+                    self.event(i, Health::Down, Some(format!("reconnecting: {e}")));
+                }
+            }
+        }
+        back
     }
 
     /// The writer's epoch.

@@ -398,3 +398,46 @@ fn a_peer_answering_garbage_is_down_not_a_panic() {
         drop(fake.join().unwrap());
     }
 }
+
+#[test]
+fn reconnect_with_backoff_brings_a_rebooted_replica_back() {
+    let fabric = fabric(3);
+    let mut handles: Vec<_> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for lsn in 0..5 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    log.sync_all().unwrap();
+    let dev = Device::lookup(&fabric, &common::replica_ip(1), ContextType::Local).unwrap();
+    let cut = fabric.power_cut(dev.backend()).unwrap();
+    handles[1].take().unwrap().kill();
+    // Seen at once, tried, failed: then not tried again before its backoff.
+    assert_eq!(log.maintain(), Vec::<usize>::new());
+    assert_eq!(log.health()[1], Health::Down);
+    let events = log.health_events();
+    let failures = |ev: &[rpma_log::HealthEvent]| {
+        ev.iter()
+            .filter(|e| e.replica == 1 && e.reason.as_deref().is_some_and(|r| r.starts_with("reconnecting")))
+            .count()
+    };
+    assert_eq!(failures(&events), 1, "{events:?}");
+    assert_eq!(log.maintain(), Vec::<usize>::new());
+    assert_eq!(failures(&log.health_events()), 0, "tried again within its backoff");
+    for lsn in 5..10 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    log.sync_all().unwrap();
+    // The node reboots; maintain brings it back within the backoff's reach.
+    let memory = cut.into_regions().pop().unwrap().into_memory();
+    handles[1] = Some(start(&fabric, 1, Some(memory), LEN).unwrap());
+    let t0 = std::time::Instant::now();
+    while log.health()[1] != Health::Up {
+        assert!(t0.elapsed() < Duration::from_secs(3), "not back after {:?}", t0.elapsed());
+        log.maintain();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(log.durable_on(1), 10);
+    drop(log);
+    let c = check_region(&handles[1].take().unwrap().stop().unwrap().to_vec()).unwrap();
+    assert_eq!(c.next_lsn, 10);
+}
