@@ -85,6 +85,7 @@ for bug in visibility no-data-flush; do
     fi
 done
 cargo run -q -p rpma-cli -- demo --power-cut
+cargo run -q -p rpma-log --example replicated_log
 
 step "the README's first command: rpma demo; then every scenario as processes (rpma demo --two-process)"
 cargo run -q -p rpma-cli -- demo >/dev/null
