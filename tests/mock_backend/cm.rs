@@ -135,3 +135,25 @@ fn setup__active_side_dropped_after_the_accept() {
     assert_eq!(next_event(&server), ConnEvent::Established);
     assert_eq!(next_event(&server), ConnEvent::Closed);
 }
+
+/// An endpoint serves one client after another: a second connection request after the first
+/// connection ended reaches it (not UNREACHABLE).
+#[test]
+fn ep__serves_a_second_client_after_the_first_disconnected() {
+    let f = MockFabric::new();
+    let speer = peer(&f);
+    let ep = Ep::listen(&speer, ADDR, "7790").unwrap();
+    for round in 0..3 {
+        let cpeer = peer(&f);
+        let client = ConnReq::new(&cpeer, ADDR, "7790", None).unwrap().connect(None).unwrap();
+        let server = ep.next_conn_req(None).unwrap().connect(None).unwrap();
+        assert_eq!(client.next_event().unwrap(), ConnEvent::Established, "round {round}");
+        assert_eq!(server.next_event().unwrap(), ConnEvent::Established, "round {round}");
+        client.disconnect().unwrap();
+        assert_eq!(server.next_event().unwrap(), ConnEvent::Closed, "round {round}");
+        server.disconnect().unwrap();
+        assert_eq!(client.next_event().unwrap(), ConnEvent::Closed, "round {round}");
+        client.delete().unwrap();
+        server.delete().unwrap();
+    }
+}
