@@ -32,6 +32,7 @@ pub mod backend;
 pub mod bench;
 pub mod devices;
 pub mod file_map;
+pub mod log_cmd;
 pub mod native;
 pub mod out;
 pub mod pdata;

@@ -61,6 +61,9 @@ enum Cmd {
     /// Benchmark the data path (read, write, flush, atomic write, send/recv ping-pongs):
     /// latency percentiles, bandwidth and message rate, as a table, JSON or CSV.
     Bench(rpma_cli::bench::BenchArgs),
+    /// The replicated persistent log (rpma-log): `rpma log serve` runs a replica, `rpma log
+    /// bench` a writer measuring append + sync and group commit (docs/log.md).
+    Log(rpma_cli::log_cmd::LogArgs),
 }
 
 #[derive(Args, Debug)]
@@ -576,7 +579,7 @@ fn main() -> ExitCode {
                 return out::exit_code(out::text(&text).map(|()| ExitCode::SUCCESS));
             }
             let msg = if matches!(e.kind(), K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand) {
-                "a command is required: demo, devices, server, client, scenarios or bench".to_owned()
+                "a command is required: demo, devices, server, client, scenarios, bench or log".to_owned()
             } else {
                 // clap's message without its usage block, on one line.
                 let text = e.render().to_string();
@@ -594,6 +597,7 @@ fn main() -> ExitCode {
         Cmd::Client(a) => client(a),
         Cmd::Scenarios => scenarios_cmd(),
         Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
+        Cmd::Log(a) => rpma_cli::log_cmd::run(a).map(|()| ExitCode::SUCCESS),
     };
     out::exit_code(r)
 }

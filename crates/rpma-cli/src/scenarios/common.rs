@@ -484,6 +484,25 @@ struct Backing {
     devdax: bool,
 }
 
+/// The file behind memory taken out of a [`Mem`] ([`Mem::into_memory`]): it holds the lock on
+/// the file's range until dropped.
+#[derive(Debug)]
+pub struct MemFile(Backing);
+
+impl MemFile {
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.0.path
+    }
+
+    /// Whether the file is a devdax device.
+    #[must_use]
+    pub const fn is_devdax(&self) -> bool {
+        self.0.devdax
+    }
+}
+
 /// Memory of a scenario: a region and where its user data starts.
 #[derive(Debug)]
 pub struct Mem<T: Transport> {
@@ -629,6 +648,21 @@ impl<T: Transport> Mem<T> {
             b.file.sync_data().with_context(|| format!("syncing {p}"))?;
         }
         Ok(())
+    }
+
+    /// Deregisters the region and hands its memory to another owner (rpma-log's replica
+    /// registers it itself), with the file behind it: the [`MemFile`] holds the lock on the
+    /// file's range and must be kept as long as the memory is used. A copy of a file (no
+    /// mapping) is refused: what lands in it would not reach the file.
+    ///
+    /// # Errors
+    /// If the memory is a copy of a file, deregistration fails, or an operation still holds it.
+    pub fn into_memory(self) -> Result<(Memory, Option<MemFile>)> {
+        if let Some(b) = self.file.as_ref().filter(|b| !b.mapped) {
+            bail!("{}: the memory is a copy of the file, not its mapping", b.path.display());
+        }
+        let memory = self.mr.dereg()?.context("an operation in flight still holds the region")?;
+        Ok((memory, self.file.map(MemFile)))
     }
 
     /// The C string at `offset` of the region (at most `max` bytes).

@@ -1,0 +1,155 @@
+//! `rpma log` on the mock: `rpma log bench` with replicas of its own reports the documented JSON
+//! with a positive rate; `rpma log serve` processes and an `rpma log bench` process meet on the
+//! mock's cross-process mode; bad arguments are clear usage errors.
+#![cfg(feature = "mock")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const RPMA: &str = env!("CARGO_BIN_EXE_rpma");
+
+fn check_results(v: &Value, replicas: usize) {
+    assert_eq!(v["schema"], 1, "{v}");
+    assert_eq!(v["backend"], "mock");
+    assert_eq!(v["replicas"].as_array().map(Vec::len), Some(replicas), "{v}");
+    let results = v["results"].as_array().expect("results");
+    let modes: Vec<&str> = results.iter().filter_map(|r| r["mode"].as_str()).collect();
+    assert_eq!(modes, ["qd1", "group-commit"], "{v}");
+    for r in results {
+        assert_eq!(r["replicas"], replicas as u64, "{r}");
+        assert_eq!(r["size"], 64, "{r}");
+        assert!(r["synced_appends_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["elapsed_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        let l = &r["latency_ns"];
+        let get = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("latency_ns.{k} in {r}"));
+        assert!(get("min") >= 1 && get("min") <= get("p50") && get("p50") <= get("p99") && get("p99") <= get("max"));
+    }
+    let qd1 = &results[0];
+    assert_eq!(qd1["group"], 1);
+    assert_eq!(qd1["syncs"], qd1["appends"], "{qd1}");
+}
+
+#[test]
+fn log_bench_on_the_mock_with_three_replicas_of_its_own_reports_json() {
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--iters", "3000", "--port", "7580"])
+        .args(["--region", "256K"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    check_results(&v, 3);
+    assert_eq!(v["self_hosted"], true);
+    // 3000 appends of 104 ring bytes in a ring of 256 KiB (2520 of them), twice: the
+    // ring is truncated on the way.
+    let truncations: u64 = v["results"].as_array().unwrap().iter().map(|r| r["truncations"].as_u64().unwrap()).sum();
+    assert!(truncations >= 1, "{v}");
+}
+
+#[test]
+fn log_bench_arguments_are_checked() {
+    for (args, what) in [
+        (&["--replicas", "4"][..], "1 to 3"),
+        (&["--replicas", "0"], "1 to 3"),
+        (&["--replicas", "10.0.0.1"], "ADDR:PORT"),
+        (&["--replicas", "10.0.0.1:7480,10.0.0.1:7480"], "twice"),
+        (&["--replicas", "2", "--quorum", "3"], "--quorum 3"),
+        (&["--group", "0"], "--group"),
+        (&["--replicas", "1", "--region", "4K", "--group", "128"], "--region"),
+        (&["--size", "0"], "--size"),
+    ] {
+        let out = Command::new(RPMA).args(["log", "bench"]).args(args).output().expect("rpma runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(what) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// A child killed when dropped.
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `rpma log serve` on the mock's cross-process mode, its first line read (it serves from then on).
+fn serve(rv: &std::path::Path, port: u16, file: &std::path::Path, extra: &[&str]) -> (Kill, String) {
+    let mut child = Command::new(RPMA)
+        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--file")
+        .arg(file)
+        .args(["--file-create", "--size", "1M", "--direct-pmem-write"])
+        .args(extra)
+        .env("RPMA_MOCK_RENDEZVOUS", rv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("rpma log serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("its first line");
+    assert!(line.starts_with("rpma log serve: log"), "{line}");
+    (Kill(child), line)
+}
+
+fn bench_remote(rv: &std::path::Path, replicas: &str) -> Value {
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", replicas, "--json", "--iters", "500"])
+        .args(["--warmup", "10", "--group", "32"])
+        .env("RPMA_MOCK_RENDEZVOUS", rv)
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[test]
+fn log_serve_processes_and_a_writer_process_on_the_mock_cross_process_mode() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let rv = dir.path().join("rv");
+    let files: Vec<_> = (0..3).map(|i| dir.path().join(format!("replica{i}.log"))).collect();
+    let servers: Vec<(Kill, String)> = (0..3).map(|i| serve(&rv, 7590 + i as u16, &files[i], &[])).collect();
+    assert!(servers[0].1.contains("entries at 0..0"), "{}", servers[0].1);
+    let replicas = "127.0.0.1:7590,127.0.0.1:7591,127.0.0.1:7592";
+    let v = bench_remote(&rv, replicas);
+    check_results(&v, 3);
+    assert_eq!(v["self_hosted"], false);
+    drop(servers);
+    // The replicas come back on their files holding what was committed, and a second writer
+    // takes the log over and goes on.
+    std::thread::sleep(Duration::from_millis(100));
+    let servers: Vec<(Kill, String)> = (0..3).map(|i| serve(&rv, 7590 + i as u16, &files[i], &[])).collect();
+    for (_, line) in &servers {
+        assert!(!line.contains("entries at 0..0"), "the log was kept: {line}");
+    }
+    let v = bench_remote(&rv, replicas);
+    check_results(&v, 3);
+}
+
+#[test]
+fn log_serve_refuses_a_region_of_another_log_and_a_bad_size() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let rv = dir.path().join("rv");
+    let file = dir.path().join("replica.log");
+    drop(serve(&rv, 7595, &file, &[]));
+    std::thread::sleep(Duration::from_millis(100));
+    let out = Command::new(RPMA)
+        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", "7595", "--log-id", "7"])
+        .arg("--file")
+        .arg(&file)
+        .args(["--size", "1M", "--duration", "1"])
+        .env("RPMA_MOCK_RENDEZVOUS", &rv)
+        .output()
+        .expect("rpma runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds log") && err.contains("--format"), "{err}");
+    let out =
+        Command::new(RPMA).args(["log", "serve", "--addr", "127.0.0.1", "--size", "100"]).output().expect("rpma runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--size 100"));
+}
