@@ -1,7 +1,7 @@
 //! `rpma log`: the replicated persistent log of `rpma-log` (docs/log.md) from the command line.
 //!
 //! - `rpma log serve` runs one replica: it owns a region (`--pmem PATH`, `--file PATH` or DRAM of
-//!   `--size` bytes, set up by the scenarios' [`Mem`](crate::scenarios::common::Mem)), formats
+//!   `--size` bytes, set up by the scenarios' [`Mem`]), formats
 //!   it as an empty log (or opens the log it already holds) and answers writers' connection
 //!   requests on `--addr`:`--port` until it is killed (or `--duration` ends).
 //! - `rpma log bench` runs a writer against `--replicas ADDR:PORT,...` (replicas served by `rpma
@@ -358,7 +358,7 @@ impl LogBenchReport {
 /// Runs `rpma log`.
 ///
 /// # Errors
-/// As [`serve`] and [`bench`]; bad arguments are usage errors.
+/// As [`serve`] and [`bench()`]; bad arguments are usage errors.
 pub fn run(a: LogArgs) -> Result<()> {
     match a.cmd {
         LogCmd::Serve(s) => serve(&s),
@@ -548,10 +548,10 @@ pub fn bench(a: &LogBenchArgs) -> Result<LogBenchReport> {
     }
 }
 
-/// [`bench`] on `transport` (whatever `--backend` says): for tests.
+/// [`bench()`] on `transport` (whatever `--backend` says): for tests.
 ///
 /// # Errors
-/// As [`bench`].
+/// As [`bench()`].
 pub fn bench_on<T: Transport>(transport: T, a: &LogBenchArgs) -> Result<LogBenchReport> {
     check_bench(a).map_err(|e| crate::out::usage(&e))?;
     Bench(a).run(transport)
