@@ -243,9 +243,58 @@ impl fmt::Debug for Error {
     }
 }
 
+/// The Rust item of this API that a librpma function's error comes from, for messages: a Rust
+/// caller reads `Device::lookup (rpma_utils_get_ibv_context): ...`, the C name following.
+#[must_use]
+pub fn rust_name(op: &str) -> Option<&'static str> {
+    Some(match op {
+        "rpma_utils_get_ibv_context" => "Device::lookup",
+        "rpma_utils_ibv_context_is_odp_capable" => "Device::is_odp_capable",
+        "rpma_peer_new" => "Peer::new",
+        "rpma_peer_delete" => "Peer::delete",
+        "rpma_peer_cfg_from_descriptor" => "PeerCfg::from_descriptor",
+        "rpma_mr_reg" => "Peer::reg_mr",
+        "rpma_mr_dereg" => "MrLocal::dereg",
+        "rpma_mr_advise" => "MrLocal::advise",
+        "rpma_mr_remote_from_descriptor" => "MrRemote::from_descriptor",
+        "rpma_ep_listen" => "Ep::listen",
+        "rpma_ep_next_conn_req" => "Ep::next_conn_req",
+        "rpma_ep_shutdown" => "Ep::shutdown",
+        "rpma_conn_req_new" => "ConnReq::new",
+        "rpma_conn_req_connect" => "ConnReq::connect",
+        "rpma_conn_req_delete" => "ConnReq::delete",
+        "rpma_conn_req_recv" => "ConnReq::recv",
+        "rpma_conn_next_event" => "Conn::next_event",
+        "rpma_conn_disconnect" => "Conn::disconnect",
+        "rpma_conn_delete" => "Conn::delete",
+        "rpma_conn_wait" => "Conn::wait",
+        "rpma_conn_get_compl_fd" => "Conn::compl_fd",
+        "rpma_read" => "Conn::read",
+        "rpma_write" => "Conn::write",
+        "rpma_write_with_imm" => "Conn::write(..).imm",
+        "rpma_atomic_write" => "Conn::atomic_write",
+        "rpma_flush" => "Conn::flush",
+        "rpma_send" => "Conn::send",
+        "rpma_send_with_imm" => "Conn::send(..).imm",
+        "rpma_recv" => "Conn::recv",
+        "rpma_cq_wait" => "Cq::wait",
+        "rpma_cq_get_wc" => "Cq::poll",
+        "rpma_srq_new" => "Srq::new",
+        "rpma_srq_delete" => "Srq::delete",
+        "rpma_srq_recv" => "Srq::recv",
+        "rpma_log_set_threshold" => "log::set_threshold",
+        _ => return None,
+    })
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} ({})", self.0.op, self.0.kind.as_str(), self.0.kind.name())?;
+        if let Some(rust) = rust_name(self.0.op) {
+            write!(f, "{rust} ({}): ", self.0.op)?;
+        } else {
+            write!(f, "{}: ", self.0.op)?;
+        }
+        write!(f, "{} ({})", self.0.kind.as_str(), self.0.kind.name())?;
         if let Some(errno) = self.0.errno {
             write!(f, ", errno {errno} ({})", std::io::Error::from_raw_os_error(errno))?;
         }
@@ -315,7 +364,10 @@ mod tests {
     fn display_carries_context() {
         let e = Error::provider("rpma_read", 12).with_detail("post failed");
         let s = e.to_string();
-        assert!(s.starts_with("rpma_read: Provider error occurred (RPMA_E_PROVIDER), errno 12"), "{s}");
+        assert!(s.starts_with("Conn::read (rpma_read): Provider error occurred (RPMA_E_PROVIDER), errno 12"), "{s}");
+        let plain = Error::inval("Offer::decode", "short");
+        assert!(plain.to_string().starts_with("Offer::decode: Invalid argument"), "{plain}");
+        assert_eq!(rust_name("rpma_utils_get_ibv_context"), Some("Device::lookup"));
         assert!(s.ends_with(": post failed"), "{s}");
         assert_eq!(e.errno(), Some(12));
         assert_eq!(Error::inval("x", "y").kind(), ErrorKind::Inval);

@@ -205,8 +205,8 @@ impl<T: Transport> Cq<'_, T> {
     /// [`Cq::wait_timeout`]) and polls again. Use it instead of a polling loop where a thread
     /// may sleep; keep [`Cq::next_wc`] for busy polling.
     ///
-    /// ```no_run
-    /// # fn f(conn: &rpma::mock::Conn) -> rpma::Result<()> {
+    /// ```
+    /// # fn f<T: rpma_core::Transport>(conn: &rpma_core::Conn<T>) -> rpma_core::Result<()> {
     /// let wc = conn.cq().wait_next(Some(std::time::Duration::from_secs(5)))?;
     /// assert!(wc.is_success());
     /// # Ok(()) }
