@@ -238,6 +238,9 @@ pub struct Log<T: Transport> {
     durable: u64,
     durable_lsn: Lsn,
     events: VecDeque<HealthEvent>,
+    /// The record [`Log::append`] builds before copying it into the ring (kept: no allocation
+    /// per append).
+    rec: Vec<u8>,
 }
 
 impl<T: Transport> fmt::Debug for Log<T> {
@@ -417,6 +420,7 @@ impl<T: Transport> Log<T> {
             durable: 0,
             durable_lsn: 0,
             events: VecDeque::new(),
+            rec: Vec::new(),
         };
         report.epoch = epoch;
         for (i, why) in reasons.iter().enumerate() {
@@ -674,7 +678,12 @@ impl<T: Transport> Log<T> {
     /// Takes replica `i`'s committed history into the writer's ring, validating every record.
     fn load_history(&mut self, i: usize, h: &format::Header) -> std::result::Result<(), String> {
         self.read_range(i, h.head, h.commit, true)?;
-        let ring = self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
+        // An empty history has no record to parse: the ring is not copied.
+        let ring = if h.commit > h.head {
+            self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?
+        } else {
+            Vec::new()
+        };
         let mut pos = h.head;
         let mut head = h.head;
         let mut head_lsn = h.head_lsn;
@@ -742,11 +751,12 @@ impl<T: Transport> Log<T> {
         if !reset {
             let cmp_end = x.commit.min(self.tail);
             self.read_range(i, self.head, cmp_end, false)?;
-            let ring = self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
-            let theirs = self.scratch.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?;
             let mut p = cmp_end;
+            // Only the range compared is copied out of the two regions.
             for (off, len) in pieces(self.cap, self.head, cmp_end) {
-                if let Some(d) = (off..off + len).position(|k| ring[k] != theirs[k]) {
+                let mine = self.ring.to_vec(off, len).map_err(|e| e.to_string())?;
+                let theirs = self.scratch.to_vec(off, len).map_err(|e| e.to_string())?;
+                if let Some(d) = mine.iter().zip(&theirs).position(|(a, b)| a != b) {
                     // The position of the first difference.
                     let base = self.head
                         + if off as u64 == self.head % self.cap { 0 } else { self.cap - self.head % self.cap };
@@ -825,7 +835,9 @@ impl<T: Transport> Log<T> {
                 self.drain(i);
             }
         }
-        let mut writes: Vec<(u64, usize)> = Vec::with_capacity(2);
+        // The pad's write (if any) and the entry's: (position, length).
+        let mut writes = [(0u64, 0usize); 2];
+        let mut nw = 0;
         if pre > 0 {
             self.bounds.push_back(self.tail);
             if pre >= format::ENTRY_HEADER as u64 {
@@ -838,12 +850,15 @@ impl<T: Transport> Log<T> {
                     &[],
                 );
                 self.ring.write((self.tail % self.cap) as usize, &pad)?;
-                writes.push((self.tail, format::ENTRY_HEADER));
+                writes[nw] = (self.tail, format::ENTRY_HEADER);
+                nw += 1;
             }
         }
         let pos = self.tail + pre;
         let lsn = self.next_lsn;
-        let mut rec = vec![0u8; size as usize];
+        let mut rec = std::mem::take(&mut self.rec);
+        rec.clear();
+        rec.resize(size as usize, 0);
         rec[..format::ENTRY_HEADER].copy_from_slice(&format::entry_header(
             format::KIND_ENTRY,
             len32.unwrap_or(0),
@@ -853,8 +868,12 @@ impl<T: Transport> Log<T> {
             data,
         ));
         rec[format::ENTRY_HEADER..format::ENTRY_HEADER + data.len()].copy_from_slice(data);
-        self.ring.write((pos % self.cap) as usize, &rec)?;
-        writes.push((pos, rec.len()));
+        let written = self.ring.write((pos % self.cap) as usize, &rec);
+        let rec_len = rec.len();
+        self.rec = rec;
+        written?;
+        writes[nw] = (pos, rec_len);
+        nw += 1;
         self.bounds.push_back(pos);
         self.index.push_back(pos);
         self.tail = pos + size;
@@ -867,7 +886,7 @@ impl<T: Transport> Log<T> {
                 continue;
             }
             let mut failed = None;
-            for &(p, len) in &writes {
+            for &(p, len) in &writes[..nw] {
                 let off = (p % cap) as usize;
                 let r = conn
                     .write(remote.at(region_off(cap, p)), self.ring.slice(off..off + len))
