@@ -43,9 +43,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Arguments of `rpma log`.
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    /// What to run.
+    /// What to run (`None`: a usage error naming the commands).
     #[command(subcommand)]
-    pub cmd: LogCmd,
+    pub cmd: Option<LogCmd>,
 }
 
 /// `rpma log`'s subcommands.
@@ -361,8 +361,9 @@ impl LogBenchReport {
 /// As [`serve`] and [`bench()`]; bad arguments are usage errors.
 pub fn run(a: LogArgs) -> Result<()> {
     match a.cmd {
-        LogCmd::Serve(s) => serve(&s),
-        LogCmd::Bench(b) => {
+        None => Err(crate::out::usage(&anyhow::anyhow!("`rpma log` needs a command: serve or bench"))),
+        Some(LogCmd::Serve(s)) => serve(&s),
+        Some(LogCmd::Bench(b)) => {
             let report = bench(&b)?;
             let mut out = std::io::stdout().lock();
             report.write(b.json, &mut out).context("writing the report")

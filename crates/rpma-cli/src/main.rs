@@ -1,5 +1,5 @@
 //! The `rpma` command: `rpma demo`, `rpma devices`, `rpma server`, `rpma client`,
-//! `rpma scenarios`, `rpma bench`. See `rpma --help`, `rpma <command> --help` and docs/cli.md.
+//! `rpma scenarios`, `rpma bench`, `rpma log`. See `rpma --help`, `rpma <command> --help` and docs/cli.md.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ Start here:
   rpma scenarios                 what each scenario does
   rpma devices                   devices and what they can do (--json for scripts)
   rpma bench --op write,read     the data path's latency and bandwidth (see `rpma bench --help`)
+  rpma log bench --replicas 3    the replicated log: append + sync latency, group commit (rpma-log)
 
 Two processes on the mock (one host; RPMA_MOCK_RENDEZVOUS or a private directory):
   rpma server --backend mock --addr 127.0.0.1 --scenario messages-ping-pong

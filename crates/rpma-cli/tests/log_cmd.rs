@@ -51,6 +51,9 @@ fn log_bench_on_the_mock_with_three_replicas_of_its_own_reports_json() {
 
 #[test]
 fn log_bench_arguments_are_checked() {
+    let out = Command::new(RPMA).arg("log").output().expect("rpma runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`rpma log` needs a command: serve or bench"));
     for (args, what) in [
         (&["--replicas", "4"][..], "1 to 3"),
         (&["--replicas", "0"], "1 to 3"),
