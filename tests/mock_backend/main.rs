@@ -29,6 +29,7 @@ mod fds;
 mod link_loss;
 mod live;
 mod local_only;
+mod mistakes;
 mod native_ops;
 mod power_cut;
 mod provider_errors;

@@ -55,8 +55,18 @@ pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
 pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(Error::inval(op, "range outside the local memory region")),
+        _ => Err(local_range_error(op, offset, len, size)),
     }
+}
+
+/// The error of a range outside a local region, with its numbers (out of the hot path).
+#[cold]
+#[inline(never)]
+fn local_range_error(op: &'static str, offset: usize, len: usize, size: usize) -> Error {
+    Error::inval(
+        op,
+        &format!("range outside the local memory region: offset {offset} + length {len} > the region's {size} bytes"),
+    )
 }
 
 /// The largest length of one work request on a device: its `max_msg_size`, and at most
@@ -140,8 +150,14 @@ pub fn remote_buf(
         }
         RemoteAccess::Flush(t) if !usage.contains(t.required_usage()) => {
             return Err(Error::new(ErrorKind::NoSupp, op).with_detail(match t {
-                FlushType::Persistent => "remote region is not registered for persistent flush",
-                FlushType::Visibility => "remote region is not registered for visibility flush",
+                FlushType::Persistent => {
+                    "remote region is not registered for persistent flush (its owner registers it with \
+                     Usage::FLUSH_TYPE_PERSISTENT)"
+                }
+                FlushType::Visibility => {
+                    "remote region is not registered for visibility flush (its owner registers it with \
+                     Usage::FLUSH_TYPE_VISIBILITY)"
+                }
             }));
         }
         _ => {}
@@ -175,9 +191,22 @@ fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) ->
 #[inline(always)]
 pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
     if offset % ATOMIC_WRITE_ALIGNMENT != 0 {
-        return Err(Error::inval(op, "dst_offset is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT"));
+        return Err(atomic_offset_error(op, offset));
     }
     Ok(())
+}
+
+/// The error of a misaligned atomic write, with its number (out of the hot path).
+#[cold]
+#[inline(never)]
+fn atomic_offset_error(op: &'static str, offset: usize) -> Error {
+    Error::inval(
+        op,
+        &format!(
+            "dst_offset {offset} is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT ({ATOMIC_WRITE_ALIGNMENT}): an atomic \
+             write covers one aligned 8-byte word"
+        ),
+    )
 }
 
 /// The zero-byte form rule of receives: without a buffer, offset and len must be 0.

@@ -1,0 +1,62 @@
+//! What ten common mistakes say (issue 35): the Rust item (the C function following where there
+//! is one), the numbers involved, and the fix where there is one.
+
+use super::*;
+
+use rpma::Offer;
+
+/// The error's text, after asserting its kind.
+#[track_caller]
+fn says<T: std::fmt::Debug>(r: rpma::Result<T>, kind: ErrorKind) -> String {
+    let e = r.expect_err("a mistake");
+    assert_eq!(e.kind(), kind, "{e}");
+    e.to_string()
+}
+
+#[track_caller]
+fn has(text: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(text.contains(p), "{text:?} does not say {p:?}");
+    }
+}
+
+#[test]
+fn errors__ten_common_mistakes_name_the_item_the_numbers_and_the_fix() {
+    let fx = fixture();
+    let (c, src, dst) = (&fx.p.client, &fx.src, &fx.rdst);
+    // 1. A write past the end of the remote region.
+    let t = says(c.write(dst.at(4090), src.slice(0..8)).post(), ErrorKind::Inval);
+    has(&t, &["Conn::write (rpma_write)", "offset 4090 + length 8 > the region's 4096 bytes"]);
+    // 2. A persistent flush before the peer's configuration was applied.
+    let t = says(c.flush(dst.slice(0..8), FlushType::Persistent).post(), ErrorKind::NoSupp);
+    has(&t, &["Conn::flush (rpma_flush)", "direct write to PMem", "Conn::apply_remote_peer_cfg"]);
+    // 3. A flush to a region not registered for it.
+    let plain = fx.p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
+    let t = says(c.flush(remote(&plain).slice(0..8), FlushType::Visibility).post(), ErrorKind::NoSupp);
+    has(&t, &["Conn::flush (rpma_flush)", "not registered for visibility flush", "Usage::FLUSH_TYPE_VISIBILITY"]);
+    // 4. A local range past the end of its region.
+    let small = fx.p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
+    let t = says(c.write(dst.at(0), small.slice(0..100)).post(), ErrorKind::Inval);
+    has(&t, &["Conn::write (rpma_write)", "offset 0 + length 100 > the region's 64 bytes"]);
+    // 5. An atomic write at an offset that is not a multiple of 8.
+    let t = says(c.atomic_write(dst.at(4), [1; 8]).post(), ErrorKind::Inval);
+    has(&t, &["Conn::atomic_write (rpma_atomic_write)", "dst_offset 4", "RPMA_ATOMIC_WRITE_ALIGNMENT (8)"]);
+    // 6. Inline data beyond the connection's limit.
+    let t = says(c.send_inline(&[0; 16]).post(), ErrorKind::Inval);
+    has(&t, &["Conn::send (rpma_send)", "16 bytes, max_inline 0", "ConnCfg::with_max_inline"]);
+    // 7. Persisting a range outside the region.
+    let t = says(fx.dst.persist(4000, 200), ErrorKind::Inval);
+    has(&t, &["MrLocal::persist", "[4000, 4000 + 200) is outside the region of 4096 bytes"]);
+    // 8. Private data that is no offer.
+    let t = says(Offer::decode(&[0; 10]), ErrorKind::Inval);
+    has(&t, &["Offer::decode", "private data of 10 bytes holds no offer of 22", "Offer::encode"]);
+    // 9. A device lookup of an address no device owns.
+    let t = says(Device::lookup(&fx.f, "203.0.113.9", ContextType::Local), ErrorKind::Provider);
+    has(&t, &["Device::lookup (rpma_utils_get_ibv_context)", "errno 19"]);
+    // 10. A wait with a zero timeout.
+    let t = says(c.cq().wait_next(Some(Duration::ZERO)), ErrorKind::Inval);
+    has(&t, &["Cq::wait_next", "the timeout is zero", "non-blocking"]);
+    // And the mock's own: a power cut without the persistence model names the builder's call.
+    let t = says(fx.f.power_cut(fx.p.speer.device().backend()), ErrorKind::Inval);
+    has(&t, &["MockFabric::power_cut", "MockFabricBuilder::persistent_memory"]);
+}
