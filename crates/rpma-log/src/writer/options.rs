@@ -1,0 +1,183 @@
+//! What a writer is told (where its replicas are, its quorum, what "durable" means) and what it
+//! reports (health, recovery).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{LogError, Lsn, Result};
+
+/// Where a replica listens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReplicaAddr {
+    /// Its address.
+    pub addr: String,
+    /// Its port (service).
+    pub port: String,
+}
+
+impl ReplicaAddr {
+    /// A replica at `addr`:`port`.
+    #[must_use]
+    pub fn new(addr: &str, port: &str) -> Self {
+        Self { addr: addr.to_owned(), port: port.to_owned() }
+    }
+}
+
+impl fmt::Display for ReplicaAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.addr, self.port)
+    }
+}
+
+/// How many replicas must hold an entry before [`Log::sync`](crate::Log::sync) reports it durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Quorum {
+    /// Every replica of the set.
+    All,
+    /// More than half of the set.
+    Majority,
+    /// `n` replicas (1 to the set's size).
+    K(usize),
+}
+
+impl Quorum {
+    pub(super) fn of(self, replicas: usize) -> Result<usize> {
+        let n = match self {
+            Self::All => replicas,
+            Self::Majority => replicas / 2 + 1,
+            Self::K(k) => k,
+        };
+        if n == 0 || n > replicas {
+            return Err(LogError::Invalid(format!("a quorum of {n} out of {replicas} replicas")));
+        }
+        Ok(n)
+    }
+}
+
+/// What "durable" means on the replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FlushMode {
+    /// In the persistence domain of each replica of the quorum (persistent flushes; each replica
+    /// must announce direct write to pmem): survives a power cut of every replica.
+    Persistent,
+    /// In the memory of each replica of the quorum (flushes to visibility; DRAM replicas):
+    /// survives the loss of a minority of replicas' processes, not a power cut.
+    Visibility,
+}
+
+/// How a writer opens the log.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LogOptions {
+    /// The log's id: replicas of another log refuse the writer.
+    pub log_id: u64,
+    /// The quorum of [`Log::sync`](crate::Log::sync) and of recovery.
+    pub quorum: Quorum,
+    /// What durable means.
+    pub flush: FlushMode,
+    /// The writer's identity, which lets it reconnect within its own epoch (random if `None`).
+    pub writer_id: Option<u64>,
+    /// The longest wait for a replica: connection, a read at recovery, a sync's completions.
+    pub timeout: Duration,
+    #[doc(hidden)]
+    /// Tests only: flushes the commit record to visibility even in [`FlushMode::Persistent`]
+    /// (a deliberately broken log, which the crash tests must catch).
+    pub broken_commit_flush: bool,
+    #[doc(hidden)]
+    /// Tests only: commits without flushing the entries first (a deliberately broken log).
+    pub broken_skip_data_flush: bool,
+}
+
+impl LogOptions {
+    /// Log `log_id` with a majority quorum, persistent, a 5 s timeout.
+    #[must_use]
+    pub fn new(log_id: u64) -> Self {
+        Self {
+            log_id,
+            quorum: Quorum::Majority,
+            flush: FlushMode::Persistent,
+            writer_id: None,
+            timeout: Duration::from_secs(5),
+            broken_commit_flush: false,
+            broken_skip_data_flush: false,
+        }
+    }
+
+    /// Sets the quorum.
+    #[must_use]
+    pub const fn quorum(mut self, quorum: Quorum) -> Self {
+        self.quorum = quorum;
+        self
+    }
+
+    /// Sets the flush mode.
+    #[must_use]
+    pub const fn flush(mut self, flush: FlushMode) -> Self {
+        self.flush = flush;
+        self
+    }
+
+    /// Sets the writer's identity.
+    #[must_use]
+    pub const fn writer_id(mut self, id: u64) -> Self {
+        self.writer_id = Some(id);
+        self
+    }
+
+    /// Sets the timeout.
+    #[must_use]
+    pub const fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// A replica's health, as the writer sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Health {
+    /// Connected, and in the quorum of the last sync.
+    Up,
+    /// Connected, but its commit record was behind when the last sync returned.
+    Lagging,
+    /// Not connected (it failed, refused, or was never reached); [`Log::reconnect`](crate::Log::reconnect) tries again.
+    Down,
+    /// Being repaired ([`Log::reconnect`](crate::Log::reconnect)).
+    CatchingUp,
+}
+
+/// A change of a replica's health.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HealthEvent {
+    /// The replica's index in the set given to [`Log::open`](crate::Log::open).
+    pub replica: usize,
+    /// Its health now.
+    pub health: Health,
+    /// Why (for [`Health::Down`]).
+    pub reason: Option<String>,
+}
+
+/// What [`Log::open`](crate::Log::open) found and did.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// The writer's epoch (higher than any before it on the replicas it took over).
+    pub epoch: u64,
+    /// The first lsn held.
+    pub head_lsn: Lsn,
+    /// The next lsn to append: every entry before it was committed and is kept.
+    pub next_lsn: Lsn,
+    /// The committed position recovered (bytes of the ring since the log began).
+    pub committed: u64,
+    /// The replica whose history was taken.
+    pub source: Option<usize>,
+    /// The replicas brought to that history (the source included).
+    pub repaired: Vec<usize>,
+    /// The replicas not taken over or repaired, and why.
+    pub down: Vec<(usize, String)>,
+    /// The replicas whose committed entries failed validation (checksum, position, lsn).
+    pub rejected: Vec<(usize, String)>,
+}

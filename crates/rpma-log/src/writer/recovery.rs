@@ -1,0 +1,439 @@
+//! Taking the log over and recovering it (`Log::open`): reading the replicas' headers and
+//! histories, choosing the history to keep, and repairing a replica to it (also what
+//! `Log::reconnect` does before appending).
+
+use super::*;
+
+impl<T: Transport> Log<T> {
+    /// Opens log `opts.log_id` on `replicas` as a new writer: takes the replicas over with a
+    /// new epoch (fencing every earlier writer on them), recovers the committed history from
+    /// a quorum, and repairs the replicas it reached to that history.
+    ///
+    /// # Errors
+    /// [`LogError::Invalid`] for an empty or duplicated replica set, or a quorum outside it;
+    /// [`LogError::WrongLogId`], [`LogError::CorruptHeader`] or [`LogError::Capacity`] if a
+    /// replica holds another log, an invalid header, or a ring of another size than the others;
+    /// [`LogError::NoQuorum`] if fewer replicas than needed could be taken over and repaired
+    /// (the message gives each one's reason): the quorum `q` of the syncs to come, and `n - q +
+    /// 1` of the `n` replicas for recovery, so that it meets every quorum that may have
+    /// acknowledged an entry (with [`Quorum::K`]`(1)` of 3, all 3); [`LogError::Rpma`] if local resources fail.
+    pub fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)> {
+        if replicas.is_empty() {
+            return Err(LogError::Invalid("no replica given".into()));
+        }
+        for (i, r) in replicas.iter().enumerate() {
+            if replicas[..i].contains(r) {
+                return Err(LogError::Invalid(format!("replica {r} is given twice")));
+            }
+        }
+        let quorum = opts.quorum.of(replicas.len())?;
+        // Recovery reads enough replicas to meet every quorum that may have acknowledged an
+        // entry (n - q + 1), and the writer needs q for its own syncs.
+        let open_quorum = quorum.max(replicas.len() - quorum + 1);
+        let writer_id = opts.writer_id.unwrap_or_else(random_id);
+        let mut epoch = 1;
+        let mut report = RecoveryReport::default();
+        let mut conns: Vec<Option<(Conn<T>, MrRemote, u64)>>;
+        let mut reasons: Vec<Option<String>>;
+        let mut round = 0;
+        loop {
+            round += 1;
+            conns = Vec::new();
+            reasons = Vec::new();
+            let mut stale = None;
+            for r in replicas {
+                match Self::connect(peer, r, &opts, epoch, writer_id)? {
+                    Connected::Accepted(c, m, cap) => {
+                        conns.push(Some((c, m, cap)));
+                        reasons.push(None);
+                    }
+                    Connected::Stale(p) => {
+                        stale = Some(stale.map_or(p, |s: u64| s.max(p)));
+                        conns.push(None);
+                        reasons.push(Some(format!("it promised epoch {p}, above {epoch}")));
+                    }
+                    Connected::Down(why) => {
+                        conns.push(None);
+                        reasons.push(Some(why));
+                    }
+                }
+            }
+            match stale {
+                Some(p) if p == u64::MAX => {
+                    return Err(LogError::Invalid(format!("a replica promised the last epoch ({p})")));
+                }
+                Some(p) if round < 8 => {
+                    // Another writer took some over: come back above its epoch.
+                    for c in conns.iter().flatten() {
+                        let _ = c.0.disconnect();
+                    }
+                    epoch = p + 1;
+                }
+                _ => break,
+            }
+        }
+        let up = conns.iter().flatten().count();
+        if up < open_quorum {
+            return Err(no_quorum(up, open_quorum, replicas, &reasons));
+        }
+        // The capacity: every replica's must agree.
+        let mut cap = None;
+        for (i, (_, remote, c)) in conns.iter().enumerate().filter_map(|(i, c)| c.as_ref().map(|c| (i, c))) {
+            match cap {
+                None => cap = Some(*c),
+                Some(k) if k != *c => {
+                    return Err(LogError::Capacity {
+                        replica: replicas[i].to_string(),
+                        detail: format!("its ring has {c} bytes, another replica's {k}"),
+                    })
+                }
+                Some(_) => {}
+            }
+            if remote.len() < (format::HEADER as u64).saturating_add(*c) {
+                return Err(LogError::Capacity {
+                    replica: replicas[i].to_string(),
+                    detail: format!("its region of {} bytes cannot hold a ring of {c}", remote.len()),
+                });
+            }
+        }
+        let cap = cap.expect("a quorum is at least one replica");
+        let cap_usize = usize::try_from(cap).map_err(|_| LogError::Invalid(format!("a ring of {cap} bytes")))?;
+        let ring = peer.alloc_mr(cap_usize, Usage::WRITE_SRC | Usage::READ_DST)?;
+        let scratch = peer.alloc_mr(cap_usize.max(format::HEADER), Usage::READ_DST)?;
+        let slots = replicas
+            .iter()
+            .zip(conns)
+            .map(|(addr, c)| {
+                let (conn, remote) = match c {
+                    Some((c, r, _)) => (Some(c), Some(r)),
+                    None => (None, None),
+                };
+                let health = if conn.is_some() { Health::CatchingUp } else { Health::Down };
+                Slot {
+                    addr: addr.clone(),
+                    conn,
+                    remote,
+                    health,
+                    flushed: 0,
+                    posted: 0,
+                    durable: 0,
+                    inflight: 0,
+                    retry_at: None,
+                    backoff: MIN_BACKOFF,
+                }
+            })
+            .collect();
+        let mut log = Self {
+            peer: peer.clone(),
+            opts,
+            quorum,
+            epoch,
+            writer_id,
+            cap,
+            ring,
+            scratch,
+            slots,
+            head: 0,
+            head_lsn: 0,
+            tail: 0,
+            next_lsn: 0,
+            index: VecDeque::new(),
+            bounds: VecDeque::new(),
+            durable: 0,
+            durable_lsn: 0,
+            events: VecDeque::new(),
+            rec: Vec::new(),
+        };
+        report.epoch = epoch;
+        for (i, why) in reasons.iter().enumerate() {
+            if let Some(why) = why {
+                log.event(i, Health::Down, Some(why.clone()));
+                report.down.push((i, why.clone()));
+            }
+        }
+        // Each replica's header, checked.
+        let mut headers = Vec::new();
+        for i in 0..log.slots.len() {
+            if log.slots[i].conn.is_none() {
+                continue;
+            }
+            match log.read_header(i) {
+                Ok(h) => headers.push((i, h)),
+                Err(HeaderError::Fatal(e)) => return Err(e),
+                Err(HeaderError::Down(why)) => {
+                    log.mark_down(i, why.clone());
+                    report.down.push((i, why));
+                }
+            }
+        }
+        // The history: the highest commit of the highest epoch that validates.
+        headers.sort_by_key(|h| std::cmp::Reverse((h.1.commit_epoch, h.1.commit)));
+        let mut source = None;
+        for &(i, h) in &headers {
+            match log.load_history(i, &h) {
+                Ok(()) => {
+                    source = Some(i);
+                    break;
+                }
+                Err(why) => {
+                    log.mark_down(i, why.clone());
+                    report.rejected.push((i, why));
+                }
+            }
+        }
+        if source.is_none() {
+            let up = 0;
+            return Err(LogError::NoQuorum {
+                up,
+                needed: open_quorum,
+                detail: format!("no replica's history validates: {:?}", report.rejected),
+            });
+        }
+        report.source = source;
+        // A truncation that reached a replica taken over takes effect: the highest head that is a
+        // record boundary of the history (entries below it were durable, and truncated).
+        let top = headers
+            .iter()
+            .map(|(_, h)| h.head)
+            .filter(|&p| p > log.head && (p == log.tail || (p < log.tail && log.bounds.contains(&p))))
+            .max();
+        if let Some(p) = top {
+            while log.index.front().is_some_and(|&e| e < p) {
+                log.index.pop_front();
+                log.head_lsn += 1;
+            }
+            while log.bounds.front().is_some_and(|&b| b < p) {
+                log.bounds.pop_front();
+            }
+            log.head = p;
+        }
+        // Every replica taken over, the source first, to that history.
+        let order: Vec<(usize, format::Header)> = headers
+            .iter()
+            .filter(|(i, _)| Some(*i) == source)
+            .chain(headers.iter().filter(|(i, _)| Some(*i) != source))
+            .copied()
+            .collect();
+        for (i, h) in order {
+            if log.slots[i].conn.is_none() {
+                continue;
+            }
+            match log.repair(i, &h) {
+                Ok(()) => report.repaired.push(i),
+                Err(why) => {
+                    log.mark_down(i, why.clone());
+                    report.down.push((i, why));
+                }
+            }
+        }
+        let up = log.slots.iter().filter(|s| s.health == Health::Up).count();
+        if up < open_quorum {
+            let reasons: Vec<Option<String>> = (0..log.slots.len())
+                .map(|i| report.down.iter().chain(&report.rejected).find(|(j, _)| *j == i).map(|(_, w)| w.clone()))
+                .collect();
+            return Err(no_quorum(up, open_quorum, replicas, &reasons));
+        }
+        log.durable = log.tail;
+        log.durable_lsn = log.next_lsn;
+        report.head_lsn = log.head_lsn;
+        report.next_lsn = log.next_lsn;
+        report.committed = log.tail;
+        Ok((log, report))
+    }
+
+    pub(super) fn read_header(&mut self, i: usize) -> std::result::Result<format::Header, HeaderError> {
+        let name = self.slots[i].addr.to_string();
+        let (Some(conn), Some(remote)) = (self.slots[i].conn.as_ref(), self.slots[i].remote) else {
+            return Err(HeaderError::Down("not connected".into()));
+        };
+        conn.read(self.scratch.slice(0..format::HEADER), remote.at(0))
+            .context(1)
+            .post()
+            .map_err(|e| HeaderError::Down(format!("reading its header: {e}")))?;
+        self.wait_one(i, 1).map_err(|e| HeaderError::Down(format!("reading its header: {e}")))?;
+        let b = self.scratch.to_vec(0, format::HEADER).map_err(|e| HeaderError::Fatal(e.into()))?;
+        let h = format::decode_header(&b, remote.len())
+            .map_err(|detail| HeaderError::Fatal(LogError::CorruptHeader { replica: name.clone(), detail }))?;
+        if h.log_id != self.opts.log_id {
+            return Err(HeaderError::Fatal(LogError::WrongLogId {
+                replica: name,
+                expected: self.opts.log_id,
+                found: h.log_id,
+            }));
+        }
+        if h.capacity != self.cap {
+            return Err(HeaderError::Fatal(LogError::Capacity {
+                replica: name,
+                detail: format!("its header says a ring of {} bytes, its reply {}", h.capacity, self.cap),
+            }));
+        }
+        if h.promised != self.epoch || h.promised_id != self.writer_id {
+            return Err(HeaderError::Down(format!("another writer took it over (epoch {})", h.promised)));
+        }
+        Ok(h)
+    }
+
+    /// Reads replica `i`'s range `[from, to)` into `into` (the ring or the scratch region) at
+    /// ring offsets.
+    pub(super) fn read_range(
+        &mut self,
+        i: usize,
+        from: u64,
+        to: u64,
+        into_ring: bool,
+    ) -> std::result::Result<(), String> {
+        let (Some(conn), Some(remote)) = (self.slots[i].conn.as_ref(), self.slots[i].remote) else {
+            return Err("not connected".into());
+        };
+        let dst = if into_ring { &self.ring } else { &self.scratch };
+        let mut posted = false;
+        for (off, len) in pieces(self.cap, from, to) {
+            conn.read(dst.slice(off..off + len), remote.at(format::HEADER + off))
+                .context(2)
+                .post()
+                .map_err(|e| format!("reading its entries: {e}"))?;
+            posted = true;
+        }
+        if posted {
+            // Each read is signaled: wait for all of them.
+            let n = pieces(self.cap, from, to).count();
+            for _ in 0..n {
+                self.wait_one(i, 2)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes replica `i`'s committed history into the writer's ring, validating every record.
+    pub(super) fn load_history(&mut self, i: usize, h: &format::Header) -> std::result::Result<(), String> {
+        self.read_range(i, h.head, h.commit, true)?;
+        // An empty history has no record to parse: the ring is not copied.
+        let ring = if h.commit > h.head {
+            self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?
+        } else {
+            Vec::new()
+        };
+        let mut pos = h.head;
+        let mut head = h.head;
+        let mut head_lsn = h.head_lsn;
+        let mut next: Option<Lsn> = None;
+        let mut bounds = VecDeque::new();
+        let mut index = VecDeque::new();
+        while pos < h.commit {
+            let rec = format::parse_record(&ring, self.cap, pos, h.commit)?;
+            if let Record::Entry { lsn, .. } = rec {
+                match next {
+                    None if lsn < h.head_lsn => {
+                        // Truncated before a crash that kept the head's lsn and not the head.
+                        pos += rec.size();
+                        head = pos;
+                        continue;
+                    }
+                    None if lsn != h.head_lsn && !(h.head_lsn == 0 && bounds.is_empty()) => {
+                        return Err(format!("its first entry has lsn {lsn}, its head says {}", h.head_lsn));
+                    }
+                    Some(n) if lsn != n => return Err(format!("lsn {lsn} follows lsn {}", n - 1)),
+                    _ => {}
+                }
+                if next.is_none() {
+                    head_lsn = lsn;
+                }
+                next = Some(lsn.checked_add(1).ok_or_else(|| format!("lsn {lsn} at position {pos}"))?);
+                index.push_back(pos);
+            }
+            bounds.push_back(pos);
+            pos += rec.size();
+        }
+        self.head = head;
+        self.bounds = bounds.into_iter().filter(|&b| b >= head).collect();
+        self.head_lsn = head_lsn;
+        self.next_lsn = next.unwrap_or(head_lsn);
+        self.index = index;
+        self.tail = h.commit;
+        Ok(())
+    }
+
+    /// The largest record boundary at or below `p` (the head at least).
+    pub(super) fn bound_at_or_below(&self, p: u64) -> u64 {
+        if p >= self.tail {
+            return self.tail;
+        }
+        let k = self.bounds.partition_point(|&b| b <= p);
+        if k == 0 {
+            self.head
+        } else {
+            self.bounds[k - 1]
+        }
+    }
+
+    /// Brings replica `i` (header `x`) to the writer's history `[head, tail)` and epoch: the
+    /// part of its history equal to the writer's is kept, what differs is uncommitted first,
+    /// then rewritten, then committed, then the epoch is installed (docs/log.md, "Repair").
+    pub(super) fn repair(&mut self, i: usize, x: &format::Header) -> std::result::Result<(), String> {
+        if x.head > self.head {
+            return Err(format!("its head {} is beyond the writer's head {}: it needs a full copy", x.head, self.head));
+        }
+        self.set_health(i, Health::CatchingUp);
+        // Holding nothing of the retained history, it is emptied at its own head first.
+        let reset = x.commit < self.head;
+        let mut pb = self.head;
+        if !reset {
+            let cmp_end = x.commit.min(self.tail);
+            self.read_range(i, self.head, cmp_end, false)?;
+            let mut p = cmp_end;
+            // Only the range compared is copied out of the two regions.
+            for (off, len) in pieces(self.cap, self.head, cmp_end) {
+                let mine = self.ring.to_vec(off, len).map_err(|e| e.to_string())?;
+                let theirs = self.scratch.to_vec(off, len).map_err(|e| e.to_string())?;
+                if let Some(d) = mine.iter().zip(&theirs).position(|(a, b)| a != b) {
+                    // The position of the first difference.
+                    let base = self.head
+                        + if off as u64 == self.head % self.cap { 0 } else { self.cap - self.head % self.cap };
+                    p = base + d as u64;
+                    break;
+                }
+            }
+            pb = self.bound_at_or_below(p);
+        }
+        let lower_to = if reset { (x.commit > x.head).then_some(x.head) } else { (x.commit > pb).then_some(pb) };
+        let ft = self.flush_type();
+        let epoch = self.epoch;
+        let (head, head_lsn, tail, cap) = (self.head, self.head_lsn, self.tail, self.cap);
+        let slot = &self.slots[i];
+        let (Some(conn), Some(remote)) = (slot.conn.as_ref(), slot.remote) else {
+            return Err("not connected".into());
+        };
+        let quiet = CompletionFlags::ON_ERROR;
+        let post = |r: rpma::Result<()>| r.map_err(|e| format!("repairing: {e}"));
+        if let Some(to) = lower_to {
+            post(conn.atomic_write(remote.at(format::COMMIT), to.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
+        }
+        if x.head < head {
+            post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
+            post(conn.atomic_write(remote.at(format::HEAD), head.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(format::HEAD..format::HEAD + 8), ft).flags(quiet).post())?;
+        } else if x.head_lsn != head_lsn {
+            post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
+        }
+        for (off, len) in pieces(cap, pb, tail) {
+            let at = region_off(cap, 0) + off;
+            post(conn.write(remote.at(at), self.ring.slice(off..off + len)).flags(quiet).post())?;
+            post(conn.flush(remote.slice(at..at + len), ft).flags(quiet).post())?;
+        }
+        post(conn.atomic_write(remote.at(format::COMMIT), tail.to_le_bytes()).flags(quiet).post())?;
+        post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
+        post(conn.atomic_write(remote.at(format::COMMIT_EPOCH), epoch.to_le_bytes()).flags(quiet).post())?;
+        post(conn.flush(remote.slice(format::COMMIT_EPOCH..format::COMMIT_EPOCH + 8), ft).context(3).post())?;
+        self.wait_one(i, 3)?;
+        let s = &mut self.slots[i];
+        s.flushed = tail;
+        s.posted = tail;
+        s.durable = tail;
+        s.inflight = 0;
+        self.set_health(i, Health::Up);
+        Ok(())
+    }
+}
