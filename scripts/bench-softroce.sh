@@ -36,8 +36,8 @@
 # LAT_VARIANTS and RATE_VARIANTS pick the librpma section's rows (see below; e.g.
 # LAT_VARIANTS= RATE_VARIANTS=1 for the plain message rate alone).
 # SOFTROCE_ACCEL=icount: the guest's clock is its instruction count (one vCPU); timings then
-# repeat to ~0.1 % within a boot whatever the host's load (docs/bench.md, "step 3 of the loop,
-# and deterministic timings"); the servers sleep when idle and run at a real-time priority, so
+# repeat to ~0.1 % within a boot whatever the host's load (docs/bench.md, "The icount clock
+# (deterministic timings)"); the servers sleep when idle and run at a real-time priority, so
 # an echo runs as soon as its message arrives.
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each

@@ -50,7 +50,8 @@
 #                           the guest's clock driven by the instructions it executes
 #                           (`-icount shift=SOFTROCE_ICOUNT_SHIFT,sleep=off`, default shift 0:
 #                           one instruction a nanosecond), so the guest's timings do not
-#                           depend on the host's load (docs/bench.md, "deterministic timings")
+#                           depend on the host's load (docs/bench.md, "The icount clock
+#                           (deterministic timings)")
 #   SOFTROCE_TIMEOUT        seconds for the VM (boot + CMD): then CMD is killed, and the
 #                           exit status is 124 (default 1800)
 #   SOFTROCE_BOOT_TIMEOUT   seconds for the guest to reach CMD, then exit 125 (default 180)
