@@ -8,9 +8,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rpma_core::{ConnCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
 
-use crate::backend::{with_backend, Backend, By, SrqRefF};
+use crate::backend::{on_backend, Backed, Backend, SrqCloneType};
+use crate::ffi::{give, guard, handle, nonnull, put, take, CResult, E_INVAL};
 use crate::srq::RpmaSrq;
-use crate::{give, guard, handle, nonnull, put, take, CResult, E_INVAL};
 
 /// `struct rpma_conn_cfg`.
 pub struct RpmaConnCfg {
@@ -22,7 +22,7 @@ pub struct RpmaConnCfg {
     shared: AtomicBool,
     /// The shared RQ set with `rpma_conn_cfg_set_srq`: a clone of it (which keeps it alive) and
     /// the handle to give back from `rpma_conn_cfg_get_srq` (never dereferenced here).
-    srq: Mutex<Option<(By<SrqRefF>, *mut RpmaSrq)>>,
+    srq: Mutex<Option<(Backed<SrqCloneType>, *mut RpmaSrq)>>,
 }
 
 impl RpmaConnCfg {
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut 
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (c, s) = unsafe { (handle(cfg)?, handle(srq)?) };
-        let clone = with_backend!(s.srq.kind(), T => T::wrap::<SrqRefF>(crate::conn::lock(T::get(&s.srq)?).clone()));
+        let clone = on_backend!(&s.srq, |T, lock srq| T::wrap::<SrqCloneType>(srq.clone()));
         *c.srq.lock() = Some((clone, srq));
         Ok(())
     })

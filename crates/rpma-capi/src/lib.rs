@@ -23,182 +23,23 @@
 #[macro_use]
 mod setting;
 mod backend;
-mod cfg;
 mod conn;
+mod conn_cfg;
+mod conn_req;
+mod cq;
+mod ep;
+mod err;
+mod ffi;
 mod log;
 mod mr;
 mod ops;
 mod peer;
+mod peer_cfg;
+mod private_data;
 mod srq;
+mod srq_cfg;
+mod utils;
 mod wait;
-
-use std::ffi::{c_char, c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use rpma_core::{Error, ErrorKind};
-
-/// `RPMA_E_UNKNOWN`.
-pub(crate) const E_UNKNOWN: c_int = ErrorKind::Unknown.code();
-/// `RPMA_E_INVAL`.
-pub(crate) const E_INVAL: c_int = ErrorKind::Inval.code();
-/// `RPMA_E_PROVIDER`.
-pub(crate) const E_PROVIDER: c_int = ErrorKind::Provider.code();
-/// `RPMA_E_NO_COMPLETION`.
-pub(crate) const E_NO_COMPLETION: c_int = ErrorKind::NoCompletion.code();
-
-/// The result of an exported body: `Err` holds the `RPMA_E_*` code to return.
-pub(crate) type CResult<T = ()> = Result<T, c_int>;
-
-/// Maps a Rust error to its librpma code.
-#[allow(clippy::needless_pass_by_value)] // used as `map_err(code)`
-pub(crate) fn code(e: Error) -> c_int {
-    if let (Some(call), Some(errno)) = (e.failed_call(), e.errno()) {
-        // librpma logs every failed provider call it makes, with the call and its errno, at
-        // ERROR level through the log function (issue 35).
-        log_provider_failure(&e, call, errno);
-    }
-    e.code()
-}
-
-/// The ERROR line librpma writes when a provider call fails: `<call>() failed: <strerror>`,
-/// reported from the librpma function that made the call.
-#[cold]
-#[inline(never)]
-fn log_provider_failure(e: &Error, call: &str, errno: c_int) {
-    if rpma_core::log::enabled(rpma_core::log::LogLevel::Error) {
-        let why = std::io::Error::from_raw_os_error(errno);
-        // The OS's text without Rust's " (os error N)".
-        let why = why.to_string();
-        let why = why.split(" (os error").next().unwrap_or_default();
-        rpma_core::log::emit(
-            rpma_core::log::LogLevel::Error,
-            file!(),
-            line!(),
-            e.op(),
-            format_args!("{call}() failed: {why}"),
-        );
-    }
-}
-
-/// Runs an exported body: 0 on success, its code on failure, `RPMA_E_UNKNOWN` on a panic.
-pub(crate) fn guard(body: impl FnOnce() -> CResult) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(code)) => code,
-        Err(_) => E_UNKNOWN,
-    }
-}
-
-/// [`guard`] for a function that may log while it holds a handle's lock (a connection's
-/// `rpma_conn_disconnect` and `rpma_conn_next_event` log at NOTICE level): the messages for the
-/// C log function are held back until the body returned, every lock released, so a log
-/// function may call back into the same handle (issue 32; librpma has no such lock). See
-/// [`log::Defer`].
-pub(crate) fn guard_deferring_log(body: impl FnOnce() -> CResult) -> c_int {
-    let _held = log::Defer::new();
-    guard(body)
-}
-
-/// `Err(RPMA_E_INVAL)` if `p` is NULL.
-pub(crate) fn nonnull<T>(p: *const T) -> CResult {
-    if p.is_null() {
-        Err(E_INVAL)
-    } else {
-        Ok(())
-    }
-}
-
-/// The handle behind `p`, or `RPMA_E_INVAL` if it is NULL.
-///
-/// # Safety
-/// C2: `p` is NULL or a handle this library returned and the caller has not deleted, used as
-/// librpma documents (no concurrent delete).
-pub(crate) unsafe fn handle<'a, T>(p: *const T) -> CResult<&'a T> {
-    // SAFETY: [C2] non-NULL handles point to live objects this library boxed.
-    unsafe { p.as_ref() }.ok_or(E_INVAL)
-}
-
-/// Writes `v` to the out-parameter `p` (already checked non-NULL).
-///
-/// # Safety
-/// C1: `p` is valid for a write of a `T` (librpma's contract for its out-parameters).
-pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
-    // SAFETY: [C1] the caller passed a writable, aligned out-parameter.
-    unsafe { p.write(v) };
-}
-
-/// A C string argument as UTF-8; NULL or not UTF-8 → `RPMA_E_INVAL`.
-///
-/// # Safety
-/// C1: `p` is NULL or a NUL-terminated string that lives for the call.
-pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> CResult<&'a str> {
-    nonnull(p)?;
-    // SAFETY: [C1] a non-NULL string argument is NUL-terminated and valid for the call.
-    let s = unsafe { CStr::from_ptr(p) };
-    s.to_str().map_err(|_| E_INVAL)
-}
-
-/// Takes the object out of a `T **` handle slot and stores NULL there: `Ok(None)` if the slot
-/// holds NULL, `RPMA_E_INVAL` if the slot pointer itself is NULL.
-///
-/// # Safety
-/// C1 for `pp` (a readable, writable `T *` slot); C2 for `*pp` (a handle of this library, not
-/// deleted yet and used by no other thread).
-pub(crate) unsafe fn take<T>(pp: *mut *mut T) -> CResult<Option<Box<T>>> {
-    nonnull(pp)?;
-    // SAFETY: [C1] pp is a valid slot.
-    let p = unsafe { pp.read() };
-    if p.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: [C1] pp is a valid slot; NULL it before the object goes away.
-    unsafe { pp.write(std::ptr::null_mut()) };
-    // SAFETY: [C2] p came from Box::into_raw in this library and is deleted only here.
-    Ok(Some(unsafe { Box::from_raw(p) }))
-}
-
-/// Boxes `v` and stores the handle in the out-parameter `pp` (already checked non-NULL).
-///
-/// # Safety
-/// C1: `pp` is valid for a write.
-pub(crate) unsafe fn give<T>(pp: *mut *mut T, v: T) {
-    // SAFETY: [C1] as for `put`.
-    unsafe { put(pp, Box::into_raw(Box::new(v))) };
-}
-
-/// `rpma_err_2str`: the description of an `RPMA_E_*` code ("Unknown error" for any other).
-#[no_mangle]
-pub extern "C" fn rpma_err_2str(ret: c_int) -> *const c_char {
-    let s: &'static CStr = match ret {
-        0 => c"Success",
-        -100_001 => c"Not supported",
-        -100_002 => c"Provider error occurred",
-        -100_003 => c"Out of memory",
-        -100_004 => c"Invalid argument",
-        -100_005 => c"No next completion available",
-        -100_006 => c"No next event available",
-        -100_007 => c"Temporary error, try again",
-        -100_008 => c"Completion channel is shared",
-        -100_009 => c"Completion channel is not shared",
-        _ => c"Unknown error",
-    };
-    s.as_ptr()
-}
-
-/// `rpma_utils_conn_event_2str`: the description of an `enum rpma_conn_event` value.
-#[no_mangle]
-pub extern "C" fn rpma_utils_conn_event_2str(conn_event: c_int) -> *const c_char {
-    let s: &'static CStr = match conn_event {
-        -1 => c"Undefined connection event",
-        0 => c"Connection established",
-        1 => c"Connection closed",
-        2 => c"Connection lost",
-        3 => c"Connection rejected",
-        4 => c"Connection unreachable",
-        _ => c"Unsupported connection event",
-    };
-    s.as_ptr()
-}
 
 /// Gives every exported function the default version `LIBRPMA_1.0` (the version script names
 /// the node and hides everything else; rustc's own script would leave the names unversioned).

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rpma_core::log::{self as rlog, LogLevel, LogRecord, Threshold};
 
-use crate::{code, guard, nonnull, put, CResult};
+use crate::ffi::{code, guard, nonnull, put, CResult};
 
 /// librpma's `rpma_log_function`: `(level, file_name, line_no, function_name, format, ...)`.
 pub type RpmaLogFunction = unsafe extern "C" fn(
@@ -128,6 +128,16 @@ impl Drop for Defer {
             }
         }
     }
+}
+
+/// [`guard`](crate::ffi::guard) for a function that may log while it holds a handle's lock (a connection's
+/// `rpma_conn_disconnect` and `rpma_conn_next_event` log at NOTICE level): the messages for the
+/// C log function are held back until the body returned, every lock released, so a log
+/// function may call back into the same handle (issue 32; librpma has no such lock). See
+/// [`Defer`].
+pub(crate) fn guard_deferring_log(body: impl FnOnce() -> CResult) -> c_int {
+    let _held = Defer::new();
+    guard(body)
 }
 
 /// `rpma_log_set_function`: installs `log_function`, or with NULL

@@ -6,15 +6,15 @@ use std::ptr::NonNull;
 use rpma_core::{Advice, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
 use rpma_mem::Memory;
 
-use crate::backend::{with_backend, Backend, By, MrF};
-use crate::peer::RpmaPeer;
 use rpma_core::rpma_log;
 
-use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL, E_PROVIDER};
+use crate::backend::{on_backend, Backed, Backend, MrType};
+use crate::ffi::{code, give, guard, handle, nonnull, put, take, E_INVAL, E_PROVIDER};
+use crate::peer::RpmaPeer;
 
 /// `struct rpma_mr_local`: the registration and the caller's base pointer.
 pub struct RpmaMrLocal {
-    pub(crate) mr: By<MrF>,
+    pub(crate) mr: Backed<MrType>,
     ptr: *mut c_void,
 }
 
@@ -58,8 +58,7 @@ pub unsafe extern "C" fn rpma_mr_reg(
         // it as a destination, a backend writes only what the usage grants, and this library
         // never hands out a mutable view of it).
         let memory = unsafe { Memory::from_raw_parts(base, size, None) };
-        let mr =
-            with_backend!(p.peer.kind(), T => T::wrap::<MrF>(T::get(&p.peer)?.reg_mr(memory, usage).map_err(code)?));
+        let mr = on_backend!(&p.peer, |T, peer| T::wrap::<MrType>(peer.reg_mr(memory, usage).map_err(code)?));
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(mr_ptr, RpmaMrLocal { mr, ptr }) };
         Ok(())
@@ -86,7 +85,7 @@ pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
         let p = unsafe { mr_ptr.read() };
         // SAFETY: [C2] the slot holds NULL or a live handle.
         if let Some(m) = unsafe { p.as_ref() } {
-            if with_backend!(m.mr.kind(), T => T::get(&m.mr)?.is_in_use()) {
+            if on_backend!(&m.mr, |T, mr| mr.is_in_use()) {
                 rpma_log!(
                     Error,
                     "rpma_mr_dereg: the region is in use by an operation in flight (EBUSY): complete \
@@ -103,7 +102,8 @@ pub unsafe extern "C" fn rpma_mr_dereg(mr_ptr: *mut *mut RpmaMrLocal) -> c_int {
         // C2); a backend gives the memory back only once no peer can reach it any more (the
         // mock waits for a peer's copy in progress). The memory handed back has no release
         // function: dropping it leaves it to the caller.
-        match with_backend!(m.mr.kind(), T => T::take(m.mr)?.dereg().map_err(code))? {
+        let RpmaMrLocal { mr, .. } = *m;
+        match on_backend!(mr, |T, mr| mr.dereg().map_err(code))? {
             Some(memory) => {
                 drop(memory);
                 Ok(())
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn rpma_mr_get_descriptor(mr: *const RpmaMrLocal, desc: *m
         // SAFETY: [C2] the caller's handle.
         let m = unsafe { handle(mr) }?;
         nonnull(desc)?;
-        let d = with_backend!(m.mr.kind(), T => T::get(&m.mr)?.descriptor());
+        let d = on_backend!(&m.mr, |T, mr| mr.descriptor());
         // SAFETY: [C1] desc is writable for the descriptor size (librpma's contract).
         unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), desc.cast::<u8>(), d.len()) };
         Ok(())
@@ -182,7 +182,7 @@ pub unsafe extern "C" fn rpma_mr_get_size(mr: *const RpmaMrLocal, size: *mut usi
         // SAFETY: [C2] the caller's handle.
         let m = unsafe { handle(mr) }?;
         nonnull(size)?;
-        let len = with_backend!(m.mr.kind(), T => T::get(&m.mr)?.len());
+        let len = on_backend!(&m.mr, |T, mr| mr.len());
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(size, len) };
         Ok(())
@@ -286,6 +286,6 @@ pub unsafe extern "C" fn rpma_mr_advise(
             2 => Advice::PrefetchNoFault,
             _ => return Err(E_INVAL),
         };
-        with_backend!(m.mr.kind(), T => T::get(&m.mr)?.advise(offset, len, advice, flags).map_err(code))
+        on_backend!(&m.mr, |T, mr| mr.advise(offset, len, advice, flags).map_err(code))
     })
 }

@@ -7,12 +7,13 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rpma_core::{CompletionFlags, FlushType, LocalSlice, Post, Recv, SendKind, Transport};
+use rpma_core::op::{Operation, SendKind, SendQueue};
+use rpma_core::{CompletionFlags, FlushType, LocalSlice, Post, PostRecv, Transport};
 
-use crate::backend::{with_backend, Backend};
+use crate::backend::{on_backend, Backend};
 use crate::conn::RpmaConn;
+use crate::ffi::{code, guard, handle, nonnull, CResult, E_INVAL};
 use crate::mr::{RpmaMrLocal, RpmaMrRemote};
-use crate::{code, guard, handle, nonnull, CResult, E_INVAL};
 
 /// `flags`: 0 is invalid; any other value is kept (only `RPMA_F_COMPLETION_ALWAYS`'s second
 /// bit decides whether the operation is signaled).
@@ -37,13 +38,16 @@ fn local<T: Backend>(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<Loc
 /// at run time (on verbs ~20 instructions fewer a post than one shared post of either shape,
 /// on the mock 3; docs/capi.md).
 #[inline(always)]
-fn post<'c, T: Transport, K: SendKind<'c, T>>(op: Post<'c, T, K>, f: CompletionFlags, ctx: *const c_void) -> CResult {
+fn post<'c, T: Transport, K>(op: Post<'c, T, K>, f: CompletionFlags, ctx: *const c_void) -> CResult
+where
+    K: SendKind<'c, T> + SendQueue + Operation<'c, T>,
+{
     op.flags(f).context(ctx as u64).post().map_err(code)
 }
 
 /// Posts the receive `op` with the call's context (see [`post`]).
 #[inline(always)]
-fn post_recv<T: Transport>(op: Recv<'_, T>, ctx: *const c_void) -> CResult {
+fn post_recv<T: Transport>(op: PostRecv<'_, T>, ctx: *const c_void) -> CResult {
     op.context(ctx as u64).post().map_err(code)
 }
 
@@ -84,9 +88,7 @@ pub unsafe extern "C" fn rpma_read(
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let h = unsafe { handle(conn) }?;
-        with_backend!(h.conn.kind(), T => {
-            let g = crate::conn::lock(T::get(&h.conn)?);
-            let c = &*g;
+        on_backend!(&h.conn, |T, lock c| {
             let f = flags(flags_)?;
             // SAFETY: [C2] the caller's handles.
             match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
@@ -116,9 +118,7 @@ unsafe fn write(
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
     let h = unsafe { handle(conn) }?;
-    with_backend!(h.conn.kind(), T => {
-        let g = crate::conn::lock(T::get(&h.conn)?);
-        let c = &*g;
+    on_backend!(&h.conn, |T, lock c| {
         let f = flags(flags_)?;
         // SAFETY: [C2] the caller's handles.
         let Some((s, d)) = unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? else {
@@ -194,9 +194,7 @@ pub unsafe extern "C" fn rpma_atomic_write(
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (h, d) = unsafe { (handle(conn)?, handle(dst)?) };
-        with_backend!(h.conn.kind(), T => {
-            let g = crate::conn::lock(T::get(&h.conn)?);
-            let c = &*g;
+        on_backend!(&h.conn, |T, lock c| {
             nonnull(src)?;
             let f = flags(flags_)?;
             let mut value = [0u8; 8];
@@ -225,9 +223,7 @@ pub unsafe extern "C" fn rpma_flush(
     guard(|| {
         // SAFETY: [C2] the caller's handles.
         let (h, d) = unsafe { (handle(conn)?, handle(dst)?) };
-        with_backend!(h.conn.kind(), T => {
-            let g = crate::conn::lock(T::get(&h.conn)?);
-            let c = &*g;
+        on_backend!(&h.conn, |T, lock c| {
             let f = flags(flags_)?;
             let t = match type_ {
                 0 => FlushType::Persistent,
@@ -256,9 +252,7 @@ unsafe fn send(
 ) -> CResult {
     // SAFETY: [C2] the caller's handle.
     let h = unsafe { handle(conn) }?;
-    with_backend!(h.conn.kind(), T => {
-        let g = crate::conn::lock(T::get(&h.conn)?);
-        let c = &*g;
+    on_backend!(&h.conn, |T, lock c| {
         let f = flags(flags_)?;
         if src.is_null() {
             if offset != 0 || len != 0 {
@@ -328,9 +322,7 @@ pub unsafe extern "C" fn rpma_recv(
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let h = unsafe { handle(conn) }?;
-        with_backend!(h.conn.kind(), T => {
-            let g = crate::conn::lock(T::get(&h.conn)?);
-            let c = &*g;
+        on_backend!(&h.conn, |T, lock c| {
             if dst.is_null() {
                 if offset != 0 || len != 0 {
                     return Err(E_INVAL);

@@ -1,27 +1,16 @@
-//! `rpma_peer_*` and `rpma_peer_cfg_*`.
+//! Peers: `struct rpma_peer`, `rpma_peer_new` and `rpma_peer_delete`.
 
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::c_int;
 
-use rpma_core::{Peer, PeerCfg, PEER_CFG_DESCRIPTOR_SIZE};
+use rpma_core::Peer;
 
-use crate::backend::{device, ibv_context, with_backend, Backend, By, PeerF};
-use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL};
+use crate::backend::device::{device, ibv_context};
+use crate::backend::{on_backend, Backed, Backend, PeerType};
+use crate::ffi::{code, give, guard, nonnull, take};
 
 /// `struct rpma_peer`.
 pub struct RpmaPeer {
-    pub(crate) peer: By<PeerF>,
-}
-
-/// `struct rpma_peer_cfg`: its one setting, read and written atomically (librpma 1.0+).
-pub struct RpmaPeerCfg {
-    direct: AtomicBool,
-}
-
-impl RpmaPeerCfg {
-    pub(crate) fn cfg(&self) -> PeerCfg {
-        PeerCfg::new().with_direct_write_to_pmem(self.direct.load(Ordering::Acquire))
-    }
+    pub(crate) peer: Backed<PeerType>,
 }
 
 /// `rpma_peer_new`.
@@ -35,7 +24,7 @@ pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut ibv_context, peer_ptr: *mut
     guard(|| {
         nonnull(peer_ptr)?;
         let d = device(ibv_ctx)?;
-        let peer = with_backend!(d.kind(), T => T::wrap::<PeerF>(Peer::new(T::get(d)?).map_err(code)?));
+        let peer = on_backend!(d, |T, d| T::wrap::<PeerType>(Peer::new(d).map_err(code)?));
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(peer_ptr, RpmaPeer { peer }) };
         Ok(())
@@ -51,126 +40,8 @@ pub unsafe extern "C" fn rpma_peer_delete(peer_ptr: *mut *mut RpmaPeer) -> c_int
     guard(|| {
         // SAFETY: [C1, C2] the caller's slot.
         match unsafe { take(peer_ptr) }? {
-            Some(p) => with_backend!(p.peer.kind(), T => T::take(p.peer)?.delete().map_err(code)),
+            Some(p) => on_backend!(p.peer, |T, peer| peer.delete().map_err(code)),
             None => Ok(()),
         }
-    })
-}
-
-/// `rpma_peer_cfg_new`.
-///
-/// # Safety
-/// C1: `pcfg_ptr` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_new(pcfg_ptr: *mut *mut RpmaPeerCfg) -> c_int {
-    guard(|| {
-        nonnull(pcfg_ptr)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(pcfg_ptr, RpmaPeerCfg { direct: AtomicBool::new(false) }) };
-        Ok(())
-    })
-}
-
-/// `rpma_peer_cfg_delete`.
-///
-/// # Safety
-/// C1/C2: `pcfg_ptr` is NULL or a slot holding NULL or a live configuration.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_delete(pcfg_ptr: *mut *mut RpmaPeerCfg) -> c_int {
-    // SAFETY: [C1, C2] the caller's slot.
-    guard(|| unsafe { take(pcfg_ptr) }.map(drop))
-}
-
-/// `rpma_peer_cfg_set_direct_write_to_pmem`.
-///
-/// # Safety
-/// C2: `pcfg` is NULL or a live configuration.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_set_direct_write_to_pmem(pcfg: *mut RpmaPeerCfg, supported: bool) -> c_int {
-    guard(|| {
-        // SAFETY: [C2] the caller's handle.
-        let c = unsafe { handle(pcfg) }?;
-        c.direct.store(supported, Ordering::Release);
-        Ok(())
-    })
-}
-
-/// `rpma_peer_cfg_get_direct_write_to_pmem`.
-///
-/// # Safety
-/// C1/C2: `pcfg` is NULL or live; `supported` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_get_direct_write_to_pmem(
-    pcfg: *const RpmaPeerCfg,
-    supported: *mut bool,
-) -> c_int {
-    guard(|| {
-        // SAFETY: [C2] the caller's handle.
-        let c = unsafe { handle(pcfg) }?;
-        nonnull(supported)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(supported, c.direct.load(Ordering::Acquire)) };
-        Ok(())
-    })
-}
-
-/// `rpma_peer_cfg_get_descriptor`: writes the 1-byte descriptor to `desc`.
-///
-/// # Safety
-/// C1/C2: `pcfg` is NULL or live; `desc` is NULL or writable for 1 byte.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_get_descriptor(pcfg: *const RpmaPeerCfg, desc: *mut c_void) -> c_int {
-    guard(|| {
-        // SAFETY: [C2] the caller's handle.
-        let c = unsafe { handle(pcfg) }?;
-        nonnull(desc)?;
-        let d = c.cfg().descriptor();
-        // SAFETY: [C1] desc is writable for the descriptor's size (librpma's contract).
-        unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), desc.cast::<u8>(), d.len()) };
-        Ok(())
-    })
-}
-
-/// `rpma_peer_cfg_get_descriptor_size`.
-///
-/// # Safety
-/// C1/C2: `pcfg` is NULL or live; `desc_size` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_get_descriptor_size(pcfg: *const RpmaPeerCfg, desc_size: *mut usize) -> c_int {
-    guard(|| {
-        // SAFETY: [C2] the caller's handle.
-        unsafe { handle(pcfg) }?;
-        nonnull(desc_size)?;
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(desc_size, PEER_CFG_DESCRIPTOR_SIZE) };
-        Ok(())
-    })
-}
-
-/// `rpma_peer_cfg_from_descriptor`.
-///
-/// # Safety
-/// C1: `desc` is NULL or readable for `desc_size` bytes; `pcfg_ptr` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
-    desc: *const c_void,
-    desc_size: usize,
-    pcfg_ptr: *mut *mut RpmaPeerCfg,
-) -> c_int {
-    guard(|| {
-        nonnull(desc)?;
-        nonnull(pcfg_ptr)?;
-        if desc_size < PEER_CFG_DESCRIPTOR_SIZE {
-            return Err(E_INVAL);
-        }
-        // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
-        let len = desc_size.min(PEER_CFG_DESCRIPTOR_SIZE);
-        // SAFETY: [C1] desc is readable for desc_size >= len bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
-        let cfg = PeerCfg::from_descriptor(bytes).map_err(code)?;
-        let c = RpmaPeerCfg { direct: AtomicBool::new(cfg.direct_write_to_pmem()) };
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(pcfg_ptr, c) };
-        Ok(())
     })
 }

@@ -1,59 +1,24 @@
-//! Shared receive queues: `rpma_srq_cfg_*` and `rpma_srq_*`.
+//! Shared receive queues: `struct rpma_srq` and `rpma_srq_*`.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;
-use rpma_core::{Srq, SrqCfg};
+use rpma_core::Srq;
 
-use crate::backend::{with_backend, Backend, By, SrqF};
-use crate::conn::RpmaCq;
+use crate::backend::{on_backend, Backed, Backend, SrqType};
+use crate::cq::RpmaCq;
+use crate::ffi::{code, guard, handle, nonnull, put, take, E_INVAL};
 use crate::mr::RpmaMrLocal;
 use crate::peer::RpmaPeer;
-use crate::{code, give, guard, handle, nonnull, put, take, E_INVAL};
-
-/// `struct rpma_srq_cfg`: its sizes, read and written atomically.
-pub struct RpmaSrqCfg {
-    rq_size: AtomicU32,
-    rcq_size: AtomicU32,
-}
+use crate::srq_cfg::RpmaSrqCfg;
 
 /// `struct rpma_srq`: the shared RQ, behind a lock that `rpma_srq_recv` and its receive CQ's
 /// functions hold (several threads may post to it and poll its CQ), and the handle of its
 /// receive CQ.
 pub struct RpmaSrq {
-    pub(crate) srq: By<SrqF>,
+    pub(crate) srq: Backed<SrqType>,
     rcq: RpmaCq,
 }
-
-/// `rpma_srq_cfg_new`: sizes of 20 and 20 (librpma's code; its man page said 100).
-///
-/// # Safety
-/// C1: `cfg_ptr` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_srq_cfg_new(cfg_ptr: *mut *mut RpmaSrqCfg) -> c_int {
-    guard(|| {
-        nonnull(cfg_ptr)?;
-        let d = SrqCfg::new();
-        let c = RpmaSrqCfg { rq_size: AtomicU32::new(d.rq_size()), rcq_size: AtomicU32::new(d.rcq_size()) };
-        // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(cfg_ptr, c) };
-        Ok(())
-    })
-}
-
-/// `rpma_srq_cfg_delete`.
-///
-/// # Safety
-/// C1, C2: `cfg_ptr` is NULL or a slot holding NULL or a live configuration.
-#[no_mangle]
-pub unsafe extern "C" fn rpma_srq_cfg_delete(cfg_ptr: *mut *mut RpmaSrqCfg) -> c_int {
-    // SAFETY: [C1, C2] the caller's slot.
-    guard(|| unsafe { take(cfg_ptr) }.map(drop))
-}
-
-u32_setting!(RpmaSrqCfg, rq_size, rpma_srq_cfg_set_rq_size, rpma_srq_cfg_get_rq_size);
-u32_setting!(RpmaSrqCfg, rcq_size, rpma_srq_cfg_set_rcq_size, rpma_srq_cfg_get_rcq_size);
 
 /// `rpma_srq_new`: `cfg` NULL means the defaults.
 ///
@@ -66,12 +31,9 @@ pub unsafe extern "C" fn rpma_srq_new(peer: *mut RpmaPeer, cfg: *mut RpmaSrqCfg,
         let p = unsafe { handle(peer) }?;
         nonnull(srq_ptr)?;
         // SAFETY: [C2] the caller's configuration or NULL.
-        let cfg = unsafe { cfg.as_ref() }.map(|c| {
-            SrqCfg::new()
-                .with_rq_size(c.rq_size.load(Ordering::Acquire))
-                .with_rcq_size(c.rcq_size.load(Ordering::Acquire))
-        });
-        let srq = with_backend!(p.peer.kind(), T => T::wrap::<SrqF>(Mutex::new(Srq::new(T::get(&p.peer)?, cfg.as_ref()).map_err(code)?)));
+        let cfg = unsafe { cfg.as_ref() }.map(RpmaSrqCfg::cfg);
+        let srq =
+            on_backend!(&p.peer, |T, peer| T::wrap::<SrqType>(Mutex::new(Srq::new(peer, cfg.as_ref()).map_err(code)?)));
         let b = Box::into_raw(Box::new(RpmaSrq { srq, rcq: RpmaCq::of_srq(std::ptr::null()) }));
         // The CQ's pointer derives from the raw pointer `b` (no reference to the box is kept);
         // SAFETY: [C2] b is the live, unaliased allocation just made.
@@ -94,9 +56,7 @@ pub unsafe extern "C" fn rpma_srq_delete(srq_ptr: *mut *mut RpmaSrq) -> c_int {
         match unsafe { take(srq_ptr) }? {
             Some(s) => {
                 let RpmaSrq { srq, .. } = *s;
-                with_backend!(srq.kind(), T => {
-                    T::take(srq)?.into_inner().delete().map_err(code)
-                })
+                on_backend!(srq, |T, srq| srq.into_inner().delete().map_err(code))
             }
             None => Ok(()),
         }
@@ -119,9 +79,7 @@ pub unsafe extern "C" fn rpma_srq_recv(
     guard(|| {
         // SAFETY: [C2] the caller's handle.
         let h = unsafe { handle(srq) }?;
-        with_backend!(h.srq.kind(), T => {
-            let g = crate::conn::lock(T::get(&h.srq)?);
-            let s = &*g;
+        on_backend!(&h.srq, |T, lock s| {
             let op = if dst.is_null() {
                 if offset != 0 || len != 0 {
                     return Err(E_INVAL);
@@ -148,7 +106,7 @@ pub unsafe extern "C" fn rpma_srq_get_rcq(srq: *const RpmaSrq, rcq_ptr: *mut *mu
         // SAFETY: [C2] the caller's handle.
         let s = unsafe { handle(srq) }?;
         nonnull(rcq_ptr)?;
-        let has = with_backend!(s.srq.kind(), T => crate::conn::lock(T::get(&s.srq)?).rcq().is_some());
+        let has = on_backend!(&s.srq, |T, lock srq| srq.rcq().is_some());
         let p = if has { std::ptr::addr_of!(s.rcq).cast_mut() } else { std::ptr::null_mut() };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(rcq_ptr, p) };

@@ -23,7 +23,7 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma_core::Error;
 
-use crate::{code, CResult};
+use crate::ffi::{code, CResult};
 
 /// What one turn of a wait under the lock came to.
 pub(crate) enum Turn<R> {

@@ -2,28 +2,25 @@
 //! handles' link to it.
 //!
 //! Every handle that holds a backend object (peer, region, endpoint, request, connection,
-//! shared RQ, device) holds it as a [`By`]: the object of the backend it was made on, typed by
+//! shared RQ, device) holds it as a [`Backed`]: the object of the backend it was made on, typed by
 //! that backend. A function taking handles dispatches once on the variant of its first handle
-//! ([`with_backend!`]) and runs its body with the concrete transport (`MockFabric` or
-//! `Verbs`): static dispatch below that point, no boxing, nothing allocated or locked beyond
+//! ([`on_backend!`], the one way from a handle to its object) and runs its body with the
+//! concrete transport (`MockFabric` or `Verbs`): static dispatch below that point, no boxing, nothing allocated or locked beyond
 //! what the body does. Only one backend is ever chosen in a process, so every handle is of it;
 //! a handle of another backend (which cannot exist) would be `RPMA_E_INVAL`, never a cast.
 
-mod device;
+pub(crate) mod device;
 
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use rpma_core::{rpma_log, Conn, ConnReq, Device, Ep, MrLocal, Peer, Srq, Transport};
 use rpma_mock::MockFabric;
 #[cfg(feature = "verbs")]
 use rpma_verbs::Verbs;
 
-use crate::{CResult, E_INVAL};
-
-pub(crate) use device::device;
-pub use device::ibv_context;
+use crate::ffi::{CResult, E_INVAL};
 
 /// The backends this library can run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,22 +41,23 @@ pub(crate) enum Chosen {
     Verbs(Verbs),
 }
 
-/// A family of backend types, one per transport (e.g. `Peer<T>`).
-pub(crate) trait Family {
-    /// The family's type on transport `T`.
-    type Of<T: Transport>;
+/// One of rpma-core's types that are generic over the transport (e.g. `Peer<T>`), as a handle
+/// holds it: [`CoreType::On`] is that type on transport `T`.
+pub(crate) trait CoreType {
+    /// The type on transport `T`.
+    type On<T: Transport>;
 }
 
-/// The object of a handle, on the backend it was made on.
-pub(crate) enum By<F: Family> {
+/// The object a handle holds, of the backend it was made on.
+pub(crate) enum Backed<C: CoreType> {
     /// Made on the mock.
-    Mock(F::Of<MockFabric>),
+    Mock(C::On<MockFabric>),
     /// Made on verbs.
     #[cfg(feature = "verbs")]
-    Verbs(F::Of<Verbs>),
+    Verbs(C::On<Verbs>),
 }
 
-impl<F: Family> By<F> {
+impl<C: CoreType> Backed<C> {
     /// The backend the object was made on.
     pub(crate) const fn kind(&self) -> Kind {
         match self {
@@ -125,14 +123,12 @@ impl UnlockedConnWait {
     }
 }
 
-/// A transport this library can run on: how a handle's [`By`] holds its objects.
+/// A transport this library can run on: how a handle's [`Backed`] holds its objects.
 pub(crate) trait Backend: Transport {
     /// The object of `b`, if it was made on this backend (else `RPMA_E_INVAL`).
-    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>>;
-    /// The object of `b`, taken out, if it was made on this backend (else `RPMA_E_INVAL`).
-    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>>;
+    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>>;
     /// `v` as a handle's object.
-    fn wrap<F: Family>(v: F::Of<Self>) -> By<F>;
+    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C>;
     /// How `rpma_cq_wait` may take `cq`'s events without the handle's lock, if the backend's
     /// calls for it are thread-safe (verbs); `None`: it waits under the lock, sleeping without
     /// it ([`crate::wait`]; the mock, whose CQ is not `Sync`).
@@ -143,22 +139,15 @@ pub(crate) trait Backend: Transport {
 }
 
 impl Backend for MockFabric {
-    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
+    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>> {
         #[allow(unreachable_patterns)]
         match b {
-            By::Mock(v) => Ok(v),
+            Backed::Mock(v) => Ok(v),
             _ => Err(E_INVAL),
         }
     }
-    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>> {
-        #[allow(unreachable_patterns)]
-        match b {
-            By::Mock(v) => Ok(v),
-            _ => Err(E_INVAL),
-        }
-    }
-    fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
-        By::Mock(v)
+    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C> {
+        Backed::Mock(v)
     }
     fn unlocked_wait(_: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
         None
@@ -170,20 +159,14 @@ impl Backend for MockFabric {
 
 #[cfg(feature = "verbs")]
 impl Backend for Verbs {
-    fn get<F: Family>(b: &By<F>) -> CResult<&F::Of<Self>> {
+    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>> {
         match b {
-            By::Verbs(v) => Ok(v),
-            By::Mock(_) => Err(E_INVAL),
+            Backed::Verbs(v) => Ok(v),
+            Backed::Mock(_) => Err(E_INVAL),
         }
     }
-    fn take<F: Family>(b: By<F>) -> CResult<F::Of<Self>> {
-        match b {
-            By::Verbs(v) => Ok(v),
-            By::Mock(_) => Err(E_INVAL),
-        }
-    }
-    fn wrap<F: Family>(v: F::Of<Self>) -> By<F> {
-        By::Verbs(v)
+    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C> {
+        Backed::Verbs(v)
     }
     fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
         cq.backend().events().map(UnlockedWait::Verbs)
@@ -193,9 +176,53 @@ impl Backend for Verbs {
     }
 }
 
-/// Runs `$body` with the type alias `$T` naming the transport of `$kind` (a [`Kind`]).
-macro_rules! with_backend {
-    ($kind:expr, $T:ident => $body:expr) => {
+/// Locks `m`, the lock of a request, connection or shared RQ handle.
+///
+/// `parking_lot`'s lock, not `std`'s: on the data path (every post and poll of the C API takes
+/// it) its uncontended lock and unlock are one compare-and-swap each, without `std`'s poison
+/// bookkeeping; a panic caught at the C boundary (which only a bug can raise) leaves the object
+/// as it is, as a poisoned `std` lock taken over would.
+#[inline(always)]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock()
+}
+
+/// The one way from a handle to its object, on the backend it was made on:
+///
+/// - `on_backend!(held, |T, v| body)`: `v` is the object in `held` (a [`Backed`], by value or by
+///   reference) and the type alias `T` names its backend's transport (`MockFabric` or `Verbs`);
+/// - `on_backend!(held, |T, lock v| body)`: the same for an object behind a lock (request,
+///   connection, shared RQ), `v` its guard, held until `body` ends;
+/// - `on_backend!(kind k, |T| body)`: `T` for the [`Kind`] `k` (a CQ's owner, known before its
+///   object is reached).
+///
+/// One match on the variant, then static dispatch: `body` is compiled once per backend, with
+/// nothing boxed, allocated or locked beyond what it does. Another handle of the same call is
+/// reached in `body` with `T::get` (a handle of another backend, which cannot exist in a
+/// process, would be `RPMA_E_INVAL`).
+macro_rules! on_backend {
+    ($held:expr, |$T:ident, lock $v:ident| $body:expr) => {
+        $crate::backend::on_backend!($held, |$T, locked| {
+            let $v = $crate::backend::lock(locked);
+            $body
+        })
+    };
+    ($held:expr, |$T:ident, $v:ident| $body:expr) => {
+        match $held {
+            $crate::backend::Backed::Mock($v) => {
+                #[allow(dead_code)]
+                type $T = ::rpma_mock::MockFabric;
+                $body
+            }
+            #[cfg(feature = "verbs")]
+            $crate::backend::Backed::Verbs($v) => {
+                #[allow(dead_code)]
+                type $T = ::rpma_verbs::Verbs;
+                $body
+            }
+        }
+    };
+    (kind $kind:expr, |$T:ident| $body:expr) => {
         match $kind {
             $crate::backend::Kind::Mock => {
                 type $T = ::rpma_mock::MockFabric;
@@ -209,48 +236,63 @@ macro_rules! with_backend {
         }
     };
 }
-pub(crate) use with_backend;
+pub(crate) use on_backend;
 
 /// `Peer<T>`.
-pub(crate) struct PeerF;
-impl Family for PeerF {
-    type Of<T: Transport> = Peer<T>;
+pub(crate) struct PeerType;
+impl CoreType for PeerType {
+    type On<T: Transport> = Peer<T>;
 }
 /// `MrLocal<T>`.
-pub(crate) struct MrF;
-impl Family for MrF {
-    type Of<T: Transport> = MrLocal<T>;
+pub(crate) struct MrType;
+impl CoreType for MrType {
+    type On<T: Transport> = MrLocal<T>;
 }
 /// `Ep<T>`.
-pub(crate) struct EpF;
-impl Family for EpF {
-    type Of<T: Transport> = Ep<T>;
+pub(crate) struct EpType;
+impl CoreType for EpType {
+    type On<T: Transport> = Ep<T>;
 }
 /// `ConnReq<T>` behind a lock.
-pub(crate) struct ReqF;
-impl Family for ReqF {
-    type Of<T: Transport> = Mutex<ConnReq<T>>;
+pub(crate) struct ReqType;
+impl CoreType for ReqType {
+    type On<T: Transport> = Mutex<ConnReq<T>>;
 }
 /// `Conn<T>` behind a lock.
-pub(crate) struct ConnF;
-impl Family for ConnF {
-    type Of<T: Transport> = Mutex<Conn<T>>;
+pub(crate) struct ConnType;
+impl CoreType for ConnType {
+    type On<T: Transport> = Mutex<Conn<T>>;
 }
 /// `Srq<T>` behind a lock.
-pub(crate) struct SrqF;
-impl Family for SrqF {
-    type Of<T: Transport> = Mutex<Srq<T>>;
+pub(crate) struct SrqType;
+impl CoreType for SrqType {
+    type On<T: Transport> = Mutex<Srq<T>>;
 }
 /// `Srq<T>` (a clone kept by a connection configuration).
-pub(crate) struct SrqRefF;
-impl Family for SrqRefF {
-    type Of<T: Transport> = Srq<T>;
+pub(crate) struct SrqCloneType;
+impl CoreType for SrqCloneType {
+    type On<T: Transport> = Srq<T>;
 }
 /// `Device<T>`.
-pub(crate) struct DeviceF;
-impl Family for DeviceF {
-    type Of<T: Transport> = Device<T>;
+pub(crate) struct DeviceType;
+impl CoreType for DeviceType {
+    type On<T: Transport> = Device<T>;
 }
+
+/// The locks of [`ReqType`], [`ConnType`] and [`SrqType`] make the handles `Sync` only if what
+/// they hold may move between threads.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Conn<MockFabric>>();
+    send::<ConnReq<MockFabric>>();
+    send::<Srq<MockFabric>>();
+    #[cfg(feature = "verbs")]
+    {
+        send::<Conn<Verbs>>();
+        send::<ConnReq<Verbs>>();
+        send::<Srq<Verbs>>();
+    }
+};
 
 static BACKEND: OnceLock<Result<Chosen, String>> = OnceLock::new();
 
