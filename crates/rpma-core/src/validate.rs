@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::mr::MrRemote;
+use crate::mr::remote::MrRemote;
 use crate::transport::{Capabilities, LocalBuf, RemoteBuf};
 use crate::types::{CompletionFlags, FlushType, Usage, ATOMIC_WRITE_ALIGNMENT};
 
