@@ -5,7 +5,8 @@ use std::io;
 use std::ptr::{self, NonNull};
 
 use crate::error::{MemError, Result};
-use crate::memory::{Memory, MemoryKind, Owner};
+use crate::memory::{Memory, MemoryKind};
+use crate::owner::Owner;
 use crate::sys;
 
 /// The alignment of [`Memory::zeroed`]: a cache line, enough for any atomic and for DMA.
@@ -99,16 +100,4 @@ fn heap(len: usize, align: usize, kind: MemoryKind) -> Result<Memory> {
     // SAFETY: [M1] alloc_zeroed returned len initialized bytes (len <= isize::MAX by Layout),
     // owned by nothing else; Owner::Heap frees them with the same layout.
     Ok(unsafe { Memory::from_owner(ptr, len, kind, false, Owner::Heap(layout)) })
-}
-
-/// Unmaps `len` bytes at `ptr`.
-///
-/// # Safety
-///
-/// [M1] `ptr..ptr + len` is a mapping owned by the caller, which nothing reaches any more.
-pub(crate) unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
-    // SAFETY: [M1] the caller owns the mapping and nothing uses it any more. A failure (only
-    // EINVAL for a bad range, impossible here) would leave the mapping in place: a leak, not UB.
-    let rc = unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
-    debug_assert_eq!(rc, 0, "munmap failed: {}", io::Error::last_os_error());
 }

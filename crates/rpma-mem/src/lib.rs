@@ -58,13 +58,15 @@ mod devdax;
 mod error;
 mod map;
 mod memory;
+mod owner;
 mod persist;
 mod sys;
 mod volatile;
 
 pub use error::{MemError, Result};
 pub use map::{MapOptions, MapSync};
-pub use memory::{Memory, MemoryKind, Release};
+pub use memory::{Memory, MemoryKind};
+pub use owner::Release;
 pub use persist::{cpu_persist_method, PersistMethod};
 pub use sys::page_size;
 pub use volatile::VolatileSlice;

@@ -4,12 +4,13 @@ use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::ptr::{self, NonNull};
 
 use crate::devdax;
 use crate::error::{MemError, Result};
-use crate::memory::{Memory, MemoryKind, Owner};
+use crate::memory::{Memory, MemoryKind};
+use crate::owner::{Mapping, Owner};
 use crate::sys;
 
 /// Whether to map with `MAP_SYNC`, which makes a file's metadata durable at page-fault time, so
@@ -280,44 +281,4 @@ fn mmap(file: &File, len: usize, offset: libc::off_t, flags: libc::c_int) -> io:
         return Err(io::Error::last_os_error());
     }
     NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))
-}
-
-/// A shared mapping of a file or devdax device, owned by a [`Memory`].
-pub(crate) struct Mapping {
-    map_len: usize,
-    path: PathBuf,
-}
-
-impl Mapping {
-    /// `msync(MS_SYNC)` of the pages holding `offset..offset + len` of the mapping at `base`.
-    ///
-    /// # Safety
-    ///
-    /// [M4] `base` is the start of this mapping and `offset + len` is within it.
-    pub(crate) unsafe fn msync(&self, base: NonNull<u8>, offset: usize, len: usize) -> Result<()> {
-        let start = offset & !(sys::page_size() - 1);
-        // SAFETY: [M4] start <= offset lies inside the mapping (the caller checked offset + len),
-        // and base is page aligned (an mmap result), so base + start is too. msync only writes
-        // back pages; it changes no memory.
-        let rc = unsafe { libc::msync(base.as_ptr().add(start).cast(), offset + len - start, libc::MS_SYNC) };
-        if rc != 0 {
-            return Err(MemError::Io { op: "msync", path: self.path.clone(), source: io::Error::last_os_error() });
-        }
-        Ok(())
-    }
-
-    /// Writes back (files; devdax refuses msync and needs none) and unmaps the mapping.
-    ///
-    /// # Safety
-    ///
-    /// [M1] `base` is the start of this mapping, which nothing reaches any more.
-    pub(crate) unsafe fn release(&self, base: NonNull<u8>, kind: MemoryKind) {
-        if kind == MemoryKind::File {
-            // SAFETY: [M4] the whole mapping, from its start. A failure cannot be reported from
-            // drop: callers who care call Memory::flush first.
-            let _ = unsafe { self.msync(base, 0, self.map_len) };
-        }
-        // SAFETY: [M1] the caller owns the mapping and nothing uses it any more.
-        unsafe { crate::alloc::unmap(base, self.map_len) };
-    }
 }

@@ -1,17 +1,12 @@
-//! [`Memory`]: owned bytes that may be handed to a NIC (rule M1), and the owners behind it.
+//! [`Memory`]: owned bytes that may be handed to a NIC (rule M1).
 
-use std::alloc::Layout;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
-use crate::alloc;
 use crate::error::{check_range, Result};
-use crate::map::Mapping;
+use crate::owner::{self, Owner, Release};
 use crate::volatile::VolatileSlice;
-
-/// The callback that gives raw memory back (see [`Memory::from_raw_parts`]).
-pub type Release = Box<dyn FnOnce(NonNull<u8>, usize) + Send>;
 
 /// Where the bytes of a [`Memory`] come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,22 +28,6 @@ pub enum MemoryKind {
     DevDax,
     /// [`Memory::from_raw_parts`].
     Raw,
-}
-
-/// How the bytes are given back when the `Memory` is dropped.
-pub(crate) enum Owner {
-    /// `std::alloc::alloc_zeroed` with this layout.
-    Heap(Layout),
-    /// An anonymous huge-page mapping of this many bytes.
-    HugePages { map_len: usize },
-    /// The buffer of a `Vec<u8>` of this capacity.
-    Vec { capacity: usize },
-    /// The buffer of a `Box<[u8]>`.
-    Boxed,
-    /// A file or devdax mapping.
-    Mapping(Mapping),
-    /// Raw memory, given back by this callback (if any).
-    Raw(Option<Release>),
 }
 
 /// Bytes owned by this value, which may be registered with a NIC and so read or written by a
@@ -289,14 +268,14 @@ impl Drop for Memory {
             // here; the &mut self of drop proves no VolatileSlice or slice is left.
             Owner::Heap(layout) => unsafe { std::alloc::dealloc(ptr.as_ptr(), *layout) },
             // SAFETY: [M1] ptr..ptr + map_len is the huge-page mapping this Memory owns.
-            Owner::HugePages { map_len } => unsafe { alloc::unmap(ptr, *map_len) },
+            Owner::HugePages { map_len } => unsafe { owner::unmap(ptr, *map_len) },
             // SAFETY: [M1] ptr, len and capacity are those of the Vec from_vec took apart.
             Owner::Vec { capacity } => drop(unsafe { Vec::from_raw_parts(ptr.as_ptr(), len, *capacity) }),
             // SAFETY: [M1] ptr and len are those of the Box from_boxed took apart.
             Owner::Boxed => drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr.as_ptr(), len)) }),
             // SAFETY: [M1] [M5] the mapping starting at ptr is owned by this Memory and unmapped
             // once, here.
-            Owner::Mapping(m) => unsafe { m.release(ptr, self.kind) },
+            Owner::Mapping(m) => unsafe { m.release(ptr, self.kind == MemoryKind::File) },
             Owner::Raw(release) => {
                 if let Some(release) = release.take() {
                     release(ptr, len);
