@@ -74,7 +74,7 @@ async fn client<T: Transport>(peer: Peer<T>, addr: &str, messages: &[&[u8]]) -> 
         }
         println!("client: {:?} came back", String::from_utf8_lossy(&got));
     }
-    conn.post(rpma::tokio::Op::send_empty()).await?; // the end
+    conn.post(rpma::op::send_empty()).await?; // the end
     conn.with_conn(|c| c.disconnect())?;
     let ev = conn.next_event().await?;
     println!("client: {}", ev.as_str());

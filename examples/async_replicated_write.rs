@@ -23,7 +23,8 @@
 use std::error::Error;
 use std::time::Duration;
 
-use rpma::tokio::{connect, AsyncConn, AsyncEp, Op};
+use rpma::op;
+use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{
     ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, PeerCfg, Transport, Usage, MR_DESCRIPTOR_SIZE,
 };
@@ -86,7 +87,7 @@ async fn replica<T: Transport>(peer: &Peer<T>, addr: &str, port: &str) -> Res<Re
 /// Writes `src` at `off` of the replica's log and makes it persistent: done when the flush's
 /// completion arrives.
 async fn persist<T: Transport>(r: &Replica<T>, src: &rpma::MrLocal<T>, off: usize) -> Res<()> {
-    r.conn.post_unsignaled(Op::write(r.log.at(off), src.slice(..)), off as u64).await?;
+    r.conn.post_unsignaled(op::write(r.log.at(off), src.slice(..)).context(off as u64)).await?;
     r.conn.flush(r.log.slice(off..off + RECORD), FlushType::Persistent).await?;
     Ok(())
 }

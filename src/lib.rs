@@ -126,12 +126,11 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use rpma_core::{
-    descriptor, log, Advice, AtomicWrite, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
-    ContextType, Cq, Device, Ep, Error, ErrorKind, Flush, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Peer,
-    PeerCfg, Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Result, Send, SendKind, Srq, SrqCfg, Transport, Usage,
-    Wc, WcOpcode, WcStatus, Write, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE,
-    DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE,
-    OFFER_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    descriptor, log, op, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ContextType,
+    Cq, Device, Ep, Error, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Op, Peer, PeerCfg, Post,
+    PostRecv, RecvBatch, RemoteAt, RemoteSlice, Result, Srq, SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
+    ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE,
+    DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE, OFFER_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 pub use rpma_mem::{
     cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice,
@@ -204,8 +203,8 @@ mod tests {
     //! `Send`/`Sync` of every public type, as the docs state them.
     use super::*;
 
-    const fn send_sync<X: std::marker::Send + Sync>() {}
-    const fn send<X: std::marker::Send>() {}
+    const fn send_sync<X: Send + Sync>() {}
+    const fn send<X: Send>() {}
 
     #[test]
     fn public_types_are_send_and_sync() {

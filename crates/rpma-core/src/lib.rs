@@ -52,7 +52,7 @@ mod error;
 pub mod log;
 mod mr;
 mod offer;
-mod op;
+pub mod op;
 mod peer;
 pub mod transport;
 mod types;
@@ -68,10 +68,7 @@ pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
 pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
 pub use offer::{Offer, OFFER_SIZE};
-pub use op::{
-    AtomicWrite, Batch, Flush, LocalSlice, Post, Read, Recv, RecvBatch, RemoteAt, RemoteSlice, Send, SendKind, Write,
-    DEFAULT_BATCH,
-};
+pub use op::{Batch, LocalSlice, Op, Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, DEFAULT_BATCH};
 pub use peer::{Device, Peer, PeerCfg};
 pub use transport::{Capabilities, Transport};
 pub use types::{

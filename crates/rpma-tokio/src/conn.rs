@@ -1,7 +1,7 @@
 //! A connection whose events, completions and operations are awaited.
 
 use std::future::{poll_fn, Future};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::MutexGuard;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -9,17 +9,10 @@ use rpma_core::{Conn, ConnEvent, ConnReq, Error, ErrorKind, PeerCfg, Result, Tra
 use tokio::io::unix::AsyncFd;
 
 use crate::channel::Channels;
-use crate::dispatch::Dispatch;
 use crate::fd::{io_error, watch, Watched};
-use crate::post::Waiter;
+use crate::slot::Waiter;
+use crate::state::{Inner, State};
 use crate::timeout::{Deadline, Limit};
-
-/// The connection and its dispatcher, under one lock.
-#[derive(Debug)]
-pub(crate) struct Inner<T: Transport> {
-    pub(crate) conn: Conn<T>,
-    pub(crate) dispatch: Dispatch,
-}
 
 /// A connection ([`Conn`]) on a tokio runtime: its operations, completions and CM events are
 /// awaited.
@@ -32,7 +25,7 @@ pub(crate) struct Inner<T: Transport> {
 /// atomic operation each way) and never held across an await.
 #[derive(Debug)]
 pub struct AsyncConn<T: Transport> {
-    inner: Mutex<Inner<T>>,
+    pub(crate) state: State<T>,
     events: AsyncFd<Watched>,
     pub(crate) channels: Channels,
     pub(crate) limit: Limit,
@@ -96,18 +89,12 @@ impl<T: Transport> AsyncConn<T> {
         conn.set_nonblocking(true)?;
         let events = watch("rpma_conn_get_event_fd", conn.event_fd())?;
         let channels = Channels::new(&conn)?;
-        Ok(Self {
-            inner: Mutex::new(Inner { conn, dispatch: Dispatch::default() }),
-            events,
-            channels,
-            limit: Limit::default(),
-        })
+        Ok(Self { state: State::new(conn), events, channels, limit: Limit::default() })
     }
 
-    /// The connection and its dispatcher, locked. A panic while it was held (none of this
-    /// crate's sections panics) leaves the state consistent, so a poisoned lock is taken as is.
+    /// The connection and its dispatcher, locked ([`State::lock`]).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<T>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     /// Runs `f` on the connection, under its lock: to post operations whose completions are
@@ -222,7 +209,7 @@ impl<T: Transport> AsyncConn<T> {
     /// As [`Cq::poll`](rpma_core::Cq::poll) and [`Cq::wait`](rpma_core::Cq::wait);
     /// [`NoCompletion`](ErrorKind::NoCompletion) when the connection's timeout passes.
     pub async fn next_wc(&self) -> Result<Wc> {
-        let mut waiter = Waiter::new(self);
+        let mut waiter = Waiter::new(&self.state);
         self.wait_for("rpma_cq_get_wc", "waiting for a completion", |inner, waker| {
             match inner.dispatch.pop_unclaimed() {
                 Some(wc) => {
@@ -259,9 +246,9 @@ impl<T: Transport> AsyncConn<T> {
     /// show on the CQ like any other.
     #[must_use]
     pub fn into_inner(self) -> (Conn<T>, Vec<Wc>) {
-        let Self { inner, events, channels, limit: _ } = self;
+        let Self { state, events, channels, limit: _ } = self;
         drop((events, channels));
-        let mut inner = inner.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = state.into_inner();
         let unclaimed = std::iter::from_fn(|| inner.dispatch.pop_unclaimed()).collect();
         (inner.conn, unclaimed)
     }

@@ -5,7 +5,8 @@
 //! ([`connect`]), and on an [`AsyncConn`]:
 //!
 //! - **operations**, each a future ([`OpFuture`]) resolving to *its own* completion:
-//!   `conn.write(remote.at(0), src.slice(0..8)).await?`, or any [`Op`] with
+//!   `conn.write(remote.at(0), src.slice(0..8)).await?`, or any operation value
+//!   ([`rpma_core::op`], [`Op`](rpma_core::Op)) with
 //!   [`AsyncConn::post`] (read, write, atomic write, flush, send, receive; scatter-gather,
 //!   inline, immediate data). Many may be in flight at once (`tokio::join!`, several tasks);
 //!   a full send queue makes the next one wait for a completion (**backpressure**), it is not
@@ -19,7 +20,8 @@
 //! ```
 //! use rpma_core::{ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, Usage};
 //! use rpma_mock::MockFabric;
-//! use rpma_tokio::{connect, AsyncEp, Op};
+//! use rpma_core::op;
+//! use rpma_tokio::{connect, AsyncEp};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> rpma_core::Result<()> {
@@ -37,7 +39,7 @@
 //! // Two operations in flight; each future resolves to its own completion.
 //! let (w, f) = tokio::join!(
 //!     conn.write(remote.at(0), src.slice(0..10)),
-//!     conn.post(Op::flush(remote.slice(0..10), FlushType::Visibility)),
+//!     conn.post(op::flush(remote.slice(0..10), FlushType::Visibility)),
 //! );
 //! assert!(w?.is_success() && f?.is_success());
 //! assert_eq!(target.to_vec(0, 10)?, b"log record");
@@ -71,9 +73,10 @@ mod conn;
 mod dispatch;
 mod ep;
 mod fd;
-mod op;
 mod op_future;
 mod post;
+mod slot;
+mod state;
 mod stream;
 mod timeout;
 mod wait;
@@ -81,6 +84,5 @@ mod wait;
 pub use conn::{connect, connect_timeout, AsyncConn, Next};
 pub use dispatch::TOKEN_TAG;
 pub use ep::AsyncEp;
-pub use op::Op;
 pub use op_future::OpFuture;
 pub use stream::Completions;

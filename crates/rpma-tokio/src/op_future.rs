@@ -12,20 +12,21 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use rpma_core::op::Operation;
 use rpma_core::{CompletionFlags, Error, ErrorKind, Result, Transport, Wc};
 
-use crate::conn::{AsyncConn, Inner};
+use crate::conn::AsyncConn;
 #[cfg(doc)]
 use crate::dispatch::Dispatch;
-use crate::op::Op;
-use crate::post::{checked, InFlight};
+use crate::slot::{checked, AnyOp, InFlight};
+use crate::state::Inner;
 
 /// A wait of the slow path.
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Wc>> + Send + 'a>>;
 
 enum State<'a, T: Transport> {
     /// Not polled yet: nothing posted.
-    Start(Op<'a, T>),
+    Start(AnyOp<'a, T>),
     /// Waiting for a slot or the completion (the future owns what must be released if it is
     /// dropped: the operation not yet posted, or the slot of the posted one).
     Waiting(Waiting<'a>),
@@ -47,7 +48,7 @@ pub struct OpFuture<'a, T: Transport> {
 impl<T: Transport> fmt::Debug for OpFuture<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
-            State::Start(op) => op.name(),
+            State::Start(op) => op.kind().name(),
             State::Waiting(_) => "waiting",
             State::Done => "done",
         };
@@ -56,24 +57,24 @@ impl<T: Transport> fmt::Debug for OpFuture<'_, T> {
 }
 
 impl<'a, T: Transport> OpFuture<'a, T> {
-    pub(crate) const fn new(conn: &'a AsyncConn<T>, op: Op<'a, T>) -> Self {
+    pub(crate) const fn new(conn: &'a AsyncConn<T>, op: AnyOp<'a, T>) -> Self {
         Self { conn, state: State::Start(op) }
     }
 }
 
 /// The straight path: `Ok(Ok(wc))` completed at once, `Ok(Err(flight))` posted and in flight,
 /// `Err(op)` not posted (no free slot).
-type Straight<'a, T> = std::result::Result<std::result::Result<Wc, InFlight<'a, T>>, Op<'a, T>>;
+type Straight<'a, T> = std::result::Result<std::result::Result<Wc, InFlight<'a, T>>, AnyOp<'a, T>>;
 
-fn straight<'a, T: Transport>(conn: &'a AsyncConn<T>, op: Op<'a, T>) -> Result<Straight<'a, T>> {
-    let sq = op.uses_send_queue();
-    let op_name = op.name();
+fn straight<'a, T: Transport>(conn: &'a AsyncConn<T>, op: AnyOp<'a, T>) -> Result<Straight<'a, T>> {
+    let sq = op.kind().uses_send_queue();
+    let op_name = op.kind().name();
     let mut inner = conn.lock();
     if sq && inner.conn.sq_free() == 0 {
         return Ok(Err(op));
     }
     let token = inner.dispatch.begin(sq)?;
-    if let Err(e) = op.post_on(&inner.conn, CompletionFlags::ALWAYS, token) {
+    if let Err(e) = inner.conn.post(op.flags(CompletionFlags::ALWAYS).context(token)) {
         inner.dispatch.cancel();
         return Err(e);
     }
@@ -85,7 +86,7 @@ fn straight<'a, T: Transport>(conn: &'a AsyncConn<T>, op: Op<'a, T>) -> Result<S
         Some(Err(key)) => {
             drop(inner);
             // From here the slot is the future's: a failed poll (or a drop) orphans it.
-            let flight = InFlight { conn, key: Some(key) };
+            let flight = InFlight { state: &conn.state, key: Some(key) };
             polled?;
             Ok(Ok(Err(flight)))
         }
@@ -101,13 +102,13 @@ impl<T: Transport> Future for OpFuture<'_, T> {
         loop {
             match std::mem::replace(&mut this.state, State::Done) {
                 State::Start(op) => {
-                    let name = op.name();
+                    let name = op.kind().name();
                     match straight(conn, op) {
                         Err(e) => return Poll::Ready(Err(e)),
                         Ok(Ok(Ok(wc))) => return Poll::Ready(checked(name, wc)),
                         Ok(Ok(Err(flight))) => this.state = State::Waiting(Box::pin(conn.complete(name, flight))),
                         Ok(Err(op)) => {
-                            let sq = op.uses_send_queue();
+                            let sq = op.kind().uses_send_queue();
                             this.state = State::Waiting(Box::pin(conn.post_waiting(name, sq, op)));
                         }
                     }

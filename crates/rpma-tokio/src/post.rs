@@ -1,5 +1,6 @@
-//! Per-operation futures: post an [`Op`] and await *its* completion, with send-queue
-//! backpressure (a full send queue waits for completions, it is not an error).
+//! Per-operation futures: post an [`Op`] (rpma-core's operation value, `rpma::op`) and await
+//! *its* completion, with send-queue backpressure (a full send queue waits for completions, it
+//! is not an error).
 //!
 //! An awaited operation goes through two steps inside one future: waiting for a free
 //! send-queue slot (if [`Conn::sq_free`](rpma_core::Conn::sq_free) is 0), then, posted with a
@@ -7,119 +8,12 @@
 //! point is safe: before the post nothing was posted; after it the operation's slot is orphaned
 //! and its completion discarded when it arrives (docs/async.md, "Cancellation").
 
-use std::task::Waker;
+use rpma_core::op::{self, Operation};
+use rpma_core::{CompletionFlags, FlushType, LocalSlice, Op, RemoteAt, RemoteSlice, Result, Transport, Wc};
 
-use rpma_core::{
-    CompletionFlags, Error, ErrorKind, FlushType, LocalSlice, RemoteAt, RemoteSlice, Result, Transport, Wc,
-};
-
-use crate::conn::{AsyncConn, Inner};
-use crate::op::Op;
+use crate::conn::AsyncConn;
 use crate::op_future::OpFuture;
-
-/// The slot of an operation in flight, orphaned if its future is dropped before taking the
-/// completion.
-pub(crate) struct InFlight<'c, T: Transport> {
-    pub(crate) conn: &'c AsyncConn<T>,
-    pub(crate) key: Option<usize>,
-}
-
-impl<T: Transport> Drop for InFlight<'_, T> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.conn.lock().dispatch.forget(key);
-        }
-    }
-}
-
-/// A registration as a waiter for a free send-queue slot, removed when dropped.
-pub(crate) struct Waiter<'c, T: Transport> {
-    conn: &'c AsyncConn<T>,
-    key: Option<usize>,
-}
-
-impl<'c, T: Transport> Waiter<'c, T> {
-    pub(crate) const fn new(conn: &'c AsyncConn<T>) -> Self {
-        Self { conn, key: None }
-    }
-
-    /// Registers `waker` (under the lock the caller holds).
-    pub(crate) fn register(&mut self, inner: &mut Inner<T>, waker: &Waker) {
-        self.key = Some(inner.dispatch.wait(self.key, waker));
-    }
-
-    /// Unregisters (under the lock the caller holds).
-    pub(crate) fn done(&mut self, inner: &mut Inner<T>) {
-        if let Some(k) = self.key.take() {
-            inner.dispatch.unwait(k);
-        }
-    }
-}
-
-impl<T: Transport> Drop for Waiter<'_, T> {
-    fn drop(&mut self) {
-        if let Some(k) = self.key.take() {
-            self.conn.lock().dispatch.unwait(k);
-        }
-    }
-}
-
-/// Whether a send-queue operation needing `need` free slots can be posted now: `Some(Ok)` yes,
-/// `None` not yet (a completion of an operation in flight will free slots), `Some(Err)` never
-/// (nothing this API awaits is in flight to free a slot).
-///
-/// A signaled operation needs one slot. An unsignaled one needs two: its own and one left for
-/// the signaled operation that will retire it; so the queue never fills with unsignaled
-/// operations that nothing could retire.
-pub(crate) fn has_slot<T: Transport>(inner: &Inner<T>, op: &'static str, need: u32) -> Option<Result<()>> {
-    if inner.conn.sq_free() >= need {
-        return Some(Ok(()));
-    }
-    if inner.dispatch.sq_inflight() > 0 {
-        return None;
-    }
-    let detail = if need > 1 {
-        "an unsignaled operation needs two free send-queue slots (its own, and one for the signaled operation \
-         that retires it), and no operation awaited through this connection is in flight to free one: \
-         await a signaled operation first"
-    } else {
-        "the send queue is full and no operation awaited through this connection is in flight to free a slot \
-         (it holds operations posted through with_conn whose completions nobody polls, or unsignaled ones)"
-    };
-    Some(Err(Error::new(ErrorKind::Again, op).with_detail(detail)))
-}
-
-/// Posts `op` (signaled) with a dispatcher slot of its own; the caller checked the send
-/// queue. Returns the slot's key.
-#[inline]
-pub(crate) fn start<T: Transport>(inner: &mut Inner<T>, op: Op<'_, T>, sq: bool) -> Result<usize> {
-    let (key, token) = inner.dispatch.open(sq)?;
-    if let Err(e) = op.post_on(&inner.conn, CompletionFlags::ALWAYS, token) {
-        inner.dispatch.abort(key);
-        return Err(e);
-    }
-    Ok(key)
-}
-
-/// `wc` if it succeeded, else the error saying how it failed.
-#[inline]
-pub(crate) fn checked(op: &'static str, wc: Wc) -> Result<Wc> {
-    if wc.is_success() {
-        Ok(wc)
-    } else {
-        Err(failed(op, &wc))
-    }
-}
-
-/// The error of a completion that did not succeed.
-pub(crate) fn failed(op: &'static str, wc: &Wc) -> Error {
-    Error::new(ErrorKind::Provider, op).with_detail(&format!(
-        "the operation completed with status {:?} (ibv_wc_status {}, vendor error {:#x})",
-        wc.status(),
-        wc.status().raw(),
-        wc.vendor_err()
-    ))
-}
+use crate::slot::{checked, has_slot, start, AnyOp, InFlight, Waiter};
 
 impl<T: Transport> AsyncConn<T> {
     /// The future of `op`: posts it when first polled and resolves to its completion.
@@ -127,7 +21,7 @@ impl<T: Transport> AsyncConn<T> {
     ///
     /// The operation is posted signaled ([`CompletionFlags::ALWAYS`]) with a context of its
     /// own (a token with [`TOKEN_TAG`](crate::TOKEN_TAG) in its top byte), by which its
-    /// completion is told from the others. If the send queue is full
+    /// completion is told from the others: the flags and context `op` carries are not used. If the send queue is full
     /// ([`Conn::sq_free`](rpma_core::Conn::sq_free) is 0), the future first waits until a
     /// completion frees a slot (backpressure). Receives go to the receive queue, which has no
     /// such wait: a full one is an error of the post.
@@ -138,26 +32,26 @@ impl<T: Transport> AsyncConn<T> {
     ///
     /// # Errors
     /// The future fails as [`Post::post`](rpma_core::Post::post) /
-    /// [`Recv::post`](rpma_core::Recv::post) (bad arguments are [`Inval`](ErrorKind::Inval),
+    /// [`PostRecv::post`](rpma_core::PostRecv::post) (bad arguments are [`Inval`](rpma_core::ErrorKind::Inval),
     /// nothing is posted);
-    /// [`Provider`](ErrorKind::Provider) if the operation completed with an error status (the
+    /// [`Provider`](rpma_core::ErrorKind::Provider) if the operation completed with an error status (the
     /// detail names it: e.g. `WrFlushErr` when the connection failed or was closed,
     /// `RemAccessErr` when the remote region is gone or refuses the access);
-    /// [`Again`](ErrorKind::Again) if the send queue is full and nothing awaited through this
+    /// [`Again`](rpma_core::ErrorKind::Again) if the send queue is full and nothing awaited through this
     /// connection is in flight to free a slot (it holds only unsignaled operations);
-    /// [`NoCompletion`](ErrorKind::NoCompletion) when the connection's timeout
+    /// [`NoCompletion`](rpma_core::ErrorKind::NoCompletion) when the connection's timeout
     /// ([`AsyncConn::set_timeout`]) passes; as [`Cq::poll`](rpma_core::Cq::poll) and
     /// [`Cq::wait`](rpma_core::Cq::wait).
-    pub const fn post<'a>(&'a self, op: Op<'a, T>) -> OpFuture<'a, T> {
-        OpFuture::new(self, op)
+    pub fn post<'a, K: Operation<'a, T>>(&'a self, op: Op<K>) -> OpFuture<'a, T> {
+        OpFuture::new(self, K::into_any(op))
     }
 
     /// The slow path of [`OpFuture`]: waits for a free send-queue slot if `op` needs one,
     /// posts it, waits for its completion.
-    pub(crate) async fn post_waiting(&self, name: &'static str, sq: bool, op: Op<'_, T>) -> Result<Wc> {
+    pub(crate) async fn post_waiting(&self, name: &'static str, sq: bool, op: AnyOp<'_, T>) -> Result<Wc> {
         let mut op = Some(op);
-        let mut waiter = Waiter::new(self);
-        let mut flight = InFlight { conn: self, key: None };
+        let mut waiter = Waiter::new(&self.state);
+        let mut flight = InFlight { state: &self.state, key: None };
         let wc = self
             .wait_for(name, "waiting for the operation's completion", |inner, waker| {
                 if let Some(key) = flight.key {
@@ -199,7 +93,8 @@ impl<T: Transport> AsyncConn<T> {
         checked(name, wc)
     }
 
-    /// Posts `op` unsignaled ([`CompletionFlags::ON_ERROR`]) with context `context`, waiting
+    /// Posts `op` unsignaled ([`CompletionFlags::ON_ERROR`], whatever flags it carries) with its
+    /// context, waiting
     /// for two free send-queue slots first (backpressure: its own, and one kept for the
     /// signaled operation that will retire it), and returns once it is posted.
     ///
@@ -207,25 +102,25 @@ impl<T: Transport> AsyncConn<T> {
     /// completion of a later signaled operation of the connection ("write unsignaled, then
     /// await a flush"); if it fails, its error completion (with `context`) is unclaimed:
     /// [`AsyncConn::next_wc`] and [`AsyncConn::completions`] return it. Its memory is held
-    /// until it is retired. A receive cannot be posted unsignaled.
+    /// until it is retired. A receive cannot be posted unsignaled: it has no completion flags,
+    /// so `post_unsignaled(op::recv(..))` does not compile.
     ///
     /// Cancellation: dropping the future before it returns posts nothing.
     ///
     /// # Errors
-    /// As [`AsyncConn::post`] before the completion ([`Again`](ErrorKind::Again) if fewer
-    /// than two slots are free and nothing awaited is in flight to free them);
-    /// [`Inval`](ErrorKind::Inval) for a receive.
-    pub async fn post_unsignaled(&self, op: Op<'_, T>, context: u64) -> Result<()> {
-        let name = op.name();
-        if !op.uses_send_queue() {
-            return Err(Error::inval(name, "a receive always completes: await it with AsyncConn::post"));
-        }
-        let mut op = Some(op);
-        let mut waiter = Waiter::new(self);
+    /// As [`AsyncConn::post`] before the completion ([`Again`](rpma_core::ErrorKind::Again) if fewer
+    /// than two slots are free and nothing awaited is in flight to free them).
+    pub async fn post_unsignaled<'a, K>(&self, op: Op<K>) -> Result<()>
+    where
+        K: Operation<'a, T> + op::SendQueue,
+    {
+        let name = op.kind().name();
+        let mut op = Some(op.flags(CompletionFlags::ON_ERROR));
+        let mut waiter = Waiter::new(&self.state);
         self.wait_for(name, "waiting for a free send-queue slot", |inner, waker| match has_slot(inner, name, 2) {
             Some(Ok(())) => {
                 waiter.done(inner);
-                Some(op.take()?.post_on(&inner.conn, CompletionFlags::ON_ERROR, context))
+                Some(inner.conn.post(op.take()?))
             }
             Some(Err(e)) => Some(Err(e)),
             None => {
@@ -236,54 +131,54 @@ impl<T: Transport> AsyncConn<T> {
         .await
     }
 
-    /// The future of an RDMA Write of `src` at `dst` ([`Op::write`], [`AsyncConn::post`]).
+    /// The future of an RDMA Write of `src` at `dst` ([`op::write`], [`AsyncConn::post`]).
     ///
     /// # Errors
     /// The future fails as [`AsyncConn::post`]'s.
-    pub const fn write<'a>(&'a self, dst: RemoteAt<'a>, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
-        self.post(Op::write(dst, src))
+    pub fn write<'a>(&'a self, dst: RemoteAt<'a>, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(op::write(dst, src))
     }
 
-    /// The future of an RDMA Read of `dst.len()` bytes at `src` into `dst` ([`Op::read`]).
+    /// The future of an RDMA Read of `dst.len()` bytes at `src` into `dst` ([`op::read`]).
     ///
     /// # Errors
     /// The future fails as [`AsyncConn::post`]'s.
-    pub const fn read<'a>(&'a self, dst: LocalSlice<'a, T>, src: RemoteAt<'a>) -> OpFuture<'a, T> {
-        self.post(Op::read(dst, src))
+    pub fn read<'a>(&'a self, dst: LocalSlice<'a, T>, src: RemoteAt<'a>) -> OpFuture<'a, T> {
+        self.post(op::read(dst, src))
     }
 
-    /// The future of a flush of `dst` ([`Op::flush`]).
+    /// The future of a flush of `dst` ([`op::flush`]).
     ///
     /// # Errors
-    /// As [`AsyncConn::post`]; [`NoSupp`](ErrorKind::NoSupp) for a persistent flush the remote
+    /// As [`AsyncConn::post`]; [`NoSupp`](rpma_core::ErrorKind::NoSupp) for a persistent flush the remote
     /// peer did not declare support for.
-    pub const fn flush<'a>(&'a self, dst: RemoteSlice<'a>, flush_type: FlushType) -> OpFuture<'a, T> {
-        self.post(Op::flush(dst, flush_type))
+    pub fn flush<'a>(&'a self, dst: RemoteSlice<'a>, flush_type: FlushType) -> OpFuture<'a, T> {
+        self.post(op::flush(dst, flush_type))
     }
 
-    /// The future of an atomic write of `value` at `dst` ([`Op::atomic_write`]).
+    /// The future of an atomic write of `value` at `dst` ([`op::atomic_write`]).
     ///
     /// # Errors
     /// The future fails as [`AsyncConn::post`]'s.
-    pub const fn atomic_write<'a>(&'a self, dst: RemoteAt<'a>, value: [u8; 8]) -> OpFuture<'a, T> {
-        self.post(Op::atomic_write(dst, value))
+    pub fn atomic_write<'a>(&'a self, dst: RemoteAt<'a>, value: [u8; 8]) -> OpFuture<'a, T> {
+        self.post(op::atomic_write(dst, value))
     }
 
-    /// The future of a send of `src` ([`Op::send`]): it completes once the peer has received
+    /// The future of a send of `src` ([`op::send`]): it completes once the peer has received
     /// it.
     ///
     /// # Errors
     /// The future fails as [`AsyncConn::post`]'s.
-    pub const fn send<'a>(&'a self, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
-        self.post(Op::send(src))
+    pub fn send<'a>(&'a self, src: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(op::send(src))
     }
 
-    /// The future of a receive buffer ([`Op::recv`]): it completes when a message landed in
+    /// The future of a receive buffer ([`op::recv`]): it completes when a message landed in
     /// it, the completion's [`byte_len`](Wc::byte_len) saying how many bytes came.
     ///
     /// # Errors
     /// The future fails as [`AsyncConn::post`]'s.
-    pub const fn recv<'a>(&'a self, dst: LocalSlice<'a, T>) -> OpFuture<'a, T> {
-        self.post(Op::recv(dst))
+    pub fn recv<'a>(&'a self, dst: LocalSlice<'a, T>) -> OpFuture<'a, T> {
+        self.post(op::recv(dst))
     }
 }

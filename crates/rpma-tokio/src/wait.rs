@@ -21,8 +21,9 @@ use rpma_core::{ErrorKind, Result, Transport};
 use tokio::io::unix::AsyncFdReadyGuard;
 
 use crate::channel::Which;
-use crate::conn::{AsyncConn, Inner};
+use crate::conn::AsyncConn;
 use crate::fd::{io_error, Watched};
+use crate::state::Inner;
 use crate::timeout::Deadline;
 
 /// What one poll of a wait found.

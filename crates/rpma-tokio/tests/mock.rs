@@ -13,7 +13,8 @@ use rpma_core::{
     WcOpcode, WcStatus,
 };
 use rpma_mock::MockFabric;
-use rpma_tokio::{connect, connect_timeout, AsyncConn, AsyncEp, Next, Op, TOKEN_TAG};
+use rpma_core::op;
+use rpma_tokio::{connect, connect_timeout, AsyncConn, AsyncEp, Next, TOKEN_TAG};
 use tokio::time::timeout;
 
 type T = MockFabric;
@@ -98,9 +99,9 @@ async fn each_op_future_resolves_to_its_own_completion() {
     assert_eq!((c.in_flight(), p.server.in_flight()), (0, 0));
     // Immediate data, inline data and the builder form.
     let inbox2 = p.speer.alloc_mr(64, Usage::RECV).unwrap();
-    let cfg_inline = c.post(Op::send_inline(b"hi").imm(7)).await;
+    let cfg_inline = c.post(op::send_inline(b"hi").imm(7)).await;
     assert_eq!(cfg_inline.unwrap_err().kind(), ErrorKind::Inval, "max_inline is 0 by default");
-    let (s, rv) = tokio::join!(c.post(Op::send(src.slice(0..3)).imm(7)), p.server.post(Op::recv(inbox2.slice(..))));
+    let (s, rv) = tokio::join!(c.post(op::send(src.slice(0..3)).imm(7)), p.server.post(op::recv(inbox2.slice(..))));
     assert!(s.unwrap().is_success());
     assert_eq!(rv.unwrap().imm_data(), Some(7));
     // Events still come through the connection.
@@ -117,10 +118,10 @@ async fn bad_arguments_are_errors_and_post_nothing() {
     let free = p.client.sq_free();
     let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).await.unwrap_err();
     assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_write"));
-    let e = p.client.post(Op::flush(remote(&dst).slice(..), FlushType::Visibility).imm(1)).await.unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_flush"));
-    let e = p.client.post_unsignaled(Op::recv(src.slice(..)), 1).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    // (An immediate value on a flush, or a receive posted unsignaled, does not compile:
+    // tests/compile_fail/imm_on_read_async.rs.)
+    let e = p.client.post(op::read(src.slice(0..8), remote(&dst).at(60))).await.unwrap_err();
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_read"));
     assert_eq!((p.client.sq_free(), p.client.in_flight()), (free, 0));
 }
 
@@ -388,11 +389,11 @@ async fn backpressure__unsignaled_ops_leave_a_slot_for_the_signaled_one_that_ret
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     src.write(0, b"abcdefghijklmnop").unwrap();
     let c = &p.client;
-    c.post_unsignaled(Op::write(r.at(0), src.slice(0..8)), 1).await.unwrap();
-    c.post_unsignaled(Op::write(r.at(8), src.slice(8..16)), 2).await.unwrap();
+    c.post_unsignaled(op::write(r.at(0), src.slice(0..8)).context(1)).await.unwrap();
+    c.post_unsignaled(op::write(r.at(8), src.slice(8..16)).context(2)).await.unwrap();
     assert_eq!(c.sq_free(), 1);
     // A third would fill the queue with operations nothing could retire: refused, at once.
-    let e = timeout(LONG, c.post_unsignaled(Op::write(r.at(0), src.slice(0..8)), 3)).await.unwrap().unwrap_err();
+    let e = timeout(LONG, c.post_unsignaled(op::write(r.at(0), src.slice(0..8)).context(3))).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Again);
     assert!(e.to_string().contains("two free send-queue slots"), "{e}");
     // The flush takes the kept slot; its completion retires the writes too.

@@ -12,8 +12,10 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::transport::{QpBackend, RecvWr, SendWr, Transport};
 
-use super::recv::{Recv, RecvQueue};
-use super::send::{Post, SendKind};
+use super::kind::{Recv, SendKind};
+use super::recv::{PostRecv, RecvQueue};
+use super::send::Post;
+use super::value::{Op, SendQueue};
 
 /// How many operations a [`Batch`] or [`RecvBatch`] holds unless told otherwise.
 pub const DEFAULT_BATCH: usize = 16;
@@ -80,7 +82,7 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     /// connection, or any argument is invalid (see [`Post::post`]); the batch is unchanged then.
     /// [`NoSupp`](crate::ErrorKind::NoSupp) as [`Post::post`].
     #[inline(always)]
-    pub fn push<K: SendKind<'c, T>>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self> {
+    pub fn push<K: SendKind<'c, T> + SendQueue>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self> {
         const OP: &str = "Batch::push";
         if self.wrs.is_full() {
             return Err(Error::inval(OP, "the batch is full").with_detail(&format!("capacity {N}")));
@@ -89,6 +91,23 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
             return Err(Error::inval(OP, "the operation was made on another connection"));
         }
         let (wr, _) = op.into_wr()?;
+        self.wrs.push(wr);
+        Ok(self)
+    }
+
+    /// Validates the operation value `op` against the batch's connection (as
+    /// [`Conn::post`] would) and appends it.
+    ///
+    /// # Errors
+    /// [`Inval`](crate::ErrorKind::Inval) if the batch is full or any argument is invalid
+    /// (see [`Conn::post`]); the batch is unchanged then. [`NoSupp`](crate::ErrorKind::NoSupp)
+    /// as [`Conn::post`].
+    #[inline(always)]
+    pub fn push_op<K: SendKind<'c, T> + SendQueue>(&mut self, op: Op<K>) -> Result<&mut Self> {
+        if self.wrs.is_full() {
+            return Err(Error::inval("Batch::push_op", "the batch is full").with_detail(&format!("capacity {N}")));
+        }
+        let (wr, _) = op.send_wr(self.conn)?;
         self.wrs.push(wr);
         Ok(self)
     }
@@ -188,8 +207,8 @@ impl<'c, T: Transport, const N: usize> RecvBatch<'c, T, N> {
     ///
     /// # Errors
     /// [`Inval`](crate::ErrorKind::Inval) if the batch is full, `recv` is for another queue,
-    /// or its buffer is invalid (see [`Recv::post`]); the batch is unchanged then.
-    pub fn push(&mut self, recv: Recv<'c, T>) -> Result<&mut Self> {
+    /// or its buffer is invalid (see [`PostRecv::post`]); the batch is unchanged then.
+    pub fn push(&mut self, recv: PostRecv<'c, T>) -> Result<&mut Self> {
         const OP: &str = "RecvBatch::push";
         if self.wrs.is_full() {
             return Err(Error::inval(OP, "the batch is full").with_detail(&format!("capacity {N}")));
@@ -200,6 +219,20 @@ impl<'c, T: Transport, const N: usize> RecvBatch<'c, T, N> {
         let (wr, _) = recv.into_wr()?;
         self.wrs.push(wr);
         Ok(self)
+    }
+
+    /// Validates the receive `op` against the batch's queue (as its post there would) and
+    /// appends it.
+    ///
+    /// # Errors
+    /// As [`RecvBatch::push`].
+    pub fn push_op(&mut self, op: Op<Recv<'c, T>>) -> Result<&mut Self> {
+        let recv = match self.queue {
+            RecvQueue::Conn(c) => c.recv_op(op),
+            RecvQueue::Srq(s) => s.recv_op(op),
+            RecvQueue::Req(r) => r.recv_op(op),
+        };
+        self.push(recv)
     }
 
     /// Receives in the batch.

@@ -1,47 +1,39 @@
-//! Receive buffers, posted to a connection, a connection request or a shared receive queue.
+//! The receive builders: receive buffers posted to a connection, a connection request or a
+//! shared receive queue (`conn.recv(dst).context(1).post()`: the queue and an
+//! [`Op`]`<`[`Recv`]`>`).
 
 use std::fmt;
-use std::sync::Arc;
 
-use crate::conn::{Conn, ConnReq, OpLimits, Srq};
+use crate::conn::{Conn, ConnReq, Srq};
 use crate::error::Result;
-use crate::peer::PeerInner;
-use crate::transport::{ByCore, QpBackend, RecvWr, SrqBackend, Transport};
-use crate::validate;
+use crate::transport::{QpBackend, RecvWr, SrqBackend, Transport};
 
-use super::local::{Rules, Src};
+use super::kind::Recv;
 use super::slice::LocalSlice;
+use super::value::{self as op, Op};
 
 impl<T: Transport> Conn<T> {
-    /// `rpma_recv`: posts a receive buffer.
+    /// `rpma_recv`: posts a receive buffer ([`op::recv`](crate::op::recv) has the rules: an
+    /// unordered set, what a buffer of 0 bytes takes).
     ///
-    /// Posted buffers form an **unordered set**: which buffer a message lands in, and the order
-    /// of receive completions, are not those of posting. A connection using an SRQ has no
-    /// receive queue of its own: posting fails with [`Provider`](crate::ErrorKind::Provider);
-    /// use [`Srq::recv`].
-    ///
-    /// A buffer of 0 bytes (an empty slice, as librpma allows, or [`Conn::recv_empty`]) takes
-    /// only a message of 0 bytes or the immediate data of a write: a longer message fails on both
-    /// sides (this receive completes with a local error, [`LocLenErr`](crate::WcStatus::LocLenErr)
-    /// on the mock, [`LocQpOpErr`](crate::WcStatus::LocQpOpErr) on rxe; the send with an error),
-    /// the queue pair enters the error state and, as on hardware, no connection event comes of
-    /// it: the completions say what happened.
+    /// A connection using an SRQ has no receive queue of its own: posting fails with
+    /// [`Provider`](crate::ErrorKind::Provider); use [`Srq::recv`].
     #[doc(alias = "rpma_recv")]
-    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
-        Recv::new(RecvQueue::Conn(self), Src::One(dst))
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Conn(self), op::recv(dst))
     }
 
     /// A scattering receive (librdmacm's `rdma_post_recvv`): the message fills the pieces of
     /// `dst` in order. At most the connection's [`max_sge`](crate::ConnCfg::with_max_sge)
     /// pieces, none empty.
-    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> Recv<'c, T> {
-        Recv::new(RecvQueue::Conn(self), Src::Sg(dst))
+    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Conn(self), op::recv_sg(dst))
     }
 
     /// Posts a zero-length receive buffer (`rpma_recv` with no region).
     #[doc(alias = "rpma_recv")]
-    pub fn recv_empty(&self) -> Recv<'_, T> {
-        Recv::new(RecvQueue::Conn(self), Src::None)
+    pub fn recv_empty(&self) -> PostRecv<'_, T> {
+        PostRecv::new(RecvQueue::Conn(self), op::recv_empty())
     }
 }
 
@@ -49,14 +41,14 @@ impl<T: Transport> Srq<T> {
     /// `rpma_srq_recv`: posts a receive buffer shared by every connection using the SRQ (an
     /// unordered set, as [`Conn::recv`]).
     #[doc(alias = "rpma_srq_recv")]
-    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
-        Recv::new(RecvQueue::Srq(self), Src::One(dst))
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Srq(self), op::recv(dst))
     }
 
     /// Posts a zero-length receive buffer (`rpma_srq_recv` with no region).
     #[doc(alias = "rpma_srq_recv")]
-    pub fn recv_empty(&self) -> Recv<'_, T> {
-        Recv::new(RecvQueue::Srq(self), Src::None)
+    pub fn recv_empty(&self) -> PostRecv<'_, T> {
+        PostRecv::new(RecvQueue::Srq(self), op::recv_empty())
     }
 }
 
@@ -64,17 +56,36 @@ impl<T: Transport> ConnReq<T> {
     /// `rpma_conn_req_recv`: posts a receive buffer before the connection is established, so a
     /// buffer is ready for the peer's first message. (librpma has no zero-length form here.)
     #[doc(alias = "rpma_conn_req_recv")]
-    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> Recv<'c, T> {
-        Recv::new(RecvQueue::Req(self), Src::One(dst))
+    pub fn recv<'c>(&'c self, dst: LocalSlice<'c, T>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Req(self), op::recv(dst))
     }
 
     /// A scattering receive posted before the connection is established ([`Conn::recv_sg`]).
-    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> Recv<'c, T> {
-        Recv::new(RecvQueue::Req(self), Src::Sg(dst))
+    pub fn recv_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>]) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Req(self), op::recv_sg(dst))
+    }
+
+    /// The receive `op` ready to post before the connection is established.
+    pub(super) const fn recv_op<'c>(&'c self, op: Op<Recv<'c, T>>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Req(self), op)
     }
 }
 
-/// Which receive queue a [`Recv`] goes to.
+impl<T: Transport> Conn<T> {
+    /// The receive `op` ready to post on this connection.
+    pub(super) const fn recv_op<'c>(&'c self, op: Op<Recv<'c, T>>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Conn(self), op)
+    }
+}
+
+impl<T: Transport> Srq<T> {
+    /// The receive `op` ready to post on this shared receive queue.
+    pub(super) const fn recv_op<'c>(&'c self, op: Op<Recv<'c, T>>) -> PostRecv<'c, T> {
+        PostRecv::new(RecvQueue::Srq(self), op)
+    }
+}
+
+/// Which receive queue a [`PostRecv`] goes to.
 pub(super) enum RecvQueue<'c, T: Transport> {
     Conn(&'c Conn<T>),
     Srq(&'c Srq<T>),
@@ -119,50 +130,48 @@ impl<T: Transport> RecvQueue<'_, T> {
     }
 }
 
-/// A receive buffer ready to post ([`Conn::recv`], [`Srq::recv`], [`ConnReq::recv`]), alone
-/// with [`post`](Recv::post) or in a [`RecvBatch`](super::RecvBatch).
+/// A receive buffer ready to post ([`Conn::recv`], [`Srq::recv`], [`ConnReq::recv`]): an
+/// [`Op`]`<`[`Recv`]`>` and the queue it goes to, posted alone with [`post`](PostRecv::post) or
+/// in a [`RecvBatch`](super::RecvBatch).
 #[must_use = "a receive does nothing until it is posted with .post()"]
-pub struct Recv<'c, T: Transport> {
+pub struct PostRecv<'c, T: Transport> {
     pub(super) queue: RecvQueue<'c, T>,
-    dst: Src<'c, T>,
-    context: u64,
+    op: Op<Recv<'c, T>>,
 }
 
-impl<T: Transport> fmt::Debug for Recv<'_, T> {
+impl<T: Transport> fmt::Debug for PostRecv<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Recv").field("dst", &self.dst).field("context", &self.context).finish_non_exhaustive()
+        f.debug_struct("PostRecv").field("op", &self.op).finish_non_exhaustive()
     }
 }
 
-impl<'c, T: Transport> Recv<'c, T> {
-    const fn new(queue: RecvQueue<'c, T>, dst: Src<'c, T>) -> Self {
-        Self { queue, dst, context: 0 }
+impl<'c, T: Transport> PostRecv<'c, T> {
+    const fn new(queue: RecvQueue<'c, T>, op: Op<Recv<'c, T>>) -> Self {
+        Self { queue, op }
     }
 
     /// The operation context, returned as [`Wc::wr_id`](crate::Wc::wr_id) (default 0).
     pub const fn context(mut self, context: u64) -> Self {
-        self.context = context;
+        self.op.context = context;
         self
+    }
+
+    /// The operation, apart from the queue.
+    pub fn into_op(self) -> Op<Recv<'c, T>> {
+        self.op
     }
 
     /// Validates the buffer into the work request a backend posts.
     #[inline]
     pub(super) fn into_wr(self) -> Result<(RecvWr<'c, T>, &'static str)> {
-        let op = self.queue.op();
+        let name = self.queue.op();
+        let Op { kind, context, .. } = &self.op;
         let wr = match &self.queue {
-            RecvQueue::Conn(c) => self.validated(op, c.limits(), &c.peer().inner),
-            RecvQueue::Srq(s) => self.validated(op, s.limits(), s.peer_inner()),
-            RecvQueue::Req(r) => self.validated(op, r.limits(), &r.peer().inner),
+            RecvQueue::Conn(c) => kind.work_request(name, c.limits(), &c.peer().inner, *context),
+            RecvQueue::Srq(s) => kind.work_request(name, s.limits(), s.peer_inner(), *context),
+            RecvQueue::Req(r) => kind.work_request(name, r.limits(), &r.peer().inner, *context),
         }?;
-        Ok((wr, op))
-    }
-
-    /// Validates the buffer against a queue's `limits` and `peer` (`op` names the call).
-    #[inline(always)]
-    fn validated(&self, op: &'static str, limits: &OpLimits, peer: &Arc<PeerInner<T>>) -> Result<RecvWr<'c, T>> {
-        let (local, len) = self.dst.validate(op, peer, Rules { device_writes: true, read: false, limits })?;
-        validate::msg_len(op, limits.max_msg, len)?;
-        Ok(RecvWr { local, wr_id: self.context, _by_core: ByCore::VALIDATED })
+        Ok((wr, name))
     }
 
     /// Validates the buffer and posts it.
@@ -179,17 +188,12 @@ impl<'c, T: Transport> Recv<'c, T> {
         // One dispatch on the queue (each arm validates and posts), not one to validate and
         // another to post.
         match self.queue {
-            RecvQueue::Conn(c) => {
-                let wr = self.validated("rpma_recv", c.limits(), &c.peer().inner)?;
-                c.qp().post_recv_one(wr).map_err(|e| e.in_op("rpma_recv"))
-            }
-            RecvQueue::Srq(s) => {
-                let wr = self.validated("rpma_srq_recv", s.limits(), s.peer_inner())?;
-                s.backend().post_recv(std::slice::from_ref(&wr)).map_err(|e| e.in_op("rpma_srq_recv"))
-            }
+            RecvQueue::Conn(c) => c.post(self.op),
+            RecvQueue::Srq(s) => s.post(self.op),
             RecvQueue::Req(r) => {
-                let wr = self.validated("rpma_conn_req_recv", r.limits(), &r.peer().inner)?;
-                r.qp().post_recv_one(wr).map_err(|e| e.in_op("rpma_conn_req_recv"))
+                const OP: &str = "rpma_conn_req_recv";
+                let wr = self.op.kind.work_request(OP, r.limits(), &r.peer().inner, self.op.context)?;
+                r.qp().post_recv_one(wr).map_err(|e| e.in_op(OP))
             }
         }
     }

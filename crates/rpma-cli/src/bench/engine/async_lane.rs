@@ -16,7 +16,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use futures_util::future::try_join_all;
 use hdrhistogram::Histogram;
-use rpma::tokio::{AsyncConn, Op as AsyncOp};
+use rpma::op::{self as rop, AnyKind};
+use rpma::tokio::AsyncConn;
 use rpma::{ConnEvent, FlushType, MrLocal, MrRemote, Transport};
 
 use super::client::{Driver, Span};
@@ -96,14 +97,14 @@ impl<T: Transport> AsyncLane<T> {
 
     /// The awaited operation `seq` at `off` (a `write-flush`'s flush: its write is posted
     /// first, unsignaled, by [`AsyncLane::worker`]).
-    fn awaited(&self, op: Op, size: usize, off: usize, seq: u64) -> rpma::Result<AsyncOp<'_, T>> {
+    fn awaited(&self, op: Op, size: usize, off: usize, seq: u64) -> rpma::Result<rpma::Op<AnyKind<'_, T>>> {
         let r = &self.remote;
         let local = self.local.slice(off..off + size);
         Ok(match op {
-            Op::Read => AsyncOp::read(local, r.at(off)),
-            Op::Write => AsyncOp::write(r.at(off), local),
-            Op::WriteFlush | Op::Flush => AsyncOp::flush(r.slice(off..off + size), FlushType::Persistent),
-            Op::AtomicWrite => AsyncOp::atomic_write(r.at(off & !7), seq.to_le_bytes()),
+            Op::Read => rop::read(local, r.at(off)).into(),
+            Op::Write => rop::write(r.at(off), local).into(),
+            Op::WriteFlush | Op::Flush => rop::flush(r.slice(off..off + size), FlushType::Persistent).into(),
+            Op::AtomicWrite => rop::atomic_write(r.at(off & !7), seq.to_le_bytes()).into(),
             Op::Send | Op::SendImm | Op::WriteImm | Op::WritePingpong => {
                 return Err(rpma::Error::inval(
                     "rpma bench --async",
@@ -146,8 +147,8 @@ impl<T: Transport> AsyncLane<T> {
             // well; errors get their context here.)
             let failed = |e: rpma::Error| anyhow::Error::new(e).context(format!("{} of {size} B (async)", op.name()));
             if op == Op::WriteFlush {
-                let write = AsyncOp::write(self.remote.at(off), self.local.slice(off..off + size));
-                if let Err(e) = self.conn.post_unsignaled(write, seq).await {
+                let write = rop::write(self.remote.at(off), self.local.slice(off..off + size));
+                if let Err(e) = self.conn.post_unsignaled(write.context(seq)).await {
                     return Err(failed(e));
                 }
             }
@@ -176,7 +177,7 @@ impl<T: Transport> AsyncLane<T> {
     /// Ends the connection as the synchronous lane does: the stop message, then a disconnect.
     async fn finish(self) -> Result<()> {
         let c = &self.conn;
-        c.post(AsyncOp::send_empty().imm(STOP_IMM)).await.context("sending stop")?;
+        c.post(rop::send_empty().imm(STOP_IMM)).await.context("sending stop")?;
         c.with_conn(|c| c.disconnect()).context("disconnecting")?;
         match c.next_event().await.context("client: waiting for the disconnect")? {
             ConnEvent::Closed => {}

@@ -1,0 +1,79 @@
+//! One operation value (`rpma::op`) for the synchronous and the asynchronous API: what it
+//! refuses at compile time (`tests/compile_fail_op/*.rs`, the compiler's messages in the
+//! `.stderr` files beside them), and that a value posts as its builder does.
+#![allow(missing_docs)]
+
+use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
+use rpma::{op, CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Op, Usage};
+
+#[test]
+fn an_immediate_value_on_a_read_does_not_compile_in_the_sync_api() {
+    trybuild::TestCases::new().compile_fail("tests/compile_fail_op/imm_on_read.rs");
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn an_immediate_value_on_a_read_does_not_compile_in_the_async_api() {
+    trybuild::TestCases::new().compile_fail("tests/compile_fail_op/imm_on_read_async.rs");
+}
+
+#[test]
+fn operation_values_post_and_validate_as_the_builders_do() -> rpma::Result<()> {
+    let fabric = MockFabric::new();
+    let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
+    let target = peer.alloc_mr(4096, Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY)?;
+    let inbox = peer.alloc_mr(64, Usage::RECV)?;
+    let ep = Ep::listen(&peer, "127.0.0.1", "7231")?;
+    let client = ConnReq::new(&peer, "127.0.0.1", "7231", None)?.connect(None)?;
+    let req = ep.next_conn_req(None)?;
+    let server = req.connect(Some(&target.descriptor()))?;
+    assert_eq!(client.next_event()?, ConnEvent::Established);
+    assert_eq!(server.next_event()?, ConnEvent::Established);
+    let remote = MrRemote::from_descriptor(client.private_data())?;
+    let src = peer.alloc_mr(64, Usage::WRITE_SRC | Usage::SEND | Usage::READ_DST)?;
+    src.write(0, b"operation value!")?;
+
+    // Values of several kinds kept together (Op<AnyKind>), then posted one by one.
+    server.post(op::recv(inbox.slice(..)).context(9))?;
+    let ops: [Op<op::AnyKind<'_, _>>; 3] = [
+        op::write(remote.at(0), src.slice(0..16)).flags(CompletionFlags::ON_ERROR).into(),
+        op::flush(remote.slice(0..16), FlushType::Visibility).context(2).into(),
+        op::send(src.slice(0..9)).imm(5).context(3).into(),
+    ];
+    for o in ops {
+        client.post(o)?;
+    }
+    let mut ids = Vec::new();
+    while ids.len() < 2 {
+        if let Some(wc) = client.cq().next_wc()? {
+            assert!(wc.is_success());
+            ids.push(wc.wr_id());
+        }
+    }
+    assert_eq!(ids, [2, 3], "the unsignaled write has no completion");
+    let wc = loop {
+        if let Some(wc) = server.cq().next_wc()? {
+            break wc;
+        }
+    };
+    assert_eq!((wc.wr_id(), wc.byte_len(), wc.imm_data()), (9, 9, Some(5)));
+    assert_eq!(target.to_vec(0, 16)?, b"operation value!");
+
+    // The same validation as the builders: the error names the operation and the numbers.
+    let e = client.post(op::write(remote.at(4090), src.slice(0..16))).unwrap_err();
+    let b = client.write(remote.at(4090), src.slice(0..16)).post().unwrap_err();
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_write"));
+    assert_eq!(e.to_string(), b.to_string());
+    // A batch takes values too.
+    let mut batch = client.batch();
+    batch.push_op(op::read(src.slice(32..48), remote.at(0)).context(4))?;
+    batch.post()?;
+    let wc = loop {
+        if let Some(wc) = client.cq().next_wc()? {
+            break wc;
+        }
+    };
+    assert_eq!(wc.wr_id(), 4);
+    assert_eq!(src.to_vec(32, 16)?, b"operation value!");
+    Ok(())
+}
