@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
+use rpma::op::{Operation, SendKind, SendQueue};
 use rpma::{
     Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
-    SendKind, Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::protocol::*;
@@ -34,7 +35,7 @@ enum Sink<'b, 'c, T: Transport> {
 
 impl<'c, T: Transport> Sink<'_, 'c, T> {
     #[inline(always)]
-    fn emit<K: SendKind<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
+    fn emit<K: SendKind<'c, T> + SendQueue + Operation<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
         match self {
             Self::Now => p.post(),
             Self::Chain(b) => b.push(p).map(|_| ()),
