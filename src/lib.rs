@@ -125,6 +125,9 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// What a connection's completions counted ([`Conn::stats`]; the `tracing` feature).
+#[cfg(feature = "tracing")]
+pub use rpma_core::ConnStats;
 pub use rpma_core::{
     descriptor, log, op, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ContextType,
     Cq, Device, Ep, Error, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Op, Peer, PeerCfg, Post,

@@ -54,6 +54,7 @@ mod mr;
 mod offer;
 pub mod op;
 mod peer;
+mod trace;
 pub mod transport;
 mod types;
 mod wc;
@@ -70,6 +71,8 @@ pub use mr::{MrLocal, MrRemote};
 pub use offer::{Offer, OFFER_SIZE};
 pub use op::{Batch, LocalSlice, Op, Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, DEFAULT_BATCH};
 pub use peer::{Device, Peer, PeerCfg};
+#[cfg(feature = "tracing")]
+pub use trace::ConnStats;
 pub use transport::{Capabilities, Transport};
 pub use types::{
     Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT,

@@ -5,7 +5,9 @@
 //! may still execute its posted work requests, so the regions they reference, its CQs, CM id and
 //! event channel, its SRQ and its PD (hence the device context) are kept forever (rules V1, V4).
 //! Each such leak is logged at level `Error` through rpma-core's log function and counted here,
-//! for the life of the process.
+//! for the life of the process; with the `tracing` feature it is also an `ERROR` event
+//! `rpma.leak` (target `rpma`, in the current span) with the fields `what` (`region` or `qp`),
+//! `addr` and `len` (a region) or `qp_num` (a queue pair), and `why`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,11 +41,15 @@ pub fn leaks() -> Leaks {
 pub(crate) fn region(addr: u64, len: usize, why: &dyn std::fmt::Display) {
     REGIONS.fetch_add(1, Ordering::SeqCst);
     BYTES.fetch_add(len as u64, Ordering::SeqCst);
+    #[cfg(feature = "tracing")]
+    tracing::error!(name: "rpma.leak", target: "rpma", what = "region", addr, len, why = %why);
     rpma_core::rpma_log!(Error, "leaking memory region {addr:#x} ({len} bytes): {why}");
 }
 
 /// Reports a queue pair leaked (`why`: what failed).
 pub(crate) fn qp(qp_num: u32, why: &dyn std::fmt::Display) {
     QPS.fetch_add(1, Ordering::SeqCst);
+    #[cfg(feature = "tracing")]
+    tracing::error!(name: "rpma.leak", target: "rpma", what = "qp", qp_num, why = %why);
     rpma_core::rpma_log!(Error, "leaking queue pair {qp_num} with its CQs, CM id and protection domain: {why}");
 }

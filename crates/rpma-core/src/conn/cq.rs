@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::trace::CqTrace;
 use crate::transport::{CqBackend, Transport};
 use crate::wc::Wc;
 
@@ -17,6 +18,7 @@ use crate::wc::Wc;
 pub struct Cq<'a, T: Transport> {
     pub(super) cq: &'a T::Cq,
     pub(super) shared: bool,
+    pub(super) trace: CqTrace<'a>,
     pub(super) _local: PhantomData<*const ()>,
 }
 
@@ -76,7 +78,9 @@ impl<'a, T: Transport> Cq<'a, T> {
         if wc.is_empty() {
             return Err(Error::inval("rpma_cq_get_wc", "num_entries < 1"));
         }
-        polled(self.cq.poll(wc), wc.len())
+        let r = polled(self.cq.poll(wc), wc.len());
+        self.trace.polled(wc, &r);
+        r
     }
 
     /// Polls one completion (`rpma_cq_get_wc` with `num_entries == 1`): `None` if the queue is

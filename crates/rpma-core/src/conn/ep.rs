@@ -6,7 +6,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use crate::cfg::ConnCfg;
 use crate::error::Result;
 use crate::peer::Peer;
-use crate::transport::{ListenerBackend, Transport};
+use crate::trace::{ConnTrace, EpTrace, Step};
+use crate::transport::{ListenerBackend, QpBackend, Transport};
 
 use super::req::queue_config;
 use super::ConnReq;
@@ -19,6 +20,7 @@ use super::OpLimits;
 pub struct Ep<T: Transport> {
     listener: Option<T::Listener>,
     peer: Peer<T>,
+    trace: EpTrace,
 }
 
 impl<T: Transport> fmt::Debug for Ep<T> {
@@ -36,7 +38,7 @@ impl<T: Transport> Ep<T> {
     pub fn listen(peer: &Peer<T>, addr: &str, port: &str) -> Result<Self> {
         let l = peer.transport().listen(&peer.inner.pd, addr, port).map_err(|e| e.in_op("rpma_ep_listen"))?;
         crate::rpma_log!(Notice, "Waiting for incoming connection on {addr}:{port}");
-        Ok(Self { listener: Some(l), peer: peer.clone() })
+        Ok(Self { listener: Some(l), peer: peer.clone(), trace: EpTrace::new(addr, port) })
     }
 
     fn listener(&self) -> &T::Listener {
@@ -67,6 +69,11 @@ impl<T: Transport> Ep<T> {
         let shared = qc.shared_channel;
         let limits = OpLimits::of(&qc, &self.peer.inner.caps);
         let qp = self.listener().next_request(&qc).map_err(|e| e.in_op(OP))?;
+        // The span begins with the request taken (no span for each attempt of a non-blocking
+        // endpoint that finds none).
+        let trace = ConnTrace::passive(&self.peer, &self.trace);
+        trace.set_qp_num(qp.qp_num());
+        trace.step(Step::Received);
         Ok(ConnReq {
             qp: Some(qp),
             shared,
@@ -75,6 +82,7 @@ impl<T: Transport> Ep<T> {
             _not_sync: std::marker::PhantomData,
             srq,
             peer: self.peer.clone(),
+            trace,
         })
     }
 

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::peer::{Peer, PeerCfg};
+use crate::trace::{ConnTrace, Step};
 use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, QueueConfig, Transport};
 use crate::types::ConnEvent;
 mod cq;
@@ -74,6 +75,7 @@ pub struct Conn<T: Transport> {
     private_data: OnceLock<Box<[u8]>>,
     _srq: Option<Srq<T>>,
     peer: Peer<T>,
+    trace: ConnTrace,
 }
 
 impl<T: Transport> fmt::Debug for Conn<T> {
@@ -117,6 +119,7 @@ impl<T: Transport> Conn<T> {
     pub(crate) fn take_event(&self, taken: Result<(CmEvent, Option<Box<[u8]>>)>) -> Result<ConnEvent> {
         const OP: &str = "rpma_conn_next_event";
         let (ev, pdata) = taken.map_err(|e| e.in_op(OP))?;
+        let _span = self.trace.enter();
         let event = match ev {
             CmEvent::Established => {
                 if let Some(p) = pdata.filter(|p| !p.is_empty()) {
@@ -129,10 +132,12 @@ impl<T: Transport> Conn<T> {
             CmEvent::Rejected => ConnEvent::Rejected,
             CmEvent::Unreachable => ConnEvent::Unreachable,
             CmEvent::Other(raw) => {
+                self.trace.unexpected_event(raw);
                 crate::rpma_log!(Warning, "{OP}: unexpected event received: {raw}");
                 return Err(Error::new(ErrorKind::Unknown, OP).with_detail("unexpected CM event"));
             }
         };
+        self.trace.cm_event(event);
         crate::rpma_log!(Notice, "{}", event.as_str());
         Ok(event)
     }
@@ -163,14 +168,14 @@ impl<T: Transport> Conn<T> {
     /// receive CQ exists).
     #[must_use]
     pub fn cq(&self) -> Cq<'_, T> {
-        Cq { cq: self.qp().cq(), shared: self.shared, _local: PhantomData }
+        Cq { cq: self.qp().cq(), shared: self.shared, trace: self.trace.cq(), _local: PhantomData }
     }
 
     /// `rpma_conn_get_rcq`: the connection's own receive CQ, or `None` (no `rcq_size`, or an SRQ
     /// with its own receive CQ is used).
     #[must_use]
     pub fn rcq(&self) -> Option<Cq<'_, T>> {
-        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared, _local: PhantomData })
+        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared, trace: self.trace.cq(), _local: PhantomData })
     }
 
     /// `rpma_conn_get_compl_fd`: the fd of the shared completion channel.
@@ -209,6 +214,8 @@ impl<T: Transport> Conn<T> {
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if `rdma_disconnect` fails.
     pub fn disconnect(&self) -> Result<()> {
+        let _span = self.trace.enter();
+        self.trace.step(Step::Disconnect);
         crate::rpma_log!(Notice, "Requesting for disconnection");
         self.qp().disconnect().map_err(|e| e.in_op("rpma_conn_disconnect"))
     }
@@ -222,7 +229,9 @@ impl<T: Transport> Conn<T> {
     pub fn delete(self) -> Result<()> {
         // The queue pair goes first, as when the connection is dropped (fields drop in order:
         // the queue pair, then the shared receive queue and the peer it may depend on).
-        let Self { qp, _srq, peer, .. } = self;
+        let Self { qp, _srq, peer, trace, .. } = self;
+        let _span = trace.enter();
+        trace.step(Step::Delete);
         let r = qp.destroy().map_err(|e| e.in_op("rpma_conn_delete"));
         drop(_srq);
         drop(peer);
@@ -254,6 +263,15 @@ impl<T: Transport> Conn<T> {
     #[must_use]
     pub fn backend(&self) -> &T::Qp {
         self.qp()
+    }
+
+    /// What the connection's completions counted so far (see [`ConnStats`](crate::ConnStats)
+    /// for exactly what is counted). With the `tracing` feature only: counting costs the
+    /// poll a pass over the completions it read.
+    #[cfg(feature = "tracing")]
+    #[must_use]
+    pub fn stats(&self) -> crate::ConnStats {
+        self.trace.stats()
     }
 
     /// The peer the connection was made from.

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use crate::cfg::ConnCfg;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
+use crate::trace::{ConnTrace, Step};
 use crate::transport::{Capabilities, QpBackend, QueueConfig, SrqBackend, Transport};
 use crate::validate;
 
@@ -65,6 +66,7 @@ pub struct ConnReq<T: Transport> {
     pub(super) _not_sync: PhantomData<Cell<()>>,
     pub(super) srq: Option<Srq<T>>,
     pub(super) peer: Peer<T>,
+    pub(super) trace: ConnTrace,
 }
 
 impl<T: Transport> fmt::Debug for ConnReq<T> {
@@ -76,6 +78,8 @@ impl<T: Transport> fmt::Debug for ConnReq<T> {
 impl<T: Transport> Drop for ConnReq<T> {
     fn drop(&mut self) {
         if let Some(qp) = self.qp.take() {
+            let _span = self.trace.enter();
+            self.trace.step(Step::Reject);
             if let Err(e) = qp.reject() {
                 crate::rpma_log!(Error, "dropping a connection request failed: {e}");
             }
@@ -99,9 +103,25 @@ impl<T: Transport> ConnReq<T> {
         let qc = queue_config(OP, &peer.inner.caps, cfg, &srq)?;
         let shared = qc.shared_channel;
         let limits = OpLimits::of(&qc, &peer.inner.caps);
-        let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
-        crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
-        Ok(Self { qp: Some(qp), shared, incoming: false, limits, _not_sync: PhantomData, srq, peer: peer.clone() })
+        let trace = ConnTrace::active(peer, addr, port);
+        let qp = {
+            let _span = trace.enter();
+            let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
+            trace.set_qp_num(qp.qp_num());
+            trace.step(Step::Requested);
+            crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
+            qp
+        };
+        Ok(Self {
+            qp: Some(qp),
+            shared,
+            incoming: false,
+            limits,
+            _not_sync: PhantomData,
+            srq,
+            peer: peer.clone(),
+            trace,
+        })
     }
 
     pub(crate) fn qp(&self) -> &T::Qp {
@@ -148,12 +168,18 @@ impl<T: Transport> ConnReq<T> {
         let limit = if self.incoming { caps.max_private_data_accept } else { caps.max_private_data_connect };
         validate::private_data(OP, pdata, limit)?;
         let mut qp = self.qp.take().expect("qp present until consumed");
+        let trace = self.trace.take();
         let req_pdata: Box<[u8]> = qp.request_private_data().into();
-        if let Err(e) = qp.connect(pdata) {
-            if let Err(e2) = qp.reject() {
-                crate::rpma_log!(Error, "releasing a failed connection request: {e2}");
+        {
+            let _span = trace.enter();
+            if let Err(e) = qp.connect(pdata) {
+                trace.step(Step::Reject);
+                if let Err(e2) = qp.reject() {
+                    crate::rpma_log!(Error, "releasing a failed connection request: {e2}");
+                }
+                return Err(e.in_op(OP));
             }
-            return Err(e.in_op(OP));
+            trace.step(if self.incoming { Step::Accept } else { Step::Connect });
         }
         let private_data = OnceLock::new();
         if !req_pdata.is_empty() {
@@ -168,6 +194,7 @@ impl<T: Transport> ConnReq<T> {
             private_data,
             _srq: self.srq.take(),
             peer: self.peer.clone(),
+            trace,
         })
     }
 
@@ -178,6 +205,10 @@ impl<T: Transport> ConnReq<T> {
     /// [`Provider`](crate::ErrorKind::Provider): the first failure of the release steps (all are
     /// attempted).
     pub fn delete(mut self) -> Result<()> {
-        self.qp.take().map_or(Ok(()), |qp| qp.reject().map_err(|e| e.in_op("rpma_conn_req_delete")))
+        let _span = self.trace.enter();
+        self.qp.take().map_or(Ok(()), |qp| {
+            self.trace.step(Step::Reject);
+            qp.reject().map_err(|e| e.in_op("rpma_conn_req_delete"))
+        })
     }
 }

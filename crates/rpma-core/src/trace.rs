@@ -1,0 +1,341 @@
+//! Observability (the `tracing` feature): a span per connection, events for its connection
+//! management and its failed completions, and the counters of [`Conn::stats`](crate::Conn::stats).
+//!
+//! With the feature, every connection has a span `rpma.conn` (target `rpma`, level `INFO`) with
+//! the fields `backend`, `device`, `side` (`active`/`passive`), `local` and `remote` (the
+//! addresses this side was given: the endpoint's for a passive connection, the one connected
+//! to for an active one; the other is left empty) and `qp_num`. The span is entered around the
+//! connection's setup and teardown calls (requesting, connecting or accepting, rejecting, taking
+//! a CM event, disconnecting, deleting; a passive connection's span begins once its request is
+//! taken) and is the parent of the connection's events:
+//! - `rpma.cm_event` (`INFO`; `WARN` for lost, rejected, unreachable and unexpected events):
+//!   field `event` (the [`ConnEvent`]'s text, or `unexpected` with `raw`);
+//! - `rpma.conn_step` (`DEBUG`): field `step` (`requested`, `received`, `connect`, `accept`, `reject`,
+//!   `disconnect`, `delete`);
+//! - `rpma.failed_completion` (`WARN`): fields `status`, `status_raw`, `opcode`, `opcode_raw`,
+//!   `wr_id`, `qp_num`, `vendor_err`, for every completion polled whose status is not success
+//!   (also from a shared receive queue's CQ, whose events have no connection span as parent).
+//!
+//! Nothing is emitted for a successful operation. Without the feature the types here are
+//! zero-sized and their methods empty, so the data path is compiled exactly as before.
+
+use crate::peer::Peer;
+use crate::transport::Transport;
+use crate::types::ConnEvent;
+use crate::wc::Wc;
+
+#[cfg(feature = "tracing")]
+pub use on::ConnStats;
+#[cfg(feature = "tracing")]
+pub(crate) use on::{ConnTrace, CqTrace, EpTrace};
+
+#[cfg(not(feature = "tracing"))]
+pub(crate) use off::{ConnTrace, CqTrace, EpTrace};
+
+/// The steps of a connection's life reported as `rpma.conn_step` events.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// An outgoing connection request was made.
+    Requested,
+    /// An incoming connection request was taken from an endpoint.
+    Received,
+    /// An outgoing request was connected.
+    Connect,
+    /// An incoming request was accepted.
+    Accept,
+    /// A request was rejected or abandoned.
+    Reject,
+    /// A disconnect was requested.
+    Disconnect,
+    /// The connection was deleted.
+    Delete,
+}
+
+impl Step {
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Received => "received",
+            Self::Connect => "connect",
+            Self::Accept => "accept",
+            Self::Reject => "reject",
+            Self::Disconnect => "disconnect",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+#[cfg(feature = "tracing")]
+mod on {
+    use std::cell::Cell;
+
+    use tracing::field::Empty;
+    use tracing::Span;
+
+    use super::{ConnEvent, Peer, Step, Transport, Wc};
+
+    /// What a connection's completions counted (the `tracing` feature;
+    /// [`Conn::stats`](crate::Conn::stats)).
+    ///
+    /// Counted from the completions polled through the connection's own CQs
+    /// ([`Conn::cq`](crate::Conn::cq), [`Conn::rcq`](crate::Conn::rcq), and the CQ
+    /// [`Conn::wait`](crate::Conn::wait) returns), when they are polled: nothing is counted at
+    /// post time, so an operation posted unsignaled and successful is not counted, and the
+    /// completions of a shared receive queue's own CQ belong to no connection and are not
+    /// counted either. The counts only grow.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub struct ConnStats {
+        /// Completions polled, successful or not.
+        pub completions: u64,
+        /// Of those, completions whose status is not success (each also emitted as a
+        /// `rpma.failed_completion` event).
+        pub errors: u64,
+        /// Of the successful ones, receive completions (a received message, or a write with
+        /// immediate data that consumed a receive).
+        pub receives: u64,
+        /// Bytes of those receive completions (their `byte_len`).
+        pub bytes_received: u64,
+    }
+
+    /// A connection's span and counters.
+    pub(crate) struct ConnTrace {
+        span: Span,
+        completions: Cell<u64>,
+        errors: Cell<u64>,
+        receives: Cell<u64>,
+        bytes_received: Cell<u64>,
+    }
+
+    /// An endpoint's address, given to the spans of the connections it accepts.
+    pub(crate) struct EpTrace {
+        local: Box<str>,
+    }
+
+    impl EpTrace {
+        pub(crate) fn new(addr: &str, port: &str) -> Self {
+            Self { local: format!("{addr}:{port}").into_boxed_str() }
+        }
+    }
+
+    fn span(backend: &str, device: &str, side: &str, local: &str, remote: &str) -> Span {
+        tracing::info_span!(
+            target: "rpma",
+            "rpma.conn",
+            backend,
+            device,
+            side,
+            local = (!local.is_empty()).then_some(local),
+            remote = (!remote.is_empty()).then_some(remote),
+            qp_num = Empty,
+        )
+    }
+
+    impl ConnTrace {
+        fn with(span: Span) -> Self {
+            Self {
+                span,
+                completions: Cell::new(0),
+                errors: Cell::new(0),
+                receives: Cell::new(0),
+                bytes_received: Cell::new(0),
+            }
+        }
+
+        /// The trace of an outgoing connection of `peer` to `addr:port`.
+        pub(crate) fn active<T: Transport>(peer: &Peer<T>, addr: &str, port: &str) -> Self {
+            let device = peer.inner.device.name();
+            Self::with(span(peer.transport().name(), &device, "active", "", &format!("{addr}:{port}")))
+        }
+
+        /// The trace of a connection of `peer` accepted by the endpoint `ep`.
+        pub(crate) fn passive<T: Transport>(peer: &Peer<T>, ep: &EpTrace) -> Self {
+            let device = peer.inner.device.name();
+            Self::with(span(peer.transport().name(), &device, "passive", &ep.local, ""))
+        }
+
+        /// Records the connection's QP number in its span.
+        pub(crate) fn set_qp_num(&self, qp_num: u32) {
+            self.span.record("qp_num", qp_num);
+        }
+
+        /// Enters the connection's span until the guard is dropped.
+        pub(crate) fn enter(&self) -> tracing::span::Entered<'_> {
+            self.span.enter()
+        }
+
+        /// A step of the connection's life.
+        pub(crate) fn step(&self, step: Step) {
+            tracing::debug!(name: "rpma.conn_step", target: "rpma", parent: &self.span, step = step.as_str());
+        }
+
+        /// A CM event taken from the connection's channel.
+        pub(crate) fn cm_event(&self, event: ConnEvent) {
+            let e = event.as_str();
+            match event {
+                ConnEvent::Established | ConnEvent::Closed | ConnEvent::Undefined => {
+                    tracing::info!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = e);
+                }
+                ConnEvent::Lost | ConnEvent::Rejected | ConnEvent::Unreachable => {
+                    tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = e);
+                }
+            }
+        }
+
+        /// A CM event the connection does not expect (it is acknowledged and reported as
+        /// `Unknown`).
+        pub(crate) fn unexpected_event(&self, raw: u32) {
+            tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = "unexpected", raw);
+        }
+
+        /// This trace, leaving a disabled span behind (a request handing its trace to its
+        /// connection).
+        pub(crate) fn take(&mut self) -> Self {
+            std::mem::replace(self, Self::with(Span::none()))
+        }
+
+        pub(crate) const fn cq(&self) -> CqTrace<'_> {
+            CqTrace(Some(self))
+        }
+
+        pub(crate) fn stats(&self) -> ConnStats {
+            ConnStats {
+                completions: self.completions.get(),
+                errors: self.errors.get(),
+                receives: self.receives.get(),
+                bytes_received: self.bytes_received.get(),
+            }
+        }
+    }
+
+    /// What a CQ reports its completions to: its connection, or nothing (a shared receive
+    /// queue's CQ).
+    #[derive(Clone, Copy)]
+    pub(crate) struct CqTrace<'a>(Option<&'a ConnTrace>);
+
+    impl CqTrace<'_> {
+        pub(crate) const NONE: Self = CqTrace(None);
+
+        /// Counts the completions a poll returned (`polled`: the poll's result) and reports the
+        /// failed ones. One pass over the completions read, nothing emitted unless one failed.
+        #[inline]
+        pub(crate) fn polled(self, wc: &[Wc], polled: &crate::Result<usize>) {
+            let Ok(n) = *polled else { return };
+            let Some(done) = wc.get(..n) else { return };
+            let (mut failed, mut receives, mut bytes) = (false, 0u64, 0u64);
+            for w in done {
+                if !w.is_success() {
+                    failed = true;
+                } else if w.opcode().is_recv() {
+                    receives += 1;
+                    bytes += u64::from(w.byte_len());
+                }
+            }
+            if let Some(c) = self.0 {
+                c.completions.set(c.completions.get() + n as u64);
+                c.receives.set(c.receives.get() + receives);
+                c.bytes_received.set(c.bytes_received.get() + bytes);
+            }
+            if failed {
+                self.failed(done);
+            }
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn failed(self, done: &[Wc]) {
+            for w in done.iter().filter(|w| !w.is_success()) {
+                if let Some(c) = self.0 {
+                    c.errors.set(c.errors.get() + 1);
+                }
+                let parent = self.0.and_then(|c| c.span.id());
+                tracing::warn!(
+                    name: "rpma.failed_completion",
+                    target: "rpma",
+                    parent: parent,
+                    status = ?w.status(),
+                    status_raw = w.status().raw(),
+                    opcode = ?w.opcode(),
+                    opcode_raw = w.opcode().raw(),
+                    wr_id = w.wr_id(),
+                    qp_num = w.qp_num(),
+                    vendor_err = w.vendor_err(),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+mod off {
+    use std::marker::PhantomData;
+
+    use super::{ConnEvent, Peer, Step, Transport, Wc};
+
+    /// Nothing without the `tracing` feature.
+    pub(crate) struct ConnTrace;
+
+    /// Nothing without the `tracing` feature.
+    pub(crate) struct EpTrace;
+
+    /// What entering a span returns without the `tracing` feature.
+    pub(crate) struct Entered;
+
+    impl EpTrace {
+        #[inline(always)]
+        pub(crate) const fn new(_addr: &str, _port: &str) -> Self {
+            Self
+        }
+    }
+
+    impl ConnTrace {
+        #[inline(always)]
+        pub(crate) const fn active<T: Transport>(_peer: &Peer<T>, _addr: &str, _port: &str) -> Self {
+            Self
+        }
+
+        #[inline(always)]
+        pub(crate) const fn passive<T: Transport>(_peer: &Peer<T>, _ep: &EpTrace) -> Self {
+            Self
+        }
+
+        #[inline(always)]
+        pub(crate) const fn set_qp_num(&self, _qp_num: u32) {}
+
+        #[inline(always)]
+        pub(crate) const fn enter(&self) -> Entered {
+            Entered
+        }
+
+        #[inline(always)]
+        pub(crate) const fn step(&self, _step: Step) {}
+
+        #[inline(always)]
+        pub(crate) const fn cm_event(&self, _event: ConnEvent) {}
+
+        #[inline(always)]
+        pub(crate) const fn unexpected_event(&self, _raw: u32) {}
+
+        #[inline(always)]
+        pub(crate) const fn take(&mut self) -> Self {
+            Self
+        }
+
+        #[inline(always)]
+        pub(crate) const fn cq(&self) -> CqTrace<'_> {
+            CqTrace(PhantomData)
+        }
+    }
+
+    /// Nothing without the `tracing` feature.
+    #[derive(Clone, Copy)]
+    pub(crate) struct CqTrace<'a>(PhantomData<&'a ()>);
+
+    impl CqTrace<'_> {
+        pub(crate) const NONE: Self = CqTrace(PhantomData);
+
+        #[inline(always)]
+        pub(crate) const fn polled(self, _wc: &[Wc], _polled: &crate::Result<usize>) {}
+    }
+}
