@@ -23,7 +23,8 @@
 //!
 //! Code written once for every backend names the generic types (`rpma::Peer<T>`,
 //! `rpma::Conn<T>`, ... with `T: rpma::Transport`); code for one backend uses its module
-//! (`rpma::mock::Peer`, `rpma::verbs::Conn`, ...).
+//! (`rpma::mock::Peer`, `rpma::verbs::Conn`, ...). [`any`] chooses the backend at run time,
+//! from a name or `RPMA_BACKEND`, once, and runs such generic code on it.
 //!
 //! ## A server and a client: write, flush, send and receive
 //!
@@ -138,6 +139,8 @@ pub use rpma_core::{
 pub use rpma_mem::{
     cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice,
 };
+
+pub mod any;
 
 /// The backend contract ([`Transport`] and the traits of its objects), for writing a backend.
 ///
