@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use rpma_cli::backend::{dispatch, dispatch_between_processes, BackendKind, WithTransport};
+use rpma::any::{AnyTransport, Backend, WithTransport};
+use rpma_cli::backend::{dispatch, dispatch_between_processes, BackendKind};
 use rpma_cli::devices::{self, DeviceInfo};
 use rpma_cli::out::{self, err_line};
 use rpma_cli::outln;
@@ -238,7 +239,7 @@ fn check_file(c: &Conn, server: bool) -> Result<()> {
 
 struct Server(Scenario, ServerOpts);
 impl WithTransport for Server {
-    type Output = Vec<String>;
+    type Output = Result<Vec<String>>;
     fn run<T: rpma::Transport>(self, t: T) -> Result<Vec<String>> {
         Ok(self.0.server(&t, &self.1)?.lines())
     }
@@ -246,7 +247,7 @@ impl WithTransport for Server {
 
 struct Client(Scenario, ClientOpts);
 impl WithTransport for Client {
-    type Output = Vec<String>;
+    type Output = Result<Vec<String>>;
     fn run<T: rpma::Transport>(self, t: T) -> Result<Vec<String>> {
         Ok(self.0.client(&t, &self.1)?.lines())
     }
@@ -487,8 +488,8 @@ fn demo(_a: DemoArgs) -> Result<ExitCode> {
 
 struct Query(String);
 impl WithTransport for Query {
-    type Output = (String, devices::CapsInfo);
-    fn run<T: rpma::Transport>(self, t: T) -> Result<Self::Output> {
+    type Output = Result<(String, devices::CapsInfo)>;
+    fn run<T: rpma::Transport>(self, t: T) -> Self::Output {
         devices::query(&t, &self.0)
     }
 }
@@ -534,10 +535,12 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(feature = "mock")]
 fn mock_devices(addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
-    let fabric = anyhow::Context::context(rpma::mock::MockFabric::try_new(), "the mock fabric")?;
-    let mut devs = devices::mock_devices(&fabric);
+    let mut devs = match Backend::Mock.open()? {
+        #[cfg(feature = "mock")]
+        AnyTransport::Mock(fabric) => devices::mock_devices(&fabric),
+        other => bail!("the mock backend opened as {}", other.backend()),
+    };
     if let Some(addr) = addr {
         devs.retain(|d| d.addresses.iter().any(|a| a == addr));
         if devs.is_empty() {
@@ -545,11 +548,6 @@ fn mock_devices(addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
         }
     }
     Ok(devs)
-}
-
-#[cfg(not(feature = "mock"))]
-fn mock_devices(_addr: Option<&str>) -> Result<Vec<DeviceInfo>> {
-    bail!("this rpma was built without the mock backend (cargo feature `mock`)")
 }
 
 fn scenarios_cmd() -> Result<ExitCode> {

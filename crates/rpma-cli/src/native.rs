@@ -1,7 +1,7 @@
 //! Whether flushes and atomic writes went native or emulated (docs/native-ops.md), for the
 //! scenarios' reports and the benchmark.
 //!
-//! Where the answer comes from depends on the backend ([`crate::backend::op_counts`]):
+//! Where the answer comes from depends on the backend ([`op_counts`]):
 //! - verbs counts every flush and atomic write it posts, by path (`rpma::verbs::op_counts()`,
 //!   process-wide): an [`OpWatch`] takes the difference around the operations;
 //! - the mock keeps no counters, and its path follows its capabilities alone (a flush is native
@@ -74,6 +74,25 @@ impl OpCounts {
     pub fn atomic_write(&self) -> Option<OpPath> {
         OpPath::of(&[(OpPath::Native, self.atomic_write_native), (OpPath::Emulated, self.atomic_write_emulated)])
     }
+}
+
+/// The process-wide counts of flushes and atomic writes by path, on a backend that counts them
+/// (verbs: `rpma::verbs::op_counts()`), or `None` on one whose path follows the device's
+/// capabilities alone (the mock).
+#[must_use]
+pub fn op_counts<T: Transport>() -> Option<OpCounts> {
+    #[cfg(feature = "verbs")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<rpma::verbs::Verbs>() {
+        let c = rpma::verbs::op_counts();
+        return Some(OpCounts {
+            flush_native: c.flush_native,
+            flush_emulated: c.flush_emulated,
+            flush_persistent_read: c.flush_persistent_read,
+            atomic_write_native: c.atomic_write_native,
+            atomic_write_emulated: c.atomic_write_emulated,
+        });
+    }
+    None
 }
 
 /// How a kind of operation went.
@@ -188,14 +207,14 @@ impl OpWatch {
     /// Starts watching operations of transport `T` on a device with `caps`.
     #[must_use]
     pub fn start<T: Transport>(caps: &Capabilities) -> Self {
-        Self { before: crate::backend::op_counts::<T>(), caps: caps.clone() }
+        Self { before: op_counts::<T>(), caps: caps.clone() }
     }
 
     /// What happened since [`OpWatch::start`]: the counters' difference on a backend that
     /// counts, else `flushes` and `atomic_writes` (what the caller posted) by the capabilities.
     #[must_use]
     pub fn finish<T: Transport>(&self, flushes: u64, atomic_writes: u64) -> OpUse {
-        match (self.before, crate::backend::op_counts::<T>()) {
+        match (self.before, op_counts::<T>()) {
             (Some(before), Some(now)) => OpUse { counts: now.since(before), source: Source::Counters },
             _ => OpUse {
                 counts: OpCounts::by_capabilities(&self.caps, flushes, atomic_writes),

@@ -4,7 +4,8 @@
 
 use anyhow::{bail, Result};
 
-use super::{Op, Plan, Role};
+use super::op::Op;
+use super::plan::{Plan, Role};
 
 /// The largest target region (operations beyond it wrap to offset 0).
 pub const MAX_REGION: usize = 256 << 20;

@@ -20,13 +20,10 @@ use rpma::op::{self as rop, AnyKind};
 use rpma::tokio::AsyncConn;
 use rpma::{ConnEvent, FlushType, MrLocal, MrRemote, Transport};
 
-use super::client::{Driver, Span};
+use super::driver::{Driver, Span};
 use super::lane::{Lane, Stop};
 use super::protocol::{slot_offset, STOP_IMM};
-use crate::bench::Op;
-
-/// The operations `--async` measures (one-sided, one completion each).
-pub(crate) const ASYNC_OPS: [Op; 5] = [Op::Read, Op::Write, Op::WriteFlush, Op::Flush, Op::AtomicWrite];
+use crate::bench::op::{Op, ASYNC_OPS};
 
 /// Progress is published every this many operations of a future.
 const REPORT_EVERY: u64 = 256;

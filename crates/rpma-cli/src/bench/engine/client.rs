@@ -11,13 +11,17 @@ use hdrhistogram::Histogram;
 use rpma::{Peer, Transport, Wc};
 
 use super::async_lane::AsyncLanes;
+use super::driver::{Driver, Span};
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
 use super::wait::Idle;
+use crate::bench::flush_rule::FlushRule;
+use crate::bench::footprint::Footprint;
+use crate::bench::op::Op;
+use crate::bench::plan::{Amount, Plan};
 use crate::bench::report::{Baseline, Latency, RunResult};
-use crate::bench::{Amount, Footprint, Op, Plan};
-use crate::native::{OpCounts, OpPath};
+use crate::native::{op_counts, OpCounts, OpPath};
 
 /// Runs one phase on a thread's lanes; returns the operations completed and when the thread's
 /// phase started and ended.
@@ -155,9 +159,6 @@ pub(super) fn drive<T: Transport>(
     Ok((total, start, end))
 }
 
-/// A thread's phase: operations completed, start, end.
-pub(super) type Span = (u64, Instant, Instant);
-
 /// A run's totals over its client threads.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Totals {
@@ -190,26 +191,6 @@ type PerRun = (Vec<Span>, Histogram<u64>);
 
 /// Per thread and run: the phase and its latencies.
 pub(super) type Measured = (Span, Histogram<u64>);
-
-/// A client thread's connections, driven through the synchronous API (`Vec<Lane>`) or the
-/// async one (`--async`: `AsyncLanes`).
-pub(super) trait Driver {
-    /// Runs one phase (see [`drive`]).
-    #[allow(clippy::too_many_arguments)]
-    fn drive(
-        &mut self,
-        op: Op,
-        size: usize,
-        every: usize,
-        stop: Stop,
-        hist: &mut Histogram<u64>,
-        record: bool,
-        done: &AtomicU64,
-    ) -> Result<Span>;
-
-    /// Ends every connection.
-    fn finish(self) -> Result<()>;
-}
 
 impl<T: Transport> Driver for Vec<Lane<T>> {
     fn drive(
@@ -341,7 +322,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     // (op, size) runs; an operation that flushes runs once per `--persistent-flush` rule, the
     // rule set at the run's first gate (every thread has ended the previous run)
     let mut runs: Vec<(Op, usize)> = Vec::new();
-    let mut rules: Vec<Option<crate::bench::FlushRule>> = Vec::new();
+    let mut rules: Vec<Option<FlushRule>> = Vec::new();
     for &op in &plan.ops {
         for &size in &plan.sizes {
             if op.flushes() && !plan.flush_rules.is_empty() {
@@ -376,16 +357,16 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let coordinate = |i: usize, phase: Phase| match phase {
         Phase::Warmup => {
             if i > 0 {
-                ends.borrow_mut().push(crate::backend::op_counts::<T>());
+                ends.borrow_mut().push(op_counts::<T>());
             }
             if let Some(rule) = rules[i] {
-                crate::backend::set_persistent_flush::<T>(rule);
+                rule.apply::<T>();
             }
             progress.begin(i, Instant::now());
         }
         Phase::Measure => {
             progress.measure(i, Instant::now());
-            counts.borrow_mut().push(crate::backend::op_counts::<T>());
+            counts.borrow_mut().push(op_counts::<T>());
         }
     };
     let thread = |lanes: Vec<Lane<T>>, gate: &dyn Fn(usize, Phase)| {
@@ -401,7 +382,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
         // cancellation-point bookkeeping of every system call, e.g. the doorbell of rxe).
         let lanes = per_thread.pop().unwrap_or_default();
         let r = thread(lanes, &coordinate);
-        ends.borrow_mut().push(crate::backend::op_counts::<T>());
+        ends.borrow_mut().push(op_counts::<T>());
         vec![r]
     } else {
         let barrier = Barrier::new(plan.threads + 1);
@@ -425,7 +406,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             }
             let results =
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();
-            ends.borrow_mut().push(crate::backend::op_counts::<T>());
+            ends.borrow_mut().push(op_counts::<T>());
             progress.finished.store(true, Ordering::Release);
             let _ = monitor.join();
             results

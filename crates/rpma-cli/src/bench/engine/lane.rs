@@ -13,7 +13,9 @@ use rpma::{
 
 use super::protocol::*;
 use super::wait::{self, Idle};
-use crate::bench::{Footprint, Op, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
+use crate::bench::footprint::Footprint;
+use crate::bench::op::Op;
+use crate::bench::plan::{MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
 use crate::out::UsageError;
 
 /// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`).

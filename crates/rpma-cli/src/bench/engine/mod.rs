@@ -23,26 +23,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{bail, Context, Result};
 use rpma::{ContextType, Device, Ep, Peer, Transport};
 
+use super::plan::{Plan, Role};
 use super::report::{BenchReport, SCHEMA_VERSION};
-use super::{Plan, Role};
 use crate::backend::BackendKind;
 use crate::native::Source;
 
 mod async_lane;
 mod client;
+mod driver;
 mod lane;
 mod progress;
 mod protocol;
 mod server;
 mod wait;
 
-pub(crate) use async_lane::ASYNC_OPS;
 use client::run_client;
 use server::run_server;
 
 /// Where the report's `op_path`s come from on transport `T`.
 fn op_path_source<T: Transport>() -> Source {
-    if crate::backend::op_counts::<T>().is_some() {
+    if crate::native::op_counts::<T>().is_some() {
         Source::Counters
     } else {
         Source::Capabilities
@@ -118,7 +118,9 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
 mod tests {
     use super::client::{op_path, Totals};
     use super::protocol::{parse_request, region_len, request_pdata, slot_offset, Request, MAX_REGION};
-    use crate::bench::{Op, MAX_QD, MAX_SIZE};
+    use crate::bench::op::Op;
+    use crate::bench::plan::MAX_QD;
+    use crate::bench::sizes::MAX_SIZE;
     use crate::native::{OpCounts, OpPath};
     use rpma::{MrRemote, MR_DESCRIPTOR_SIZE};
     use std::time::Duration;

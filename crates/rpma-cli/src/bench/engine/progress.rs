@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench::{Amount, Op, Plan};
+use crate::bench::op::Op;
+use crate::bench::plan::{Amount, Plan};
 
 /// How long an `--iters` run goes without a bar (a short run would only flash one).
 pub(super) const ITERS_BAR_DELAY: Duration = Duration::from_millis(200);
@@ -138,7 +139,8 @@ pub(super) fn show_progress(plan: &Plan, runs: &[(Op, usize)], progress: &Progre
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{plan, BenchArgs};
+    use crate::bench::args::BenchArgs;
+    use crate::bench::plan::plan;
     use clap::Parser;
 
     #[derive(Parser)]

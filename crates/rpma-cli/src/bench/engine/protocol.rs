@@ -5,7 +5,8 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{ConnCfg, MrLocal, MrRemote, Transport, Wc, WcStatus, MR_DESCRIPTOR_SIZE};
 
-use crate::bench::{MAX_QD, MAX_SIZE};
+use crate::bench::plan::MAX_QD;
+use crate::bench::sizes::MAX_SIZE;
 
 /// The immediate data of the message that ends a connection's service.
 pub const STOP_IMM: u32 = u32::MAX;

@@ -10,7 +10,7 @@ use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Tra
 
 use super::protocol::*;
 use super::wait::{self, Idle};
-use crate::bench::{Plan, Role};
+use crate::bench::plan::{Plan, Role};
 use crate::scenarios::common::poll_event;
 
 /// The server stopped waiting because the client side failed first (loopback): not an error of
