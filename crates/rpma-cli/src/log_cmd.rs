@@ -8,12 +8,7 @@
 //!   log serve`), or against `--replicas N` (1 to 3) replicas it serves itself in threads of
 //!   this process, and measures append + sync at queue depth 1 (`qd1`: latency percentiles) and
 //!   pipelined appends with one sync per `--group` appends (`group-commit`: group commit), as a
-//!   table or JSON (`--json`; each result has `synced_appends_per_s`). With `--baseline` it
-//!   measures, in the same process and against regions of its own, the same work written by
-//!   hand with the plain rpma API ([`baseline`]), each mode alternating with the log's for
-//!   `--rounds` rounds, and reports the ratios of the medians (issue 36, "Speed").
-
-mod baseline;
+//!   table or JSON (`--json`; each result has `synced_appends_per_s`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -253,18 +248,6 @@ pub struct LogBenchArgs {
     /// Seconds the writer waits for a replica (connection, completions) before it fails.
     #[arg(long, default_value_t = 10.0, value_parser = args::seconds, allow_negative_numbers = true)]
     pub timeout: f64,
-    /// Self-hosted replicas (and the baseline's regions): on this persistent memory (a devdax
-    /// device or a file of a DAX file system), region i at i * --region, instead of DRAM.
-    #[arg(long, value_name = "PATH")]
-    pub pmem: Option<PathBuf>,
-    /// Also measure the hand-written baseline (the plain rpma API, regions of this process on
-    /// ports after the replicas'), alternating with the log mode by mode, and report the ratios.
-    #[arg(long)]
-    pub baseline: bool,
-    /// Rounds of the measurements (each mode once per round, the log's then the baseline's);
-    /// the ratios are of the medians of the rounds.
-    #[arg(long, default_value_t = 1, value_parser = args::u64_arg, allow_negative_numbers = true)]
-    pub rounds: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -314,36 +297,8 @@ pub struct LogBenchReport {
     pub replicas: Vec<String>,
     /// The ring's bytes.
     pub capacity: u64,
-    /// One per mode and round, in the order run.
+    /// One per mode, in the order run.
     pub results: Vec<LogResult>,
-    /// `--baseline`: the hand-written baseline's results, one per mode and round.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub baseline: Vec<LogResult>,
-    /// `--baseline`: per mode, the medians of the rounds and their ratios.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<Ratio>,
-}
-
-/// The log against its hand-written baseline, one mode, medians of the rounds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Ratio {
-    /// `"qd1"` or `"group-commit"`.
-    pub mode: &'static str,
-    /// Rounds.
-    pub rounds: usize,
-    /// The log's median p50 latency, nanoseconds (`qd1`: of an append + sync).
-    pub log_p50_ns: u64,
-    /// The baseline's median p50 latency, nanoseconds.
-    pub baseline_p50_ns: u64,
-    /// The log's median rate (synced appends per second).
-    pub log_per_s: f64,
-    /// The baseline's median rate (`qd1`: appends + commits per second; `group-commit`: writes
-    /// to every replica per second).
-    pub baseline_per_s: f64,
-    /// `log_p50_ns / baseline_p50_ns`: what an append + sync costs over the hand-written one.
-    pub latency_ratio: f64,
-    /// `log_per_s / baseline_per_s`.
-    pub rate_ratio: f64,
 }
 
 impl LogBenchReport {
@@ -380,11 +335,11 @@ impl LogBenchReport {
             "mean_ns",
             "max_ns"
         )?;
-        for r in self.results.iter().chain(&self.baseline) {
+        for r in &self.results {
             writeln!(
                 out,
                 "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16.0} {:>9} {:>9} {:>9.0} {:>9}",
-                if self.baseline.iter().any(|b| std::ptr::eq(b, r)) { format!("{}*", r.mode) } else { r.mode.to_owned() },
+                r.mode,
                 r.replicas,
                 r.quorum,
                 r.size,
@@ -395,23 +350,6 @@ impl LogBenchReport {
                 r.latency_ns.p99,
                 r.latency_ns.mean,
                 r.latency_ns.max
-            )?;
-        }
-        if !self.baseline.is_empty() {
-            writeln!(out, "(* the hand-written baseline)")?;
-        }
-        for q in &self.ratios {
-            writeln!(
-                out,
-                "{}: log / baseline over {} rounds (medians): p50 {} / {} ns = {:.3}; rate {:.0} / {:.0} per s = {:.3}",
-                q.mode,
-                q.rounds,
-                q.log_p50_ns,
-                q.baseline_p50_ns,
-                q.latency_ratio,
-                q.log_per_s,
-                q.baseline_per_s,
-                q.rate_ratio
             )?;
         }
         Ok(())
