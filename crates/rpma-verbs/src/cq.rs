@@ -10,7 +10,7 @@ use rdma_sys as ffi;
 use rpma_core::transport::CqBackend;
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WC_LAYOUT};
 
-use crate::pin::PARKED;
+use crate::mr::PARKED;
 use crate::provider::{self, PollCq};
 use crate::ring::{FifoRing, SlotRing, FLUSH_READ_BIT, NUMBER_MASK, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};

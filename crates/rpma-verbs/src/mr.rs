@@ -3,7 +3,7 @@
 //! still reach (rule M1 of `docs/memory.md`).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rdma_sys as ffi;
@@ -11,7 +11,7 @@ use rpma_core::transport::MrBackend;
 use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
 use rpma_mem::{Memory, VolatileSlice};
 
-use crate::pin::{Pin, PARKED};
+use crate::pin::{Pin, Pinned};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::VerbsPd;
 
@@ -162,36 +162,13 @@ pub(crate) fn reg_mr(pd: &Arc<VerbsPd>, mem: Memory, usage: Usage) -> Result<Ver
 }
 
 impl VerbsMr {
-    /// The region's process-unique id.
-    #[inline]
-    pub(crate) const fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub(crate) const fn addr_raw(&self) -> u64 {
-        self.addr
-    }
-
-    pub(crate) const fn len_raw(&self) -> usize {
-        self.len
-    }
-
-    /// Records the pin of a queue that starts using the region.
-    pub(crate) fn attach(&self, pin: Arc<Pin>) {
-        let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
-        // The pins of destroyed queues never say busy again: dropped here, so a region that
-        // outlives many connections keeps only its live queues' pins.
-        users.retain(|p| !p.released());
-        users.push(pin);
-    }
-
     /// Whether a work request in flight on some queue uses the region.
     pub(crate) fn busy(&self) -> bool {
         self.users.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|p| p.busy())
     }
 
     /// The region without its memory and registration, which move to a new value parked until
-    /// no queue uses them (crate::pin); `self` is left with nothing to release.
+    /// no queue uses them ([`PARKED`]); `self` is left with nothing to release.
     fn park(&mut self) {
         let moved = Self {
             mr: self.mr,
@@ -222,6 +199,63 @@ impl VerbsMr {
     }
 }
 
+impl Pinned for VerbsMr {
+    #[inline(always)]
+    fn pin_id(&self) -> u64 {
+        self.id
+    }
+
+    fn pin_span(&self) -> (u64, usize) {
+        (self.addr, self.len)
+    }
+
+    fn attach_pin(&self, pin: Arc<Pin>) {
+        let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+        // The pins of destroyed queues never say busy again: dropped here, so a region that
+        // outlives many connections keeps only its live queues' pins.
+        users.retain(|p| !p.released());
+        users.push(pin);
+    }
+}
+
+/// Regions dropped while in use, waiting for their pins to fall to zero.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    regions: Mutex<Vec<VerbsMr>>,
+    count: AtomicUsize,
+}
+
+/// The process's parked regions.
+pub(crate) static PARKED: Parked = Parked { regions: Mutex::new(Vec::new()), count: AtomicUsize::new(0) };
+
+impl Parked {
+    /// Keeps `mr` until no queue uses it.
+    pub(crate) fn park(&self, mr: VerbsMr) {
+        let mut g = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        g.push(mr);
+        self.count.store(g.len(), Ordering::Release);
+    }
+
+    /// Whether a region is parked (cheap: one load, checked after work is retired).
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) != 0
+    }
+
+    /// Deregisters and frees every parked region no queue uses any more. Taken out of the
+    /// list under the lock, dropped (deregistered) after it.
+    pub(crate) fn sweep(&self) {
+        let done: Vec<VerbsMr> = {
+            let mut g = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+            let (idle, busy): (Vec<_>, Vec<_>) = g.drain(..).partition(|m| !m.busy());
+            *g = busy;
+            self.count.store(g.len(), Ordering::Release);
+            idle
+        };
+        drop(done);
+    }
+}
+
 // ---- Deregistration and release of the bytes (rule M1).
 
 /// The region is registered.
@@ -231,7 +265,7 @@ const DEREGISTERED: u8 = 1;
 /// Deregistration failed, or the region was abandoned with a queue pair that could not be
 /// destroyed: the device may still access the bytes, so they are never released.
 const LEAKED: u8 = 2;
-/// The registration and the bytes moved to a parked region (crate::pin): nothing to release.
+/// The registration and the bytes moved to a parked region ([`PARKED`]): nothing to release.
 const MOVED: u8 = 3;
 
 impl VerbsMr {

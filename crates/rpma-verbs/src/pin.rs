@@ -17,10 +17,18 @@
 //! in its protection domain instead: it is deregistered, and its memory freed, when no pin says
 //! so any more (checked when a queue retires work and when a queue pair is destroyed).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use crate::mr::VerbsMr;
+/// What a pin needs of the region it keeps registered (`VerbsMr` is one).
+pub(crate) trait Pinned {
+    /// The region's process-unique id (from 1).
+    fn pin_id(&self) -> u64;
+    /// The region's address and length, for a leak report.
+    fn pin_span(&self) -> (u64, usize);
+    /// Records the pin of a queue that starts using the region.
+    fn attach_pin(&self, pin: Arc<Pin>);
+}
 
 /// A queue's use of one region.
 #[derive(Debug)]
@@ -40,8 +48,9 @@ pub(crate) struct Pin {
 }
 
 impl Pin {
-    fn new(mr: &VerbsMr, retired: &Arc<AtomicU64>) -> Self {
-        Self { addr: mr.addr_raw(), len: mr.len_raw(), ..Self::of_nothing(retired) }
+    fn new(mr: &impl Pinned, retired: &Arc<AtomicU64>) -> Self {
+        let (addr, len) = mr.pin_span();
+        Self { addr, len, ..Self::of_nothing(retired) }
     }
 
     /// A pin of no region: never marked, never busy.
@@ -103,8 +112,8 @@ impl Default for PinTable {
 impl PinTable {
     /// The entry of `mr`, made on its first use.
     #[inline]
-    fn entry(&mut self, mr: &VerbsMr) -> &Arc<Pin> {
-        let id = mr.id();
+    fn entry(&mut self, mr: &impl Pinned) -> &Arc<Pin> {
+        let id = mr.pin_id();
         let i = match self.entries.get(self.last) {
             Some((e, _)) if *e == id => self.last,
             _ => self.find_or_add(mr),
@@ -117,9 +126,9 @@ impl PinTable {
     /// store; the region reaches another thread only through a synchronising hand-over after
     /// the post that borrowed it).
     #[inline(always)]
-    pub(crate) fn mark(&mut self, mr: &VerbsMr, upto: u64) {
+    pub(crate) fn mark(&mut self, mr: &impl Pinned, upto: u64) {
         let (id, pin) = &self.hot;
-        if *id == mr.id() {
+        if *id == mr.pin_id() {
             pin.mark.store(upto, Ordering::Relaxed);
         } else {
             self.mark_cold(mr, upto);
@@ -128,8 +137,8 @@ impl PinTable {
 
     #[cold]
     #[inline(never)]
-    fn mark_cold(&mut self, mr: &VerbsMr, upto: u64) {
-        let id = mr.id();
+    fn mark_cold(&mut self, mr: &impl Pinned, upto: u64) {
+        let id = mr.pin_id();
         let pin = Arc::clone(self.entry(mr));
         pin.mark.store(upto, Ordering::Relaxed);
         self.hot = (id, pin);
@@ -145,7 +154,7 @@ impl PinTable {
     /// Shared receive queues: counts one more receive on `mr`; returns the pin's index (for
     /// [`PinTable::put`]).
     #[inline]
-    pub(crate) fn take(&mut self, mr: &VerbsMr) -> PinIdx {
+    pub(crate) fn take(&mut self, mr: &impl Pinned) -> PinIdx {
         let p = self.entry(mr);
         p.inflight.store(p.inflight.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.last as PinIdx
@@ -161,13 +170,13 @@ impl PinTable {
     }
 
     #[cold]
-    fn find_or_add(&mut self, mr: &VerbsMr) -> usize {
-        let id = mr.id();
+    fn find_or_add(&mut self, mr: &impl Pinned) -> usize {
+        let id = mr.pin_id();
         if let Some(i) = self.entries.iter().position(|(e, _)| *e == id) {
             return i;
         }
         let pin = Arc::new(Pin::new(mr, &self.retired));
-        mr.attach(Arc::clone(&pin));
+        mr.attach_pin(Arc::clone(&pin));
         // Reuse the entry of a deregistered region no work request uses any more.
         let reuse = self.entries.iter().position(|(_, p)| p.gone.load(Ordering::Acquire) && !p.busy());
         match reuse {
@@ -196,44 +205,6 @@ impl PinTable {
         for (_, p) in self.entries.iter().filter(|(_, p)| p.busy()) {
             crate::leak::region(p.addr, p.len, why);
         }
-    }
-}
-
-/// Regions dropped while in use, waiting for their pins to fall to zero.
-#[derive(Debug)]
-pub(crate) struct Parked {
-    regions: Mutex<Vec<VerbsMr>>,
-    count: AtomicUsize,
-}
-
-/// The process's parked regions.
-pub(crate) static PARKED: Parked = Parked { regions: Mutex::new(Vec::new()), count: AtomicUsize::new(0) };
-
-impl Parked {
-    /// Keeps `mr` until no queue uses it.
-    pub(crate) fn park(&self, mr: VerbsMr) {
-        let mut g = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-        g.push(mr);
-        self.count.store(g.len(), Ordering::Release);
-    }
-
-    /// Whether a region is parked (cheap: one load, checked after work is retired).
-    #[inline]
-    pub(crate) fn any(&self) -> bool {
-        self.count.load(Ordering::Relaxed) != 0
-    }
-
-    /// Deregisters and frees every parked region no queue uses any more. Taken out of the
-    /// list under the lock, dropped (deregistered) after it.
-    pub(crate) fn sweep(&self) {
-        let done: Vec<VerbsMr> = {
-            let mut g = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-            let (idle, busy): (Vec<_>, Vec<_>) = g.drain(..).partition(|m| !m.busy());
-            *g = busy;
-            self.count.store(g.len(), Ordering::Release);
-            idle
-        };
-        drop(done);
     }
 }
 

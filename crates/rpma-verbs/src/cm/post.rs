@@ -52,7 +52,7 @@ pub(super) enum Data {
 
 /// A work request as verbs wants it.
 #[derive(Clone, Copy)]
-pub(super) struct Parts {
+pub(super) struct VerbsWr {
     pub(super) opcode: ffi::ibv_wr_opcode::Type,
     pub(super) flags: u32,
     pub(super) imm: Option<u32>,
@@ -72,7 +72,7 @@ pub(super) enum Native {
     AtomicWrite,
 }
 
-/// What the QP can do, for [`parts`].
+/// What the QP can do, for [`verbs_wr`].
 #[derive(Clone, Copy)]
 pub(super) struct QpOps<'a> {
     pub(super) native_flush: bool,
@@ -83,7 +83,7 @@ pub(super) struct QpOps<'a> {
 /// The verbs opcode (and immediate data) of a read, write or send; `None` for the operations
 /// that have their own paths (atomic write, flush).
 #[inline(always)]
-fn plain_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, Option<u32>)> {
+fn rw_send_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, Option<u32>)> {
     use ffi::ibv_wr_opcode as O;
     Some(match *op {
         SendOp::Read => (O::IBV_WR_RDMA_READ, None),
@@ -101,15 +101,15 @@ fn plain_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, Option<u32>)> 
 /// `NoSupp` for an operation the native-only policy forbids to emulate, or a flush without a
 /// flush buffer.
 #[inline]
-pub(super) fn parts(
+pub(super) fn verbs_wr(
     wr: &SendWr<'_, Verbs>,
     ops: QpOps<'_>,
     no_native: impl Fn(&'static str, &'static str) -> Error,
-) -> Result<Parts> {
+) -> Result<VerbsWr> {
     use ffi::ibv_send_flags as F;
     use ffi::ibv_wr_opcode as O;
     let (rkey, raddr) = wr.remote.map_or((0, 0), |r| (r.rkey, r.addr));
-    let mut p = Parts {
+    let mut p = VerbsWr {
         opcode: O::IBV_WR_RDMA_WRITE,
         flags: if wr.signaled { F::IBV_SEND_SIGNALED.0 } else { 0 },
         imm: None,
@@ -124,7 +124,7 @@ pub(super) fn parts(
         p.flags |= F::IBV_SEND_INLINE.0;
         p.data = Data::Inline(b.as_ptr(), b.len());
     }
-    if let Some((opcode, imm)) = plain_opcode(&wr.op) {
+    if let Some((opcode, imm)) = rw_send_opcode(&wr.op) {
         p.opcode = opcode;
         p.imm = imm;
         return Ok(p);
@@ -246,7 +246,7 @@ fn post_linked<W: Linked>(
 
 /// Appends the scatter-gather entries of `wr` (with `p`) to `sges`; returns how many.
 #[inline]
-fn push_sges(wr: &SendWr<'_, Verbs>, p: &Parts, flush_mr: Option<&VerbsMr>, sges: &mut Vec<ffi::ibv_sge>) -> i32 {
+fn push_sges(wr: &SendWr<'_, Verbs>, p: &VerbsWr, flush_mr: Option<&VerbsMr>, sges: &mut Vec<ffi::ibv_sge>) -> i32 {
     match p.data {
         Data::None => 0,
         Data::Local => {
@@ -277,7 +277,7 @@ pub(super) fn regions<'m>(local: &Local<'m, Verbs>) -> impl Iterator<Item = &'m 
 
 /// A zeroed verbs send work request filled from `p`.
 #[inline]
-fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
+fn send_wr(p: &VerbsWr, id: u64) -> ffi::ibv_send_wr {
     // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
     let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
     w.wr_id = id | p.tag;
@@ -291,8 +291,8 @@ fn send_wr(p: &Parts, id: u64) -> ffi::ibv_send_wr {
 }
 
 /// A read, write or send of at most one registered piece, or an emulated flush: what the fast
-/// paths post without [`parts`].
-struct Plain<'m> {
+/// paths post without [`verbs_wr`].
+struct FastWr<'m> {
     opcode: ffi::ibv_wr_opcode::Type,
     imm: Option<u32>,
     sge: Option<ffi::ibv_sge>,
@@ -300,10 +300,10 @@ struct Plain<'m> {
     mr: Option<&'m VerbsMr>,
 }
 
-/// `wr` as a [`Plain`] work request; `None` for any other (the general path's). `flush` gives
+/// `wr` as a [`FastWr`] work request; `None` for any other (the general path's). `flush` gives
 /// the flush buffer only when flushes are emulated and the native-only policy allows it.
 #[inline(always)]
-fn plain<'m>(wr: &SendWr<'m, Verbs>, flush: impl FnOnce() -> Option<&'m VerbsMr>) -> Option<Plain<'m>> {
+fn fast_wr<'m>(wr: &SendWr<'m, Verbs>, flush: impl FnOnce() -> Option<&'m VerbsMr>) -> Option<FastWr<'m>> {
     use ffi::ibv_wr_opcode as O;
     let piece = match wr.local {
         Local::One(b) => Some(b),
@@ -312,23 +312,23 @@ fn plain<'m>(wr: &SendWr<'m, Verbs>, flush: impl FnOnce() -> Option<&'m VerbsMr>
     };
     Some(match wr.op {
         SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {
-            let (opcode, imm) = plain_opcode(&wr.op)?;
-            Plain { opcode, imm, sge: piece.map(|b| b.mr.sge(b.offset, b.len)), mr: piece.map(|b| &**b.mr) }
+            let (opcode, imm) = rw_send_opcode(&wr.op)?;
+            FastWr { opcode, imm, sge: piece.map(|b| b.mr.sge(b.offset, b.len)), mr: piece.map(|b| &**b.mr) }
         }
         // An emulated flush: an 8-byte RDMA Read at the flushed address into the connection's
         // flush buffer (docs/semantics.md#flush).
         SendOp::Flush(_) => {
             let fm = flush()?;
             let len = wr.remote.map_or(0, |r| r.described_len.min(8)) as usize;
-            Plain { opcode: O::IBV_WR_RDMA_READ, imm: None, sge: Some(fm.sge(0, len)), mr: None }
+            FastWr { opcode: O::IBV_WR_RDMA_READ, imm: None, sge: Some(fm.sge(0, len)), mr: None }
         }
         SendOp::AtomicWrite(_) => return None,
     })
 }
 
-/// The verbs work request `id` of `wr` made [`Plain`] as `p`, without its SGE list and link.
+/// The verbs work request `id` of `wr` made [`FastWr`] as `p`, without its SGE list and link.
 #[inline(always)]
-fn plain_wr(wr: &SendWr<'_, Verbs>, p: &Plain<'_>, id: u64) -> ffi::ibv_send_wr {
+fn fast_ibv_wr(wr: &SendWr<'_, Verbs>, p: &FastWr<'_>, id: u64) -> ffi::ibv_send_wr {
     let (raddr, rkey) = wr.remote.map_or((0, 0), |r| (r.addr, r.rkey));
     // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
     let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -354,8 +354,8 @@ pub(super) fn post_one<'f>(
     post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
 ) -> Option<Result<()>> {
     let n = ring.next()?;
-    let p = plain(wr, flush)?;
-    let mut w = plain_wr(wr, &p, n);
+    let p = fast_wr(wr, flush)?;
+    let mut w = fast_ibv_wr(wr, &p, n);
     let mut sge = p.sge;
     if let Some(s) = sge.as_mut() {
         w.sg_list = s;
@@ -373,13 +373,13 @@ pub(super) fn post_one<'f>(
     Some(Ok(()))
 }
 
-/// Posts a chain of [`Plain`] work requests (reads, writes and sends of at most one piece,
+/// Posts a chain of [`FastWr`] work requests (reads, writes and sends of at most one piece,
 /// emulated flushes: the common chains) with one `post` call (`ibv_post_send`), made in one
 /// pass into `sc`, and records what was posted in `ring`; `None` if the chain holds any other
 /// work request or does not fit the queue (the general path handles it, and reports a full
 /// queue).
 #[inline]
-pub(super) fn post_chain_plain<'f>(
+pub(super) fn post_chain_fast<'f>(
     ring: &mut FifoRing,
     sc: &mut Scratch,
     wrs: &[SendWr<'f, Verbs>],
@@ -392,8 +392,8 @@ pub(super) fn post_chain_plain<'f>(
     sc.send.clear();
     sc.sges.clear();
     for (k, wr) in wrs.iter().enumerate() {
-        let p = plain(wr, &flush)?;
-        let mut w = plain_wr(wr, &p, ring.id(k));
+        let p = fast_wr(wr, &flush)?;
+        let mut w = fast_ibv_wr(wr, &p, ring.id(k));
         if let Some(s) = p.sge {
             w.num_sge = 1;
             sc.sges.push(s);
@@ -474,12 +474,12 @@ fn post_failed(op: &'static str, r: i32) -> Error {
 /// (`ibv_post_send`), and records what was posted in `ring`.
 ///
 /// # Errors
-/// As [`parts`]; `Provider` if posting fails.
+/// As [`verbs_wr`]; `Provider` if posting fails.
 pub(super) fn post_send_chain(
     ring: &mut FifoRing,
     sc: &mut Scratch,
     wrs: &[SendWr<'_, Verbs>],
-    all: &[Parts],
+    all: &[VerbsWr],
     flush_mr: Option<&VerbsMr>,
     post: impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32,
 ) -> Result<()> {
@@ -616,7 +616,7 @@ pub(super) unsafe fn post_send_ex(
     ring: &mut FifoRing,
     sc: &mut Scratch,
     wrs: &[SendWr<'_, Verbs>],
-    all: &[Parts],
+    all: &[VerbsWr],
     flush_mr: Option<&VerbsMr>,
 ) -> Result<()> {
     use ffi::ibv_wr_opcode as O;

@@ -11,14 +11,14 @@ use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, Send
 use rpma_core::{Error, ErrorKind, Result, Usage};
 
 use crate::cq::{Channel, RecvLink, VerbsCq};
+use crate::mr::PARKED;
 use crate::mr::{reg_mr, VerbsMr};
-use crate::pin::PARKED;
 use crate::provider::PostFns;
 use crate::ring::{FifoRing, Ring};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
 
-use super::post::{self, Parts, QpOps, Scratch};
+use super::post::{self, QpOps, Scratch, VerbsWr};
 use super::srq::VerbsSrq;
 use super::{check_device, conn_param, flush_buffer, AddrInfo, CmId, EventChannel, RawEvent};
 
@@ -146,7 +146,7 @@ pub(super) fn build_qp(
         rcq,
         shared,
         scratch: UnsafeCell::new(Scratch::default()),
-        parts: UnsafeCell::new(Vec::new()),
+        verbs_wrs: UnsafeCell::new(Vec::new()),
         _srq: srq,
         flush_mr,
         pd: Arc::clone(pd),
@@ -190,7 +190,7 @@ pub struct VerbsQp {
     shared: Option<Arc<Channel>>,
     /// Chain buffers (rule V6: the owner's thread only).
     scratch: UnsafeCell<Scratch>,
-    parts: UnsafeCell<Vec<Parts>>,
+    verbs_wrs: UnsafeCell<Vec<VerbsWr>>,
     _srq: Option<Arc<VerbsSrq>>,
     flush_mr: Option<VerbsMr>,
     pd: Arc<VerbsPd>,
@@ -381,7 +381,8 @@ impl VerbsQp {
         const OP: &str = "ibv_post_send";
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this call and nothing called here takes another.
-        let (ring, sc, parts) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.parts.get()) };
+        let (ring, sc, verbs_wrs) =
+            unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.verbs_wrs.get()) };
         ring.check(OP, wrs.len())?;
         let ops = self.ops();
         let caps = self.pd.caps();
@@ -389,17 +390,17 @@ impl VerbsQp {
             self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
         };
         let single;
-        let all: &[Parts] = if let [wr] = wrs {
-            single = post::parts(wr, ops, no_native)?;
+        let all: &[VerbsWr] = if let [wr] = wrs {
+            single = post::verbs_wr(wr, ops, no_native)?;
             std::slice::from_ref(&single)
         } else {
-            parts.clear();
+            verbs_wrs.clear();
             for wr in wrs {
-                parts.push(post::parts(wr, ops, no_native)?);
+                verbs_wrs.push(post::verbs_wr(wr, ops, no_native)?);
             }
-            parts
+            verbs_wrs
         };
-        let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[Parts]| {
+        let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[VerbsWr]| {
             post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, self.post_send_fn())
         };
         let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
@@ -550,7 +551,7 @@ impl QpBackend<Verbs> for VerbsQp {
         // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
         // this block and nothing called here takes another.
         let (ring, sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) };
-        let chain = post::post_chain_plain(ring, sc, wrs, || self.emulated_flush(), self.post_send_fn());
+        let chain = post::post_chain_fast(ring, sc, wrs, || self.emulated_flush(), self.post_send_fn());
         match chain {
             Some(r) => r,
             None => self.post_send_general(wrs),

@@ -81,7 +81,7 @@ impl VerbsSrq {
         }
         // The receives posted to it are gone with it: their regions are free (crate::pin).
         self.ring.lock().unwrap_or_else(PoisonError::into_inner).ring.release_pins();
-        crate::pin::PARKED.sweep();
+        crate::mr::PARKED.sweep();
         r
     }
 }
