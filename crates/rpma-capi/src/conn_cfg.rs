@@ -6,10 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rpma_core::{ConnCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT};
+use rpma_core::{
+    ConnCfg, Error, ErrorKind, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT,
+};
 
 use crate::backend::{on_backend, Backed, Backend, SrqCloneType};
-use crate::ffi::{give, guard, handle, nonnull, put, take, CResult, E_INVAL};
+use crate::ffi::{code, give, guard, handle, nonnull, put, take, CResult, E_INVAL};
+use crate::log::librpma_log;
 use crate::srq::RpmaSrq;
 
 /// `struct rpma_conn_cfg`.
@@ -44,6 +47,29 @@ impl RpmaConnCfg {
             .with_shared_channel(self.shared.load(Ordering::Acquire))
             .with_srq(srq))
     }
+}
+
+/// The code of `e`, a failed `rpma_conn_req_new` / `rpma_ep_next_conn_req` (`func`) with `cfg`,
+/// after librpma's ERROR line if it is the refusal librpma logs: a shared completion channel
+/// with a shared RQ that has its own receive CQ.
+///
+/// # Safety
+/// C2: `cfg` is NULL or a live configuration.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn refused<T: Backend>(cfg: *const RpmaConnCfg, func: &'static str, e: Error) -> c_int {
+    // SAFETY: [C2] the caller's handle.
+    if let Some(c) = unsafe { cfg.as_ref() } {
+        let srq_rcq = c.srq.lock().as_ref().is_some_and(|(s, _)| T::get(s).is_ok_and(|s| s.rcq().is_some()));
+        if e.kind() == ErrorKind::Inval && c.shared.load(Ordering::Acquire) && srq_rcq {
+            librpma_log!(
+                Error,
+                func,
+                "connection shared completion channel cannot be used when the shared RQ has its own RCQ"
+            );
+        }
+    }
+    code(e)
 }
 
 /// The configuration behind `cfg`, or the defaults for NULL.

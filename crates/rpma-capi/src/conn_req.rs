@@ -9,7 +9,7 @@ use rpma_core::ConnReq;
 
 use crate::backend::{on_backend, Backed, Backend, ReqType};
 use crate::conn::RpmaConn;
-use crate::conn_cfg::{cfg_or_default, RpmaConnCfg};
+use crate::conn_cfg::{cfg_or_default, refused, RpmaConnCfg};
 use crate::ffi::{code, cstr, give, guard, handle, nonnull, put, take, E_INVAL};
 use crate::log::guard_deferring_log;
 use crate::mr::RpmaMrLocal;
@@ -32,7 +32,7 @@ pub unsafe extern "C" fn rpma_conn_req_new(
     peer: *mut RpmaPeer,
     addr: *const c_char,
     port: *const c_char,
-    cfg: *const RpmaConnCfg,
+    cfg_: *const RpmaConnCfg,
     req_ptr: *mut *mut RpmaConnReq,
 ) -> c_int {
     guard(|| {
@@ -43,8 +43,10 @@ pub unsafe extern "C" fn rpma_conn_req_new(
         nonnull(req_ptr)?;
         let req = on_backend!(&p.peer, |T, peer| {
             // SAFETY: [C2] the caller's configuration or NULL.
-            let cfg = unsafe { cfg_or_default::<T>(cfg) }?;
-            let req = ConnReq::new(peer, addr, port, cfg.as_ref()).map_err(code)?;
+            let cfg = unsafe { cfg_or_default::<T>(cfg_) }?;
+            let req = ConnReq::new(peer, addr, port, cfg.as_ref());
+            // SAFETY: [C2] as above.
+            let req = req.map_err(|e| unsafe { refused::<T>(cfg_, "rpma_conn_req_new", e) })?;
             T::wrap::<ReqType>(Mutex::new(req))
         });
         // SAFETY: [C1] checked non-NULL out-parameter.

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use rpma_core::Ep;
 
 use crate::backend::{on_backend, Backed, Backend, EpType, ReqType};
-use crate::conn_cfg::{cfg_or_default, RpmaConnCfg};
+use crate::conn_cfg::{cfg_or_default, refused, RpmaConnCfg};
 use crate::conn_req::RpmaConnReq;
 use crate::ffi::{code, cstr, give, guard, handle, nonnull, put, take};
 use crate::peer::RpmaPeer;
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn rpma_ep_get_fd(ep: *const RpmaEp, fd: *mut c_int) -> c_
 #[no_mangle]
 pub unsafe extern "C" fn rpma_ep_next_conn_req(
     ep: *mut RpmaEp,
-    cfg: *const RpmaConnCfg,
+    cfg_: *const RpmaConnCfg,
     req_ptr: *mut *mut RpmaConnReq,
 ) -> c_int {
     guard(|| {
@@ -91,8 +91,11 @@ pub unsafe extern "C" fn rpma_ep_next_conn_req(
         nonnull(req_ptr)?;
         let req = on_backend!(&e.ep, |T, ep| {
             // SAFETY: [C2] the caller's configuration or NULL.
-            let cfg = unsafe { cfg_or_default::<T>(cfg) }?;
-            T::wrap::<ReqType>(Mutex::new(ep.next_conn_req(cfg.as_ref()).map_err(code)?))
+            let cfg = unsafe { cfg_or_default::<T>(cfg_) }?;
+            let req = ep.next_conn_req(cfg.as_ref());
+            // SAFETY: [C2] as above.
+            let req = req.map_err(|e| unsafe { refused::<T>(cfg_, "rpma_ep_next_conn_req", e) })?;
+            T::wrap::<ReqType>(Mutex::new(req))
         });
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(req_ptr, RpmaConnReq { req }) };

@@ -8,6 +8,8 @@ use rpma_core::{Error, ErrorKind};
 
 /// `RPMA_E_UNKNOWN`.
 pub(crate) const E_UNKNOWN: c_int = ErrorKind::Unknown.code();
+/// `RPMA_E_NOSUPP`.
+pub(crate) const E_NOSUPP: c_int = ErrorKind::NoSupp.code();
 /// `RPMA_E_INVAL`.
 pub(crate) const E_INVAL: c_int = ErrorKind::Inval.code();
 /// `RPMA_E_PROVIDER`.

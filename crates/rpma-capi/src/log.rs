@@ -48,6 +48,25 @@ fn default_function(rec: &LogRecord<'_>) {
     }
 }
 
+/// Logs a message as librpma logs it from its function `$func` (an `rpma_*` name): at
+/// `$level` (a [`LogLevel`] variant), through the log function, if the level passes the
+/// primary threshold. For the lines librpma writes itself (a refused argument, an INFO line);
+/// a failed provider call is logged by [`crate::ffi::code`].
+macro_rules! librpma_log {
+    ($level:ident, $func:expr, $($arg:tt)+) => {
+        if ::rpma_core::log::enabled(::rpma_core::log::LogLevel::$level) {
+            ::rpma_core::log::emit(
+                ::rpma_core::log::LogLevel::$level,
+                file!(),
+                line!(),
+                $func,
+                format_args!($($arg)+),
+            );
+        }
+    };
+}
+pub(crate) use librpma_log;
+
 /// A C string of `s` with any interior NUL cut off.
 fn c_string(s: &str) -> CString {
     let end = s.find('\0').unwrap_or(s.len());

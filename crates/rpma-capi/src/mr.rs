@@ -10,6 +10,7 @@ use rpma_core::rpma_log;
 
 use crate::backend::{on_backend, Backed, Backend, MrType};
 use crate::ffi::{code, give, guard, handle, nonnull, put, take, E_INVAL, E_PROVIDER};
+use crate::log::librpma_log;
 use crate::peer::RpmaPeer;
 
 /// `struct rpma_mr_local`: the registration and the caller's base pointer.
@@ -189,7 +190,8 @@ pub unsafe extern "C" fn rpma_mr_get_size(mr: *const RpmaMrLocal, size: *mut usi
     })
 }
 
-/// `rpma_mr_remote_from_descriptor`.
+/// `rpma_mr_remote_from_descriptor`: a descriptor too short or without a usage is logged (ERROR)
+/// and refused, as librpma does.
 ///
 /// # Safety
 /// C1: `desc` is NULL or readable for `desc_size` bytes; `mr_ptr` is NULL or writable.
@@ -199,17 +201,29 @@ pub unsafe extern "C" fn rpma_mr_remote_from_descriptor(
     desc_size: usize,
     mr_ptr: *mut *mut RpmaMrRemote,
 ) -> c_int {
+    const FN: &str = "rpma_mr_remote_from_descriptor";
     guard(|| {
         nonnull(desc)?;
         nonnull(mr_ptr)?;
         if desc_size < MR_DESCRIPTOR_SIZE {
+            librpma_log!(
+                Error,
+                FN,
+                "incorrect size of the descriptor: {desc_size} bytes (should be at least: {MR_DESCRIPTOR_SIZE} bytes)"
+            );
             return Err(E_INVAL);
         }
         // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
         let len = desc_size.min(MR_DESCRIPTOR_SIZE);
         // SAFETY: [C1] desc is readable for desc_size >= len bytes.
         let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
-        let mr = MrRemote::from_descriptor(bytes).map_err(code)?;
+        let mr = MrRemote::from_descriptor(bytes).map_err(|e| {
+            // The usage byte follows the address (8 bytes), the size (8) and the rkey (4).
+            if bytes[MR_DESCRIPTOR_SIZE - 1] == 0 {
+                librpma_log!(Error, FN, "usage type of memory is not set");
+            }
+            code(e)
+        })?;
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { give(mr_ptr, RpmaMrRemote { mr }) };
         Ok(())

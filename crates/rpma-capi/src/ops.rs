@@ -6,13 +6,15 @@
 //! flush gating, before posting.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
 
 use rpma_core::op::{Operation, SendKind, SendQueue};
-use rpma_core::{CompletionFlags, FlushType, LocalSlice, Post, PostRecv, Transport};
+use rpma_core::{CompletionFlags, FlushType, LocalSlice, MrRemote, Post, PostRecv, Transport};
 
 use crate::backend::{on_backend, Backend};
 use crate::conn::RpmaConn;
-use crate::ffi::{code, guard, handle, nonnull, CResult, E_INVAL};
+use crate::ffi::{code, guard, handle, nonnull, CResult, E_INVAL, E_NOSUPP};
+use crate::log::librpma_log;
 use crate::mr::{RpmaMrLocal, RpmaMrRemote};
 
 /// `flags`: 0 is invalid; any other value is kept (only `RPMA_F_COMPLETION_ALWAYS`'s second
@@ -231,9 +233,39 @@ pub unsafe extern "C" fn rpma_flush(
                 _ => return Err(E_INVAL),
             };
             let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
-            post(c.flush(d.mr.slice(dst_offset..end), t), f, op_context)
+            post(c.flush(d.mr.slice(dst_offset..end), t), f, op_context).inspect_err(|&e| {
+                if e == E_NOSUPP {
+                    log_refused_flush(h, &d.mr, t);
+                }
+            })
         })
     })
+}
+
+/// librpma's ERROR line for a flush it refuses (`RPMA_E_NOSUPP`), in its order: a persistent
+/// flush on a connection whose remote peer was not declared to write directly to PMem, then a
+/// remote region registered without the flush's usage.
+#[cold]
+#[inline(never)]
+fn log_refused_flush(conn: &RpmaConn, mr: &MrRemote, t: FlushType) {
+    const FN: &str = "rpma_flush";
+    if t == FlushType::Persistent && !conn.remote_direct_write.load(Ordering::Relaxed) {
+        librpma_log!(
+            Error,
+            FN,
+            "Connection does not support flush to persistency. Check if the remote node supports direct write \
+             to persistent memory."
+        );
+    } else if !mr.usage().contains(t.required_usage()) {
+        match t {
+            FlushType::Persistent => {
+                librpma_log!(Error, FN, "The remote memory region does not support flushing to persistency");
+            }
+            FlushType::Visibility => {
+                librpma_log!(Error, FN, "The remote memory region does not support flushing to global visibility");
+            }
+        }
+    }
 }
 
 /// The body of `rpma_send` and `rpma_send_with_imm`.

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rpma_core::{PeerCfg, PEER_CFG_DESCRIPTOR_SIZE};
 
 use crate::ffi::{code, give, guard, handle, nonnull, put, take, E_INVAL};
+use crate::log::librpma_log;
 
 /// `struct rpma_peer_cfg`: its one setting, read and written atomically (librpma 1.0+).
 pub struct RpmaPeerCfg {
@@ -109,7 +110,8 @@ pub unsafe extern "C" fn rpma_peer_cfg_get_descriptor_size(pcfg: *const RpmaPeer
     })
 }
 
-/// `rpma_peer_cfg_from_descriptor`.
+/// `rpma_peer_cfg_from_descriptor`: logs, as librpma does, a descriptor too short (ERROR) and
+/// whether the peer supports direct write to PMem (INFO).
 ///
 /// # Safety
 /// C1: `desc` is NULL or readable for `desc_size` bytes; `pcfg_ptr` is NULL or writable.
@@ -119,10 +121,16 @@ pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
     desc_size: usize,
     pcfg_ptr: *mut *mut RpmaPeerCfg,
 ) -> c_int {
+    const FN: &str = "rpma_peer_cfg_from_descriptor";
     guard(|| {
         nonnull(desc)?;
         nonnull(pcfg_ptr)?;
         if desc_size < PEER_CFG_DESCRIPTOR_SIZE {
+            librpma_log!(
+                Error,
+                FN,
+                "incorrect size of the descriptor: {desc_size} bytes (should be at least {PEER_CFG_DESCRIPTOR_SIZE} bytes)"
+            );
             return Err(E_INVAL);
         }
         // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
@@ -130,9 +138,12 @@ pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
         // SAFETY: [C1] desc is readable for desc_size >= len bytes.
         let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let cfg = PeerCfg::from_descriptor(bytes).map_err(code)?;
-        let c = RpmaPeerCfg { direct: AtomicBool::new(cfg.direct_write_to_pmem()) };
+        let direct = cfg.direct_write_to_pmem();
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { give(pcfg_ptr, c) };
+        unsafe { give(pcfg_ptr, RpmaPeerCfg { direct: AtomicBool::new(direct) }) };
+        // librpma's line, its "INFO: " included.
+        let supported = if direct { "supported" } else { "unsupported" };
+        librpma_log!(Info, FN, "INFO: Direct Write To PMem is {supported}");
         Ok(())
     })
 }

@@ -126,6 +126,16 @@ fn a_failed_provider_call_is_logged_as_librpma_logs_it() {
     run_ok("provider-log", "provider_log.c", true);
 }
 
+/// refusal_log.c (issue 35): the arguments librpma refuses with a log line (descriptors too
+/// short or without a usage, a shared channel with an SRQ's own receive CQ, the three refused
+/// flushes) and its INFO lines (the peer's direct write to PMem) are logged as librpma logs
+/// them: level, message and function, one line per call (tests/c_verbs.rs runs it on Debian's
+/// librpma too).
+#[test]
+fn the_refusals_and_info_lines_librpma_logs_are_logged_as_librpma_logs_them() {
+    run_ok("refusal-log", "refusal_log.c", true);
+}
+
 #[test]
 fn bad_arguments_get_librpmas_codes() {
     run_ok("errors", "errors.c", true);

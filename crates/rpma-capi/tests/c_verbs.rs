@@ -234,6 +234,18 @@ fn main() {
             run_ok("provider_log.c", e.on_device(&mut cmd, 10), "provider_log: OK").map(drop)
         }),
     );
+    // The refusals and INFO lines librpma logs: the same program passes on this library and on
+    // Debian's librpma (the lines it expects are librpma's own).
+    add("refusal_log", Box::new(|e| one_process(e, "refusal-log", "refusal_log.c", true, Some("verbs"), 11)));
+    add(
+        "refusal_log_system_librpma",
+        Box::new(|e| {
+            let dir = work_dir("verbs-refusal-log-system");
+            let exe = compile(&dir, "refusal_log.c", true);
+            let what = "refusal_log.c on the system's librpma";
+            run_ok(what, e.on_device(&mut command(None, &exe, None), 12), "refusal_log: OK").map(drop)
+        }),
+    );
     add("abi_debian_header", Box::new(|e| one_process(e, "abi", "abi.c", false, Some("verbs"), 6)));
     add("each_side_loads_its_librpma", Box::new(each_side_loads_its_librpma));
     add("e2e_two_processes", Box::new(|e| two_processes(e, "e2e-2p", Lib::Ours, Lib::Ours, 7)));
