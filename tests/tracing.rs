@@ -239,8 +239,6 @@ fn a_connection_life_in_spans_and_events() {
     let failed = fields(&[
         ("status", "RemAccessErr"),
         ("status_raw", "10"),
-        ("opcode", "RdmaWrite"),
-        ("opcode_raw", "1"),
         ("wr_id", "3"),
         ("qp_num", &run.client_qp.to_string()),
         ("vendor_err", "0"),

@@ -12,9 +12,15 @@
 //!   field `event` (the [`ConnEvent`]'s text, or `unexpected` with `raw`);
 //! - `rpma.conn_step` (`DEBUG`): field `step` (`requested`, `received`, `connect`, `accept`, `reject`,
 //!   `disconnect`, `delete`);
-//! - `rpma.failed_completion` (`WARN`): fields `status`, `status_raw`, `opcode`, `opcode_raw`,
-//!   `wr_id`, `qp_num`, `vendor_err`, for every completion polled whose status is not success
-//!   (also from a shared receive queue's CQ, whose events have no connection span as parent).
+//! - `rpma.failed_completion` (`WARN`): fields `status`, `status_raw`, `wr_id`, `qp_num`,
+//!   `vendor_err`, for every completion polled whose status is not success (also from a shared
+//!   receive queue's CQ, whose events have no connection span as parent). Not the opcode: an
+//!   error completion leaves it undefined and a provider may not write it (rule V7 of
+//!   docs/memory.md: through the C ABI the array may be uninitialised).
+//!
+//! Of each polled completion only what the provider always writes is read: the status; of a
+//! successful one the opcode, and of a successful receive `byte_len`; of a failed one `wr_id`,
+//! `qp_num` and `vendor_err`.
 //!
 //! Nothing is emitted for a successful operation. Without the feature the types here are
 //! zero-sized and their methods empty, so the data path is compiled exactly as before.
@@ -256,8 +262,6 @@ mod on {
                     parent: parent,
                     status = ?w.status(),
                     status_raw = w.status().raw(),
-                    opcode = ?w.opcode(),
-                    opcode_raw = w.opcode().raw(),
                     wr_id = w.wr_id(),
                     qp_num = w.qp_num(),
                     vendor_err = w.vendor_err(),
