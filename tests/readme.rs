@@ -7,7 +7,7 @@
 fn readme_snippet() -> Result<(), Box<dyn std::error::Error>> {
     // README BEGIN
     use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
-    use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, Usage};
+    use rpma::{op, CompletionFlags, ConnEvent, ContextType, FlushType, MrRemote, Usage};
 
     let fabric = MockFabric::new();
     let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
@@ -23,7 +23,9 @@ fn readme_snippet() -> Result<(), Box<dyn std::error::Error>> {
     let mut src = peer.alloc_mr(4096, Usage::WRITE_SRC)?;
     src.as_mut_slice()?[..10].copy_from_slice(b"log record");
     client.write(remote.at(0), src.slice(0..10)).flags(CompletionFlags::ON_ERROR).post()?;
-    client.flush(remote.slice(0..10), FlushType::Visibility).context(2).post()?;
+    // An operation is a value (rpma::op), posted by the connection; the line above is the
+    // same thing written from the connection.
+    client.post(op::flush(remote.slice(0..10), FlushType::Visibility).context(2))?;
     // Sleeps until the flush's completion (at most 5 s).
     let wc = client.cq().wait_next(Some(std::time::Duration::from_secs(5)))?;
     assert_eq!((wc.wr_id(), wc.is_success()), (2, true));
