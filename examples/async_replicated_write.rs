@@ -16,6 +16,7 @@
 //!
 //! ```sh
 //! RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_replicated_write
+//! RPMA_BACKEND=verbs RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_replicated_write
 //! ```
 //!
 //! Exits non-zero if anything fails or a server's memory misses a record.
@@ -23,6 +24,7 @@
 use std::error::Error;
 use std::time::Duration;
 
+use rpma::any::{Backend, WithTransport};
 use rpma::op;
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{
@@ -124,33 +126,28 @@ async fn run<T: Transport>(transport: T, addr: &str) -> Res<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Res<()> {
+/// The backend: `RPMA_BACKEND` (`mock`, `verbs`) if set, else verbs where the environment names
+/// a test device (`RPMA_TEST_DEVICE`, as the Soft-RoCE VM does), else the mock.
+fn main() -> Res<()> {
     let device = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty());
-    match device {
-        None => mock().await,
-        Some(dev) => verbs(&dev).await,
+    let backend = Backend::from_env_or(if device.is_some() { Backend::Verbs } else { Backend::default() })
+        .map_err(|e| e.to_string())?; // the message, not the debug form main would print
+    let addr = if backend == Backend::Mock {
+        "127.0.0.1".to_owned()
+    } else {
+        std::env::var("RPMA_TEST_ADDR")
+            .map_err(|_| format!("the {backend} backend needs RPMA_TEST_ADDR (a device's address)"))?
+    };
+    println!("async_replicated_write on {backend} ({addr})");
+    backend.run(OnTokio(addr)).map_err(|e| e.to_string())?
+}
+
+/// [`run`] on a tokio runtime, on the transport chosen at run time.
+struct OnTokio(String);
+
+impl WithTransport for OnTokio {
+    type Output = Res<()>;
+    fn run<T: Transport>(self, transport: T) -> Res<()> {
+        tokio::runtime::Runtime::new()?.block_on(run(transport, &self.0))
     }
-}
-
-#[cfg(feature = "mock")]
-async fn mock() -> Res<()> {
-    run(rpma::mock::MockFabric::new(), "127.0.0.1").await
-}
-
-#[cfg(not(feature = "mock"))]
-async fn mock() -> Res<()> {
-    Err("built without the mock backend: set RPMA_TEST_DEVICE and RPMA_TEST_ADDR (feature verbs)".into())
-}
-
-#[cfg(feature = "verbs")]
-async fn verbs(dev: &str) -> Res<()> {
-    let addr = std::env::var("RPMA_TEST_ADDR").map_err(|_| format!("RPMA_TEST_DEVICE={dev} needs RPMA_TEST_ADDR"))?;
-    println!("async_replicated_write on {dev} ({addr})");
-    run(rpma::verbs::Verbs::new(), &addr).await
-}
-
-#[cfg(not(feature = "verbs"))]
-async fn verbs(dev: &str) -> Res<()> {
-    Err(format!("RPMA_TEST_DEVICE={dev}: this example was built without the verbs feature").into())
 }

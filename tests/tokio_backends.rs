@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use rpma::any::{Backend, WithTransport};
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{
     ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
@@ -270,41 +271,47 @@ fn main() {
     let dev = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty());
     // Distinct ports per run, below the ephemeral range (see tests/verbs.rs).
     let base = 20_000 + (std::process::id() % 200) * 50;
-    match dev {
-        None => {
-            println!("tokio_backends: on the mock (set RPMA_TEST_DEVICE and RPMA_TEST_ADDR for a device)");
-            let env =
-                Env { transport: rpma::mock::MockFabric::new(), addr: "127.0.0.1".into(), next_port: base.into() };
-            run(env, &args).exit();
-        }
-        Some(dev) => verbs(&dev, base, &args),
-    }
-}
-
-#[cfg(feature = "verbs")]
-fn verbs(dev: &str, base: u32, args: &libtest_mimic::Arguments) {
-    let Some(addr) = std::env::var("RPMA_TEST_ADDR").ok().filter(|a| !a.is_empty()) else {
-        eprintln!("RPMA_TEST_DEVICE={dev} is set but RPMA_TEST_ADDR is not");
-        std::process::exit(2);
-    };
-    let transport = rpma::verbs::Verbs::new();
-    match Device::lookup(&transport, &addr, ContextType::Local) {
-        Ok(d) if d.name() == dev => {}
-        Ok(d) => {
-            eprintln!("{addr} belongs to device {}, not RPMA_TEST_DEVICE={dev}", d.name());
-            std::process::exit(2);
-        }
+    let backend = if dev.is_some() { Backend::Verbs } else { Backend::Mock };
+    match backend.run(Suite { dev, base, args: &args }) {
+        Ok(conclusion) => conclusion.exit(),
         Err(e) => {
-            eprintln!("no RDMA device owns {addr} (RPMA_TEST_ADDR): {e}");
+            eprintln!("tokio_backends: {e}");
             std::process::exit(2);
         }
     }
-    println!("tokio_backends: on {dev} ({addr})");
-    run(Env { transport, addr, next_port: base.into() }, args).exit();
 }
 
-#[cfg(not(feature = "verbs"))]
-fn verbs(dev: &str, _base: u32, _args: &libtest_mimic::Arguments) {
-    eprintln!("RPMA_TEST_DEVICE={dev}: this test binary was built without the verbs feature");
-    std::process::exit(2);
+/// The cases on the transport chosen at run time: the device `RPMA_TEST_DEVICE` (verbs) at
+/// `RPMA_TEST_ADDR`, else the mock at 127.0.0.1.
+struct Suite<'a> {
+    dev: Option<String>,
+    base: u32,
+    args: &'a libtest_mimic::Arguments,
+}
+
+impl WithTransport for Suite<'_> {
+    type Output = libtest_mimic::Conclusion;
+    fn run<T: Transport>(self, transport: T) -> libtest_mimic::Conclusion {
+        let Some(dev) = self.dev else {
+            println!("tokio_backends: on the mock (set RPMA_TEST_DEVICE and RPMA_TEST_ADDR for a device)");
+            return run(Env { transport, addr: "127.0.0.1".into(), next_port: self.base.into() }, self.args);
+        };
+        let Some(addr) = std::env::var("RPMA_TEST_ADDR").ok().filter(|a| !a.is_empty()) else {
+            eprintln!("RPMA_TEST_DEVICE={dev} is set but RPMA_TEST_ADDR is not");
+            std::process::exit(2);
+        };
+        match Device::lookup(&transport, &addr, ContextType::Local) {
+            Ok(d) if d.name() == dev => {}
+            Ok(d) => {
+                eprintln!("{addr} belongs to device {}, not RPMA_TEST_DEVICE={dev}", d.name());
+                std::process::exit(2);
+            }
+            Err(e) => {
+                eprintln!("no RDMA device owns {addr} (RPMA_TEST_ADDR): {e}");
+                std::process::exit(2);
+            }
+        }
+        println!("tokio_backends: on {dev} ({addr})");
+        run(Env { transport, addr, next_port: self.base.into() }, self.args)
+    }
 }
