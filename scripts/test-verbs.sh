@@ -100,6 +100,9 @@ export RPMA_CAPI_LIB=$target_dir/debug/librpma.so
     build -p rpma-verbs
     # every `rpma` scenario, in one process and as two processes (crates/rpma-cli)
     build -p rpma-cli --features verbs --test verbs_scenarios
+    # the replicated log on the device and pmem: replica processes killed, fencing (docs/log.md;
+    # it needs the NVDIMM, and fails without it)
+    [ -z "${SOFTROCE_PMEM-256M}" ] || build -p rpma-log --features verbs --test verbs
     # rpma-tokio on the device, and the async examples (docs/async.md)
     build -p rpma --features verbs,tokio --test tokio_backends
     build_examples -p rpma --features verbs,tokio --example async_echo --example async_replicated_write
@@ -210,6 +213,9 @@ if [ -n "$SOFTROCE_PMEM" ] && [ $# -eq 0 ] && [ "${TEST_VERBS_POWER_CUTS:-2}" !=
         [ "$p" = debian13 ] || n=$(( n > 1 ? n / 2 : 1 ))
         echo "test-verbs: power cuts, profile $p: scripts/softroce/power-cut.sh $n"
         SOFTROCE_PROFILE=$p SOFTROCE_PMEM_FILE='' scripts/softroce/power-cut.sh "$n" || status=1
+        # the replicated log across power cuts (scripts/softroce/log-power-cut.sh, docs/log.md)
+        echo "test-verbs: log power cuts, profile $p: scripts/softroce/log-power-cut.sh $n"
+        SOFTROCE_PROFILE=$p SOFTROCE_PMEM_FILE='' scripts/softroce/log-power-cut.sh "$n" || status=1
     done
 fi
 exit $status
