@@ -150,16 +150,6 @@ pub enum LogError {
         /// The next lsn to append.
         next: Lsn,
     },
-    /// A replica cannot be caught up from the writer's copy: its head is beyond the writer's
-    /// (a writer of another epoch truncated further there), so the writer's copy does not tell
-    /// where its records start. It needs a full copy, which this version does not do.
-    #[error("replica {replica} needs a full copy: {detail}")]
-    NeedsFullCopy {
-        /// The replica.
-        replica: String,
-        /// Why.
-        detail: String,
-    },
     /// The replica's serving thread panicked or failed.
     #[error("replica: {0}")]
     Replica(String),

@@ -441,3 +441,50 @@ fn reconnect_with_backoff_brings_a_rebooted_replica_back() {
     let c = check_region(&handles[1].take().unwrap().stop().unwrap().to_vec()).unwrap();
     assert_eq!(c.next_lsn, 10);
 }
+
+#[test]
+fn reconnect_in_background_brings_a_rebooted_replica_back_without_maintain() {
+    let fabric = fabric(3);
+    let mut handles: Vec<_> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let o = opts(Quorum::Majority).reconnect_in_background(true);
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), o).unwrap();
+    let mut next = 0;
+    let mut round = |log: &mut Log<MockFabric>| {
+        for _ in 0..5 {
+            log.append(&payload(next)).unwrap();
+            next += 1;
+        }
+        log.sync_all().unwrap()
+    };
+    round(&mut log);
+    let dev = Device::lookup(&fabric, &common::replica_ip(1), ContextType::Local).unwrap();
+    let cut = fabric.power_cut(dev.backend()).unwrap();
+    handles[1].take().unwrap().kill();
+    // The writer learns it from its completions; the thread tries, fails, backs off.
+    round(&mut log);
+    assert_eq!(log.health()[1], Health::Down);
+    std::thread::sleep(Duration::from_millis(30));
+    round(&mut log);
+    let events = log.health_events();
+    assert!(
+        events.iter().any(|e| e.replica == 1 && e.reason.as_deref().is_some_and(|r| r.starts_with("reconnecting"))),
+        "no failed attempt of the thread reported: {events:?}"
+    );
+    // The node reboots: the thread connects it again, the writer's next syncs catch it up.
+    let memory = cut.into_regions().pop().unwrap().into_memory();
+    handles[1] = Some(start(&fabric, 1, Some(memory), LEN).unwrap());
+    let t0 = std::time::Instant::now();
+    while log.health()[1] != Health::Up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "not back after {:?}: {:?}", t0.elapsed(), log.health_events());
+        std::thread::sleep(Duration::from_millis(2));
+        round(&mut log);
+    }
+    assert_eq!(log.durable_on(1), log.next_lsn());
+    let n = log.next_lsn();
+    // Dropping the log ends its thread (joined): the replica's memory comes back at once.
+    let t0 = std::time::Instant::now();
+    drop(log);
+    assert!(t0.elapsed() < Duration::from_secs(1), "dropping took {:?}", t0.elapsed());
+    let c = check_region(&handles[1].take().unwrap().stop().unwrap().to_vec()).unwrap();
+    assert_eq!(c.next_lsn, n);
+}

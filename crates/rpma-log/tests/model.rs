@@ -188,7 +188,7 @@ impl World {
                             self.linked[i] = true;
                         }
                     }
-                    Err(LogError::NoQuorum { .. } | LogError::NeedsFullCopy { .. }) => {}
+                    Err(LogError::NoQuorum { .. }) => {}
                     Err(e) => return Err(TestCaseError::fail(format!("reconnect: {e}"))),
                 }
             }

@@ -14,6 +14,7 @@ use crate::{LogError, Lsn, Result};
 
 mod health;
 mod options;
+mod reconnector;
 mod recovery;
 
 pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
@@ -71,6 +72,8 @@ pub struct Log<T: Transport> {
     /// The record [`Log::append`] builds before copying it into the ring (kept: no allocation
     /// per append).
     rec: Vec<u8>,
+    /// The thread of [`LogOptions::reconnect_in_background`], if asked for.
+    reconnector: Option<reconnector::Reconnector<T>>,
 }
 
 impl<T: Transport> fmt::Debug for Log<T> {
@@ -186,6 +189,9 @@ impl<T: Transport> Log<T> {
         if s.health != Health::Down {
             s.health = Health::Down;
             self.event(i, Health::Down, Some(why));
+            if let Some(r) = &self.reconnector {
+                r.tell(reconnector::Request::Down(i));
+            }
         }
     }
 
@@ -396,6 +402,9 @@ impl<T: Transport> Log<T> {
         if upto < self.durable_lsn {
             return Ok(self.durable_lsn);
         }
+        if self.reconnector.is_some() {
+            self.take_handovers();
+        }
         let (target, target_lsn) = (self.tail, self.next_lsn);
         for i in 0..self.slots.len() {
             self.post_commit(i);
@@ -478,6 +487,9 @@ impl<T: Transport> Log<T> {
         }
         if lsn > self.durable_lsn {
             return Err(LogError::NoEntry { lsn, first: self.head_lsn, next: self.durable_lsn });
+        }
+        if self.reconnector.is_some() {
+            self.take_handovers();
         }
         let new_head = if lsn == self.next_lsn { self.tail } else { self.index[(lsn - self.head_lsn) as usize] };
         let ft = self.flush_type();

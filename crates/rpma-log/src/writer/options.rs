@@ -81,6 +81,9 @@ pub struct LogOptions {
     pub writer_id: Option<u64>,
     /// The longest wait for a replica: connection, a read at recovery, a sync's completions.
     pub timeout: Duration,
+    /// Whether a thread of the log's own reconnects the replicas that are down
+    /// ([`LogOptions::reconnect_in_background`]).
+    pub reconnect_in_background: bool,
     #[doc(hidden)]
     /// Tests only: flushes the commit record to visibility even in [`FlushMode::Persistent`]
     /// (a deliberately broken log, which the crash tests must catch).
@@ -100,6 +103,7 @@ impl LogOptions {
             flush: FlushMode::Persistent,
             writer_id: None,
             timeout: Duration::from_secs(5),
+            reconnect_in_background: false,
             broken_commit_flush: false,
             broken_skip_data_flush: false,
         }
@@ -123,6 +127,20 @@ impl LogOptions {
     #[must_use]
     pub const fn writer_id(mut self, id: u64) -> Self {
         self.writer_id = Some(id);
+        self
+    }
+
+    /// With `true`, [`Log::open`](crate::Log::open) starts a thread of the log's own that
+    /// connects again each replica that goes down, with the backoff of
+    /// [`Log::maintain`](crate::Log::maintain) (10 ms doubled up to 2 s, reset when it
+    /// rejoins), and hands each new connection over to the writer through a channel; the writer
+    /// catches the replica up (full copy included) in its next [`Log::sync`](crate::Log::sync),
+    /// [`Log::truncate_prefix`](crate::Log::truncate_prefix) or `maintain`. The thread never
+    /// touches the writer's connections or ring, and ends when the log is dropped. Off by
+    /// default (the user calls `maintain`).
+    #[must_use]
+    pub const fn reconnect_in_background(mut self, on: bool) -> Self {
+        self.reconnect_in_background = on;
         self
     }
 
@@ -176,6 +194,9 @@ pub struct RecoveryReport {
     pub source: Option<usize>,
     /// The replicas brought to that history (the source included).
     pub repaired: Vec<usize>,
+    /// Those of [`RecoveryReport::repaired`] that needed a full copy (their head was beyond
+    /// the history's: another writer truncated further there).
+    pub full_copies: Vec<usize>,
     /// The replicas not taken over or repaired, and why.
     pub down: Vec<(usize, String)>,
     /// The replicas whose committed entries failed validation (checksum, position, lsn).

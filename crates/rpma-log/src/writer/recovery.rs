@@ -143,6 +143,7 @@ impl<T: Transport> Log<T> {
             durable_lsn: 0,
             events: VecDeque::new(),
             rec: Vec::new(),
+            reconnector: None,
         };
         report.epoch = epoch;
         for (i, why) in reasons.iter().enumerate() {
@@ -214,12 +215,34 @@ impl<T: Transport> Log<T> {
             .chain(headers.iter().filter(|(i, _)| Some(*i) != source))
             .copied()
             .collect();
-        for (i, h) in order {
+        // A replica whose head is beyond the history's gets a full copy, which empties it first:
+        // only once a quorum holds the history in this epoch (then no recovery prefers it while
+        // it is being copied: docs/log.md, "Full copy").
+        let (full, order): (Vec<_>, Vec<_>) = order.into_iter().partition(|(_, h)| h.head > log.head);
+        for (i, h) in order.into_iter().chain(full) {
             if log.slots[i].conn.is_none() {
                 continue;
             }
+            let is_full = h.head > log.head;
+            if is_full && report.repaired.len() < log.quorum {
+                let why = format!(
+                    "its head {} is beyond the history's {}: a full copy waits for {} replicas repaired, {} are",
+                    h.head,
+                    log.head,
+                    log.quorum,
+                    report.repaired.len()
+                );
+                log.mark_down(i, why.clone());
+                report.down.push((i, why));
+                continue;
+            }
             match log.repair(i, &h) {
-                Ok(()) => report.repaired.push(i),
+                Ok(()) => {
+                    report.repaired.push(i);
+                    if is_full {
+                        report.full_copies.push(i);
+                    }
+                }
                 Err(why) => {
                     log.mark_down(i, why.clone());
                     report.down.push((i, why));
@@ -235,6 +258,16 @@ impl<T: Transport> Log<T> {
         }
         log.durable = log.tail;
         log.durable_lsn = log.next_lsn;
+        if log.opts.reconnect_in_background {
+            let r = reconnector::Reconnector::spawn(peer, replicas.to_vec(), log.opts.clone(), epoch, writer_id)
+                .map_err(|e| LogError::Replica(format!("starting the reconnect thread: {e}")))?;
+            for (i, s) in log.slots.iter().enumerate() {
+                if s.conn.is_none() {
+                    r.tell(reconnector::Request::Down(i));
+                }
+            }
+            log.reconnector = Some(r);
+        }
         report.head_lsn = log.head_lsn;
         report.next_lsn = log.next_lsn;
         report.committed = log.tail;
@@ -369,13 +402,17 @@ impl<T: Transport> Log<T> {
     /// Brings replica `i` (header `x`) to the writer's history `[head, tail)` and epoch: the
     /// part of its history equal to the writer's is kept, what differs is uncommitted first,
     /// then rewritten, then committed, then the epoch is installed (docs/log.md, "Repair").
+    ///
+    /// A replica whose head is beyond the writer's (another writer truncated further there)
+    /// gets a **full copy**: its commit is lowered below its head (it holds nothing), its head
+    /// moved back to the writer's, the writer's whole live range written and flushed, then the
+    /// commit and the epoch installed. At no point does its header claim a record not copied.
     pub(super) fn repair(&mut self, i: usize, x: &format::Header) -> std::result::Result<(), String> {
-        if x.head > self.head {
-            return Err(format!("its head {} is beyond the writer's head {}: it needs a full copy", x.head, self.head));
-        }
         self.set_health(i, Health::CatchingUp);
-        // Holding nothing of the retained history, it is emptied at its own head first.
-        let reset = x.commit < self.head;
+        let full_copy = x.head > self.head;
+        // Holding nothing of the retained history, it is emptied at its own head first; beyond
+        // the writer's head, it is emptied (its commit below its head) and copied whole.
+        let reset = full_copy || x.commit < self.head;
         let mut pb = self.head;
         if !reset {
             let cmp_end = x.commit.min(self.tail);
@@ -395,7 +432,14 @@ impl<T: Transport> Log<T> {
             }
             pb = self.bound_at_or_below(p);
         }
-        let lower_to = if reset { (x.commit > x.head).then_some(x.head) } else { (x.commit > pb).then_some(pb) };
+        let lower_to = if full_copy {
+            // Below its head: an empty log there (whatever its commit was).
+            Some(self.head)
+        } else if reset {
+            (x.commit > x.head).then_some(x.head)
+        } else {
+            (x.commit > pb).then_some(pb)
+        };
         let ft = self.flush_type();
         let epoch = self.epoch;
         let (head, head_lsn, tail, cap) = (self.head, self.head_lsn, self.tail, self.cap);
@@ -405,19 +449,35 @@ impl<T: Transport> Log<T> {
         };
         let quiet = CompletionFlags::ON_ERROR;
         let post = |r: rpma::Result<()>| r.map_err(|e| format!("repairing: {e}"));
+        let mut header_changed = false;
         if let Some(to) = lower_to {
             post(conn.atomic_write(remote.at(format::COMMIT), to.to_le_bytes()).flags(quiet).post())?;
             post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
+            header_changed = true;
         }
-        if x.head < head {
+        if x.head != head {
+            // Behind (it missed truncations) or beyond (a full copy): it holds nothing claimed
+            // now, so the head may move either way.
             post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
             post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
             post(conn.atomic_write(remote.at(format::HEAD), head.to_le_bytes()).flags(quiet).post())?;
             post(conn.flush(remote.slice(format::HEAD..format::HEAD + 8), ft).flags(quiet).post())?;
+            header_changed = true;
         } else if x.head_lsn != head_lsn {
             post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
             post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
+            header_changed = true;
         }
+        if header_changed && pb < tail {
+            // The records are rewritten only once the lowered commit and the moved head are
+            // durable: an RDMA write does not wait for an earlier flush (a read) to complete.
+            post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).context(5).post())?;
+            self.wait_one(i, 5)?;
+        }
+        let slot = &self.slots[i];
+        let (Some(conn), Some(remote)) = (slot.conn.as_ref(), slot.remote) else {
+            return Err("not connected".into());
+        };
         for (off, len) in pieces(cap, pb, tail) {
             let at = region_off(cap, 0) + off;
             post(conn.write(remote.at(at), self.ring.slice(off..off + len)).flags(quiet).post())?;
