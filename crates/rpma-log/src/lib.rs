@@ -42,6 +42,8 @@
 mod check;
 mod format;
 mod replica;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 mod writer;
 
 pub use check::{check_region, RegionCheck};
@@ -150,6 +152,10 @@ pub enum LogError {
         /// The next lsn to append.
         next: Lsn,
     },
+    /// The async writer's thread ended (`rpma_log::tokio::Log`, on the `tokio` feature): it
+    /// panicked, or could not be started.
+    #[error("closed: {0}")]
+    Closed(String),
     /// The replica's serving thread panicked or failed.
     #[error("replica: {0}")]
     Replica(String),
