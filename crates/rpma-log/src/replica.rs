@@ -65,7 +65,7 @@ pub struct ReplicaState {
     pub commit: u64,
 }
 
-const USAGE: Usage =
+pub(crate) const USAGE: Usage =
     Usage::WRITE_DST.union(Usage::READ_SRC).union(Usage::FLUSH_TYPE_PERSISTENT).union(Usage::FLUSH_TYPE_VISIBILITY);
 
 /// A replica of one log: its region (a header and a ring), registered on `peer`.

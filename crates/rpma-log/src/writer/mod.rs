@@ -13,6 +13,8 @@ use crate::format::{self, Hello, Record, Status};
 use crate::{LogError, Lsn, Result};
 
 mod health;
+#[cfg(test)]
+mod lying_replica_tests;
 mod options;
 mod reconnector;
 mod recovery;
