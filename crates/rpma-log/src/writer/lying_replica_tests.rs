@@ -9,8 +9,8 @@ use std::time::Duration;
 use rpma::mock::{Conn, Device, Ep, MockFabric, MrLocal, Peer};
 use rpma::{ContextType, Memory, PeerCfg};
 
-use crate::replica::USAGE;
 use crate::format::{self, Status};
+use crate::replica::USAGE;
 use crate::{Log, LogError, LogOptions, Quorum, ReplicaAddr};
 
 const LOG_ID: u64 = 0x1E_0036;
