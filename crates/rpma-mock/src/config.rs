@@ -114,7 +114,7 @@ pub const DEFAULT_PROGRESS_DELAY: Duration = Duration::from_millis(2);
 
 /// A fabric's execution settings, as built (see [`crate::MockFabricBuilder`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Exec {
+pub(crate) struct ExecutionSettings {
     pub(crate) mode: Mode,
     /// Remote writes land in pieces of this many bytes, one piece per progress step.
     pub(crate) tearing: Option<usize>,
@@ -124,7 +124,7 @@ pub(crate) struct Exec {
     pub(crate) cm_timeout: Duration,
 }
 
-impl Exec {
+impl ExecutionSettings {
     /// Settings from the builder's choices, the mode from the environment if none was chosen.
     ///
     /// # Errors
@@ -184,12 +184,12 @@ mod tests {
     #[test]
     fn resolve_checks_tearing_and_timeout() {
         let t = DEFAULT_CM_TIMEOUT;
-        assert!(Exec::resolve(Some(Mode::Deferred), Some(8), None, t).is_ok());
-        let e = Exec::resolve(Some(Mode::Immediate), Some(8), None, t).unwrap_err();
+        assert!(ExecutionSettings::resolve(Some(Mode::Deferred), Some(8), None, t).is_ok());
+        let e = ExecutionSettings::resolve(Some(Mode::Immediate), Some(8), None, t).unwrap_err();
         assert!(e.to_string().contains("tearing needs the deferred mode"), "{e}");
-        let e = Exec::resolve(Some(Mode::Deferred), Some(0), None, t).unwrap_err();
+        let e = ExecutionSettings::resolve(Some(Mode::Deferred), Some(0), None, t).unwrap_err();
         assert!(e.to_string().contains("0 bytes"), "{e}");
-        let e = Exec::resolve(Some(Mode::Immediate), None, None, Duration::ZERO).unwrap_err();
+        let e = ExecutionSettings::resolve(Some(Mode::Immediate), None, None, Duration::ZERO).unwrap_err();
         assert!(e.to_string().contains("CM timeout"), "{e}");
     }
 }

@@ -28,8 +28,8 @@ use rpma_core::transport::{CqBackend, CqSlot};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
+use crate::engine::{Progress, Watched};
 use crate::notify::{new_notifier, Notifier};
-use crate::qp::{progress_conn, QpShared};
 use crate::{FabricInner, Mode};
 
 const EIO: i32 = 5;
@@ -112,30 +112,16 @@ pub(crate) struct CqShared {
     pub(crate) channel: Arc<Channel>,
     fabric: Arc<FabricInner>,
     /// Deferred mode: the queue pairs completing here, whose connections a poll or a wait
-    /// progresses (`None` in the immediate mode).
-    progress: Option<Mutex<Vec<Weak<QpShared>>>>,
+    /// progresses through the engine (`None` in the immediate mode).
+    progress: Option<Watched>,
     _live: Live,
 }
 
 impl CqShared {
     /// Deferred mode: a poll or wait of this CQ progresses `qp`'s connection.
-    pub(crate) fn watch(&self, qp: &Arc<QpShared>) {
+    pub(crate) fn watch(&self, qp: Weak<dyn Progress>) {
         if let Some(p) = &self.progress {
-            let mut g = p.lock().unwrap_or_else(PoisonError::into_inner);
-            g.retain(|w| w.strong_count() > 0);
-            g.push(Arc::downgrade(qp));
-        }
-    }
-
-    /// Deferred mode: runs the deferred work of the connections completing here (a step, or all
-    /// of it if `drain`).
-    #[cold]
-    #[inline(never)]
-    fn progress(&self, list: &Mutex<Vec<Weak<QpShared>>>, drain: bool) {
-        let qps: Vec<Arc<QpShared>> =
-            list.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
-        for q in &qps {
-            progress_conn(q, drain);
+            p.add(qp);
         }
     }
 
@@ -316,7 +302,7 @@ pub(crate) fn new_cq(
         slot,
         channel,
         fabric: Arc::clone(fabric),
-        progress: (fabric.exec.mode == Mode::Deferred).then(|| Mutex::new(Vec::new())),
+        progress: (fabric.execution.mode == Mode::Deferred).then(Watched::default),
         _live: fabric.live(Kind::Cq),
     });
     shared.rearm()?;
@@ -333,7 +319,7 @@ impl CqBackend for MockCq {
         let s = &self.shared;
         s.fabric.faults.check("ibv_poll_cq")?;
         if let Some(p) = &s.progress {
-            s.progress(p, false);
+            p.progress(false);
         }
         if s.foreign.overrun.load(Ordering::Acquire) {
             return Err(overrun());
@@ -367,7 +353,7 @@ impl MockCq {
     fn wait_until(&self, deadline: Option<Instant>) -> Result<()> {
         let s = &self.shared;
         s.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
-        let hook = s.progress.as_ref().map(|p| move || s.progress(p, true));
+        let hook = s.progress.as_ref().map(|p| move || p.progress(true));
         match s.channel.pop_until(hook.as_ref().map(|h| h as &dyn Fn()), deadline) {
             Ok(Some(_)) => s.rearm(),
             Ok(None) => Err(Error::new(ErrorKind::NoCompletion, "ibv_get_cq_event")),

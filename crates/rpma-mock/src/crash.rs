@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use crate::power::{Event, PersistentMemory, PowerCut, Unflushed};
+use crate::durable::{PersistentMemory, Unflushed};
+use crate::event::Event;
+use crate::power::PowerCut;
 use crate::{MockFabric, MockFabricBuilder, Mode};
 
 /// One crash point: a power cut right after event number `index` of `of`.

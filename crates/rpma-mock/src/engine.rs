@@ -15,21 +15,65 @@ use std::time::{Duration, Instant};
 
 use rpma_core::{Error, Result};
 
-use crate::qp::{cm_timer_fired, progress_qp, unscheduled, QpShared};
-
 const EAGAIN: i32 = 11;
 
+/// A queue pair as the engine serves it: its deferred work and its CM timer (implemented by
+/// the queue pairs, `qp/deferred.rs`). The engine and the completion queues that progress
+/// their connections through it reach queue pairs only through this trait, so they sit below
+/// them.
+pub(crate) trait Progress: Send + Sync {
+    /// Executes the queue pair's own waiting work requests in order: all of them if `drain`,
+    /// else up to the first piece of a torn write. Returns whether anything executed.
+    fn progress_own(self: Arc<Self>, drain: bool) -> bool;
+    /// Progresses both send queues of its connection (a poll or a wait of one of its CQs).
+    fn progress_conn(self: Arc<Self>, drain: bool);
+    /// It was taken off the engine's list of queue pairs with work: a later post schedules it
+    /// again.
+    fn unscheduled(&self);
+    /// Puts it back on the engine's list if work still waits.
+    fn reschedule_if_waiting(self: Arc<Self>);
+    /// Its CM timer fired.
+    fn cm_timer_fired(&self);
+}
+
 /// The identity of a queue pair in the engine's lists (its address, compared only).
-fn id(w: &Weak<QpShared>) -> usize {
-    w.as_ptr() as usize
+fn id(w: &Weak<dyn Progress>) -> usize {
+    w.as_ptr().cast::<()>() as usize
+}
+
+/// The queue pairs whose connections a poll or a wait of one completion queue progresses
+/// (deferred mode).
+#[derive(Default)]
+pub(crate) struct Watched {
+    qps: Mutex<Vec<Weak<dyn Progress>>>,
+}
+
+impl Watched {
+    /// A poll or a wait of the CQ progresses `qp`'s connection from now on.
+    pub(crate) fn add(&self, qp: Weak<dyn Progress>) {
+        let mut g = self.qps.lock().unwrap_or_else(PoisonError::into_inner);
+        g.retain(|w| w.strong_count() > 0);
+        g.push(qp);
+    }
+
+    /// Runs the deferred work of the connections watched (a step, or all of it if `drain`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn progress(&self, drain: bool) {
+        let qps: Vec<Arc<dyn Progress>> =
+            self.qps.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+        for q in qps {
+            q.progress_conn(drain);
+        }
+    }
 }
 
 #[derive(Default)]
 struct State {
     /// Queue pairs with deferred work, each at most once (`QpShared`'s `scheduled` flag).
-    ready: Vec<Weak<QpShared>>,
+    ready: Vec<Weak<dyn Progress>>,
     /// CM timers: when, and whose.
-    timers: Vec<(Instant, Weak<QpShared>)>,
+    timers: Vec<(Instant, Weak<dyn Progress>)>,
     /// The queue pair the thread holds now.
     holding: Option<usize>,
     /// The thread runs.
@@ -74,18 +118,27 @@ impl Engine {
     }
 
     /// Queues `qp`'s deferred work (the caller set its `scheduled` flag).
-    pub(crate) fn schedule(&self, qp: Weak<QpShared>) {
+    pub(crate) fn schedule(&self, qp: Weak<dyn Progress>) {
         self.lock().ready.push(qp);
         self.cv.notify_all();
     }
 
-    /// Takes the queue pairs with deferred work (for `MockFabric::progress`).
-    pub(crate) fn take_ready(&self) -> Vec<Weak<QpShared>> {
-        std::mem::take(&mut self.lock().ready)
+    /// One progress step of every queue pair with deferred work (`MockFabric::progress`):
+    /// each executes its waiting work requests up to the first piece of a torn write and goes
+    /// back on the list if work still waits. Returns whether anything executed.
+    pub(crate) fn progress_ready(&self) -> bool {
+        let ready = std::mem::take(&mut self.lock().ready);
+        let mut ran = false;
+        for q in ready.iter().filter_map(Weak::upgrade) {
+            q.unscheduled();
+            ran |= Arc::clone(&q).progress_own(false);
+            q.reschedule_if_waiting();
+        }
+        ran
     }
 
     /// Fires `qp`'s CM timer after `after` (the thread must run: [`Engine::ensure_thread`]).
-    pub(crate) fn timer(&self, after: Duration, qp: Weak<QpShared>) {
+    pub(crate) fn timer(&self, after: Duration, qp: Weak<dyn Progress>) {
         let at = Instant::now().checked_add(after).unwrap_or_else(Instant::now);
         self.lock().timers.push((at, qp));
         self.cv.notify_all();
@@ -93,8 +146,8 @@ impl Engine {
 
     /// Forgets `qp` (being torn down; it schedules nothing any more): takes it off the lists and
     /// waits until the thread does not hold it. Called by its owner, holding no lock.
-    pub(crate) fn forget(&self, qp: &Arc<QpShared>) {
-        let me = Arc::as_ptr(qp) as usize;
+    pub(crate) fn forget<P: Progress>(&self, qp: &Arc<P>) {
+        let me = Arc::as_ptr(qp).cast::<()>() as usize;
         let mut g = self.lock();
         g.ready.retain(|w| id(w) != me);
         g.timers.retain(|(_, w)| id(w) != me);
@@ -114,15 +167,15 @@ impl Engine {
     fn hold<'a>(
         &'a self,
         mut g: MutexGuard<'a, State>,
-        w: &Weak<QpShared>,
-        f: impl FnOnce(&Arc<QpShared>),
+        w: &Weak<dyn Progress>,
+        f: impl FnOnce(Arc<dyn Progress>),
     ) -> MutexGuard<'a, State> {
         let Some(q) = w.upgrade() else { return g };
         g.holding = Some(id(w));
         drop(g);
-        f(&q);
-        // Released before the mark: whoever waits in `forget` holds the last handle.
-        drop(q);
+        // `f` takes the handle and drops it before the mark: whoever waits in `forget` holds
+        // the last one.
+        f(q);
         let mut g = self.lock();
         g.holding = None;
         self.cv.notify_all();
@@ -143,7 +196,7 @@ impl Engine {
             let now = Instant::now();
             if let Some(i) = g.timers.iter().position(|(at, _)| *at <= now) {
                 let (_, w) = g.timers.swap_remove(i);
-                g = self.hold(g, &w, |q| cm_timer_fired(q));
+                g = self.hold(g, &w, |q| q.cm_timer_fired());
                 continue;
             }
             if let (Some(delay), false) = (background, g.ready.is_empty()) {
@@ -157,8 +210,8 @@ impl Engine {
                 }
                 if let Some(w) = g.ready.pop() {
                     g = self.hold(g, &w, |q| {
-                        unscheduled(q);
-                        progress_qp(q, true);
+                        q.unscheduled();
+                        q.progress_own(true);
                     });
                 }
                 continue;

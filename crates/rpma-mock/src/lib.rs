@@ -1,8 +1,8 @@
 //! # rpma-mock: an in-memory RDMA fabric with the semantics of a reliable connection
 //!
-//! [`MockFabric`] implements rpma-core's [`Transport`] entirely in process, so every rule and
-//! every behaviour of the rpma API can be exercised without RDMA hardware. It is a working
-//! transport, not a stub:
+//! [`MockFabric`] implements rpma-core's [`Transport`](rpma_core::Transport) entirely in
+//! process (`transport.rs`), so every rule and every behaviour of the rpma API can be exercised
+//! without RDMA hardware. It is a working transport, not a stub:
 //!
 //! - **Connection management**: addresses name mock devices; [`Ep::listen`](rpma_core::Ep::listen)
 //!   on `addr:port` and [`ConnReq::new`](rpma_core::ConnReq::new) + `connect` to it exchange
@@ -97,12 +97,15 @@ mod config;
 mod counters;
 mod cq;
 mod crash;
+mod durable;
 mod engine;
+mod event;
 mod faults;
 mod mem;
 mod notify;
 mod power;
 mod qp;
+mod transport;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -110,20 +113,20 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use rpma_core::transport::{QueueConfig, Transport};
-use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
-use rpma_mem::Memory;
+use rpma_core::{Capabilities, Error, Result};
 
 pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV, RENDEZVOUS_ENV};
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use crash::{CrashFailure, CrashPoint, CrashPoints, CrashReport, Reboot};
+pub use durable::{PersistentMemory, Unflushed, LINE};
+pub use event::Event;
 pub use faults::Faults;
 pub use mem::MockMr;
-pub use power::{Event, PersistentMemory, PowerCut, Recovered, Unflushed, LINE};
+pub use power::{PowerCut, Recovered};
 pub use qp::{MockListener, MockQp, MockSrq};
 
-use config::Exec;
+use config::ExecutionSettings;
 use counters::{Counters, Live};
 use engine::Engine;
 
@@ -352,10 +355,11 @@ impl MockFabricBuilder {
     /// `Device::lookup`), and nothing can be made on it.
     #[must_use]
     pub fn build(self) -> MockFabric {
-        let (exec, mut config_error) = match Exec::resolve(self.mode, self.tearing, self.background, self.cm_timeout) {
-            Ok(e) => (e, None),
-            Err(e) => (Exec::fallback(), Some(e)),
-        };
+        let (execution, mut config_error) =
+            match ExecutionSettings::resolve(self.mode, self.tearing, self.background, self.cm_timeout) {
+                Ok(e) => (e, None),
+                Err(e) => (ExecutionSettings::fallback(), Some(e)),
+            };
         let rendezvous = match self.rendezvous.map_or_else(config::rendezvous_from_env, |d| Ok(Some(d))) {
             Ok(d) => d,
             Err(e) => {
@@ -407,8 +411,8 @@ impl MockFabricBuilder {
                 ordered: self.ordered,
                 counters: Arc::new(Counters::default()),
                 faults: Faults::default(),
-                engine: Arc::new(Engine::new(exec.background)),
-                exec,
+                engine: Arc::new(Engine::new(execution.background)),
+                execution,
                 config_error,
                 broken_fd,
                 rendezvous,
@@ -429,7 +433,7 @@ pub(crate) struct FabricInner {
     pub(crate) ordered: bool,
     pub(crate) counters: Arc<Counters>,
     pub(crate) faults: Faults,
-    pub(crate) exec: Exec,
+    pub(crate) execution: ExecutionSettings,
     /// A bad configuration, reported by every device lookup.
     config_error: Option<Error>,
     /// Handed out by a channel whose own fd cannot be created (`notify.rs`).
@@ -514,8 +518,9 @@ impl FabricInner {
     }
 }
 
-/// An in-memory RDMA fabric: the mock [`Transport`]. Cheap to clone (a handle); fabrics are
-/// isolated from each other, so tests may run in parallel, each on its own fabric.
+/// An in-memory RDMA fabric: the mock [`Transport`](rpma_core::Transport). Cheap to clone (a
+/// handle); fabrics are isolated from each other, so tests may run in parallel, each on its own
+/// fabric.
 #[derive(Clone)]
 pub struct MockFabric {
     pub(crate) inner: Arc<FabricInner>,
@@ -564,7 +569,7 @@ impl MockFabric {
     /// The fabric's mode.
     #[must_use]
     pub fn mode(&self) -> Mode {
-        self.inner.exec.mode
+        self.inner.execution.mode
     }
 
     /// The rendezvous directory of the cross-process mode, if the fabric reaches other
@@ -579,13 +584,7 @@ impl MockFabric {
     /// [`MockFabricBuilder::tearing`]) or a message waiting for a receive. Returns whether
     /// anything executed (always `false` in the immediate mode).
     pub fn progress(&self) -> bool {
-        let mut ran = false;
-        for q in self.inner.engine.take_ready().iter().filter_map(Weak::upgrade) {
-            qp::unscheduled(&q);
-            ran |= qp::progress_qp(&q, false);
-            qp::reschedule_if_waiting(&q);
-        }
-        ran
+        self.inner.engine.progress_ready()
     }
 
     /// The fabric's devices.
@@ -610,10 +609,10 @@ impl MockFabric {
     /// Cuts the power of the node `device` (docs/persistence.md): its connections are lost for
     /// their peers (as a dead node: [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost), work
     /// waiting flushed), its regions refuse every further access, its peers can make nothing
-    /// more, and each of its persistent regions comes back in the report as a fresh [`Memory`]
-    /// holding what was made durable, plus the bytes not made durable as the builder's
-    /// [`Unflushed`] policy says. A new peer on the device is the node rebooted: register the
-    /// memory again there.
+    /// more, and each of its persistent regions comes back in the report as a fresh
+    /// [`Memory`](rpma_mem::Memory) holding what was made durable, plus the bytes not made
+    /// durable as the builder's [`Unflushed`] policy says. A new peer on the device is the node
+    /// rebooted: register the memory again there.
     ///
     /// # Errors
     /// [`Inval`](rpma_core::ErrorKind::Inval) if the fabric has no persistence model
@@ -677,83 +676,5 @@ impl MockPd {
 impl std::fmt::Debug for MockPd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MockPd").field("dev", &self.dev.name).finish_non_exhaustive()
-    }
-}
-
-impl Transport for MockFabric {
-    type Device = MockDevice;
-    type Pd = MockPd;
-    type Mr = MockMr;
-    type Cq = MockCq;
-    type Srq = MockSrq;
-    type Listener = MockListener;
-    type Qp = MockQp;
-
-    fn name(&self) -> &'static str {
-        "mock"
-    }
-
-    fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
-        if let Some(e) = &self.inner.config_error {
-            return Err(e.clone());
-        }
-        let faults = &self.inner.faults;
-        faults.check("rdma_getaddrinfo")?;
-        faults.check("rdma_create_id")?;
-        let found = match (self.inner.owner(addr), kind) {
-            (Some(d), ContextType::Local) => faults.check("rdma_bind_addr").map(|()| d.clone()),
-            // The mock fabric is one loopback network: any fabric address is routed through the
-            // first device.
-            (Some(_), ContextType::Remote) => faults.check("rdma_resolve_addr").map(|()| self.inner.devices[0].clone()),
-            (None, ContextType::Local) => Err(Error::provider("rdma_bind_addr", ENODEV)),
-            (None, ContextType::Remote) => Err(Error::provider("rdma_resolve_addr", ENODEV)),
-        };
-        // The temporary CM id is destroyed whatever happened; as librpma, a failure of that is
-        // ignored (docs/semantics.md#device-lookup).
-        let _ = faults.check("rdma_destroy_id");
-        found
-    }
-
-    fn capabilities(&self, dev: &MockDevice) -> Result<Capabilities> {
-        self.inner.faults.check("ibv_query_device_ex")?;
-        Ok(self.inner.devices[dev.index].caps.clone())
-    }
-
-    fn device_name(&self, dev: &MockDevice) -> String {
-        dev.name.clone()
-    }
-
-    fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
-        // rpma-core maps the errno (ENOMEM → NoMem, 0 → Unknown).
-        self.inner.faults.check("ibv_alloc_pd")?;
-        // A new protection domain on a node whose power was cut boots it again.
-        let boot = self.inner.power.as_ref().map_or(0, |p| p.boot(dev.index));
-        Ok(MockPd {
-            fabric: Arc::clone(&self.inner),
-            dev: dev.clone(),
-            caps: caps.clone(),
-            mrs: Arc::new(std::sync::RwLock::new(std::collections::BTreeMap::new())),
-            boot,
-            _live: self.inner.live(Kind::Pd),
-        })
-    }
-
-    fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
-        pd.alive("ibv_reg_mr")?;
-        mem::reg_mr(pd, memory, usage)
-    }
-
-    fn create_srq(&self, pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {
-        pd.alive("ibv_create_srq")?;
-        qp::create_srq(pd, rq_size, rcq_size)
-    }
-
-    fn listen(&self, pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockListener> {
-        pd.alive("rdma_listen")?;
-        qp::listen(pd, addr, port)
-    }
-
-    fn connect_request(&self, pd: &Arc<MockPd>, addr: &str, port: &str, cfg: &QueueConfig<'_, Self>) -> Result<MockQp> {
-        qp::connect_request(pd, addr, port, cfg)
     }
 }

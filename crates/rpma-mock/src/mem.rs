@@ -20,7 +20,7 @@ use rpma_core::{Advice, Error, ErrorKind, Result, Usage};
 use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 
 use crate::counters::{Kind, Live};
-use crate::power::{is_persistent, Durable};
+use crate::durable::{is_persistent, Durable, Unflushed};
 use crate::MockPd;
 
 /// Access rights of a registration (the `IBV_ACCESS_*` librpma derives from the usage,
@@ -92,6 +92,43 @@ impl MrShared {
             return Ok(());
         }
         self.data.flush(offset, end - offset)
+    }
+}
+
+impl MrShared {
+    /// What the region holds after a power cut (its durable image under `unflushed`; a region
+    /// outside the model keeps nothing: zeroes).
+    pub(crate) fn recover(&self, unflushed: Unflushed, rng: &mut fastrand::Rng) -> Vec<u8> {
+        let visible = self.bytes(0, self.len);
+        self.durable.as_ref().map_or_else(|| vec![0; self.len], |d| d.recover(visible, unflushed, rng))
+    }
+
+    /// Makes `[offset, offset + len)` durable (a persistent flush at the responder, the
+    /// owner's persist), if the region is in the model.
+    #[inline]
+    pub(crate) fn make_durable(&self, offset: usize, len: usize) {
+        if let Some(d) = &self.durable {
+            d.make_durable(self.bytes(0, self.len), offset, len);
+        }
+    }
+
+    /// A remote write (or atomic write) of `[offset, offset + len)` executed, if the region is
+    /// in the model (a later RDMA Read at it makes it durable, APM).
+    #[inline]
+    pub(crate) fn note_write(&self, offset: usize, len: usize) {
+        if let Some(d) = &self.durable {
+            d.note_write(offset, len);
+        }
+    }
+
+    /// An RDMA Read executed at the region, if it is in the model: the remote writes executed
+    /// on it before are durable (librpma's APM: a read after writes, towards a node with direct
+    /// write to pmem).
+    #[inline]
+    pub(crate) fn read_after_writes(&self) {
+        if let Some(d) = &self.durable {
+            d.read_after_writes(self.bytes(0, self.len));
+        }
     }
 }
 

@@ -24,9 +24,10 @@ use rpma_core::{WcOpcode, WcStatus};
 use super::pieces::{gather_range, ByteSide, LocalSide, Piece, Source};
 use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
-use super::{QpShared, CONNECTED};
+use super::{cm_timer_fired, QpShared, CONNECTED};
+use crate::engine::Progress;
+use crate::event::Event;
 use crate::mem::MrShared;
-use crate::power::Event;
 use crate::MockFabric;
 
 /// The owned local side of a waiting work request.
@@ -138,11 +139,11 @@ struct Pending {
 }
 
 /// What executing a work request did.
-enum Step {
-    /// It completed (or failed).
-    Done,
+enum Executed {
+    /// The whole work request: it completed (or failed).
+    Whole,
     /// One piece of a torn write landed; the rest waits for the next step.
-    Partial,
+    Piece,
 }
 
 struct SqState {
@@ -243,13 +244,13 @@ impl QpShared {
 pub(super) fn schedule(qp: &Arc<QpShared>) {
     if let Some(d) = &qp.deferred {
         if !d.scheduled.swap(true, Ordering::AcqRel) {
-            qp.fabric.engine.schedule(Arc::downgrade(qp));
+            qp.fabric.engine.schedule(Arc::downgrade(qp) as Weak<dyn Progress>);
         }
     }
 }
 
 /// Takes `qp` off its fabric's list (the list was taken): a later post schedules it again.
-pub(crate) fn unscheduled(qp: &QpShared) {
+fn unscheduled(qp: &QpShared) {
     if let Some(d) = &qp.deferred {
         d.scheduled.store(false, Ordering::Release);
     }
@@ -257,7 +258,7 @@ pub(crate) fn unscheduled(qp: &QpShared) {
 
 /// Puts `qp` back on its fabric's list if work still waits (after one step of
 /// `MockFabric::progress`).
-pub(crate) fn reschedule_if_waiting(qp: &Arc<QpShared>) {
+fn reschedule_if_waiting(qp: &Arc<QpShared>) {
     if qp.deferred.as_ref().is_some_and(|d| d.waiting() > 0) {
         schedule(qp);
     }
@@ -266,7 +267,7 @@ pub(crate) fn reschedule_if_waiting(qp: &Arc<QpShared>) {
 /// Executes `qp`'s waiting work requests in order: all of them if `drain`, else up to the first
 /// piece of a torn write. Stops at a message waiting for a receive. Returns whether anything
 /// executed (nothing if another thread is executing the queue).
-pub(crate) fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
+fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
     let Some(d) = &qp.deferred else { return false };
     let mut g = d.lock();
     if g.busy {
@@ -288,7 +289,7 @@ pub(crate) fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
         let step = execute(qp, d, &mut p);
         ran = true;
         g = d.lock();
-        if let Step::Partial = step {
+        if let Executed::Piece = step {
             if g.closed {
                 break;
             }
@@ -303,10 +304,32 @@ pub(crate) fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
 }
 
 /// Progresses both send queues of `qp`'s connection (a poll or a wait on one end).
-pub(crate) fn progress_conn(qp: &Arc<QpShared>, drain: bool) {
+pub(super) fn progress_conn(qp: &Arc<QpShared>, drain: bool) {
     progress_qp(qp, drain);
     if let Some(r) = qp.remote() {
         progress_qp(&r, drain);
+    }
+}
+
+impl Progress for QpShared {
+    fn progress_own(self: Arc<Self>, drain: bool) -> bool {
+        progress_qp(&self, drain)
+    }
+
+    fn progress_conn(self: Arc<Self>, drain: bool) {
+        progress_conn(&self, drain);
+    }
+
+    fn unscheduled(&self) {
+        unscheduled(self);
+    }
+
+    fn reschedule_if_waiting(self: Arc<Self>) {
+        reschedule_if_waiting(&self);
+    }
+
+    fn cm_timer_fired(&self) {
+        cm_timer_fired(self);
     }
 }
 
@@ -362,7 +385,7 @@ fn execute_write_passing_read(qp: &Arc<QpShared>, r: &mut Pending, w: &mut Pendi
 
 /// Releases the work request's local side, then queues its completion. Crash points: an
 /// execution (unless the work was flushed), then the completion if one is queued.
-fn finish(qp: &QpShared, p: &mut Pending, status: WcStatus, opcode: WcOpcode) -> Step {
+fn finish(qp: &QpShared, p: &mut Pending, status: WcStatus, opcode: WcOpcode) -> Executed {
     p.local = Owned::None;
     p.torn = None;
     if status != WcStatus::WrFlushErr {
@@ -372,10 +395,10 @@ fn finish(qp: &QpShared, p: &mut Pending, status: WcStatus, opcode: WcOpcode) ->
     if p.signaled || status != WcStatus::Success {
         qp.fabric.event(Event::Complete);
     }
-    Step::Done
+    Executed::Whole
 }
 
-fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
+fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Executed {
     let caps = &qp.pd.caps;
     let (sop, rop) = opcodes(p.op, caps);
     if p.torn.is_some() {
@@ -444,11 +467,11 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Step {
     // the stall through `message_done`.
     d.lock().stalled = Some(p.seq);
     let _ = arrive(&remote, m);
-    Step::Done
+    Executed::Whole
 }
 
 /// Lands the next piece of a torn write; completes it after the last.
-fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Step {
+fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Executed {
     if qp.state() != CONNECTED {
         return finish(qp, p, WcStatus::WrFlushErr, opcode);
     }
@@ -468,5 +491,5 @@ fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Step {
     if t.left.is_empty() {
         return finish(qp, p, WcStatus::Success, opcode);
     }
-    Step::Partial
+    Executed::Piece
 }

@@ -9,10 +9,11 @@ use rpma_core::{Error, ErrorKind, Result};
 
 use crate::counters::{Kind, Live};
 use crate::notify::{new_notifier, Notifier};
+use crate::power::PowerLoss;
 use crate::{MockFabric, MockPd};
 
 use super::wire::frame::Frame;
-use super::wire::rendezvous::{publish, Published};
+use super::wire::rendezvous::{publish, ConnectRequests, Published};
 use super::wire::Link;
 use super::{create_qp, MockQp, QpShared, EINVAL, ERROR};
 
@@ -61,6 +62,20 @@ pub(crate) struct ListenerShared {
     pub(crate) dead: AtomicBool,
 }
 
+impl PowerLoss for ListenerShared {
+    /// Its node's power was cut: it takes no request any more and its address is free.
+    fn power_lost(&self) {
+        self.dead.store(true, Ordering::Release);
+    }
+}
+
+impl ConnectRequests for ListenerShared {
+    /// A request from another process, over the rendezvous directory.
+    fn push_request(&self, link: Arc<Link>, pdata: Box<[u8]>) {
+        self.requests.push(ListenEvent::Request(Incoming { client: Requester::Wire(link), pdata }));
+    }
+}
+
 /// A listening endpoint of the mock.
 pub struct MockListener {
     shared: Arc<ListenerShared>,
@@ -96,10 +111,16 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
     });
     f.add_listener(addr, port, &shared)?;
     if let Some(p) = &f.power {
-        p.add_listener(pd.dev.index, &shared);
+        p.add_listener(pd.dev.index, Arc::downgrade(&shared) as Weak<dyn PowerLoss>);
     }
     let published = match &f.rendezvous {
-        Some(dir) => match publish(dir, addr, port, pd.caps.max_private_data_connect, Arc::downgrade(&shared)) {
+        Some(dir) => match publish(
+            dir,
+            addr,
+            port,
+            pd.caps.max_private_data_connect,
+            Arc::downgrade(&shared) as Weak<dyn ConnectRequests>,
+        ) {
             Ok(p) => Some(p),
             Err(e) => {
                 f.remove_listener(addr, port, &shared);

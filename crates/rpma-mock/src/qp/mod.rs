@@ -12,8 +12,10 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
+use crate::engine::Progress;
+use crate::event::Event;
 use crate::notify::{new_notifier, Notifier};
-use crate::power::Event;
+use crate::power::PowerLoss;
 use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
 
 mod deferred;
@@ -25,13 +27,12 @@ mod sq;
 mod srq;
 mod wire;
 
-pub(crate) use deferred::{progress_conn, progress_qp, reschedule_if_waiting, unscheduled};
 pub use listener::MockListener;
 pub(crate) use listener::{listen, ListenEvent, ListenerShared};
 pub(crate) use srq::create_srq;
 pub use srq::MockSrq;
 
-use deferred::{schedule, DeferredSq};
+use deferred::{progress_conn, schedule, DeferredSq};
 use listener::{Incoming, Requester};
 use pieces::{Dst, Source};
 use recv::{arrive, complete_sender, deliver, Msg, RecvBuf, RecvSide, Sender};
@@ -189,9 +190,16 @@ impl QpShared {
     }
 }
 
+impl PowerLoss for QpShared {
+    /// A power cut of either node loses the connection.
+    fn power_lost(&self) {
+        self.lose();
+    }
+}
+
 /// The CM timer of `qp` fired: a disconnect it started was not answered within the CM timeout,
 /// so it closes (RDMA CM reports DISCONNECTED when the DREQ times out).
-pub(crate) fn cm_timer_fired(qp: &QpShared) {
+fn cm_timer_fired(qp: &QpShared) {
     if qp.disconnecting.load(Ordering::Acquire) {
         qp.hang_up(CmEvent::Disconnected);
     }
@@ -254,10 +262,10 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         rq,
         srq,
         sq_size: u64::from(cfg.sq_size),
-        fast_slots: AtomicU64::new(if f.exec.mode == Mode::Deferred { 0 } else { u64::from(cfg.sq_size) }),
+        fast_slots: AtomicU64::new(if f.execution.mode == Mode::Deferred { 0 } else { u64::from(cfg.sq_size) }),
         posted: AtomicU64::new(0),
-        deferred: (f.exec.mode == Mode::Deferred)
-            .then(|| Box::new(DeferredSq::new(f.exec.tearing, f.seed ^ u64::from(qp_num)))),
+        deferred: (f.execution.mode == Mode::Deferred)
+            .then(|| Box::new(DeferredSq::new(f.execution.tearing, f.seed ^ u64::from(qp_num)))),
         remote: OnceLock::new(),
         remote_mrs: OnceLock::new(),
         link: OnceLock::new(),
@@ -265,12 +273,12 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         _live: f.live(Kind::Qp),
     });
     if let Some(p) = &f.power {
-        p.add_qp(pd.dev.index, &shared);
+        p.add_qp(pd.dev.index, Arc::downgrade(&shared) as Weak<dyn PowerLoss>);
     }
     // A poll or a wait on one of its CQs progresses the connection's deferred work.
-    shared.send_cq.watch(&shared);
+    shared.send_cq.watch(Arc::downgrade(&shared) as Weak<dyn Progress>);
     if !Arc::ptr_eq(&shared.send_cq, &shared.recv_cq) {
-        shared.recv_cq.watch(&shared);
+        shared.recv_cq.watch(Arc::downgrade(&shared) as Weak<dyn Progress>);
     }
     Ok(MockQp {
         shared,
@@ -417,7 +425,7 @@ impl MockQp {
             return Ok(());
         }
         let Some(d) = &s.deferred else { return Err(full()) };
-        if s.fabric.exec.background.is_some() {
+        if s.fabric.execution.background.is_some() {
             s.fabric.engine.ensure_thread(OP)?;
         }
         let first = s.take_slots_of(wrs.len() as u64, s.sq_size).ok_or_else(full)?;
@@ -721,7 +729,7 @@ impl QpBackend<MockFabric> for MockQp {
                 s.disconnecting.store(true, Ordering::Release);
                 s.to_error();
                 link.send(&Frame::Dreq);
-                s.fabric.engine.timer(s.fabric.exec.cm_timeout, Arc::downgrade(s));
+                s.fabric.engine.timer(s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
             }
             link.flush(s);
             return Ok(());
@@ -742,7 +750,7 @@ impl QpBackend<MockFabric> for MockQp {
                     s.disconnecting.store(true, Ordering::Release);
                     s.to_error();
                     r.hang_up(CmEvent::Disconnected);
-                    s.fabric.engine.timer(s.fabric.exec.cm_timeout, Arc::downgrade(s));
+                    s.fabric.engine.timer(s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
                 }
                 // The peer is gone, or this side is already closed (lost link).
                 _ => s.hang_up(CmEvent::Disconnected),

@@ -95,7 +95,7 @@ pub(super) fn complete_sender(m: &Msg, status: WcStatus) {
                 let op = if m.write_imm { WcOpcode::RdmaWrite } else { WcOpcode::Send };
                 s.complete(m.sender_wr_id, status, op, m.sender_signaled, m.sender_seq);
                 if s.deferred.is_some() && (m.sender_signaled || status != WcStatus::Success) {
-                    s.fabric.event(crate::power::Event::Complete);
+                    s.fabric.event(crate::event::Event::Complete);
                 }
                 s.message_done(m.sender_seq);
             }

@@ -21,7 +21,6 @@ use rpma_core::{rpma_log, Error, Result};
 
 use super::frame::{read_frame, Frame, Native};
 use super::link::Link;
-use crate::qp::listener::{Incoming, ListenEvent, ListenerShared, Requester};
 
 const EADDRINUSE: i32 = 98;
 const EACCES: i32 = 13;
@@ -61,6 +60,12 @@ pub(crate) fn private_dir(dir: &Path, op: &'static str) -> Result<()> {
     Ok(())
 }
 
+/// Where a published endpoint's connection requests go (the listener, `qp/listener.rs`).
+pub(crate) trait ConnectRequests: Send + Sync {
+    /// A request came over `link` (not accepted yet) with the private data of its hello.
+    fn push_request(&self, link: Arc<Link>, pdata: Box<[u8]>);
+}
+
 /// A listening endpoint's socket in the rendezvous directory and the thread accepting on it.
 pub(crate) struct Published {
     path: PathBuf,
@@ -85,7 +90,7 @@ pub(crate) fn publish(
     addr: &str,
     port: u16,
     max_pdata: usize,
-    requests: Weak<ListenerShared>,
+    requests: Weak<dyn ConnectRequests>,
 ) -> Result<Published> {
     const OP: &str = "rdma_bind_addr";
     private_dir(dir, OP)?;
@@ -132,7 +137,7 @@ fn accept_loop(
     stop: &AtomicBool,
     name: &str,
     max_pdata: usize,
-    requests: &Weak<ListenerShared>,
+    requests: &Weak<dyn ConnectRequests>,
 ) {
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
@@ -143,10 +148,7 @@ fn accept_loop(
             Ok((stream, native, pdata)) => {
                 let Some(l) = requests.upgrade() else { return };
                 match Link::start(stream, None, native, name.to_owned(), None) {
-                    Ok(link) => l.requests.push(ListenEvent::Request(Incoming {
-                        client: Requester::Wire(link),
-                        pdata: pdata.into_boxed_slice(),
-                    })),
+                    Ok(link) => l.push_request(link, pdata.into_boxed_slice()),
                     Err(e) => rpma_log!(Warning, "mock listener {name}: a connection request is dropped: {e}"),
                 }
             }

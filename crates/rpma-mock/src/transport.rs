@@ -1,0 +1,93 @@
+//! The mock's [`Transport`] implementation: device lookup, protection domains, and the calls
+//! that make regions, shared receive queues, listeners and connection requests (each made by
+//! the module of what it makes). The fabric itself is the crate root's.
+
+use std::sync::Arc;
+
+use rpma_core::transport::{QueueConfig, Transport};
+use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
+use rpma_mem::Memory;
+
+use crate::counters::Kind;
+use crate::cq::MockCq;
+use crate::mem::{self, MockMr};
+use crate::qp::{self, MockListener, MockQp, MockSrq};
+use crate::{MockDevice, MockFabric, MockPd, ENODEV};
+
+impl Transport for MockFabric {
+    type Device = MockDevice;
+    type Pd = MockPd;
+    type Mr = MockMr;
+    type Cq = MockCq;
+    type Srq = MockSrq;
+    type Listener = MockListener;
+    type Qp = MockQp;
+
+    fn name(&self) -> &'static str {
+        "mock"
+    }
+
+    fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
+        if let Some(e) = &self.inner.config_error {
+            return Err(e.clone());
+        }
+        let faults = &self.inner.faults;
+        faults.check("rdma_getaddrinfo")?;
+        faults.check("rdma_create_id")?;
+        let found = match (self.inner.owner(addr), kind) {
+            (Some(d), ContextType::Local) => faults.check("rdma_bind_addr").map(|()| d.clone()),
+            // The mock fabric is one loopback network: any fabric address is routed through the
+            // first device.
+            (Some(_), ContextType::Remote) => faults.check("rdma_resolve_addr").map(|()| self.inner.devices[0].clone()),
+            (None, ContextType::Local) => Err(Error::provider("rdma_bind_addr", ENODEV)),
+            (None, ContextType::Remote) => Err(Error::provider("rdma_resolve_addr", ENODEV)),
+        };
+        // The temporary CM id is destroyed whatever happened; as librpma, a failure of that is
+        // ignored (docs/semantics.md#device-lookup).
+        let _ = faults.check("rdma_destroy_id");
+        found
+    }
+
+    fn capabilities(&self, dev: &MockDevice) -> Result<Capabilities> {
+        self.inner.faults.check("ibv_query_device_ex")?;
+        Ok(self.inner.devices[dev.index].caps.clone())
+    }
+
+    fn device_name(&self, dev: &MockDevice) -> String {
+        dev.name.clone()
+    }
+
+    fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
+        // rpma-core maps the errno (ENOMEM → NoMem, 0 → Unknown).
+        self.inner.faults.check("ibv_alloc_pd")?;
+        // A new protection domain on a node whose power was cut boots it again.
+        let boot = self.inner.power.as_ref().map_or(0, |p| p.boot(dev.index));
+        Ok(MockPd {
+            fabric: Arc::clone(&self.inner),
+            dev: dev.clone(),
+            caps: caps.clone(),
+            mrs: Arc::new(std::sync::RwLock::new(std::collections::BTreeMap::new())),
+            boot,
+            _live: self.inner.live(Kind::Pd),
+        })
+    }
+
+    fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
+        pd.alive("ibv_reg_mr")?;
+        mem::reg_mr(pd, memory, usage)
+    }
+
+    fn create_srq(&self, pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {
+        pd.alive("ibv_create_srq")?;
+        qp::create_srq(pd, rq_size, rcq_size)
+    }
+
+    fn listen(&self, pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockListener> {
+        pd.alive("rdma_listen")?;
+        qp::listen(pd, addr, port)
+    }
+
+    fn connect_request(&self, pd: &Arc<MockPd>, addr: &str, port: &str, cfg: &QueueConfig<'_, Self>) -> Result<MockQp> {
+        qp::connect_request(pd, addr, port, cfg)
+    }
+}
