@@ -2,14 +2,15 @@
 //! `rpma_flush`, `rpma_send`, `rpma_send_with_imm`, `rpma_recv`.
 //!
 //! librpma's NULL rules are checked here (the zero-byte forms: both regions NULL and every
-//! offset and length 0); rpma-core then checks flags, ranges against both regions and the
-//! flush gating, before posting.
+//! offset and length 0) while each function builds its operation as a value (`rpma_core::op`);
+//! one post function ([`post`], [`post_recv`] for receives) hands it to rpma-core, which checks
+//! flags, ranges against both regions and the flush gating, before posting.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 
-use rpma_core::op::{Operation, SendKind, SendQueue};
-use rpma_core::{CompletionFlags, FlushType, LocalSlice, MrRemote, Post, PostRecv, Transport};
+use rpma_core::op::{self, Op, Operation, Recv, SendQueue};
+use rpma_core::{CompletionFlags, Conn, FlushType, LocalSlice, MrRemote, Transport};
 
 use crate::backend::{on_backend, Backend};
 use crate::conn::RpmaConn;
@@ -32,25 +33,57 @@ fn local<T: Backend>(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<Loc
     Ok(T::get(&mr.mr)?.slice(offset..end))
 }
 
-/// Posts `op` with the call's flags and context.
+/// Posts `op` on `c` with the call's flags and context: the one post of every function here
+/// but the receives ([`post_recv`]). Each function builds its operation as a value
+/// (`rpma_core::op`, its immediate data set by [`with_imm`]) and posts it here; rpma-core
+/// validates it against the connection.
 ///
-/// The functions below call it (and [`post_recv`]) in each arm of their "zero-byte form or
-/// one piece" match rather than once after it: each arm then inlines a post whose local side
-/// is known (no piece, or one), and builds its work request without choosing between the two
-/// at run time (on verbs ~20 instructions fewer a post than one shared post of either shape,
-/// on the mock 3; docs/capi.md).
+/// A function whose operation has two shapes (the zero-byte form, or one piece) builds and
+/// posts it in each arm of its match rather than once after it: each arm then inlines a post
+/// whose local side is known, and builds its work request without choosing between the two at
+/// run time (one post after the match: 3 instructions more a post on the mock,
+/// `scripts/bench-capi.sh`; ~20 on verbs, docs/capi.md).
 #[inline(always)]
-fn post<'c, T: Transport, K>(op: Post<'c, T, K>, f: CompletionFlags, ctx: *const c_void) -> CResult
+fn post<'a, T: Transport, K>(c: &Conn<T>, op: Op<K>, f: CompletionFlags, ctx: *const c_void) -> CResult
 where
-    K: SendKind<'c, T> + SendQueue + Operation<'c, T>,
+    K: Operation<'a, T> + SendQueue,
 {
-    op.flags(f).context(ctx as u64).post().map_err(code)
+    c.post(op.flags(f).context(ctx as u64)).map_err(code)
 }
 
-/// Posts the receive `op` with the call's context (see [`post`]).
+/// Posts the receive `op` on `c` with the call's context (see [`post`]).
 #[inline(always)]
-fn post_recv<T: Transport>(op: PostRecv<'_, T>, ctx: *const c_void) -> CResult {
-    op.context(ctx as u64).post().map_err(code)
+fn post_recv<T: Transport>(c: &Conn<T>, op: Op<Recv<'_, T>>, ctx: *const c_void) -> CResult {
+    c.post(op.context(ctx as u64)).map_err(code)
+}
+
+/// A write or send `op` with the immediate data `imm`, if any (`rpma_write_with_imm`,
+/// `rpma_send_with_imm`).
+#[inline(always)]
+fn with_imm<K: Imm>(op: Op<K>, imm: Option<u32>) -> Op<K> {
+    match imm {
+        None => op,
+        Some(imm) => K::imm(op, imm),
+    }
+}
+
+/// The operations that carry immediate data (`Op::imm` on writes and sends).
+trait Imm: Sized {
+    fn imm(op: Op<Self>, imm: u32) -> Op<Self>;
+}
+
+impl<T: Transport> Imm for op::Write<'_, T> {
+    #[inline(always)]
+    fn imm(op: Op<Self>, imm: u32) -> Op<Self> {
+        op.imm(imm)
+    }
+}
+
+impl<T: Transport> Imm for op::Send<'_, T> {
+    #[inline(always)]
+    fn imm(op: Op<Self>, imm: u32) -> Op<Self> {
+        op.imm(imm)
+    }
 }
 
 /// Which form an operation with a local and a remote region takes: `None` for the zero-byte
@@ -94,8 +127,8 @@ pub unsafe extern "C" fn rpma_read(
             let f = flags(flags_)?;
             // SAFETY: [C2] the caller's handles.
             match unsafe { pair(dst, src, dst_offset == 0 && src_offset == 0 && len == 0) }? {
-                None => post(c.read_empty(), f, op_context),
-                Some((d, s)) => post(c.read(local::<T>(d, dst_offset, len)?, s.mr.at(src_offset)), f, op_context),
+                None => post(&c, op::read_empty(), f, op_context),
+                Some((d, s)) => post(&c, op::read(local::<T>(d, dst_offset, len)?, s.mr.at(src_offset)), f, op_context),
             }
         })
     })
@@ -123,16 +156,12 @@ unsafe fn write(
     on_backend!(&h.conn, |T, lock c| {
         let f = flags(flags_)?;
         // SAFETY: [C2] the caller's handles.
-        let Some((s, d)) = unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? else {
-            return match imm {
-                None => post(c.write_empty(), f, op_context),
-                Some(imm) => post(c.write_empty().imm(imm), f, op_context),
-            };
-        };
-        let op = c.write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?);
-        match imm {
-            None => post(op, f, op_context),
-            Some(imm) => post(op.imm(imm), f, op_context),
+        match unsafe { pair(src, dst, dst_offset == 0 && src_offset == 0 && len == 0) }? {
+            None => post(&c, with_imm(op::write_empty(), imm), f, op_context),
+            Some((s, d)) => {
+                let op = op::write(d.mr.at(dst_offset), local::<T>(s, src_offset, len)?);
+                post(&c, with_imm(op, imm), f, op_context)
+            }
         }
     })
 }
@@ -202,7 +231,7 @@ pub unsafe extern "C" fn rpma_atomic_write(
             let mut value = [0u8; 8];
             // SAFETY: [C1] src is readable for 8 bytes (`const char src[8]`).
             unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), value.as_mut_ptr(), 8) };
-            post(c.atomic_write(d.mr.at(dst_offset), value), f, op_context)
+            post(&c, op::atomic_write(d.mr.at(dst_offset), value), f, op_context)
         })
     })
 }
@@ -233,7 +262,7 @@ pub unsafe extern "C" fn rpma_flush(
                 _ => return Err(E_INVAL),
             };
             let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
-            post(c.flush(d.mr.slice(dst_offset..end), t), f, op_context).inspect_err(|&e| {
+            post(&c, op::flush(d.mr.slice(dst_offset..end), t), f, op_context).inspect_err(|&e| {
                 if e == E_NOSUPP {
                     log_refused_flush(h, &d.mr, t);
                 }
@@ -290,17 +319,11 @@ unsafe fn send(
             if offset != 0 || len != 0 {
                 return Err(E_INVAL);
             }
-            return match imm {
-                None => post(c.send_empty(), f, op_context),
-                Some(imm) => post(c.send_empty().imm(imm), f, op_context),
-            };
+            return post(&c, with_imm(op::send_empty(), imm), f, op_context);
         }
         // SAFETY: [C2] the caller's handle.
-        let op = c.send(local::<T>(unsafe { handle(src) }?, offset, len)?);
-        match imm {
-            None => post(op, f, op_context),
-            Some(imm) => post(op.imm(imm), f, op_context),
-        }
+        let op = op::send(local::<T>(unsafe { handle(src) }?, offset, len)?);
+        post(&c, with_imm(op, imm), f, op_context)
     })
 }
 
@@ -359,10 +382,10 @@ pub unsafe extern "C" fn rpma_recv(
                 if offset != 0 || len != 0 {
                     return Err(E_INVAL);
                 }
-                return post_recv(c.recv_empty(), op_context);
+                return post_recv(&c, op::recv_empty(), op_context);
             }
             // SAFETY: [C2] the caller's handle.
-            post_recv(c.recv(local::<T>(unsafe { handle(dst) }?, offset, len)?), op_context)
+            post_recv(&c, op::recv(local::<T>(unsafe { handle(dst) }?, offset, len)?), op_context)
         })
     })
 }

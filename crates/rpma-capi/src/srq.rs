@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 
 use parking_lot::Mutex;
-use rpma_core::Srq;
+use rpma_core::{op, Srq};
 
 use crate::backend::{on_backend, Backed, Backend, SrqType};
 use crate::cq::RpmaCq;
@@ -84,14 +84,14 @@ pub unsafe extern "C" fn rpma_srq_recv(
                 if offset != 0 || len != 0 {
                     return Err(E_INVAL);
                 }
-                s.recv_empty()
+                op::recv_empty()
             } else {
                 // SAFETY: [C2] the caller's handle.
                 let d = unsafe { handle(dst) }?;
                 let end = offset.checked_add(len).ok_or(E_INVAL)?;
-                s.recv(T::get(&d.mr)?.slice(offset..end))
+                op::recv(T::get(&d.mr)?.slice(offset..end))
             };
-            op.context(op_context as u64).post().map_err(code)
+            s.post(op.context(op_context as u64)).map_err(code)
         })
     })
 }
