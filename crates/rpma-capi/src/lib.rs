@@ -10,9 +10,10 @@
 //! Rust objects; the delete functions take `T **`, free the object and store NULL, so a second
 //! delete through the same pointer is a no-op returning 0, as in librpma.
 //!
-//! The backend is chosen at run time by `RPMA_BACKEND` (read once, at first use): `verbs` (the
-//! default) is rpma-verbs, over libibverbs and librdmacm (cargo feature `verbs`, on by
-//! default); `mock` is the in-process mock fabric of rpma-mock. With an unknown name, or
+//! The backend is chosen at run time by `RPMA_BACKEND` (read once, at first use, through
+//! `rpma::any`, the facade crate's run-time choice): `verbs` (the default, unset or empty) is
+//! rpma-verbs, over libibverbs and librdmacm (cargo feature `verbs`, on by default); `mock` is
+//! the in-process mock fabric of rpma-mock. With an unknown name, or
 //! `verbs` in a library built without it, every function that needs a backend fails with
 //! `RPMA_E_PROVIDER` and one ERROR log line naming the problem. See the `backend` module for
 //! how handles hold their backend's objects.

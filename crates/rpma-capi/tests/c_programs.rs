@@ -228,7 +228,7 @@ fn an_unknown_backend_fails_at_first_use_with_a_log_line() {
         &dir,
         &exe,
         &[
-            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: verbs, mock)"),
+            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: mock, verbs)"),
             (Some("mock"), "0 0 set", ""),
         ],
     );
@@ -245,7 +245,7 @@ fn verbs_is_built_in_and_the_default() {
     let failed = format!("{p} {p} untouched");
     check_backends(&dir, &exe, &[(Some("verbs"), &failed, ""), (None, &failed, "")]);
     let out = run(&dir, &exe, None);
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("not built"), "{}", show("backend.c", &out));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not compiled"), "{}", show("backend.c", &out));
 }
 
 /// A library built without the verbs feature (`--no-default-features`, its own target
@@ -261,15 +261,15 @@ fn without_the_verbs_feature_verbs_and_unset_fail_with_a_log_line() {
     let exe = compile(&dir, "backend.c", true);
     let p = rpma_core_provider();
     let failed = format!("{p} {p} untouched");
-    let built = "the verbs backend is not built into this librpma (it was built without the cargo feature `verbs`; \
-                 use RPMA_BACKEND=mock)";
+    let built = "the verbs backend is not compiled into this build: rebuild with the cargo feature `verbs` \
+                 (`--features verbs`; needs libibverbs-dev, librdmacm-dev and libclang-dev); or use RPMA_BACKEND=mock";
     check_backends(
         &dir,
         &exe,
         &[
             (Some("verbs"), &failed, &format!("RPMA_BACKEND=verbs: {built}")),
             (None, &failed, &format!("RPMA_BACKEND is unset and its default is verbs: {built}")),
-            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: verbs, mock)"),
+            (Some("bogus"), &failed, "RPMA_BACKEND=bogus: unknown backend (known: mock, verbs)"),
             (Some("mock"), "0 0 set", ""),
         ],
     );

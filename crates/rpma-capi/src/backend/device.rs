@@ -8,10 +8,9 @@
 //! exits (as librdmacm keeps its contexts), so a context handed out stays valid.
 
 use parking_lot::Mutex;
-use rpma_core::Device;
 
 use super::{chosen, Backed, Chosen, DeviceType};
-use crate::ffi::{code, nonnull, CResult, E_INVAL};
+use crate::ffi::{nonnull, CResult, E_INVAL};
 
 /// `struct ibv_context`: opaque to this library's C side (on verbs, libibverbs' own).
 #[allow(non_camel_case_types)]
@@ -63,8 +62,9 @@ pub(crate) fn device(ctx: *const ibv_context) -> CResult<&'static Backed<DeviceT
         Chosen::Mock(_) => {}
         #[cfg(feature = "verbs")]
         Chosen::Verbs(v) => {
-            if let Some(d) = rpma_verbs::VerbsDevice::from_rdma_cm_context(ctx.cast()).map_err(code)? {
-                let dev = <rpma_verbs::Verbs as super::Backend>::wrap::<DeviceType>(Device::from_backend(v, d));
+            if let Some(d) = rpma_verbs::VerbsDevice::from_rdma_cm_context(ctx.cast()).map_err(crate::ffi::code)? {
+                let dev =
+                    <rpma_verbs::Verbs as super::Backend>::wrap::<DeviceType>(rpma_core::Device::from_backend(v, d));
                 return Ok(remember(ctx as usize, dev, |_| false).1);
             }
             rpma_core::rpma_log!(

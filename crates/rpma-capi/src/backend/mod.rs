@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 use parking_lot::{Mutex, MutexGuard};
 
 use rpma_core::{rpma_log, Conn, ConnReq, Device, Ep, MrLocal, Peer, Srq, Transport};
+use rpma_facade::any::{self, AnyTransport, BACKEND_ENV};
 use rpma_mock::MockFabric;
 #[cfg(feature = "verbs")]
 use rpma_verbs::Verbs;
@@ -296,18 +297,6 @@ const _: fn() = || {
 
 static BACKEND: OnceLock<Result<Chosen, String>> = OnceLock::new();
 
-#[cfg(feature = "verbs")]
-fn verbs() -> Result<Chosen, String> {
-    Ok(Chosen::Verbs(Verbs::new()))
-}
-
-#[cfg(not(feature = "verbs"))]
-fn verbs() -> Result<Chosen, String> {
-    Err("the verbs backend is not built into this librpma (it was built without the cargo feature `verbs`; \
-         use RPMA_BACKEND=mock)"
-        .to_owned())
-}
-
 /// `RPMA_MOCK_FAULT=NAME:NTH[:ERRNO]`: the `NTH` call (1-based, from the first use of the
 /// library) of the mock's provider call `NAME` (e.g. `ibv_req_notify_cq`, `ibv_post_send`,
 /// `rdma_connect`) fails with `ERRNO` (default `EIO`); unset: no fault.
@@ -333,24 +322,35 @@ fn arm_fault(fabric: &MockFabric) -> Result<(), String> {
     Ok(())
 }
 
+/// The backend `RPMA_BACKEND` names (unset or empty: verbs, librpma's only one), opened by
+/// `rpma::any`; the mock with the fault `RPMA_MOCK_FAULT` describes armed. `Err`: the ERROR line
+/// saying why none can be used.
 fn choose() -> Result<Chosen, String> {
-    match std::env::var("RPMA_BACKEND") {
-        Ok(name) if name == "mock" => {
-            // The default builder: background progress on, also in the deferred mode
-            // (`RPMA_MOCK_MODE=deferred`), so an fd becomes readable without anyone calling
-            // into the mock, which the blocking waits rely on (crate::wait).
-            let fabric = MockFabric::try_new().map_err(|e| format!("RPMA_BACKEND=mock: {e}"))?;
+    let backend = any::Backend::from_env_or(any::Backend::Verbs).map_err(|e| e.to_string())?;
+    let named = || match std::env::var_os(BACKEND_ENV) {
+        Some(v) if !v.is_empty() => format!("{BACKEND_ENV}={backend}"),
+        _ => format!("{BACKEND_ENV} is unset and its default is {backend}"),
+    };
+    // The mock: the default builder, background progress on, also in the deferred mode
+    // (`RPMA_MOCK_MODE=deferred`), so an fd becomes readable without anyone calling into the
+    // mock, which the blocking waits rely on (crate::wait).
+    let opened = backend.open().map_err(|e| match e {
+        any::Error::NotCompiledIn { .. } => format!("{}: {e}; or use RPMA_BACKEND=mock", named()),
+        e => format!("{}: {e}", named()),
+    });
+    match opened? {
+        AnyTransport::Mock(fabric) => {
             arm_fault(&fabric)?;
             Ok(Chosen::Mock(fabric))
         }
-        Ok(name) if name == "verbs" => verbs().map_err(|e| format!("RPMA_BACKEND=verbs: {e}")),
-        Err(std::env::VarError::NotPresent) => {
-            verbs().map_err(|e| format!("RPMA_BACKEND is unset and its default is verbs: {e}"))
-        }
-        Ok(name) => Err(format!("RPMA_BACKEND={name}: unknown backend (known: verbs, mock)")),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err("RPMA_BACKEND is not UTF-8: unknown backend (known: verbs, mock)".to_owned())
-        }
+        #[cfg(feature = "verbs")]
+        AnyTransport::Verbs(verbs) => Ok(Chosen::Verbs(verbs)),
+        // `rpma` has verbs (another crate of the build asked for it), this library does not.
+        #[allow(unreachable_patterns)]
+        _ => Err(format!(
+            "{}: the {backend} backend is not compiled into this librpma: rebuild it with the cargo feature `verbs`",
+            named()
+        )),
     }
 }
 
