@@ -85,10 +85,12 @@ struct Held {
 
 impl Held {
     fn call(&self) {
+        // The message ends with a newline, as librpma's (its macros append "\n" to the format):
+        // a log function that prints the format as it comes ends its lines as with librpma.
         // SAFETY: [C3] `f` is the caller's rpma_log_function, which takes a printf format and
-        // its arguments: "%s" with one NUL-terminated string; every pointer lives for the call.
+        // its arguments: "%s\n" with one NUL-terminated string; every pointer lives for the call.
         unsafe {
-            (self.f)(self.level, self.file.as_ptr(), self.line, self.func.as_ptr(), c"%s".as_ptr(), self.msg.as_ptr())
+            (self.f)(self.level, self.file.as_ptr(), self.line, self.func.as_ptr(), c"%s\n".as_ptr(), self.msg.as_ptr())
         };
     }
 }

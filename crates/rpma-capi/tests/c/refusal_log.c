@@ -66,8 +66,9 @@ static void forget(void)
 }
 
 /*
- * exactly one line at ERROR or INFO level was logged since forget(), and it is `msg` at `level`
- * from `fn` (librpma logs from its function or one it calls: the name must start with `fn`)
+ * exactly one line at ERROR or INFO level was logged since forget(), and it is `msg` and a
+ * newline (librpma's macros end every message with one) at `level` from `fn` (librpma logs from
+ * its function or one it calls: the name must start with `fn`)
  */
 static void expect_one(int src_line, enum rpma_log_level level, const char *fn, const char *msg)
 {
@@ -77,15 +78,16 @@ static void expect_one(int src_line, enum rpma_log_level level, const char *fn, 
 		if (l->level != RPMA_LOG_LEVEL_ERROR && l->level != RPMA_LOG_LEVEL_INFO)
 			continue;
 		loud++;
+		size_t n = strlen(msg);
 		if (l->level == level && strncmp(l->fn, fn, strlen(fn)) == 0 &&
-		    strcmp(l->msg, msg) == 0)
+		    strncmp(l->msg, msg, n) == 0 && strcmp(l->msg + n, "\n") == 0)
 			found++;
 	}
 	if (found != 1 || loud != 1) {
 		fprintf(stderr, "refusal_log.c:%d: expected one line (level %d, %s): %s\n", src_line,
 			level, fn, msg);
 		for (int i = 0; i < n_lines; i++)
-			fprintf(stderr, "  logged: level %d, %s: %s\n", lines[i].level, lines[i].fn,
+			fprintf(stderr, "  logged: level %d, %s: %s", lines[i].level, lines[i].fn,
 				lines[i].msg);
 		exit(1);
 	}
