@@ -46,10 +46,10 @@ fn assert_run(r: &Value, op: &str, size: u64, ops: u64) {
     // The rate is all operations over the phase's wall time, with any number of threads.
     assert!((rate * secs - ops as f64).abs() <= ops as f64 * 1e-6 + 1e-6, "{r}");
     assert!((gb * 1e9 - rate * size as f64).abs() <= gb * 1e3 + 1e-3, "{r}");
-    let kind = if matches!(op, "send" | "send-imm" | "write-imm" | "write-pingpong") {
-        "half_round_trip"
-    } else {
-        "completion"
+    let kind = match op {
+        "send" | "send-imm" | "write-imm" | "write-pingpong" => "half_round_trip",
+        "connect" => "connection",
+        _ => "completion",
     };
     assert_eq!(r["latency_kind"], kind);
 }
@@ -623,4 +623,51 @@ fn no_latency_reads_no_clock_per_operation_and_reports_the_rate() {
     assert_untimed(&r[0], r[0]["ops"].as_u64().unwrap());
     let r = untimed(&["--op", "write", "--duration", "0.05", "--async", "--port", "7655"]);
     assert_untimed(&r[0], r[0]["ops"].as_u64().unwrap());
+}
+
+#[test]
+fn connect_measures_connection_setup_one_connection_at_a_time() {
+    let v = json_of(&["--op", "connect", "--iters", "20", "--warmup", "3", "--port", "7670", "--no-progress"]);
+    let r = &v["results"][0];
+    assert_run(r, "connect", 0, 20);
+    assert!(r["msg_rate"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(1));
+    // --duration: at least one connection, and the server still ends (its last request says so).
+    let v = json_of(&["--op", "connect", "--duration", "0.05", "--warmup", "0", "--port", "7671", "--no-progress"]);
+    assert!(v["results"][0]["ops"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    for (line, want) in [
+        (&["--op", "connect,write"][..], "run it on its own"),
+        (&["--op", "connect", "--qd", "2"], "--qd does not apply"),
+        (&["--op", "connect", "--conns", "2", "--threads", "2"], "--conns does not apply"),
+        (&["--op", "connect", "--async"], "not connect"),
+        (&["--op", "connect", "--inline"], "not connect"),
+    ] {
+        let e = bench::plan(&args(line)).expect_err(&format!("{line:?} must be refused"));
+        assert!(e.to_string().contains(want), "{line:?}: {e}");
+    }
+}
+
+#[test]
+fn connect_server_refuses_a_client_of_operations() {
+    // A `--op connect` server and a client of operations: the server names the mismatch.
+    let dir = tempfile::tempdir().unwrap();
+    // The mock's rendezvous directory must be private.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let rpma = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))
+            .env("RPMA_MOCK_RENDEZVOUS", dir.path())
+            .args(["bench", "--port", "7672", "--no-progress", "--timeout", "5"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run rpma bench")
+    };
+    let server = rpma(&["--server", "--op", "connect"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let client = rpma(&["--connect", "127.0.0.1:7672", "--iters", "5"]).wait_with_output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    let (c, s) = (String::from_utf8_lossy(&client.stderr), String::from_utf8_lossy(&server.stderr));
+    assert!(!client.status.success() && !server.status.success(), "client: {c}\nserver: {s}");
+    assert!(s.contains("run the client with --op connect too"), "{s}");
 }

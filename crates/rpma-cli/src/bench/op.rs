@@ -23,6 +23,12 @@ pub enum Op {
     /// RDMA Write ping-pong as perftest's `ib_write_lat`: client and server alternately write
     /// the message into each other's memory and each polls its own memory for its arrival.
     WritePingpong,
+    /// Connection setup: one connection per operation, connected, established, disconnected and
+    /// closed on both sides, then deleted (`rpma_conn_req_new` + `rpma_conn_req_connect` +
+    /// `rpma_conn_disconnect` + `rpma_conn_delete`; the server accepts with `rpma_ep_next_conn_req`
+    /// + `rpma_conn_req_connect`). Latency is the whole cycle as the client sees it; the size
+    /// does not apply.
+    Connect,
 }
 
 impl Op {
@@ -39,6 +45,7 @@ impl Op {
             Self::SendImm => "send-imm",
             Self::WriteImm => "write-imm",
             Self::WritePingpong => "write-pingpong",
+            Self::Connect => "connect",
         }
     }
 

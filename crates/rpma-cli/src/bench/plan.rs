@@ -161,6 +161,9 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     if args.async_api {
         check_async(args, &ops)?;
     }
+    if ops.contains(&Op::Connect) {
+        check_connect(args, &ops)?;
+    }
     if ops.contains(&Op::WritePingpong) && args.qd != 1 {
         bail!("--op write-pingpong exchanges one message at a time: run it with --qd 1");
     }
@@ -285,6 +288,27 @@ fn check_async(args: &BenchArgs, ops: &[Op]) -> Result<()> {
     }
     if args.server {
         bail!("--async is the client's way of posting: the server (--server) has no use for it");
+    }
+    Ok(())
+}
+
+/// `--op connect` alone, one connection at a time: nothing that shapes operations applies.
+fn check_connect(args: &BenchArgs, ops: &[Op]) -> Result<()> {
+    if ops.len() > 1 {
+        bail!("--op connect measures connection setup: run it on its own, not with other operations");
+    }
+    let shaped = [
+        (args.qd != 1, "--qd"),
+        (args.conns != 1, "--conns"),
+        (args.threads != 1, "--threads"),
+        (args.batch != 1, "--batch"),
+        (args.sge != 1, "--sge"),
+        (args.inline, "--inline"),
+        (args.async_api, "--async"),
+        (args.baseline, "--baseline"),
+    ];
+    if let Some((_, name)) = shaped.iter().find(|(given, _)| *given) {
+        bail!("--op connect sets up one connection at a time and posts nothing: {name} does not apply");
     }
     Ok(())
 }

@@ -93,7 +93,8 @@ pub struct RunResult {
     pub ops: u64,
     /// Measured time, seconds.
     pub elapsed_s: f64,
-    /// `"completion"` (post to completion), `"half_round_trip"` (ping-pongs) or `"none"`
+    /// `"completion"` (post to completion), `"half_round_trip"` (ping-pongs), `"connection"`
+    /// (`connect`: a connection's whole setup and teardown) or `"none"
     /// (`--no-latency`).
     pub latency_kind: &'static str,
     /// Latency statistics, nanoseconds (`None` with `--no-latency`).
@@ -229,6 +230,7 @@ impl BenchReport {
             let l = r.latency_ns.as_ref();
             let kind = match r.latency_kind {
                 "half_round_trip" => "rtt/2",
+                "connection" => "conn",
                 "none" => "-",
                 _ => "compl",
             };

@@ -23,8 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{bail, Context, Result};
 use rpma::{ContextType, Device, Ep, Peer, Transport};
 
+use super::op::Op;
 use super::plan::{Plan, Role};
-use super::report::{BenchReport, SCHEMA_VERSION};
+use super::report::{BenchReport, RunResult, SCHEMA_VERSION};
 use crate::backend::BackendKind;
 use crate::native::Source;
 
@@ -35,10 +36,26 @@ mod lane;
 mod progress;
 mod protocol;
 mod server;
+mod setup;
 mod wait;
 
-use client::run_client;
-use server::run_server;
+/// The server side of `plan`: connection setup's ([`setup::serve`]) or the operations'.
+fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
+    if plan.ops == [Op::Connect] {
+        setup::serve(ep, plan, abort)
+    } else {
+        server::run_server(peer, ep, plan, abort)
+    }
+}
+
+/// The client side of `plan`: connection setup's ([`setup::run_client`]) or the operations'.
+fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) -> Result<Vec<RunResult>> {
+    if plan.ops == [Op::Connect] {
+        setup::run_client(peer, plan, addr, port)
+    } else {
+        client::run_client(peer, plan, addr, port)
+    }
+}
 
 /// Where the report's `op_path`s come from on transport `T`.
 fn op_path_source<T: Transport>() -> Source {
@@ -66,10 +83,17 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let peer = Peer::new(&dev).context("creating the peer")?;
             let ep =
                 Ep::listen(&peer, &plan.addr, &port).with_context(|| format!("listening on {}:{port}", plan.addr))?;
-            crate::out::err_line(format_args!(
-                "rpma bench: serving {} connection(s) on {}:{port}",
-                plan.conns, plan.addr
-            ));
+            if plan.ops == [Op::Connect] {
+                crate::out::err_line(format_args!(
+                    "rpma bench: serving connection setups (--op connect) on {}:{port}",
+                    plan.addr
+                ));
+            } else {
+                crate::out::err_line(format_args!(
+                    "rpma bench: serving {} connection(s) on {}:{port}",
+                    plan.conns, plan.addr
+                ));
+            }
             run_server(&peer, &ep, plan, &AtomicBool::new(false))?;
             ep.shutdown().context("shutting the endpoint down")?;
             Ok(report(dev.name(), Vec::new()))
@@ -102,7 +126,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let results = match (client, server) {
                 (Ok(results), Ok(())) => results,
                 (Ok(_), Err(s)) => return Err(s.context("server")),
-                (Err(c), Err(s)) if s.downcast_ref::<server::ClientGaveUp>().is_none() => {
+                (Err(c), Err(s)) if s.downcast_ref::<wait::ClientGaveUp>().is_none() => {
                     // The server failed too, maybe first (a rejection is all the client sees).
                     return Err(anyhow::anyhow!("{c:#}; the server failed: {s:#}"));
                 }

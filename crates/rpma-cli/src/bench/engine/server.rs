@@ -1,7 +1,6 @@
 //! The server side: accepts the clients' connections and echoes their messages (and
 //! `write-pingpong` phases) until each client says stop.
 
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -9,22 +8,9 @@ use anyhow::{bail, Context, Result};
 use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc};
 
 use super::protocol::*;
-use super::wait::{self, Idle};
+use super::wait::{self, ClientGaveUp, Idle};
 use crate::bench::plan::{Plan, Role};
 use crate::scenarios::common::poll_event;
-
-/// The server stopped waiting because the client side failed first (loopback): not an error of
-/// its own.
-#[derive(Debug)]
-pub(super) struct ClientGaveUp;
-
-impl std::fmt::Display for ClientGaveUp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the client gave up")
-    }
-}
-
-impl std::error::Error for ClientGaveUp {}
 
 /// One accepted connection with its memory.
 pub(super) struct Served<T: Transport> {
@@ -68,16 +54,7 @@ impl<T: Transport> Served<T> {
 
 pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
     let (qd_limit, busy_poll, sleep_when_idle, timeout) = (plan.qd, plan.busy_poll, plan.sleep_when_idle, plan.timeout);
-    // Wait for a request, giving up when the client side failed (loopback).
-    loop {
-        if abort.load(Ordering::Acquire) {
-            return Err(ClientGaveUp.into());
-        }
-        let mut fds = [nix::poll::PollFd::new(ep.as_fd(), nix::poll::PollFlags::POLLIN)];
-        if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).context("polling the endpoint")? > 0 {
-            break;
-        }
-    }
+    wait::conn_request(ep, abort)?;
     let cfg = conn_cfg::<T>(qd_limit);
     let req = ep.next_conn_req(Some(&cfg)).context("receiving a connection request")?;
     let (r, inbox) = match parse_request(req.private_data()) {

@@ -2,10 +2,25 @@
 //! writes) ends after `--timeout` without progress, with an error naming the wait, so a lost
 //! peer cannot hang a phase.
 
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use rpma::{Conn, ConnEvent, ErrorKind, Transport};
+use rpma::{Conn, ConnEvent, Ep, ErrorKind, Transport};
+
+/// The server stopped waiting because the client side failed first (loopback): not an error of
+/// its own.
+#[derive(Debug)]
+pub(super) struct ClientGaveUp;
+
+impl std::fmt::Display for ClientGaveUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client gave up")
+    }
+}
+
+impl std::error::Error for ClientGaveUp {}
 
 /// Idle polls between clock reads (a clock read per empty poll would cost the hot loop).
 const CHECK_EVERY: u32 = 1024;
@@ -66,6 +81,20 @@ pub(super) fn next_event<T: Transport>(conn: &Conn<T>, limit: Duration, what: &s
     match conn.next_event_timeout(limit) {
         Err(e) if e.kind() == ErrorKind::NoEvent => bail!(timed_out(what, limit)),
         r => r.with_context(|| what.to_owned()),
+    }
+}
+
+/// Waits until `ep` has a connection request, giving up ([`ClientGaveUp`]) once `abort` says
+/// the client side failed (loopback).
+pub(super) fn conn_request<T: Transport>(ep: &Ep<T>, abort: &AtomicBool) -> Result<()> {
+    loop {
+        if abort.load(Ordering::Acquire) {
+            return Err(ClientGaveUp.into());
+        }
+        let mut fds = [nix::poll::PollFd::new(ep.as_fd(), nix::poll::PollFlags::POLLIN)];
+        if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16)).context("polling the endpoint")? > 0 {
+            return Ok(());
+        }
     }
 }
 
