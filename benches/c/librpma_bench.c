@@ -9,8 +9,17 @@
  *       with SERVER_SLEEPS set in the environment it sleeps in poll(2) on its CQ's and its
  *       connection's fds when idle.
  *   librpma_bench client ADDR PORT OP SIZE ITERS QD CQMOD
- *       OP: read | write | write-flush | flush | send; WARMUP=100 operations first; prints one
- *       line "op=.. size=.. qd=.. ops=.. elapsed_s=.. msg_rate=.. p50_ns=.. posts=.. polls=.."
+ *       OP: read | write | write-flush | flush | send | connect; WARMUP=100 operations first;
+ *       prints one line "op=.. size=.. qd=.. ops=.. elapsed_s=.. msg_rate=.. p50_ns=.. posts=..
+ *       polls=.."
+ *
+ * connect is connection setup, as `rpma bench --op connect`: per operation the client creates
+ * a request (queues for QD 1), connects with the 16-byte private data "rpma-bench setup", waits
+ * for ESTABLISHED, disconnects, waits for CLOSED and deletes the connection (SIZE, QD and CQMOD
+ * do not apply; latency is the whole cycle); the server accepts each such request without
+ * private data (queues for QD 128, as for every request: it sizes them before it sees one),
+ * waits for ESTABLISHED and CLOSED, disconnects and deletes; a last request marked
+ * "rpma-bench stop." ends the server.
  *
  * Semantics follow `rpma bench` (docs/bench.md): one-sided operations rotate over QD slots of
  * SIZE bytes, every CQMOD-th one (and the last) is signaled, latency is post to completion of a
@@ -138,6 +147,30 @@ static void wait_event(struct rpma_conn *c, enum rpma_conn_event want)
 	}
 }
 
+/* The mark of a connection-setup request: 1 SETUP, 2 STOP, 0 none (a connection of operations). */
+#define MARK_LEN 16
+static const char SETUP[MARK_LEN + 1] = "rpma-bench setup", STOP[MARK_LEN + 1] = "rpma-bench stop.";
+
+static int setup_mark(const struct rpma_conn_req *req)
+{
+	struct rpma_conn_private_data pd;
+	CHECK(rpma_conn_req_get_private_data(req, &pd));
+	if (pd.ptr == NULL || pd.len < MARK_LEN)
+		return 0;
+	return !memcmp(pd.ptr, SETUP, MARK_LEN) ? 1 : !memcmp(pd.ptr, STOP, MARK_LEN) ? 2 : 0;
+}
+
+/* The server's part of one connection setup: accept, ESTABLISHED, CLOSED, disconnect, delete. */
+static void serve_setup(struct rpma_conn_req *req)
+{
+	struct rpma_conn *conn;
+	CHECK(rpma_conn_req_connect(&req, NULL, &conn));
+	wait_event(conn, RPMA_CONN_ESTABLISHED);
+	wait_event(conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_conn_disconnect(conn));
+	CHECK(rpma_conn_delete(&conn));
+}
+
 static int server(const char *addr, const char *port)
 {
 	struct rpma_peer *peer = peer_of(addr);
@@ -165,6 +198,15 @@ static int server(const char *addr, const char *port)
 	struct rpma_conn_cfg *cfg = cfg_of(qd);
 	struct rpma_conn_req *req;
 	CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+	for (int mark; (mark = setup_mark(req));) {
+		/* connection setups (client OP connect) until the one marked STOP */
+		serve_setup(req);
+		if (mark == 2) {
+			CHECK(rpma_ep_shutdown(&ep));
+			return 0;
+		}
+		CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+	}
 	const size_t slot = REGION / 128; /* one receive slot per queue entry */
 	for (int i = 0; i < qd; i++)
 		CHECK(rpma_conn_req_recv(req, msg_mr, (size_t)i * slot, slot, (void *)(uintptr_t)i));
@@ -253,9 +295,57 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* One connection setup on the client: request, connect, ESTABLISHED, disconnect, CLOSED, delete. */
+static void setup_once(struct rpma_peer *peer, const char *addr, const char *port, struct rpma_conn_cfg *cfg,
+		       const char *mark)
+{
+	struct rpma_conn_req *req;
+	struct rpma_conn *conn;
+	CHECK(rpma_conn_req_new(peer, addr, port, cfg, &req));
+	struct rpma_conn_private_data pd = {(void *)mark, MARK_LEN};
+	CHECK(rpma_conn_req_connect(&req, &pd, &conn));
+	wait_event(conn, RPMA_CONN_ESTABLISHED);
+	CHECK(rpma_conn_disconnect(conn));
+	wait_event(conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_conn_delete(&conn));
+}
+
+/* OP connect: WARMUP setups, ITERS measured ones, then the one that ends the server. */
+static int connect_client(const char *addr, const char *port, long iters)
+{
+	if (iters < 1) {
+		fprintf(stderr, "librpma_bench: bad iters\n");
+		return 2;
+	}
+	struct rpma_peer *peer = peer_of(addr);
+	struct rpma_conn_cfg *cfg = cfg_of(1);
+	uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)iters);
+	if (!lat)
+		die("malloc", 0);
+	for (int i = 0; i < WARMUP; i++)
+		setup_once(peer, addr, port, cfg, SETUP);
+	uint64_t start = now_ns();
+	for (long i = 0; i < iters; i++) {
+		uint64_t t = now_ns();
+		setup_once(peer, addr, port, cfg, SETUP);
+		lat[i] = now_ns() - t;
+	}
+	double secs = (double)(now_ns() - start) / 1e9;
+	setup_once(peer, addr, port, cfg, STOP);
+	qsort(lat, (size_t)iters, sizeof(uint64_t), cmp_u64);
+	printf("op=connect size=0 qd=1 ops=%ld elapsed_s=%.6f msg_rate=%.1f p50_ns=%llu posts=0 polls=0\n", iters,
+	       secs, (double)iters / secs, (unsigned long long)lat[iters / 2]);
+	free(lat);
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_peer_delete(&peer));
+	return 0;
+}
+
 static int client(const char *addr, const char *port, const char *opname, size_t size, long iters, int qd,
 		  int cqmod)
 {
+	if (!strcmp(opname, "connect"))
+		return connect_client(addr, port, iters);
 	enum op op;
 	if (!strcmp(opname, "read"))
 		op = OP_READ;
