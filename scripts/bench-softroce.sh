@@ -26,6 +26,11 @@
 #              LD_LIBRARY_PATH): the p50 latencies and the message rate of the librpma section,
 #              and callgrind's instructions per post and per poll of read, write, flush and send
 #              (issue 16: a C program on our librpma is not slower than on Debian's)
+#   setup      connection setup (issue 35): `rpma bench --op connect` against the C program's
+#              `connect` on C librpma, server and client processes each: per connection, the
+#              client's request, connect, ESTABLISHED, disconnect, CLOSED and delete, and the
+#              server's accept of it; SETUP_ITERS connections (after 100 of warm-up), the p50 of
+#              a connection's cycle and the connections per second
 #   callgrind  instructions per post and per poll (inclusive, valgrind --tool=callgrind; the
 #              output files are kept in CG_DIR, default next to RPMA_BIN) of both
 #              programs for read, write, send, recv and flush: every post goes through one
@@ -52,7 +57,7 @@ set -euo pipefail
 
 if [[ "${1:-}" == --quick ]]; then
     shift
-    : "${SIZES:=8}" "${LAT_ITERS:=200}" "${BW_ITERS:=2000}" "${REPEAT:=1}" "${CG_ITERS:=200}"
+    : "${SIZES:=8}" "${LAT_ITERS:=200}" "${BW_ITERS:=2000}" "${REPEAT:=1}" "${CG_ITERS:=200}" "${SETUP_ITERS:=100}"
 fi
 SIZES=${SIZES:-8,4096,65536}
 LAT_ITERS=${LAT_ITERS:-1000}
@@ -61,7 +66,8 @@ BW_QD=${BW_QD:-128}
 REPEAT=${REPEAT:-9}
 CQ_MOD=${CQ_MOD:-100}
 CG_ITERS=${CG_ITERS:-2000}
-SECTIONS=${SECTIONS:-perftest,librpma,callgrind,capi}
+SETUP_ITERS=${SETUP_ITERS:-500}
+SECTIONS=${SECTIONS:-perftest,librpma,setup,callgrind,capi}
 # The rows of the librpma section (';'-separated; set and empty: none): latency variants (an
 # operation and our optional flag) and message-rate variants (our --batch and optional flag).
 LAT_VARIANTS=${LAT_VARIANTS-read;write;write-flush;send;write --inline;write-flush --inline;send --inline}
@@ -105,7 +111,7 @@ if [[ "${1:-}" != --in-vm ]]; then
     SOFTROCE_RO="${SOFTROCE_RO:+$SOFTROCE_RO:}$extra" SOFTROCE_RW="${SOFTROCE_RW:+$SOFTROCE_RW:}$CG_DIR" \
         exec "$top/scripts/softroce/run.sh" \
         env ICOUNT="$ICOUNT" CAPI_CALLGRIND="${CAPI_CALLGRIND:-1}" LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
-        CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
+        SETUP_ITERS="$SETUP_ITERS" CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
         CAPI_DIR="$CAPI_DIR" bash "$top/scripts/bench-softroce.sh" --in-vm
 fi
 
@@ -160,6 +166,19 @@ ours() {
     out=$(timeout 900 "$RPMA_BIN" bench --backend verbs --connect "$ADDR:$port" --op "$op" --size "$size" \
         --iters "$iters" --qd "$qd" --warmup 100 --timeout 300 --csv --no-progress "$@" 2>/tmp/rust-client.err) || rc=$?
     settle "$rc" "rpma bench $op" "$server" /tmp/rust-server.err "$(cat /tmp/rust-client.err)" || return 1
+    echo "$out" | tail -n 1
+}
+
+# ours_setup ITERS: `rpma bench --op connect`, server and client processes; prints our CSV line.
+ours_setup() {
+    port=$((port + 1))
+    "${PRIO[@]}" "$RPMA_BIN" bench --backend verbs --server --op connect --addr "$ADDR" --port "$port" \
+        --timeout 300 --no-progress >/tmp/rust-server.out 2>/tmp/rust-server.err &
+    local server=$! out rc=0
+    sleep 1
+    out=$(timeout 900 "$RPMA_BIN" bench --backend verbs --connect "$ADDR:$port" --op connect --iters "$1" \
+        --warmup 100 --timeout 300 --csv --no-progress 2>/tmp/rust-client.err) || rc=$?
+    settle "$rc" "rpma bench connect" "$server" /tmp/rust-server.err "$(cat /tmp/rust-client.err)" || return 1
     echo "$out" | tail -n 1
 }
 
@@ -432,6 +451,29 @@ if section callgrind; then
     done
     TABLE+=("| instructions per operation, whole client, write rate qd $BW_QD | ${tot[rust]} | ${tot[c]} | $(ratio "${tot[rust]}" "${tot[c]}") | - |")
     unset tot
+fi
+
+if section setup; then
+    echo
+    printf '%-22s %14s %14s %8s  %s\n' "connection setup" "rpma-rs" "C librpma" "ratio" "paired ratio: median [min..max]"
+    lat_m=() lat_c=() rate_m=() rate_c=()
+    for ((round = 0; round < REPEAT; round++)); do
+        if ((round % 2)); then
+            c=$(c_run connect 0 "$SETUP_ITERS" 1 1)
+            m=$(ours_setup "$SETUP_ITERS")
+        else
+            m=$(ours_setup "$SETUP_ITERS")
+            c=$(c_run connect 0 "$SETUP_ITERS" 1 1)
+        fi
+        lat_m+=("$(col "$m" 13)") lat_c+=("$(field "$c" p50_ns)")
+        rate_m+=("$(col "$m" 20)") rate_c+=("$(field "$c" msg_rate)")
+    done
+    a=$(median "${lat_m[@]}") b=$(median "${lat_c[@]}") sp=$(spread "${lat_m[@]}" -- "${lat_c[@]}")
+    printf '%-22s %11s ns %11s ns %8s  %s\n' "setup p50" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+    TABLE+=("| connection setup p50: connect, established, disconnect, closed, delete (ns) | $a | $b | $(ratio "$a" "$b") | $sp |")
+    a=$(median "${rate_m[@]}") b=$(median "${rate_c[@]}") sp=$(spread "${rate_m[@]}" -- "${rate_c[@]}")
+    printf '%-22s %8.1f conn/s %8.1f conn/s %8s  %s\n' "setup rate" "$a" "$b" "$(ratio "$a" "$b")" "$sp"
+    TABLE+=("| connection setup rate (connections/s) | $(printf '%.1f' "$a") | $(printf '%.1f' "$b") | $(ratio "$a" "$b") | $sp |")
 fi
 
 CTABLE=()
