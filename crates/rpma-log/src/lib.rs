@@ -12,6 +12,13 @@
 //! headers (RDMA Reads), keeps what the highest commit of the highest epoch covers, validates
 //! every entry by checksum, and repairs the other replicas to the same history.
 //!
+//! A replica that fails is marked down and the writer goes on while a quorum is up;
+//! [`Log::maintain`] (or, with [`LogOptions::reconnect_in_background`], a thread of the log's
+//! own) connects it again, and the writer catches it up: what it lacks of the history, or a full
+//! copy of the writer's live range if its head is beyond the writer's. On the `tokio` feature,
+//! `rpma_log::tokio::Log` is the async writer (the writer on a thread of its own, awaited
+//! through channels).
+//!
 //! The API is generic over [`rpma::Transport`]: it runs on the mock and on verbs. The exact
 //! guarantees (what is durable when `sync` returns, what a reader after recovery may see, what a
 //! minority failure costs) are in `docs/log.md`.
