@@ -8,7 +8,12 @@
 //!   log serve`), or against `--replicas N` (1 to 3) replicas it serves itself in threads of
 //!   this process, and measures append + sync at queue depth 1 (`qd1`: latency percentiles) and
 //!   pipelined appends with one sync per `--group` appends (`group-commit`: group commit), as a
-//!   table or JSON (`--json`; each result has `synced_appends_per_s`).
+//!   table or JSON (`--json`; each result has `synced_appends_per_s`). With `--baseline` it
+//!   measures, in the same process and against regions of its own, the same work written by
+//!   hand with the plain rpma API ([`baseline`]), each mode alternating with the log's for
+//!   `--rounds` rounds, and reports the ratios of the medians (issue 36, "Speed").
+
+mod baseline;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -248,6 +253,18 @@ pub struct LogBenchArgs {
     /// Seconds the writer waits for a replica (connection, completions) before it fails.
     #[arg(long, default_value_t = 10.0, value_parser = args::seconds, allow_negative_numbers = true)]
     pub timeout: f64,
+    /// Self-hosted replicas (and the baseline's regions): on this persistent memory (a devdax
+    /// device or a file of a DAX file system), region i at i * --region, instead of DRAM.
+    #[arg(long, value_name = "PATH")]
+    pub pmem: Option<PathBuf>,
+    /// Also measure the hand-written baseline (the plain rpma API, regions of this process on
+    /// ports after the replicas'), alternating with the log mode by mode, and report the ratios.
+    #[arg(long)]
+    pub baseline: bool,
+    /// Rounds of the measurements (each mode once per round, the log's then the baseline's);
+    /// the ratios are of the medians of the rounds.
+    #[arg(long, default_value_t = 1, value_parser = args::u64_arg, allow_negative_numbers = true)]
+    pub rounds: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -297,8 +314,36 @@ pub struct LogBenchReport {
     pub replicas: Vec<String>,
     /// The ring's bytes.
     pub capacity: u64,
-    /// One per mode, in the order run.
+    /// One per mode and round, in the order run.
     pub results: Vec<LogResult>,
+    /// `--baseline`: the hand-written baseline's results, one per mode and round.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub baseline: Vec<LogResult>,
+    /// `--baseline`: per mode, the medians of the rounds and their ratios.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<Ratio>,
+}
+
+/// The log against its hand-written baseline, one mode, medians of the rounds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ratio {
+    /// `"qd1"` or `"group-commit"`.
+    pub mode: &'static str,
+    /// Rounds.
+    pub rounds: usize,
+    /// The log's median p50 latency, nanoseconds (`qd1`: of an append + sync).
+    pub log_p50_ns: u64,
+    /// The baseline's median p50 latency, nanoseconds.
+    pub baseline_p50_ns: u64,
+    /// The log's median rate (synced appends per second).
+    pub log_per_s: f64,
+    /// The baseline's median rate (`qd1`: appends + commits per second; `group-commit`: writes
+    /// to every replica per second).
+    pub baseline_per_s: f64,
+    /// `log_p50_ns / baseline_p50_ns`: what an append + sync costs over the hand-written one.
+    pub latency_ratio: f64,
+    /// `log_per_s / baseline_per_s`.
+    pub rate_ratio: f64,
 }
 
 impl LogBenchReport {
@@ -335,11 +380,15 @@ impl LogBenchReport {
             "mean_ns",
             "max_ns"
         )?;
-        for r in &self.results {
+        for r in self.results.iter().chain(&self.baseline) {
             writeln!(
                 out,
                 "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16.0} {:>9} {:>9} {:>9.0} {:>9}",
-                r.mode,
+                if self.baseline.iter().any(|b| std::ptr::eq(b, r)) {
+                    format!("{}*", r.mode)
+                } else {
+                    r.mode.to_owned()
+                },
                 r.replicas,
                 r.quorum,
                 r.size,
@@ -350,6 +399,23 @@ impl LogBenchReport {
                 r.latency_ns.p99,
                 r.latency_ns.mean,
                 r.latency_ns.max
+            )?;
+        }
+        if !self.baseline.is_empty() {
+            writeln!(out, "(* the hand-written baseline)")?;
+        }
+        for q in &self.ratios {
+            writeln!(
+                out,
+                "{}: log / baseline over {} rounds (medians): p50 {} / {} ns = {:.3}; rate {:.0} / {:.0} per s = {:.3}",
+                q.mode,
+                q.rounds,
+                q.log_p50_ns,
+                q.baseline_p50_ns,
+                q.latency_ratio,
+                q.log_per_s,
+                q.baseline_per_s,
+                q.rate_ratio
             )?;
         }
         Ok(())
@@ -499,6 +565,12 @@ fn check_bench(a: &LogBenchArgs) -> Result<()> {
     if a.size == 0 {
         bail!("--size must be at least 1 byte");
     }
+    if a.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if (a.baseline || a.pmem.is_some()) && !matches!(a.replicas, Replicas::SelfHosted(_)) {
+        bail!("--baseline and --pmem need replicas of this process (--replicas N)");
+    }
     let n = match &a.replicas {
         Replicas::SelfHosted(n) => {
             let min = rpma_log::HEADER_SIZE as u64 + rpma_log::MIN_CAPACITY;
@@ -572,8 +644,7 @@ impl WithTransport for Bench<'_> {
                 for i in 0..*n {
                     let port = (usize::from(a.port) + i).to_string();
                     let peer = server_peer(&t, &a.addr)?;
-                    let memory = Memory::page_aligned(a.region)
-                        .with_context(|| format!("allocating replica {i}'s {} bytes", a.region))?;
+                    let memory = self_hosted_memory(&peer, a, i)?;
                     let r = Replica::format(&peer, memory, a.log_id)?
                         .with_options(ReplicaOptions::default().with_poll_interval(Duration::from_millis(5)))
                         .listen(&a.addr, &port)
@@ -597,6 +668,23 @@ impl WithTransport for Bench<'_> {
     }
 }
 
+/// Self-hosted region `i` (the replicas' `0..n`, the baseline's `n..2n`): DRAM, or `--pmem` at
+/// `i * --region`.
+fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) -> Result<Memory> {
+    let Some(path) = &a.pmem else {
+        return Memory::page_aligned(a.region).with_context(|| format!("allocating region {i}'s {} bytes", a.region));
+    };
+    let src = FileSource {
+        path,
+        create: false,
+        map: Some(crate::file_map::map_file),
+        offset: (i * a.region) as u64,
+        pmem: true,
+    };
+    let (memory, _file) = Mem::file(peer, src, a.region, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()?;
+    Ok(memory)
+}
+
 fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result<LogBenchReport> {
     let peer = client_peer(t, &set[0].addr)?;
     let flush = match a.flush {
@@ -611,34 +699,30 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
         _ => set.len() / 2 + 1,
     };
     let payload: Vec<u8> = (0..a.size).map(|k| (k as u8).wrapping_mul(31).wrapping_add(7)).collect();
-    let mut results = Vec::new();
-    for &mode in &a.modes {
-        let group = if mode == Mode::Qd1 { 1 } else { a.group };
-        let mut run = Run { log: &mut log, payload: &payload, group, truncations: 0 };
-        run.appends(a.warmup)?;
-        run.truncations = 0;
-        let mut hist = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3).context("a histogram")?;
-        let t0 = Instant::now();
-        let mut done = 0u64;
-        let mut syncs = 0u64;
-        while done < a.iters {
-            let n = (a.iters - done).min(group as u64);
-            let s = Instant::now();
-            run.appends(n)?;
-            hist.saturating_record(u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1));
-            done += n;
-            syncs += 1;
-        }
-        let secs = t0.elapsed().as_secs_f64();
+    let flush_name = match a.flush {
+        Flush::Persistent => "persistent",
+        Flush::Visibility => "visibility",
+    };
+    let mut base = if a.baseline {
+        let memories =
+            (set.len()..2 * set.len()).map(|i| self_hosted_memory(&peer, a, i)).collect::<Result<Vec<_>>>()?;
+        let ft = match a.flush {
+            Flush::Persistent => rpma::FlushType::Persistent,
+            Flush::Visibility => rpma::FlushType::Visibility,
+        };
+        let port = a.port.checked_add(set.len() as u16).context("--port: no room for the baseline's ports")?;
+        let setup = (a.size, quorum, ft, Duration::from_secs_f64(a.timeout));
+        Some(baseline::Baseline::connect(t, &peer, &a.addr, port, memories, setup)?)
+    } else {
+        None
+    };
+    let result = |mode: Mode, group: usize, syncs: u64, secs: f64, truncations: u64, hist: &Histogram<u64>| {
         let rate = a.iters as f64 / secs;
-        results.push(LogResult {
+        LogResult {
             mode: mode.name(),
             replicas: set.len(),
             quorum,
-            flush: match a.flush {
-                Flush::Persistent => "persistent",
-                Flush::Visibility => "visibility",
-            },
+            flush: flush_name,
             size: a.size,
             group,
             appends: a.iters,
@@ -646,10 +730,44 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
             elapsed_s: secs,
             synced_appends_per_s: rate,
             mb_s: rate * a.size as f64 / 1e6,
-            truncations: run.truncations,
-            latency_ns: Latency::of(&hist),
-        });
+            truncations,
+            latency_ns: Latency::of(hist),
+        }
+    };
+    let mut results = Vec::new();
+    let mut baseline_results = Vec::new();
+    for _ in 0..a.rounds {
+        for &mode in &a.modes {
+            let group = if mode == Mode::Qd1 { 1 } else { a.group };
+            let mut run = Run { log: &mut log, payload: &payload, group, truncations: 0 };
+            run.appends(a.warmup)?;
+            run.truncations = 0;
+            let mut hist = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3).context("a histogram")?;
+            let t0 = Instant::now();
+            let mut done = 0u64;
+            let mut syncs = 0u64;
+            while done < a.iters {
+                let n = (a.iters - done).min(group as u64);
+                let s = Instant::now();
+                run.appends(n)?;
+                hist.saturating_record(u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1));
+                done += n;
+                syncs += 1;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            results.push(result(mode, group, syncs, secs, run.truncations, &hist));
+            if let Some(b) = base.as_mut() {
+                b.run(mode, a.warmup, group, &mut |_| {})?;
+                let mut hist = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3).context("a histogram")?;
+                let t0 = Instant::now();
+                b.run(mode, a.iters, group, &mut |ns| hist.saturating_record(ns))?;
+                let secs = t0.elapsed().as_secs_f64();
+                let syncs = if mode == Mode::Qd1 { a.iters } else { 0 };
+                baseline_results.push(result(mode, group, syncs, secs, 0, &hist));
+            }
+        }
     }
+    let ratios = if a.baseline { ratios(&a.modes, &results, &baseline_results) } else { Vec::new() };
     Ok(LogBenchReport {
         schema: SCHEMA_VERSION,
         backend: a.backend.name(),
@@ -657,7 +775,43 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
         replicas: set.iter().map(ToString::to_string).collect(),
         capacity: log.capacity(),
         results,
+        baseline: baseline_results,
+        ratios,
     })
+}
+
+/// The median of `v` (the upper one of an even count).
+fn median<X: Copy + PartialOrd>(mut v: Vec<X>) -> Option<X> {
+    v.sort_by(|x, y| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal));
+    v.get(v.len() / 2).copied()
+}
+
+/// Per mode, the medians of the rounds of the log and of the baseline, and their ratios.
+fn ratios(modes: &[Mode], log: &[LogResult], base: &[LogResult]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for m in modes {
+        let of = |rs: &[LogResult]| -> Vec<LogResult> { rs.iter().filter(|r| r.mode == m.name()).cloned().collect() };
+        let (l, b) = (of(log), of(base));
+        let (Some(lp), Some(bp), Some(lr), Some(br)) = (
+            median(l.iter().map(|r| r.latency_ns.p50).collect()),
+            median(b.iter().map(|r| r.latency_ns.p50).collect()),
+            median(l.iter().map(|r| r.synced_appends_per_s).collect()),
+            median(b.iter().map(|r| r.synced_appends_per_s).collect()),
+        ) else {
+            continue;
+        };
+        out.push(Ratio {
+            mode: m.name(),
+            rounds: l.len(),
+            log_p50_ns: lp,
+            baseline_p50_ns: bp,
+            log_per_s: lr,
+            baseline_per_s: br,
+            latency_ratio: lp as f64 / bp.max(1) as f64,
+            rate_ratio: lr / br,
+        });
+    }
+    out
 }
 
 struct Run<'a, T: Transport> {

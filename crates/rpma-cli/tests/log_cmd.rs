@@ -50,6 +50,46 @@ fn log_bench_on_the_mock_with_three_replicas_of_its_own_reports_json() {
 }
 
 #[test]
+fn log_bench_with_the_baseline_reports_both_in_paired_rounds_and_their_ratios() {
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--iters", "500", "--port", "7570"])
+        .args(["--region", "1M", "--baseline", "--rounds", "3", "--quorum", "all", "--warmup", "50"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let modes = |k: &str| -> Vec<String> {
+        v[k].as_array().unwrap_or_else(|| panic!("{k} in {v}")).iter().map(|r| r["mode"].to_string()).collect()
+    };
+    let three_rounds = ["\"qd1\"", "\"group-commit\""].repeat(3);
+    assert_eq!(modes("results"), three_rounds, "{v}");
+    assert_eq!(modes("baseline"), three_rounds, "{v}");
+    for r in v["baseline"].as_array().unwrap() {
+        assert_eq!(r["replicas"], 3, "{r}");
+        assert!(r["synced_appends_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    }
+    let ratios = v["ratios"].as_array().expect("ratios");
+    assert_eq!(ratios.len(), 2, "{v}");
+    for q in ratios {
+        assert_eq!(q["rounds"], 3, "{q}");
+        let (lp, bp) = (q["log_p50_ns"].as_f64().unwrap(), q["baseline_p50_ns"].as_f64().unwrap());
+        let (lr, br) = (q["log_per_s"].as_f64().unwrap(), q["baseline_per_s"].as_f64().unwrap());
+        assert!(lp > 0.0 && bp > 0.0 && lr > 0.0 && br > 0.0, "{q}");
+        assert!((q["latency_ratio"].as_f64().unwrap() - lp / bp).abs() < 1e-9, "{q}");
+        assert!((q["rate_ratio"].as_f64().unwrap() - lr / br).abs() < 1e-9, "{q}");
+    }
+    // Without --baseline the report has neither.
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "1", "--json", "--iters", "100", "--port", "7575"])
+        .args(["--region", "1M"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v.get("baseline").is_none() && v.get("ratios").is_none(), "{v}");
+}
+
+#[test]
 fn log_bench_arguments_are_checked() {
     let out = Command::new(RPMA).arg("log").output().expect("rpma runs");
     assert_eq!(out.status.code(), Some(2));
@@ -63,6 +103,9 @@ fn log_bench_arguments_are_checked() {
         (&["--group", "0"], "--group"),
         (&["--replicas", "1", "--region", "4K", "--group", "128"], "--region"),
         (&["--size", "0"], "--size"),
+        (&["--rounds", "0"], "--rounds"),
+        (&["--replicas", "10.0.0.1:7480", "--baseline"], "--baseline"),
+        (&["--replicas", "10.0.0.1:7480", "--pmem", "/dev/dax0.0"], "--pmem"),
     ] {
         let out = Command::new(RPMA).args(["log", "bench"]).args(args).output().expect("rpma runs");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
