@@ -130,6 +130,10 @@ fn run<T: Transport>(w: &Writer<T>, requests: &Receiver<Request>, handovers: &Se
             let why = match Log::<T>::connect(&w.peer, &w.addrs[i], &w.opts, w.epoch, w.writer_id) {
                 Ok(Connected::Accepted(conn, remote, cap)) => {
                     due[i] = None;
+                    // Counted as a failure until the writer says the replica rejoined: a catch-up
+                    // that fails (the writer reports the replica down again) waits its backoff.
+                    last_failure[i] = Some(Instant::now());
+                    backoff[i] = (backoff[i] * 2).min(MAX_BACKOFF);
                     if handovers.send(Handover::Connected { replica: i, conn, remote, cap }).is_err() {
                         return;
                     }
