@@ -21,7 +21,10 @@ mod recovery;
 
 pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
 
-const SQ: u32 = 128;
+/// Each replica connection's send (and completion) queue: room for a group commit of 128
+/// appends (pads included) and its commit without draining the queue mid-group (with 128, a
+/// group of 128 drained each replica in turn, waiting: 0.63x the plain writes' rate on rxe).
+const SQ: u32 = 512;
 /// [`Log::maintain`]'s first wait after a failed reconnect, doubled after each failure up to
 /// [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
