@@ -175,9 +175,16 @@ fn default_function(rec: &LogRecord<'_>) {
     );
 }
 
-/// Logs through rpma's log function if the level passes the primary threshold.
+/// Logs through rpma's log function if the level passes the primary threshold; the record's
+/// function is the Rust module, or with `in "rpma_peer_new"` the librpma function the line is
+/// librpma's own (what a C log function of rpma-capi then sees, as with librpma).
 #[macro_export]
 macro_rules! rpma_log {
+    ($lvl:ident in $func:expr, $($arg:tt)+) => {
+        if $crate::log::enabled($crate::log::LogLevel::$lvl) {
+            $crate::log::emit($crate::log::LogLevel::$lvl, file!(), line!(), $func, format_args!($($arg)+));
+        }
+    };
     ($lvl:ident, $($arg:tt)+) => {
         if $crate::log::enabled($crate::log::LogLevel::$lvl) {
             $crate::log::emit($crate::log::LogLevel::$lvl, file!(), line!(), module_path!(), format_args!($($arg)+));
