@@ -10,7 +10,7 @@
 //!   pipelined appends with one sync per `--group` appends (`group-commit`: group commit), as a
 //!   table or JSON (`--json`; each result has `synced_appends_per_s`). With `--baseline` it
 //!   measures, in the same process and against regions of its own, the same work written by
-//!   hand with the plain rpma API ([`baseline`]), each mode alternating with the log's for
+//!   hand with the plain rpma API (`log_cmd/baseline.rs`), each mode alternating with the log's for
 //!   `--rounds` rounds, and reports the ratios of the medians (issue 36, "Speed").
 
 mod baseline;
