@@ -137,8 +137,11 @@ fn process_kill_of_pmem_replicas_on_rxe_reconnect_and_catch_up_lose_nothing_ackn
     let writer = peer(&t, &addr, ContextType::Remote);
     // A killed replica's connection gets no answer: the writer marks it down when its send queue
     // runs low and a drain finds nothing completed within the timeout.
-    let opts =
-        LogOptions::new(LOG_ID).quorum(Quorum::Majority).flush(FlushMode::Persistent).timeout(Duration::from_secs(4));
+    let secs = std::env::var("RPMA_LOG_KILL_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
+    let opts = LogOptions::new(LOG_ID)
+        .quorum(Quorum::Majority)
+        .flush(FlushMode::Persistent)
+        .timeout(Duration::from_secs(secs));
     let (mut log, report) = Log::open(&writer, &set, opts.clone()).expect("open");
     assert_eq!(report.next_lsn, 0, "the regions were formatted");
 
@@ -159,7 +162,9 @@ fn process_kill_of_pmem_replicas_on_rxe_reconnect_and_catch_up_lose_nothing_ackn
         since += 1;
         if since >= group {
             // Every sync returns: a majority is up whatever the killed replica does.
-            acked = log.sync(lsn - 1).unwrap_or_else(|e| panic!("sync to {lsn} (seed {seed}): {e}"));
+            acked = log.sync(lsn - 1).unwrap_or_else(|e| {
+                panic!("sync to {lsn} (seed {seed}): {e}; {:?}; {:?}", log.health(), log.health_events())
+            });
             assert_eq!(acked, lsn);
             since = 0;
             group = 1 + rng.below(32);
