@@ -24,10 +24,10 @@ pub enum Op {
     /// the message into each other's memory and each polls its own memory for its arrival.
     WritePingpong,
     /// Connection setup: one connection per operation, connected, established, disconnected and
-    /// closed on both sides, then deleted (`rpma_conn_req_new` + `rpma_conn_req_connect` +
-    /// `rpma_conn_disconnect` + `rpma_conn_delete`; the server accepts with `rpma_ep_next_conn_req`
-    /// + `rpma_conn_req_connect`). Latency is the whole cycle as the client sees it; the size
-    /// does not apply.
+    /// closed on both sides, then deleted (`rpma_conn_req_new`, `rpma_conn_req_connect`,
+    /// `rpma_conn_disconnect`, `rpma_conn_delete`; the server accepts with
+    /// `rpma_ep_next_conn_req` and `rpma_conn_req_connect`). Latency is the whole cycle as the
+    /// client sees it; the size does not apply.
     Connect,
 }
 
