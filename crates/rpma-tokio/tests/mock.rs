@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
+use rpma_core::op;
 use rpma_core::{
     ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Peer, Usage,
     WcOpcode, WcStatus,
 };
 use rpma_mock::MockFabric;
-use rpma_core::op;
 use rpma_tokio::{connect, connect_timeout, AsyncConn, AsyncEp, Next, TOKEN_TAG};
 use tokio::time::timeout;
 
@@ -393,7 +393,8 @@ async fn backpressure__unsignaled_ops_leave_a_slot_for_the_signaled_one_that_ret
     c.post_unsignaled(op::write(r.at(8), src.slice(8..16)).context(2)).await.unwrap();
     assert_eq!(c.sq_free(), 1);
     // A third would fill the queue with operations nothing could retire: refused, at once.
-    let e = timeout(LONG, c.post_unsignaled(op::write(r.at(0), src.slice(0..8)).context(3))).await.unwrap().unwrap_err();
+    let e =
+        timeout(LONG, c.post_unsignaled(op::write(r.at(0), src.slice(0..8)).context(3))).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Again);
     assert!(e.to_string().contains("two free send-queue slots"), "{e}");
     // The flush takes the kept slot; its completion retires the writes too.
