@@ -22,9 +22,11 @@ mod recovery;
 pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
 
 /// Each replica connection's send (and completion) queue: room for a group commit of 128
-/// appends (pads included) and its commit without draining the queue mid-group (with 128, a
-/// group of 128 drained each replica in turn, waiting: 0.63x the plain writes' rate on rxe).
-const SQ: u32 = 512;
+/// appends and its commit without draining the queue mid-group (with 128, a group of 128
+/// drained each replica in turn, waiting: 0.63x the plain writes' rate on rxe). Not more: with
+/// 512, rxe (6.12) stopped completing a live replica's operations after another replica's
+/// process was killed with hundreds of writes in flight to it (tests/verbs.rs).
+const SQ: u32 = 256;
 /// [`Log::maintain`]'s first wait after a failed reconnect, doubled after each failure up to
 /// [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
