@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
-use rpma::transport::{QpBackend, QueueConfig};
+use rpma::transport::{CmBackend, QueueConfig};
 use rpma::{ConnEvent, ContextType, ErrorKind, Transport, DEFAULT_TIMEOUT};
 
 const ADDR: &str = "127.0.0.1";

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpma::descriptor::MrDescriptor;
-use rpma::transport::{ListenerBackend, MrBackend, QpBackend, QueueConfig};
+use rpma::transport::{CmBackend, ListenerBackend, MrBackend, QueueConfig};
 use rpma::{
     ConnEvent, ConnReq, ContextType, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Transport, Usage, WcStatus,
     DEFAULT_TIMEOUT,

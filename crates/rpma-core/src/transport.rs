@@ -41,7 +41,7 @@
 //! - a work request ([`SendWr`], [`RecvWr`]) has a private field, so only rpma-core's validation
 //!   makes one: code outside rpma-core can hand a backend only the work requests rpma-core built
 //!   (reading their fields is free);
-//! - what ends an object takes it by value ([`QpBackend::destroy`], [`QpBackend::reject`],
+//! - what ends an object takes it by value ([`CmBackend::destroy`], [`CmBackend::reject`],
 //!   [`MrBackend::dereg`], [`SrqBackend::destroy`], [`ListenerBackend::shutdown`]), so nothing
 //!   can use it afterwards; a `&` to a backend object cannot end it;
 //! - [`MrBackend::memory_mut`] gives the bytes only while neither the device nor a peer can reach
@@ -370,7 +370,7 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// A listening endpoint.
     type Listener: ListenerBackend<Self>;
     /// A connection's queue pair, CM identifier and event channel, from request to teardown.
-    type Qp: QpBackend<Self>;
+    type Qp: QpBackend<Self> + CmBackend<Self>;
 
     /// A short name of the backend ("mock", "verbs").
     fn name(&self) -> &'static str;
@@ -543,11 +543,12 @@ pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
     fn shutdown(self) -> Result<()>;
 }
 
-/// A connection's queue pair with its CM identifier and event channel.
+/// The data path of a connection's queue pair (with its CM identifier and event channel, whose
+/// management is [`CmBackend`]): its CQs, posting, and the send queue's free slots.
 ///
 /// It starts as a request (outgoing from [`Transport::connect_request`], incoming from
-/// [`ListenerBackend::next_request`]), becomes a connection with [`QpBackend::connect`], and ends
-/// with [`QpBackend::destroy`] (or [`QpBackend::reject`] for an incoming request never
+/// [`ListenerBackend::next_request`]), becomes a connection with [`CmBackend::connect`], and ends
+/// with [`CmBackend::destroy`] (or [`CmBackend::reject`] for an incoming request never
 /// accepted). Dropping it releases everything as `destroy` would.
 ///
 /// `Send` but not necessarily `Sync`: rpma-core calls the data path (posting, and polling the
@@ -568,8 +569,6 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// `NoCompletion` if no event can be had; `Unknown` for an event of an unknown CQ;
     /// `Provider` if re-arming fails.
     fn wait_shared(&self) -> Result<CqSlot>;
-    /// Private data received with an incoming request (empty for outgoing ones).
-    fn request_private_data(&self) -> &[u8];
     /// `ibv_post_recv` of a chain of receives (one doorbell), whole or not at all.
     ///
     /// # Errors
@@ -603,6 +602,14 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// Send-queue slots free now: the configured `sq_size` minus the work requests posted and
     /// not yet retired (an unsignaled one is retired by the completion of a later one).
     fn sq_free(&self) -> u32;
+}
+
+/// The connection management of a queue pair ([`Transport::Qp`]): its request's private data,
+/// connecting or rejecting, its CM events, disconnecting and the end of it. Apart from the data
+/// path ([`QpBackend`]): rpma-core calls these on setup, events and teardown only.
+pub trait CmBackend<T: Transport>: Send + 'static {
+    /// Private data received with an incoming request (empty for outgoing ones).
+    fn request_private_data(&self) -> &[u8];
     /// Active request: `rdma_connect`; incoming request: `rdma_accept`, with `pdata`.
     ///
     /// # Errors
@@ -621,13 +628,13 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// # Errors
     /// `NoEvent` if nothing is pending on a non-blocking fd; `Provider`.
     fn next_event(&self) -> Result<(CmEvent, Option<Box<[u8]>>)>;
-    /// [`QpBackend::next_event`] waiting at most `timeout` (non-zero), without the fd: `None` if
+    /// [`CmBackend::next_event`] waiting at most `timeout` (non-zero), without the fd: `None` if
     /// the backend has no such wait (the default), and rpma-core then polls
-    /// [`QpBackend::event_fd`]. A backend whose fds are made on demand (the mock) waits here
+    /// [`CmBackend::event_fd`]. A backend whose fds are made on demand (the mock) waits here
     /// without making one, so that many connections need no fd each.
     ///
     /// # Errors
-    /// `NoEvent` if no event came in time; as [`QpBackend::next_event`].
+    /// `NoEvent` if no event came in time; as [`CmBackend::next_event`].
     #[allow(clippy::type_complexity)]
     fn next_event_timeout(&self, timeout: Duration) -> Option<Result<(CmEvent, Option<Box<[u8]>>)>> {
         let _ = timeout;

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::peer::{Peer, PeerCfg};
 use crate::trace::{ConnTrace, Step};
-use crate::transport::{Capabilities, CmEvent, CqSlot, QpBackend, QueueConfig, Transport};
+use crate::transport::{Capabilities, CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, Transport};
 use crate::types::ConnEvent;
 mod cq;
 mod ep;

@@ -10,7 +10,7 @@ use crate::cfg::ConnCfg;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, Step};
-use crate::transport::{Capabilities, QpBackend, QueueConfig, SrqBackend, Transport};
+use crate::transport::{Capabilities, CmBackend, QpBackend, QueueConfig, SrqBackend, Transport};
 use crate::validate;
 
 use super::{Conn, OpLimits, Srq};

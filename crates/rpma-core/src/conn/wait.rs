@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::cfg::ConnCfg;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{CqBackend, QpBackend, Transport};
+use crate::transport::{CmBackend, CqBackend, Transport};
 use crate::types::ConnEvent;
 use crate::wc::Wc;
 

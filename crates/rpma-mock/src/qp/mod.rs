@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendOp, SendWr};
+use rpma_core::transport::{CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendOp, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
@@ -435,7 +435,7 @@ impl MockQp {
         Ok(())
     }
 
-    /// [`QpBackend::next_event`], waiting until `deadline` at most (without making the event
+    /// [`CmBackend::next_event`], waiting until `deadline` at most (without making the event
     /// channel's fd).
     fn next_event_until(&self, deadline: Option<Instant>) -> Result<(CmEvent, Option<Box<[u8]>>)> {
         self.shared.fabric.faults.check("rdma_get_cm_event")?;
@@ -572,10 +572,6 @@ impl QpBackend<MockFabric> for MockQp {
         Ok(slot)
     }
 
-    fn request_private_data(&self) -> &[u8] {
-        &self.req_pdata
-    }
-
     fn post_recv(&self, wrs: &[RecvWr<'_, MockFabric>]) -> Result<()> {
         const OP: &str = "ibv_post_recv";
         let s = &self.shared;
@@ -613,6 +609,12 @@ impl QpBackend<MockFabric> for MockQp {
 
     fn sq_free(&self) -> u32 {
         u32::try_from(self.shared.sq_size.saturating_sub(self.sq_in_use())).unwrap_or(u32::MAX)
+    }
+}
+
+impl CmBackend<MockFabric> for MockQp {
+    fn request_private_data(&self) -> &[u8] {
+        &self.req_pdata
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {

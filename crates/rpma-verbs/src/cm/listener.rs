@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as ffi;
-use rpma_core::transport::{ListenerBackend, QpBackend, QueueConfig};
+use rpma_core::transport::{CmBackend, ListenerBackend, QueueConfig};
 
 use rpma_core::{Error, Result};
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as ffi;
-use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendWr};
+use rpma_core::transport::{CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Usage};
 
 use crate::cq::{Channel, RecvLink, VerbsCq};
@@ -524,10 +524,6 @@ impl QpBackend<Verbs> for VerbsQp {
         slot_of(ch.wait()? as usize, self.cq.as_ptr() as usize, self.rcq.as_ref().map(|r| r.as_ptr() as usize))
     }
 
-    fn request_private_data(&self) -> &[u8] {
-        &self.req_pdata
-    }
-
     #[inline]
     fn post_recv(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
         self.post_recv_general(wrs)
@@ -573,6 +569,12 @@ impl QpBackend<Verbs> for VerbsQp {
     fn sq_free(&self) -> u32 {
         // SAFETY: [V6] the owner's thread; the reference ends here.
         u32::try_from(unsafe { self.cq.send_ring() }.free()).unwrap_or(u32::MAX)
+    }
+}
+
+impl CmBackend<Verbs> for VerbsQp {
+    fn request_private_data(&self) -> &[u8] {
+        &self.req_pdata
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
