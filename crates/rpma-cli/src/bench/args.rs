@@ -145,9 +145,10 @@ pub const fn format(args: &BenchArgs) -> OutputFormat {
     }
 }
 
+/// `rpma bench`'s arguments parsed from `line` (the words after `bench`), for the tests of the
+/// modules that take them.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn parse(line: &[&str]) -> Result<BenchArgs, clap::Error> {
     use clap::Parser;
 
     #[derive(Parser)]
@@ -156,8 +157,15 @@ mod tests {
         args: BenchArgs,
     }
 
+    Cli::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).map(|c| c.args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     fn args(line: &[&str]) -> Result<BenchArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).map(|c| c.args)
+        parse(line)
     }
 
     #[test]

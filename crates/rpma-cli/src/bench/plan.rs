@@ -330,18 +330,7 @@ pub fn parse_target(s: &str) -> Result<(String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::args::DEFAULT_CQ_MOD;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchArgs,
-    }
-
-    fn args(line: &[&str]) -> Result<BenchArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).map(|c| c.args)
-    }
+    use crate::bench::args::{parse as args, DEFAULT_CQ_MOD};
 
     fn plan_of(line: &[&str]) -> Result<Plan> {
         plan(&args(line)?)

@@ -139,18 +139,11 @@ pub(super) fn show_progress(plan: &Plan, runs: &[(Op, usize)], progress: &Progre
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::args::BenchArgs;
+    use crate::bench::args::parse;
     use crate::bench::plan::plan;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchArgs,
-    }
 
     fn plan_of(line: &[&str]) -> Plan {
-        plan(&Cli::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).unwrap().args).unwrap()
+        plan(&parse(line).unwrap()).unwrap()
     }
 
     #[test]
