@@ -25,6 +25,7 @@
 use std::process::ExitCode;
 
 /// The log id of the power-cut runs.
+#[cfg(feature = "verbs")]
 const LOG_ID: u64 = 0x5250_4d41_4c4f_4743;
 /// Replicas in the set.
 const REPLICAS: usize = 3;

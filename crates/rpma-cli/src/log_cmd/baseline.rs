@@ -16,7 +16,7 @@ use rpma::{
     PeerCfg, Transport, Usage,
 };
 
-use super::Mode;
+use super::options::Mode;
 
 /// Where the entries go in a baseline region (after a header the size of the log's).
 const DATA: usize = rpma_log::HEADER_SIZE;
@@ -83,7 +83,7 @@ impl<T: Transport> Baseline<T> {
         for (i, memory) in memories.into_iter().enumerate() {
             ring = ring.min(memory.len().saturating_sub(DATA));
             let port = (usize::from(port) + i).to_string();
-            let speer = super::server_peer(t, addr)?;
+            let speer = crate::scenarios::common::server_peer(t, addr)?;
             let usage =
                 Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
             let mr = speer.reg_mr(memory, usage).context("baseline: registering a region")?;

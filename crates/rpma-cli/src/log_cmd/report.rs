@@ -1,0 +1,193 @@
+//! What `rpma log bench` reports: a result per mode, the ratios to the baseline, as a table or JSON.
+
+use serde::Serialize;
+
+use crate::bench::Latency;
+
+use super::options::*;
+
+/// The result of one mode.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogResult {
+    /// `"qd1"` or `"group-commit"`.
+    pub mode: &'static str,
+    /// Replicas in the set.
+    pub replicas: usize,
+    /// Replicas each sync waits for.
+    pub quorum: usize,
+    /// `"persistent"` or `"visibility"`.
+    pub flush: &'static str,
+    /// Payload bytes per entry.
+    pub size: usize,
+    /// Appends per sync (1 for `qd1`).
+    pub group: usize,
+    /// Appends measured.
+    pub appends: u64,
+    /// Syncs measured.
+    pub syncs: u64,
+    /// Measured time, seconds.
+    pub elapsed_s: f64,
+    /// Appends made durable on a quorum per second.
+    pub synced_appends_per_s: f64,
+    /// Payload bandwidth, MB/s (10^6 bytes per second).
+    pub mb_s: f64,
+    /// Truncations of the log's prefix during the measurement (the ring was full).
+    pub truncations: u64,
+    /// `qd1`: each append + sync, nanoseconds; `group-commit`: each group's appends and sync.
+    pub latency_ns: Latency,
+}
+
+/// `rpma log bench`'s report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogBenchReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// `"mock"` or `"verbs"`.
+    pub backend: &'static str,
+    /// Whether this process served the replicas.
+    pub self_hosted: bool,
+    /// The replicas' addresses.
+    pub replicas: Vec<String>,
+    /// The ring's bytes.
+    pub capacity: u64,
+    /// One per mode and round, in the order run.
+    pub results: Vec<LogResult>,
+    /// `--baseline`: the hand-written baseline's results, one per mode and round.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub baseline: Vec<LogResult>,
+    /// `--baseline`: per mode, the medians of the rounds and their ratios.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<Ratio>,
+}
+
+/// The log against its hand-written baseline, one mode, medians of the rounds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ratio {
+    /// `"qd1"` or `"group-commit"`.
+    pub mode: &'static str,
+    /// Rounds.
+    pub rounds: usize,
+    /// The log's median p50 latency, nanoseconds (`qd1`: of an append + sync).
+    pub log_p50_ns: u64,
+    /// The baseline's median p50 latency, nanoseconds.
+    pub baseline_p50_ns: u64,
+    /// The log's median rate (synced appends per second).
+    pub log_per_s: f64,
+    /// The baseline's median rate (`qd1`: appends + commits per second; `group-commit`: writes
+    /// to every replica per second).
+    pub baseline_per_s: f64,
+    /// `log_p50_ns / baseline_p50_ns`: what an append + sync costs over the hand-written one.
+    pub latency_ratio: f64,
+    /// `log_per_s / baseline_per_s`.
+    pub rate_ratio: f64,
+}
+
+impl LogBenchReport {
+    /// Writes the report as a table, or as JSON with `json`.
+    ///
+    /// # Errors
+    /// If `out` fails.
+    pub fn write(&self, json: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        if json {
+            serde_json::to_writer_pretty(&mut *out, self)?;
+            return writeln!(out);
+        }
+        let hosted = if self.self_hosted { "served by this process" } else { "remote" };
+        writeln!(
+            out,
+            "rpma log bench: {} backend, {} replica(s) ({hosted}: {}), ring of {} bytes",
+            self.backend,
+            self.replicas.len(),
+            self.replicas.join(", "),
+            self.capacity
+        )?;
+        writeln!(
+            out,
+            "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16} {:>9} {:>9} {:>9} {:>9}",
+            "mode",
+            "replicas",
+            "quorum",
+            "size",
+            "appends",
+            "group",
+            "synced_appends/s",
+            "p50_ns",
+            "p99_ns",
+            "mean_ns",
+            "max_ns"
+        )?;
+        for r in self.results.iter().chain(&self.baseline) {
+            writeln!(
+                out,
+                "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16.0} {:>9} {:>9} {:>9.0} {:>9}",
+                if self.baseline.iter().any(|b| std::ptr::eq(b, r)) {
+                    format!("{}*", r.mode)
+                } else {
+                    r.mode.to_owned()
+                },
+                r.replicas,
+                r.quorum,
+                r.size,
+                r.appends,
+                r.group,
+                r.synced_appends_per_s,
+                r.latency_ns.p50,
+                r.latency_ns.p99,
+                r.latency_ns.mean,
+                r.latency_ns.max
+            )?;
+        }
+        if !self.baseline.is_empty() {
+            writeln!(out, "(* the hand-written baseline)")?;
+        }
+        for q in &self.ratios {
+            writeln!(
+                out,
+                "{}: log / baseline over {} rounds (medians): p50 {} / {} ns = {:.3}; rate {:.0} / {:.0} per s = {:.3}",
+                q.mode,
+                q.rounds,
+                q.log_p50_ns,
+                q.baseline_p50_ns,
+                q.latency_ratio,
+                q.log_per_s,
+                q.baseline_per_s,
+                q.rate_ratio
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The median of `v` (the upper one of an even count).
+pub(super) fn median<X: Copy + PartialOrd>(mut v: Vec<X>) -> Option<X> {
+    v.sort_by(|x, y| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal));
+    v.get(v.len() / 2).copied()
+}
+
+/// Per mode, the medians of the rounds of the log and of the baseline, and their ratios.
+pub(super) fn ratios(modes: &[Mode], log: &[LogResult], base: &[LogResult]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for m in modes {
+        let of = |rs: &[LogResult]| -> Vec<LogResult> { rs.iter().filter(|r| r.mode == m.name()).cloned().collect() };
+        let (l, b) = (of(log), of(base));
+        let (Some(lp), Some(bp), Some(lr), Some(br)) = (
+            median(l.iter().map(|r| r.latency_ns.p50).collect()),
+            median(b.iter().map(|r| r.latency_ns.p50).collect()),
+            median(l.iter().map(|r| r.synced_appends_per_s).collect()),
+            median(b.iter().map(|r| r.synced_appends_per_s).collect()),
+        ) else {
+            continue;
+        };
+        out.push(Ratio {
+            mode: m.name(),
+            rounds: l.len(),
+            log_p50_ns: lp,
+            baseline_p50_ns: bp,
+            log_per_s: lr,
+            baseline_per_s: br,
+            latency_ratio: lp as f64 / bp.max(1) as f64,
+            rate_ratio: lr / br,
+        });
+    }
+    out
+}

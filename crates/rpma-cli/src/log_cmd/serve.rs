@@ -1,0 +1,126 @@
+//! `rpma log serve`: one replica on a region of pmem, a file or DRAM.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rpma::any::WithTransport;
+use rpma::{Memory, Peer, Transport, Usage};
+use rpma_log::{Replica, ReplicaOptions};
+
+use crate::backend::dispatch_between_processes;
+use crate::outln;
+use crate::scenarios::common::{server_peer, FileSource, Mem, MemFile};
+
+use super::options::*;
+
+struct Serve<'a>(&'a ServeArgs);
+
+impl WithTransport for Serve<'_> {
+    type Output = Result<()>;
+    fn run<T: Transport>(self, t: T) -> Result<()> {
+        let a = self.0;
+        let peer = server_peer(&t, &a.addr)?;
+        let pmem = a.pmem.is_some();
+        let (memory, file) = region(&peer, a)?;
+        let replica = if a.format || header_is_blank(&memory)? {
+            Replica::format(&peer, memory, a.log_id)?
+        } else {
+            Replica::open(&peer, memory, a.log_id).context("the region holds no valid log (--format formats it)")?
+        };
+        let direct = pmem || a.direct_pmem_write;
+        let opts = ReplicaOptions::default().with_direct_write_to_pmem(direct);
+        let mut replica = replica.with_options(opts).listen(&a.addr, &a.port.to_string())?;
+        let st = replica.state()?;
+        let place = file.as_ref().map_or_else(|| "DRAM".to_owned(), |f| f.path().display().to_string());
+        outln!(
+            "rpma log serve: log {:#x} on {}:{}, region of {} bytes in {place} ({}), ring {} bytes, entries at \
+             {}..{} (epoch {}), direct write to persistence: {}",
+            a.log_id,
+            a.addr,
+            a.port,
+            a.size,
+            if a.format { "formatted" } else { "opened or formatted" },
+            st.capacity,
+            st.head,
+            st.commit,
+            st.commit_epoch,
+            if direct { "yes" } else { "no" }
+        )?;
+        crate::out::flush()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        if let Some(secs) = a.duration {
+            let flag = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs_f64(secs));
+                flag.store(true, Ordering::Release);
+            });
+        }
+        replica.serve(&stop)?;
+        let takeovers = replica.takeovers();
+        let st = replica.state()?;
+        replica.into_memory().context("giving the region back")?;
+        drop(file);
+        outln!(
+            "rpma log serve: stopped after {takeovers} writer takeover(s); committed position {} (epoch {})",
+            st.commit,
+            st.commit_epoch
+        )?;
+        Ok(())
+    }
+}
+
+/// The replica's memory: the --pmem or --file mapping (through the scenarios' [`Mem`]), or DRAM.
+fn region<T: Transport>(peer: &Peer<T>, a: &ServeArgs) -> Result<(Memory, Option<MemFile>)> {
+    let path = a.pmem.as_ref().or(a.file.as_ref());
+    let Some(path) = path else {
+        return Ok((Memory::page_aligned(a.size).with_context(|| format!("allocating {} bytes", a.size))?, None));
+    };
+    let src = FileSource {
+        path,
+        create: a.file_create,
+        map: Some(crate::file_map::map_file),
+        offset: a.file_offset,
+        pmem: a.pmem.is_some(),
+    };
+    Mem::file(peer, src, a.size, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()
+}
+
+/// Whether the region's header area is all zeros (a new file or device range: formatted).
+fn header_is_blank(m: &Memory) -> Result<bool> {
+    let mut h = vec![0u8; rpma_log::HEADER_SIZE.min(m.len())];
+    m.volatile().read(0, &mut h)?;
+    Ok(h.iter().all(|&b| b == 0))
+}
+
+/// `rpma log serve`.
+///
+/// # Errors
+/// Bad arguments (usage errors), a region that cannot be had or holds something else than an
+/// empty region or this log, or a failing endpoint.
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    check_serve(a).map_err(|e| crate::out::usage(&e))?;
+    dispatch_between_processes(a.backend, Serve(a))
+}
+
+fn check_serve(a: &ServeArgs) -> Result<()> {
+    if a.file_offset != 0 && a.file.is_none() && a.pmem.is_none() {
+        bail!("--file-offset needs --file or --pmem");
+    }
+    let min = rpma_log::HEADER_SIZE as u64 + rpma_log::MIN_CAPACITY;
+    if (a.size as u64) < min {
+        bail!(
+            "--size {}: a replica's region holds a {}-byte header and a ring of at least {} bytes",
+            a.size,
+            rpma_log::HEADER_SIZE,
+            rpma_log::MIN_CAPACITY
+        );
+    }
+    if let Some(d) = a.duration {
+        if d <= 0.0 {
+            bail!("--duration must be positive");
+        }
+    }
+    Ok(())
+}
