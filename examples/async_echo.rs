@@ -20,7 +20,7 @@
 use std::error::Error;
 use std::time::Duration;
 
-use rpma::any::{Backend, WithTransport};
+use rpma::any::WithTransport;
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{ConnReq, ContextType, Device, Ep, Peer, Transport, Usage};
 
@@ -28,6 +28,9 @@ const PORT: &str = "7311";
 const MSG: usize = 64;
 /// Longest a wait may take before the run fails: a lost peer cannot hang the example.
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[path = "common/backend.rs"]
+mod backend;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -99,18 +102,9 @@ async fn run<T: Transport>(transport: T, addr: &str) -> Res<()> {
     Ok(())
 }
 
-/// The backend: `RPMA_BACKEND` (`mock`, `verbs`) if set, else verbs where the environment names
-/// a test device (`RPMA_TEST_DEVICE`, as the Soft-RoCE VM does), else the mock.
+/// On the backend and address of `backend::from_env` (examples/common/backend.rs).
 fn main() -> Res<()> {
-    let device = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty());
-    let backend = Backend::from_env_or(if device.is_some() { Backend::Verbs } else { Backend::default() })
-        .map_err(|e| e.to_string())?; // the message, not the debug form main would print
-    let addr = if backend == Backend::Mock {
-        "127.0.0.1".to_owned()
-    } else {
-        std::env::var("RPMA_TEST_ADDR")
-            .map_err(|_| format!("the {backend} backend needs RPMA_TEST_ADDR (a device's address)"))?
-    };
+    let (backend, addr) = backend::from_env()?;
     println!("async_echo on {backend} ({addr})");
     backend.run(OnTokio(addr)).map_err(|e| e.to_string())?
 }
