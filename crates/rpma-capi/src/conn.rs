@@ -4,7 +4,6 @@
 
 use std::ffi::c_int;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use rpma_core::Conn;
@@ -25,9 +24,6 @@ pub struct RpmaConn {
     pub(crate) conn: Backed<ConnType>,
     cq: RpmaCq,
     rcq: RpmaCq,
-    /// What `rpma_conn_apply_remote_peer_cfg` last applied (rpma-core keeps the same, and alone
-    /// decides by it): read only to choose librpma's log line for a refused flush.
-    pub(crate) remote_direct_write: AtomicBool,
 }
 
 impl RpmaConn {
@@ -38,7 +34,6 @@ impl RpmaConn {
             conn: T::wrap::<ConnType>(Mutex::new(conn)),
             cq: RpmaCq::of_conn(null, false),
             rcq: RpmaCq::of_conn(null, true),
-            remote_direct_write: AtomicBool::new(false),
         }));
         // Every pointer derives from the raw pointer `b` (no reference to the box is kept);
         // SAFETY: [C2] b is the live, unaliased allocation just made.
@@ -268,7 +263,6 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(conn: *mut RpmaConn, pc
         let cfg = p.cfg();
         on_backend!(&c.conn, |T, lock conn| {
             conn.apply_remote_peer_cfg(&cfg);
-            c.remote_direct_write.store(cfg.direct_write_to_pmem(), Ordering::Relaxed);
         });
         Ok(())
     })

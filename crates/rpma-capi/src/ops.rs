@@ -7,7 +7,6 @@
 //! flags, ranges against both regions and the flush gating, before posting.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::Ordering;
 
 use rpma_core::op::{self, Op, Operation, Recv, SendQueue};
 use rpma_core::{CompletionFlags, Conn, FlushType, LocalSlice, MrRemote, Transport};
@@ -264,7 +263,7 @@ pub unsafe extern "C" fn rpma_flush(
             let end = dst_offset.checked_add(len).ok_or(E_INVAL)?;
             post(&c, op::flush(d.mr.slice(dst_offset..end), t), f, op_context).inspect_err(|&e| {
                 if e == E_NOSUPP {
-                    log_refused_flush(h, &d.mr, t);
+                    log_refused_flush(&c, &d.mr, t);
                 }
             })
         })
@@ -276,9 +275,9 @@ pub unsafe extern "C" fn rpma_flush(
 /// remote region registered without the flush's usage.
 #[cold]
 #[inline(never)]
-fn log_refused_flush(conn: &RpmaConn, mr: &MrRemote, t: FlushType) {
+fn log_refused_flush<T: Transport>(conn: &Conn<T>, mr: &MrRemote, t: FlushType) {
     const FN: &str = "rpma_flush";
-    if t == FlushType::Persistent && !conn.remote_direct_write.load(Ordering::Relaxed) {
+    if t == FlushType::Persistent && !conn.direct_write_to_pmem() {
         librpma_log!(
             Error,
             FN,

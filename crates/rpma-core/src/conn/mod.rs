@@ -253,7 +253,10 @@ impl<T: Transport> Conn<T> {
         self.qp().sq_free()
     }
 
-    pub(crate) fn direct_write_to_pmem(&self) -> bool {
+    /// Whether the remote peer declared that it writes directly to persistent memory
+    /// ([`Conn::apply_remote_peer_cfg`]): what a persistent flush on this connection needs.
+    #[must_use]
+    pub fn direct_write_to_pmem(&self) -> bool {
         self.direct_write_to_pmem.load(Ordering::Relaxed)
     }
 
