@@ -10,13 +10,20 @@
 # target: at most 1.05).
 #
 # Usage: scripts/bench-capi.sh [N]   (default 20000; needs gcc and valgrind)
+#        TRACING=1 scripts/bench-capi.sh [N]   both programs built with the `tracing` feature
+#        (docs/observability.md); use another CARGO_TARGET_DIR to keep both builds.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/callgrind.sh"
 
 n=${1:-20000}
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 target=${CARGO_TARGET_DIR:-$top/target}
-(cd "$top" && cargo build -q --release -p rpma-capi && cargo build -q --release -p rpma-cli --bin rpma)
+capi_features=() cli_features=()
+if [ "${TRACING:-0}" = 1 ]; then
+    capi_features=(--features rpma-core/tracing) cli_features=(--features rpma/tracing)
+fi
+(cd "$top" && cargo build -q --release -p rpma-capi "${capi_features[@]}" &&
+    cargo build -q --release -p rpma-cli --bin rpma "${cli_features[@]}")
 for tool in gcc valgrind; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
 done

@@ -47,6 +47,7 @@
 
 mod cfg;
 mod conn;
+mod cq_trace;
 pub mod descriptor;
 mod error;
 pub mod log;

@@ -19,7 +19,8 @@
 //!   docs/memory.md: through the C ABI the array may be uninitialised).
 //!
 //! Of each polled completion only what the provider always writes is read: the status, and of a
-//! failed one `wr_id`, `qp_num` and `vendor_err`.
+//! failed one `wr_id`, `qp_num` and `vendor_err`. The backend's CQ reports them from inside its
+//! poll ([`crate::cq_trace`]).
 //!
 //! Nothing is emitted for a successful operation. Without the feature the types here are
 //! zero-sized and their methods empty, so the data path is compiled exactly as before.
@@ -27,15 +28,14 @@
 use crate::peer::Peer;
 use crate::transport::Transport;
 use crate::types::ConnEvent;
-use crate::wc::Wc;
 
 #[cfg(feature = "tracing")]
 pub use on::ConnStats;
 #[cfg(feature = "tracing")]
-pub(crate) use on::{ConnTrace, CqTrace, EpTrace};
+pub(crate) use on::{ConnTrace, EpTrace};
 
 #[cfg(not(feature = "tracing"))]
-pub(crate) use off::{ConnTrace, CqTrace, EpTrace};
+pub(crate) use off::{ConnTrace, EpTrace};
 
 /// The steps of a connection's life reported as `rpma.conn_step` events.
 #[derive(Clone, Copy, Debug)]
@@ -73,12 +73,11 @@ impl Step {
 
 #[cfg(feature = "tracing")]
 mod on {
-    use std::cell::Cell;
-
     use tracing::field::Empty;
     use tracing::Span;
 
-    use super::{ConnEvent, Peer, Step, Transport, Wc};
+    use super::{ConnEvent, Peer, Step, Transport};
+    use crate::transport::{CqBackend, QpBackend};
 
     /// What a connection's completions counted (the `tracing` feature;
     /// [`Conn::stats`](crate::Conn::stats)).
@@ -101,11 +100,9 @@ mod on {
         pub errors: u64,
     }
 
-    /// A connection's span and counters.
+    /// A connection's span.
     pub(crate) struct ConnTrace {
         span: Span,
-        completions: Cell<u64>,
-        errors: Cell<u64>,
     }
 
     /// An endpoint's address, given to the spans of the connections it accepts.
@@ -133,8 +130,8 @@ mod on {
     }
 
     impl ConnTrace {
-        fn with(span: Span) -> Self {
-            Self { span, completions: Cell::new(0), errors: Cell::new(0) }
+        const fn with(span: Span) -> Self {
+            Self { span }
         }
 
         /// The trace of an outgoing connection of `peer` to `addr:port`.
@@ -149,9 +146,14 @@ mod on {
             Self::with(span(peer.transport().name(), &device, "passive", &ep.local, ""))
         }
 
-        /// Records the connection's QP number in its span.
-        pub(crate) fn set_qp_num(&self, qp_num: u32) {
-            self.span.record("qp_num", qp_num);
+        /// Records the connection's queue pair in its span (its number) and makes the span the
+        /// parent of its CQs' events.
+        pub(crate) fn attach<T: Transport>(&self, qp: &T::Qp) {
+            self.span.record("qp_num", qp.qp_num());
+            qp.cq().trace().attach(&self.span);
+            if let Some(rcq) = qp.rcq() {
+                rcq.trace().attach(&self.span);
+            }
         }
 
         /// Enters the connection's span until the guard is dropped.
@@ -189,68 +191,22 @@ mod on {
             std::mem::replace(self, Self::with(Span::none()))
         }
 
-        pub(crate) const fn cq(&self) -> CqTrace<'_> {
-            CqTrace(Some(self))
-        }
-
-        pub(crate) fn stats(&self) -> ConnStats {
-            ConnStats { completions: self.completions.get(), errors: self.errors.get() }
-        }
-    }
-
-    /// What a CQ reports its completions to: its connection, or nothing (a shared receive
-    /// queue's CQ).
-    #[derive(Clone, Copy)]
-    pub(crate) struct CqTrace<'a>(Option<&'a ConnTrace>);
-
-    impl CqTrace<'_> {
-        pub(crate) const NONE: Self = CqTrace(None);
-
-        /// Counts the completions a poll returned (`polled`: the poll's result) and reports the
-        /// failed ones: an add, and a test of each status; nothing emitted unless one failed.
-        #[inline(always)]
-        pub(crate) fn polled(self, wc: &[Wc], polled: &crate::Result<usize>) {
-            let Ok(n) = *polled else { return };
-            if let Some(c) = self.0 {
-                c.completions.set(c.completions.get() + n as u64);
+        /// What the CQs of the connection's queue pair `qp` counted.
+        pub(crate) fn stats<T: Transport>(qp: &T::Qp) -> ConnStats {
+            let (mut completions, mut errors) = qp.cq().trace().counts();
+            if let Some(rcq) = qp.rcq() {
+                let (c, e) = rcq.trace().counts();
+                completions += c;
+                errors += e;
             }
-            match wc.get(..n) {
-                // One completion, the common case of a poll: no loop.
-                Some([w]) if !w.is_success() => self.failed(std::slice::from_ref(w)),
-                Some([_]) | None => {}
-                Some(done) if done.iter().any(|w| !w.is_success()) => self.failed(done),
-                Some(_) => {}
-            }
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn failed(self, done: &[Wc]) {
-            for w in done.iter().filter(|w| !w.is_success()) {
-                if let Some(c) = self.0 {
-                    c.errors.set(c.errors.get() + 1);
-                }
-                let parent = self.0.and_then(|c| c.span.id());
-                tracing::warn!(
-                    name: "rpma.failed_completion",
-                    target: "rpma",
-                    parent: parent,
-                    status = ?w.status(),
-                    status_raw = w.status().raw(),
-                    wr_id = w.wr_id(),
-                    qp_num = w.qp_num(),
-                    vendor_err = w.vendor_err(),
-                );
-            }
+            ConnStats { completions, errors }
         }
     }
 }
 
 #[cfg(not(feature = "tracing"))]
 mod off {
-    use std::marker::PhantomData;
-
-    use super::{ConnEvent, Peer, Step, Transport, Wc};
+    use super::{ConnEvent, Peer, Step, Transport};
 
     /// Nothing without the `tracing` feature.
     pub(crate) struct ConnTrace;
@@ -280,7 +236,7 @@ mod off {
         }
 
         #[inline(always)]
-        pub(crate) const fn set_qp_num(&self, _qp_num: u32) {}
+        pub(crate) const fn attach<T: Transport>(&self, _qp: &T::Qp) {}
 
         #[inline(always)]
         pub(crate) const fn enter(&self) -> Entered {
@@ -300,21 +256,5 @@ mod off {
         pub(crate) const fn take(&mut self) -> Self {
             Self
         }
-
-        #[inline(always)]
-        pub(crate) const fn cq(&self) -> CqTrace<'_> {
-            CqTrace(PhantomData)
-        }
-    }
-
-    /// Nothing without the `tracing` feature.
-    #[derive(Clone, Copy)]
-    pub(crate) struct CqTrace<'a>(PhantomData<&'a ()>);
-
-    impl CqTrace<'_> {
-        pub(crate) const NONE: Self = CqTrace(PhantomData);
-
-        #[inline(always)]
-        pub(crate) const fn polled(self, _wc: &[Wc], _polled: &crate::Result<usize>) {}
     }
 }

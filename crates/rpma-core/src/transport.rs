@@ -71,6 +71,7 @@ use std::time::Duration;
 
 use rpma_mem::{Memory, VolatileSlice};
 
+pub use crate::cq_trace::CqTrace;
 use crate::error::Result;
 use crate::op::LocalSlice;
 use crate::types::{Advice, ContextType, FlushType, Usage};
@@ -490,7 +491,13 @@ pub trait CqBackend: Send + 'static {
     ///
     /// # Errors
     /// `Provider` if polling fails.
+    ///
+    /// Reports to its [`CqTrace`] from inside: [`CqTrace::completed`] with each completion it
+    /// writes, [`CqTrace::polled`] with their number (both compile to nothing without the
+    /// `tracing` feature).
     fn poll(&self, wc: &mut [Wc]) -> Result<usize>;
+    /// The CQ's [`CqTrace`] (one per CQ, made with it).
+    fn trace(&self) -> &CqTrace;
     /// The completion channel's fd (the shared one if the channel is shared).
     fn fd(&self) -> BorrowedFd<'_>;
     /// Waits for one completion event on this CQ's own channel, acks it and re-arms the CQ.

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use rpma_core::transport::{CqBackend, CqSlot};
+use rpma_core::transport::{CqBackend, CqSlot, CqTrace};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
@@ -114,6 +114,8 @@ pub(crate) struct CqShared {
     /// Deferred mode: the queue pairs completing here, whose connections a poll or a wait
     /// progresses through the engine (`None` in the immediate mode).
     progress: Option<Watched>,
+    /// What its polls report (rpma-core's `tracing` feature).
+    trace: CqTrace,
     _live: Live,
 }
 
@@ -207,12 +209,14 @@ impl CqShared {
         for w in &mut out[..n] {
             let s = &o.slots[(at & o.mask) as usize];
             *w = decode(s.wr_id.load(Ordering::Relaxed), s.code.load(Ordering::Relaxed));
+            self.trace.completed(w);
             // Posted in order, so the last one retires the most.
             retire = s.retire.load(Ordering::Relaxed);
             at += 1;
         }
         o.head.store(at, Ordering::Release);
         self.retire(retire);
+        self.trace.polled(n);
         n
     }
 
@@ -227,10 +231,12 @@ impl CqShared {
             let Some(e) = g.pop_front() else { break };
             retire = retire.max(e.retire);
             *w = e.wc;
+            self.trace.completed(w);
         }
         f.len.store(g.len(), Ordering::Release);
         drop(g);
         self.retire(retire);
+        self.trace.polled(n);
         n
     }
 
@@ -303,6 +309,7 @@ pub(crate) fn new_cq(
         channel,
         fabric: Arc::clone(fabric),
         progress: (fabric.execution.mode == Mode::Deferred).then(Watched::default),
+        trace: CqTrace::new(),
         _live: fabric.live(Kind::Cq),
     });
     shared.rearm()?;
@@ -333,6 +340,10 @@ impl CqBackend for MockCq {
             return Ok(n + s.take_foreign(&mut wc[n..]));
         }
         Ok(n)
+    }
+
+    fn trace(&self) -> &CqTrace {
+        &self.shared.trace
     }
 
     fn fd(&self) -> BorrowedFd<'_> {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rdma_sys as ffi;
-use rpma_core::transport::CqBackend;
+use rpma_core::transport::{CqBackend, CqTrace};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WC_LAYOUT};
 
 use crate::mr::PARKED;
@@ -187,6 +187,8 @@ pub struct VerbsCq {
     cq: NonNull<ffi::ibv_cq>,
     /// The provider's `poll_cq` (crate::provider).
     poll_fn: PollCq,
+    /// What its polls report (rpma-core's `tracing` feature).
+    trace: CqTrace,
     destroyed: AtomicBool,
     /// The send queue's ring (an empty one if no send queue completes here).
     send: UnsafeCell<FifoRing>,
@@ -231,7 +233,7 @@ impl VerbsCq {
         let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
         track!(Cq, 1);
         let me =
-            Self { cq, poll_fn, destroyed: AtomicBool::new(false), send: UnsafeCell::new(send), recv, channel, shared };
+            Self { cq, poll_fn, trace: CqTrace::new(), destroyed: AtomicBool::new(false), send: UnsafeCell::new(send), recv, channel, shared };
         // SAFETY: [V1] the CQ was just created.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
         if r != 0 {
@@ -437,13 +439,24 @@ impl CqBackend for VerbsCq {
         let n = n.min(wc.len());
         match &mut wc[..n] {
             // Most polls take one completion: no loop to set up.
-            [w] => self.retire(w),
-            ws => ws.iter_mut().for_each(|w| self.retire(w)),
+            [w] => {
+                self.retire(w);
+                self.trace.completed(w);
+            }
+            ws => ws.iter_mut().for_each(|w| {
+                self.retire(w);
+                self.trace.completed(w);
+            }),
         }
+        self.trace.polled(n);
         if n > 0 && PARKED.any() {
             PARKED.sweep();
         }
         Ok(n)
+    }
+
+    fn trace(&self) -> &CqTrace {
+        &self.trace
     }
 
     fn fd(&self) -> BorrowedFd<'_> {

@@ -5,7 +5,6 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::trace::CqTrace;
 use crate::transport::{CqBackend, Transport};
 use crate::wc::Wc;
 
@@ -18,7 +17,6 @@ use crate::wc::Wc;
 pub struct Cq<'a, T: Transport> {
     pub(super) cq: &'a T::Cq,
     pub(super) shared: bool,
-    pub(super) trace: CqTrace<'a>,
     pub(super) _local: PhantomData<*const ()>,
 }
 
@@ -78,9 +76,7 @@ impl<'a, T: Transport> Cq<'a, T> {
         if wc.is_empty() {
             return Err(Error::inval("rpma_cq_get_wc", "num_entries < 1"));
         }
-        let r = polled(self.cq.poll(wc), wc.len());
-        self.trace.polled(wc, &r);
-        r
+        polled(self.cq.poll(wc), wc.len())
     }
 
     /// Polls one completion (`rpma_cq_get_wc` with `num_entries == 1`): `None` if the queue is

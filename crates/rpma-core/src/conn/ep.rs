@@ -7,7 +7,7 @@ use crate::cfg::ConnCfg;
 use crate::error::Result;
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, EpTrace, Step};
-use crate::transport::{ListenerBackend, QpBackend, Transport};
+use crate::transport::{ListenerBackend, Transport};
 
 use super::req::queue_config;
 use super::ConnReq;
@@ -72,7 +72,7 @@ impl<T: Transport> Ep<T> {
         // The span begins with the request taken (no span for each attempt of a non-blocking
         // endpoint that finds none).
         let trace = ConnTrace::passive(&self.peer, &self.trace);
-        trace.set_qp_num(qp.qp_num());
+        trace.attach::<T>(&qp);
         trace.step(Step::Received);
         Ok(ConnReq {
             qp: Some(qp),

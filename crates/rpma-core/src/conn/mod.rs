@@ -168,14 +168,14 @@ impl<T: Transport> Conn<T> {
     /// receive CQ exists).
     #[must_use]
     pub fn cq(&self) -> Cq<'_, T> {
-        Cq { cq: self.qp().cq(), shared: self.shared, trace: self.trace.cq(), _local: PhantomData }
+        Cq { cq: self.qp().cq(), shared: self.shared, _local: PhantomData }
     }
 
     /// `rpma_conn_get_rcq`: the connection's own receive CQ, or `None` (no `rcq_size`, or an SRQ
     /// with its own receive CQ is used).
     #[must_use]
     pub fn rcq(&self) -> Option<Cq<'_, T>> {
-        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared, trace: self.trace.cq(), _local: PhantomData })
+        self.qp().rcq().map(|cq| Cq { cq, shared: self.shared, _local: PhantomData })
     }
 
     /// `rpma_conn_get_compl_fd`: the fd of the shared completion channel.
@@ -274,7 +274,7 @@ impl<T: Transport> Conn<T> {
     #[cfg(feature = "tracing")]
     #[must_use]
     pub fn stats(&self) -> crate::ConnStats {
-        self.trace.stats()
+        ConnTrace::stats::<T>(self.qp())
     }
 
     /// The peer the connection was made from.

@@ -10,7 +10,7 @@ use crate::cfg::ConnCfg;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, Step};
-use crate::transport::{Capabilities, CmBackend, QpBackend, QueueConfig, SrqBackend, Transport};
+use crate::transport::{Capabilities, CmBackend, QueueConfig, SrqBackend, Transport};
 use crate::validate;
 
 use super::{Conn, OpLimits, Srq};
@@ -107,7 +107,7 @@ impl<T: Transport> ConnReq<T> {
         let qp = {
             let _span = trace.enter();
             let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
-            trace.set_qp_num(qp.qp_num());
+            trace.attach::<T>(&qp);
             trace.step(Step::Requested);
             crate::rpma_log!(Notice, "Requesting a connection to {addr}:{port}");
             qp

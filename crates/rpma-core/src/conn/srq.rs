@@ -69,7 +69,6 @@ impl<T: Transport> Srq<T> {
         self.srq.rcq().map(|cq| Cq {
             cq,
             shared: false,
-            trace: crate::trace::CqTrace::NONE,
             _local: std::marker::PhantomData,
         })
     }
