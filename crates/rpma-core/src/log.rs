@@ -97,7 +97,8 @@ pub struct LogRecord<'a> {
     pub file: &'static str,
     /// Source line.
     pub line: u32,
-    /// Module path (librpma passed the function name).
+    /// The librpma function of a line librpma also logs (e.g. `rpma_ep_listen`), or the Rust
+    /// item (`ConnReq::drop`) or module path of a line of this library's own.
     pub function: &'static str,
     /// The formatted message.
     pub message: &'a std::fmt::Arguments<'a>,

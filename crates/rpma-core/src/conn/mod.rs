@@ -133,12 +133,12 @@ impl<T: Transport> Conn<T> {
             CmEvent::Unreachable => ConnEvent::Unreachable,
             CmEvent::Other(raw) => {
                 self.trace.unexpected_event(raw);
-                crate::rpma_log!(Warning, "{OP}: unexpected event received: {raw}");
+                crate::rpma_log!(Warning in OP, "unexpected event received: {raw}");
                 return Err(Error::new(ErrorKind::Unknown, OP).with_detail("unexpected CM event"));
             }
         };
         self.trace.cm_event(event);
-        crate::rpma_log!(Notice, "{}", event.as_str());
+        crate::rpma_log!(Notice in OP, "{}", event.as_str());
         Ok(event)
     }
 
@@ -216,7 +216,7 @@ impl<T: Transport> Conn<T> {
     pub fn disconnect(&self) -> Result<()> {
         let _span = self.trace.enter();
         self.trace.step(Step::Disconnect);
-        crate::rpma_log!(Notice, "Requesting for disconnection");
+        crate::rpma_log!(Notice in "rpma_conn_disconnect", "Requesting for disconnection");
         self.qp().disconnect().map_err(|e| e.in_op("rpma_conn_disconnect"))
     }
 
