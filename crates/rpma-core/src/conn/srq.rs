@@ -66,11 +66,7 @@ impl<T: Transport> Srq<T> {
     /// `rpma_srq_get_rcq`: the SRQ's receive CQ, or `None` if created with `rcq_size == 0`.
     #[must_use]
     pub fn rcq(&self) -> Option<Cq<'_, T>> {
-        self.srq.rcq().map(|cq| Cq {
-            cq,
-            shared: false,
-            _local: std::marker::PhantomData,
-        })
+        self.srq.rcq().map(|cq| Cq { cq, shared: false, _local: std::marker::PhantomData })
     }
 
     /// `rpma_srq_delete`: releases this handle; the SRQ is destroyed when the last connection
