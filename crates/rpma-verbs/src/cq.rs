@@ -1,6 +1,5 @@
 //! Completion queues and completion channels.
 
-use std::cell::UnsafeCell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,7 +135,7 @@ pub(crate) type SrqRing = Mutex<SrqState>;
 #[derive(Debug)]
 pub(crate) struct SrqState {
     pub(crate) ring: SlotRing,
-    pub(crate) scratch: crate::cm::Scratch,
+    pub(crate) scratch: crate::cm::RecvScratch,
 }
 
 /// A CQ's own completion channel ([`VerbsCq::events`]): waits for the CQ's completion events
@@ -172,17 +171,19 @@ impl CqEvents {
 pub(crate) enum RecvLink {
     /// The CQ gets no receive completions.
     None,
-    /// The connection's own receive queue (rule V6: its owner's thread only).
-    Own(UnsafeCell<FifoRing>),
+    /// The ring of the connection's own receive queue, which owns it (rules V6, V9: its
+    /// owner's thread only, alive while the CQ is).
+    Own(NonNull<FifoRing>),
     /// A shared receive queue.
     Srq(Arc<SrqRing>),
 }
 
 /// A completion queue with its completion channel.
 ///
-/// A connection's CQ keeps the connection's slot rings (its send queue's, and its receive
-/// queue's if its receive completions come here): `Send` but not `Sync`, as the connection
-/// (rule V6). An SRQ's own CQ holds neither (only the SRQ's locked ring).
+/// A connection's CQ reaches the slot rings of the connection's queues whose work requests
+/// complete here (its send queue's, and its own receive queue's if its receive completions
+/// come here), which the queues own (rule V9): `Send` but not `Sync`, as the connection (rule
+/// V6). An SRQ's own CQ reaches neither (only the SRQ's locked ring, and the ring of no queue).
 pub struct VerbsCq {
     cq: NonNull<ffi::ibv_cq>,
     /// The provider's `poll_cq` (crate::provider).
@@ -190,15 +191,17 @@ pub struct VerbsCq {
     /// What its polls report (rpma-core's `tracing` feature).
     trace: CqTrace,
     destroyed: AtomicBool,
-    /// The send queue's ring (an empty one if no send queue completes here).
-    send: UnsafeCell<FifoRing>,
+    /// The send queue's ring, owned by the send queue ([`FifoRing::no_queue`] if no send queue
+    /// completes here).
+    send: NonNull<FifoRing>,
     recv: RecvLink,
     channel: Arc<Channel>,
     shared: bool,
 }
 
-// SAFETY: [V3] a CQ is used only through thread-safe libibverbs calls; [V6] its rings move with
-// it and are reached by one thread at a time (it is not `Sync`).
+// SAFETY: [V3] a CQ is used only through thread-safe libibverbs calls; [V6, V9] the rings it
+// reaches move with the queue pair that owns them and it, and are reached by one thread at a
+// time (it is not `Sync`).
 unsafe impl Send for VerbsCq {}
 
 impl std::fmt::Debug for VerbsCq {
@@ -209,13 +212,17 @@ impl std::fmt::Debug for VerbsCq {
 
 impl VerbsCq {
     /// Creates a CQ of `size` entries on `channel` (a new private one if `None`) and arms it.
-    /// Completions of send work requests are translated through `send` ([`FifoRing::none`]
-    /// if none come here), of receives through `recv`.
-    pub(crate) fn new(
+    /// Completions of send work requests are translated through the ring at `send`
+    /// ([`FifoRing::no_queue`] if none come here), of receives through `recv`.
+    ///
+    /// # Safety
+    /// The rings at `send` and in `recv` outlive the CQ and are reached only by the thread that
+    /// holds it (rule V9; [`FifoRing::no_queue`] by any).
+    pub(crate) unsafe fn new(
         ctx: *mut ffi::ibv_context,
         size: u32,
         channel: Option<&Arc<Channel>>,
-        send: FifoRing,
+        send: NonNull<FifoRing>,
         recv: RecvLink,
     ) -> Result<Self> {
         // SAFETY: [V1] `ctx` is open.
@@ -233,7 +240,7 @@ impl VerbsCq {
         let cq = NonNull::new(cq).ok_or_else(|| Error::provider("ibv_create_cq", errno()))?;
         track!(Cq, 1);
         let me =
-            Self { cq, poll_fn, trace: CqTrace::new(), destroyed: AtomicBool::new(false), send: UnsafeCell::new(send), recv, channel, shared };
+            Self { cq, poll_fn, trace: CqTrace::new(), destroyed: AtomicBool::new(false), send, recv, channel, shared };
         // SAFETY: [V1] the CQ was just created.
         let r = call!("ibv_req_notify_cq", errno(), unsafe { ffi::ibv_req_notify_cq(cq.as_ptr(), 0) });
         if r != 0 {
@@ -280,55 +287,6 @@ impl VerbsCq {
         self.channel.abandon();
     }
 
-    /// The send queue's ring (empty if this CQ gets no send completions).
-    ///
-    /// # Safety
-    /// No other reference to the ring is alive (rule V6: the caller is the owner's thread, and
-    /// no method holds a reference to the ring across a call that may take another).
-    #[inline]
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn send_ring(&self) -> &mut FifoRing {
-        // SAFETY: [V6] per the contract.
-        unsafe { &mut *self.send.get() }
-    }
-
-    /// The connection's own receive ring, if this CQ has it.
-    ///
-    /// # Safety
-    /// As [`VerbsCq::send_ring`].
-    #[inline]
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn own_recv_ring(&self) -> Option<&mut FifoRing> {
-        match &self.recv {
-            // SAFETY: [V6] per the contract.
-            RecvLink::Own(c) => Some(unsafe { &mut *c.get() }),
-            _ => None,
-        }
-    }
-
-    /// Releases the pins of the rings here: the queue pair was destroyed (crate::pin).
-    pub(crate) fn release_pins(&self) {
-        // SAFETY: [V6] teardown runs on the owner's thread (by value or drop), no other
-        // reference to the rings is alive.
-        unsafe {
-            self.send_ring().release_pins();
-            if let Some(r) = self.own_recv_ring() {
-                r.release_pins();
-            }
-        }
-    }
-
-    /// Reports the regions the rings here still pin as leaked (the QP could not be destroyed).
-    pub(crate) fn report_leaks(&self, why: &dyn std::fmt::Display) {
-        // SAFETY: [V6] as in `release_pins`.
-        unsafe {
-            self.send_ring().report_leaks(why);
-            if let Some(r) = self.own_recv_ring() {
-                r.report_leaks(why);
-            }
-        }
-    }
-
     /// Turns a completion the device wrote into the user's: retires its work request in its
     /// ring and puts the user's `wr_id` in place of the verbs one.
     #[inline(always)]
@@ -367,12 +325,12 @@ impl VerbsCq {
     #[inline(always)]
     fn complete_send(&self, n: u64, id: u64) -> u64 {
         // The receive CQ of a shared receive queue, which several threads may poll at once
-        // (`VerbsSrq` is `Sync`), has a send ring with nothing in flight: an unknown `wr_id`
-        // reaching it only reads it.
-        // SAFETY: [V6] no reference to the ring is alive (none outlives a call here); a work
-        // request in flight means a connection's send queue completes here, polled on its
-        // owner's thread.
-        match unsafe { FifoRing::complete_at(self.send.get(), n) } {
+        // (`VerbsSrq` is `Sync`), has the ring of no queue: an unknown `wr_id` reaching it only
+        // reads it.
+        // SAFETY: [V6, V9] the ring outlives the CQ; no reference to it is alive (none outlives
+        // a call here); a work request in flight means a connection's send queue completes
+        // here, polled on its owner's thread.
+        match unsafe { FifoRing::complete_at(self.send.as_ptr(), n) } {
             Some(user) => user,
             None => unknown_completion(id),
         }
@@ -394,8 +352,9 @@ impl VerbsCq {
     #[inline]
     fn retire_recv(&self, id: u64) -> Option<u64> {
         match &self.recv {
-            // SAFETY: [V6] polling runs on the owner's thread; the reference ends here.
-            RecvLink::Own(c) => unsafe { &mut *c.get() }.complete(id & NUMBER_MASK),
+            // SAFETY: [V6, V9] the ring outlives the CQ; polling runs on the owner's thread and
+            // takes no other reference to the ring meanwhile.
+            RecvLink::Own(r) => unsafe { FifoRing::complete_at(r.as_ptr(), id & NUMBER_MASK) },
             RecvLink::Srq(r) => r.lock().unwrap_or_else(PoisonError::into_inner).ring.complete(id),
             RecvLink::None => None,
         }

@@ -13,6 +13,9 @@
 //! is behind its lock. Posting and polling allocate nothing, lock nothing and count no
 //! reference.
 
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
 use rpma_core::{Error, Result};
 
 use crate::mr::VerbsMr;
@@ -75,11 +78,20 @@ impl FifoRing {
         Self::new(size, 0)
     }
 
-    /// The ring of a CQ that gets no send completions: nothing fits, nothing completes.
-    pub(crate) fn none() -> Self {
+    /// The ring of no queue: nothing fits, nothing completes.
+    fn none() -> Self {
         let mut r = Self::new(1, 0);
         r.cap = 0;
         r
+    }
+
+    /// The one ring of no queue, for the CQs that get no completions of a queue with a ring of
+    /// its own (a connection's receive CQ has no send queue; a shared receive queue's CQ has
+    /// neither). Nothing is ever in flight in it, so [`FifoRing::complete_at`] only reads it
+    /// (several threads may at once), and nothing else reaches it.
+    pub(crate) fn no_queue() -> NonNull<Self> {
+        static NONE: OnceLock<FifoRing> = OnceLock::new();
+        NonNull::from(NONE.get_or_init(Self::none))
     }
 
     /// A connection's own receive queue's ring of `size` receives.
@@ -126,18 +138,19 @@ impl FifoRing {
         }
     }
 
-    /// Retires work request `n` (its verbs `wr_id` without tag bits) and every one before it;
-    /// returns its user `wr_id`, or `None` if `n` is not in flight.
-    #[inline(always)]
+    /// [`FifoRing::complete_at`] of a ring borrowed whole (the tests').
+    #[cfg(test)]
     pub(crate) fn complete(&mut self, n: u64) -> Option<u64> {
         // SAFETY: [V6] `self` is borrowed exclusively: a live ring no other reference reaches.
         unsafe { Self::complete_at(self, n) }
     }
 
-    /// [`FifoRing::complete`] through a pointer to the ring: the in-flight test reads the two
-    /// fields in place, without a reference, and only a work request in flight borrows the ring
-    /// (mutably). So a ring with nothing in flight that several threads reach at once (the
-    /// send ring of a shared receive queue's CQ, [`FifoRing::none`]) is only ever read.
+    /// Retires work request `n` (its verbs `wr_id` without tag bits) and every one before it,
+    /// through a pointer to the ring; returns its user `wr_id`, or `None` if `n` is not in
+    /// flight. The in-flight test reads the two fields in place, without a reference, and only
+    /// a work request in flight borrows the ring (mutably). So a ring with nothing in flight
+    /// that several threads reach at once ([`FifoRing::no_queue`], the send ring of a shared
+    /// receive queue's CQ) is only ever read.
     ///
     /// # Safety
     /// `ring` points to a live ring no reference to which is alive; if `n` is in flight, no
@@ -191,6 +204,52 @@ impl Ring for FifoRing {
         for mr in mrs {
             self.pins.mark(mr, n + 1);
         }
+    }
+}
+
+/// The home of a queue's [`FifoRing`]: an allocation of its own, owned by the queue (a
+/// connection's send queue or its own receive queue) and reached by address by the CQ that
+/// retires the queue's work requests (rule V9 of docs/memory.md: the queue pair owns both and
+/// drops its CQs first). Freed when dropped.
+pub(crate) struct RingBox(NonNull<FifoRing>);
+
+// SAFETY: [V6, V9] the ring is reached by one thread at a time, the queue pair's owner's.
+unsafe impl Send for RingBox {}
+
+impl RingBox {
+    pub(crate) fn new(ring: FifoRing) -> Self {
+        Self(NonNull::from(Box::leak(Box::new(ring))))
+    }
+
+    /// The ring's address, for the CQ that retires its work requests.
+    pub(crate) const fn as_ptr(&self) -> NonNull<FifoRing> {
+        self.0
+    }
+
+    /// The ring.
+    ///
+    /// # Safety
+    /// No other reference to the ring is alive while the one returned is (rule V6: the caller
+    /// is the owner's thread, and takes it for one call that neither polls nor posts again).
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn get(&self) -> &mut FifoRing {
+        // SAFETY: [V6, V9] a live allocation of this box; exclusive per the contract.
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
+
+impl Drop for RingBox {
+    fn drop(&mut self) {
+        // SAFETY: [V9] made by `Box::leak` in `new`, dropped once; no CQ reaches it any more
+        // (the queue pair drops its CQs before its queues).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+impl std::fmt::Debug for RingBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingBox").finish_non_exhaustive()
     }
 }
 
@@ -363,19 +422,34 @@ mod tests {
         assert_eq!((before, third, again, after), (None, Some(102), None, None));
         assert_eq!(r.free(), 4);
         // The ring of no queue, reached from two threads at once: both only read it.
-        let none = FifoRing::none();
-        let addr = std::ptr::addr_of!(none) as usize;
+        let addr = FifoRing::no_queue().as_ptr() as usize;
+        assert_eq!(addr, FifoRing::no_queue().as_ptr() as usize, "one ring of no queue");
         std::thread::scope(|s| {
             for _ in 0..2 {
                 s.spawn(move || {
                     for n in [0, 1, u64::MAX] {
-                        // SAFETY: [V6] nothing is in flight in the ring, so no reference to it
-                        // is made and `none` outlives the scope; it is only read.
+                        // SAFETY: [V6, V9] nothing is in flight in the ring, so no reference to
+                        // it is made; it lives for the process and is only read.
                         assert_eq!(unsafe { FifoRing::complete_at(addr as *mut FifoRing, n) }, None);
                     }
                 });
             }
         });
+    }
+
+    #[test]
+    fn ring_box_is_reached_by_its_queue_and_by_address() {
+        let b = RingBox::new(FifoRing::send(2));
+        // SAFETY: [V6, V9] one thread; the reference ends with the statement.
+        let id = post(unsafe { b.get() }, 7).unwrap();
+        // Its CQ's view: the address, stable while the box lives, whoever holds the box.
+        let at = b.as_ptr();
+        let moved = b;
+        assert_eq!(moved.as_ptr(), at);
+        // SAFETY: [V6, V9] the box is alive, no reference to the ring is.
+        assert_eq!(unsafe { FifoRing::complete_at(at.as_ptr(), id) }, Some(7));
+        // SAFETY: [V6, V9] as above.
+        assert_eq!(unsafe { moved.get() }.free(), 2);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Connection management (librdmacm): addresses, CM ids, event channels and device lookup; the
-//! queue pairs, listeners and shared receive queues built on them have a file each.
+//! queue pairs, their send and receive queues, listeners and shared receive queues built on
+//! them have a file each (posting's pure conversions: `post`).
 
 use std::ffi::CString;
 use std::ptr::NonNull;
@@ -15,11 +16,13 @@ use crate::{VerbsDevice, VerbsPd};
 mod listener;
 mod post;
 mod qp;
+mod recv_queue;
+mod send_queue;
 mod srq;
 
 pub(crate) use listener::listen;
 pub use listener::VerbsListener;
-pub(crate) use post::Scratch;
+pub(crate) use post::RecvScratch;
 pub(crate) use qp::connect_request;
 pub use qp::{SharedCqEvents, VerbsQp};
 pub(crate) use srq::create_srq;

@@ -1,6 +1,6 @@
-//! A connection's queue pair: its CQs, its CM id and event channel, and the posting of work requests.
+//! A connection's queue pair: its CM id and event channel, its CQs, and its send and receive
+//! queues (which post: `send_queue`, `recv_queue`).
 
-use std::cell::UnsafeCell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,14 +11,15 @@ use rpma_core::transport::{CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, R
 use rpma_core::{Error, ErrorKind, Result, Usage};
 
 use crate::cq::{Channel, RecvLink, VerbsCq};
+use crate::mr::reg_mr;
 use crate::mr::PARKED;
-use crate::mr::{reg_mr, VerbsMr};
 use crate::provider::PostFns;
-use crate::ring::{FifoRing, Ring};
+use crate::ring::{FifoRing, RingBox};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
 
-use super::post::{self, QpOps, Scratch, VerbsWr};
+use super::recv_queue::RecvQueue;
+use super::send_queue::SendQueue;
 use super::srq::VerbsSrq;
 use super::{check_device, conn_param, flush_buffer, AddrInfo, CmId, EventChannel, RawEvent};
 
@@ -66,13 +67,17 @@ pub(super) fn build_qp(
     let caps = pd.caps();
     let shared = if cfg.shared_channel { Some(Channel::new(ctx)?) } else { None };
     let max_sge = cfg.max_sge.max(1);
-    let sq = FifoRing::send(cfg.sq_size);
     let srq = cfg.srq.map(Arc::clone);
+    // The queues' rings, made before the CQs that reach them (so dropped after them, also when
+    // building fails half-way: rule V9).
+    let send_ring = RingBox::new(FifoRing::send(cfg.sq_size));
+    let recv_ring = srq.is_none().then(|| RingBox::new(FifoRing::recv(cfg.rq_size)));
     let srq_rcq = srq.as_ref().and_then(|s| s.rcq.as_ref()).map(VerbsCq::as_ptr);
     let want_rcq = cfg.rcq_size > 0 && srq_rcq.is_none();
-    let recv_link = || match &srq {
-        Some(s) => RecvLink::Srq(Arc::clone(&s.ring)),
-        None => RecvLink::Own(UnsafeCell::new(FifoRing::recv(cfg.rq_size))),
+    let recv_link = || match (&srq, &recv_ring) {
+        (Some(s), _) => RecvLink::Srq(Arc::clone(&s.ring)),
+        (None, Some(r)) => RecvLink::Own(r.as_ptr()),
+        (None, None) => RecvLink::None,
     };
     let (main_recv, rcq_recv) = if srq_rcq.is_some() {
         (RecvLink::None, None)
@@ -81,9 +86,13 @@ pub(super) fn build_qp(
     } else {
         (recv_link(), None)
     };
-    let cq = VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), sq, main_recv)?;
+    // SAFETY: [V9] the rings are owned by the queues this queue pair holds, which drops its
+    // CQs first (and here the CQs, made after the rings, are dropped before them on failure);
+    // the queue pair is reached by one thread at a time.
+    let cq = unsafe { VerbsCq::new(ctx, cfg.cq_size, shared.as_ref(), send_ring.as_ptr(), main_recv) }?;
     let rcq = match rcq_recv {
-        Some(link) => Some(VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), FifoRing::none(), link)?),
+        // SAFETY: [V9] as above; the ring of no queue lives for the process.
+        Some(link) => Some(unsafe { VerbsCq::new(ctx, cfg.rcq_size, shared.as_ref(), FifoRing::no_queue(), link) }?),
         None => None,
     };
     let recv_cq = srq_rcq.or_else(|| rcq.as_ref().map(VerbsCq::as_ptr)).unwrap_or_else(|| cq.as_ptr());
@@ -134,9 +143,7 @@ pub(super) fn build_qp(
     Ok(VerbsQp {
         id,
         raw: qp,
-        fns,
         qp_num,
-        qpx,
         evch: evch.into_raw(),
         incoming,
         connected: AtomicBool::new(false),
@@ -145,10 +152,9 @@ pub(super) fn build_qp(
         cq,
         rcq,
         shared,
-        scratch: UnsafeCell::new(Scratch::default()),
-        verbs_wrs: UnsafeCell::new(Vec::new()),
+        sq: SendQueue::new(qp, fns.post_send, qpx, send_ring, flush_mr, pd),
+        rq: RecvQueue::new(qp, fns.post_recv, recv_ring),
         _srq: srq,
-        flush_mr,
         pd: Arc::clone(pd),
     })
 }
@@ -175,30 +181,27 @@ pub struct VerbsQp {
     id: NonNull<ffi::rdma_cm_id>,
     /// The id's QP (alive until teardown).
     raw: NonNull<ffi::ibv_qp>,
-    /// The provider's posting functions (crate::provider).
-    fns: PostFns,
     qp_num: u32,
-    qpx: Option<NonNull<ffi::ibv_qp_ex>>,
     pub(super) evch: NonNull<ffi::rdma_event_channel>,
     incoming: bool,
     connected: AtomicBool,
     req_pdata: Box<[u8]>,
     torn: AtomicBool,
-    // Dropped in this order after `teardown` (the QP is gone by then).
+    // Dropped in this order after `teardown` (the QP is gone by then): the CQs before the
+    // queues whose rings they reach (rule V9).
     cq: VerbsCq,
     rcq: Option<VerbsCq>,
     shared: Option<Arc<Channel>>,
-    /// Chain buffers (rule V6: the owner's thread only).
-    scratch: UnsafeCell<Scratch>,
-    verbs_wrs: UnsafeCell<Vec<VerbsWr>>,
+    sq: SendQueue,
+    rq: RecvQueue,
     _srq: Option<Arc<VerbsSrq>>,
-    flush_mr: Option<VerbsMr>,
     pd: Arc<VerbsPd>,
 }
 
 // SAFETY: [V3] the id, QP and channel are used only through thread-safe librdmacm/libibverbs calls;
-// [V6] the slot rings, chain buffers and extended-QP builder calls (`ibv_wr_*`) are reached by
-// one thread at a time: the queue pair moves between threads whole and is not `Sync`.
+// [V6, V9] the queues' slot rings, chain buffers and extended-QP builder calls (`ibv_wr_*`) are
+// reached by one thread at a time: the queue pair moves between threads whole (its queues and
+// the CQs reaching their rings with it) and is not `Sync`.
 unsafe impl Send for VerbsQp {}
 
 impl std::fmt::Debug for VerbsQp {
@@ -215,61 +218,6 @@ impl VerbsQp {
     #[inline(always)]
     const fn qp(&self) -> *mut ffi::ibv_qp {
         self.raw.as_ptr()
-    }
-
-    /// `ibv_post_send` on this QP, for the posting paths of `crate::cm::post`, which hand it
-    /// only initialised work requests whose SGEs (and inline data) live across the call and
-    /// describe ranges inside registrations the send ring pins (or the connection's flush
-    /// buffer).
-    #[inline(always)]
-    fn post_send_fn(&self) -> impl FnOnce(*mut ffi::ibv_send_wr, *mut *mut ffi::ibv_send_wr) -> i32 {
-        let (qp, fns) = (self.qp(), self.fns);
-        move |wr, bad| {
-            // SAFETY: [V2, V4, V8] the QP is alive and `fns` are its provider's; the chain is as
-            // this function's callers promise (above).
-            call!("ibv_post_send", errno(), unsafe { (fns.post_send)(qp, wr, bad) })
-        }
-    }
-
-    /// `ibv_post_recv` on this QP, for the posting paths of `crate::cm::post`, which hand it
-    /// only initialised receives whose SGEs live across the call and describe ranges inside
-    /// registrations the receive ring pins.
-    #[inline(always)]
-    fn post_recv_fn(&self) -> impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32 {
-        let (qp, fns) = (self.qp(), self.fns);
-        move |wr, bad| {
-            // SAFETY: [V2, V4, V8] the QP is alive and `fns` are its provider's; the receives
-            // are as this function's callers promise (above).
-            call!("ibv_post_recv", errno(), unsafe { (fns.post_recv)(qp, wr, bad) })
-        }
-    }
-
-    /// The connection's own receive ring: in its receive CQ if it has one, else in its CQ;
-    /// `None` if it receives through a shared receive queue.
-    ///
-    /// # Safety
-    /// As [`VerbsCq::send_ring`].
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn own_recv_ring(&self) -> Option<&mut FifoRing> {
-        // SAFETY: [V6] per the contract.
-        unsafe {
-            match &self.rcq {
-                Some(rcq) => rcq.own_recv_ring(),
-                None => self.cq.own_recv_ring(),
-            }
-        }
-    }
-
-    /// The flush buffer if this QP emulates flushes and the native-only policy allows it (the
-    /// fast path of a single flush); `None` sends flushes down the general path.
-    #[inline(always)]
-    fn emulated_flush(&self) -> Option<&VerbsMr> {
-        if self.qpx.is_none() && !crate::native::only_flush() {
-            self.flush_mr.as_ref()
-        } else {
-            None
-        }
     }
 
     fn teardown(&self) -> Result<()> {
@@ -303,10 +251,8 @@ impl VerbsQp {
         }
         // The device no longer uses any region for this QP: regions dropped while its work
         // requests were in flight can go now (crate::pin).
-        self.cq.release_pins();
-        if let Some(r) = &self.rcq {
-            r.release_pins();
-        }
+        self.sq.release_pins();
+        self.rq.release_pins();
         PARKED.sweep();
         if let Some(r) = &self.rcq {
             note(r.release());
@@ -322,9 +268,7 @@ impl VerbsQp {
         }
         note(self.cq.channel().release());
         // The private flush buffer (its QP is gone): reported like librpma's `rpma_conn_delete`.
-        if let Some(m) = &self.flush_mr {
-            note(m.deregister());
-        }
+        note(self.sq.release_flush_buffer());
         // SAFETY: [V1] its only id was destroyed above; destroyed once.
         unsafe { ffi::rdma_destroy_event_channel(self.evch.as_ptr()) };
         track!(EventChannel, -1);
@@ -336,16 +280,12 @@ impl VerbsQp {
     /// never released, with the regions its unretired work requests reference and the flush
     /// buffer. Reported through the log and [`crate::leaks`].
     fn abandon(&self, why: &Error) {
-        // The regions its work requests use stay pinned: never deregistered or freed.
-        self.cq.report_leaks(why);
-        if let Some(r) = &self.rcq {
-            r.report_leaks(why);
-        }
+        // The regions its work requests use, and the flush buffer, stay pinned: never
+        // deregistered or freed.
+        self.sq.report_leaks(why);
+        self.rq.report_leaks(why);
         if let Some(srq) = &self._srq {
             std::mem::forget(Arc::clone(srq));
-        }
-        if let Some(m) = &self.flush_mr {
-            m.abandon(why);
         }
         self.cq.abandon();
         if let Some(r) = &self.rcq {
@@ -360,88 +300,6 @@ impl VerbsQp {
         crate::leak::qp(self.qp_num, why);
     }
 
-    /// Posts receives other than a single one of at most one piece (chains, scatter-gather, a
-    /// shared receive queue's error, a full queue).
-    #[inline(never)]
-    fn post_recv_general(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
-        const OP: &str = "ibv_post_recv";
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
-        // this call and nothing called here takes another.
-        let (ring, sc) = unsafe { (self.own_recv_ring(), &mut *self.scratch.get()) };
-        let Some(ring) = ring else {
-            return Err(Error::provider(OP, libc::EINVAL).with_detail("the QP receives through a shared RQ"));
-        };
-        post::post_recv_chain(ring, sc, wrs, OP, self.post_recv_fn())
-    }
-
-    /// Posts what [`post::post_one`] does not: chains, scatter-gather, inline data, native or
-    /// atomic operations, a full queue.
-    #[inline(never)]
-    fn post_send_general(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
-        const OP: &str = "ibv_post_send";
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
-        // this call and nothing called here takes another.
-        let (ring, sc, verbs_wrs) =
-            unsafe { (self.cq.send_ring(), &mut *self.scratch.get(), &mut *self.verbs_wrs.get()) };
-        ring.check(OP, wrs.len())?;
-        let ops = self.ops();
-        let caps = self.pd.caps();
-        let no_native = |op: &'static str, what: &'static str| {
-            self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
-        };
-        let single;
-        let all: &[VerbsWr] = if let [wr] = wrs {
-            single = post::verbs_wr(wr, ops, no_native)?;
-            std::slice::from_ref(&single)
-        } else {
-            verbs_wrs.clear();
-            for wr in wrs {
-                verbs_wrs.push(post::verbs_wr(wr, ops, no_native)?);
-            }
-            verbs_wrs
-        };
-        let legacy = |ring: &mut FifoRing, sc: &mut Scratch, wrs: &[SendWr<'_, Verbs>], all: &[VerbsWr]| {
-            post::post_send_chain(ring, sc, wrs, all, ops.flush_mr, self.post_send_fn())
-        };
-        let Some(qpx) = self.qpx.filter(|_| all.iter().any(|p| p.native.is_some())) else {
-            return legacy(ring, sc, wrs, all);
-        };
-        // A chain with native operations: each native operation through the extended QP's
-        // builder, each run of the others with one `ibv_post_send` (rxe's builder mishandles some
-        // chains that mix sends with native flushes: measured in the debian13 guest), in order.
-        // Everything was validated before, so the doorbells after the first do not fail; if one
-        // did, the work requests before it stay posted and the error says how many.
-        let mut at = 0;
-        while at < wrs.len() {
-            let native = all[at].native.is_some();
-            let end =
-                if native { at + 1 } else { (at..wrs.len()).find(|&i| all[i].native.is_some()).unwrap_or(wrs.len()) };
-            let r = if native {
-                // SAFETY: [V2, V6] the live extended QP of this queue pair, created with the
-                // send-ops flags of the native operations `ops` reported; the owner's thread.
-                unsafe { post::post_send_ex(qpx.as_ptr(), ring, sc, &wrs[at..end], &all[at..end], ops.flush_mr) }
-            } else {
-                legacy(ring, sc, &wrs[at..end], &all[at..end])
-            };
-            if let Err(e) = r {
-                return Err(if at > 0 {
-                    e.with_detail(&format!("the first {at} of {} work requests were posted", wrs.len()))
-                } else {
-                    e
-                });
-            }
-            at = end;
-        }
-        Ok(())
-    }
-
-    /// [`VerbsQp::post_send_general`] of one work request (by value: the fast path builds it
-    /// in registers, only this cold call puts it in memory).
-    #[inline(never)]
-    fn post_send_general_one(&self, wr: SendWr<'_, Verbs>) -> Result<()> {
-        self.post_send_general(std::slice::from_ref(&wr))
-    }
-
     /// The connection's shared completion channel as a [`SharedCqEvents`], to wait for its two
     /// CQs' events without borrowing the connection; `None` if the CQs have channels of their
     /// own ([`VerbsCq::events`] then).
@@ -453,42 +311,6 @@ impl VerbsQp {
             main: self.cq.as_ptr() as usize,
             receive: self.rcq.as_ref().map(|r| r.as_ptr() as usize),
         })
-    }
-
-    /// [`VerbsQp::post_recv_general`] of one receive (see [`VerbsQp::post_send_general_one`]).
-    #[inline(never)]
-    fn post_recv_general_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
-        self.post_recv_general(std::slice::from_ref(&wr))
-    }
-
-    /// What this QP can do natively (librpma 1.3 decides per QP the same way: `qpx->wr_flush`
-    /// / `qpx->wr_atomic_write` set).
-    fn ops(&self) -> QpOps<'_> {
-        let caps = self.pd.caps();
-        let (mut native_flush, mut native_atomic_write) = (false, false);
-        if let Some(qpx) = self.qpx {
-            // SAFETY: [V2] a live extended QP; `wr_flush` is read only when the QP was created
-            // with IBV_QP_EX_WITH_FLUSH (native flush in the capabilities), which its provider
-            // accepted.
-            unsafe {
-                native_atomic_write = caps.native_atomic_write && (*qpx.as_ptr()).wr_atomic_write.is_some();
-                native_flush = caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some();
-            }
-        }
-        QpOps { native_flush, native_atomic_write, flush_mr: self.flush_mr.as_ref() }
-    }
-
-    /// The `NoSupp` of a native-only operation that would be emulated.
-    fn no_native(&self, op: &'static str, what: &str, device_has_it: bool) -> Error {
-        let dev = self.pd.device().name();
-        let why = if device_has_it {
-            format!("this connection's QP on {dev} has no native {what}")
-        } else {
-            format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
-        };
-        Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
-            "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
-        ))
     }
 }
 
@@ -526,49 +348,26 @@ impl QpBackend<Verbs> for VerbsQp {
 
     #[inline]
     fn post_recv(&self, wrs: &[RecvWr<'_, Verbs>]) -> Result<()> {
-        self.post_recv_general(wrs)
+        self.rq.post(wrs)
     }
 
     #[inline(always)]
     fn post_recv_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
-        // this block and nothing called here takes another.
-        if let Some(ring) = unsafe { self.own_recv_ring() } {
-            let one = post::post_recv_one(ring, &wr, self.post_recv_fn());
-            if let Some(r) = one {
-                return r;
-            }
-        }
-        self.post_recv_general_one(wr)
+        self.rq.post_one(wr)
     }
 
     #[inline]
     fn post_send(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); these references end with
-        // this block and nothing called here takes another.
-        let (ring, sc) = unsafe { (self.cq.send_ring(), &mut *self.scratch.get()) };
-        let chain = post::post_chain_fast(ring, sc, wrs, || self.emulated_flush(), self.post_send_fn());
-        match chain {
-            Some(r) => r,
-            None => self.post_send_general(wrs),
-        }
+        self.sq.post(wrs)
     }
 
     #[inline(always)]
     fn post_send_one(&self, wr: SendWr<'_, Verbs>) -> Result<()> {
-        // SAFETY: [V6] the owner's thread (`VerbsQp` is not `Sync`); the reference ends with
-        // this block and nothing called here takes another.
-        let ring = unsafe { self.cq.send_ring() };
-        let one = post::post_one(ring, &wr, || self.emulated_flush(), self.post_send_fn());
-        match one {
-            Some(r) => r,
-            None => self.post_send_general_one(wr),
-        }
+        self.sq.post_one(wr)
     }
 
     fn sq_free(&self) -> u32 {
-        // SAFETY: [V6] the owner's thread; the reference ends here.
-        u32::try_from(unsafe { self.cq.send_ring() }.free()).unwrap_or(u32::MAX)
+        self.sq.free()
     }
 }
 

@@ -11,11 +11,11 @@ use rpma_core::{Error, Result};
 
 use crate::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
 use crate::provider::{self, PostSrqRecv};
-use crate::ring::{FifoRing, SlotRing};
+use crate::ring::{FifoRing, Ring, SlotRing};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
-use super::post::Scratch;
+use super::post::{self, RecvScratch};
 
 /// A shared receive queue with its optional receive CQ.
 pub struct VerbsSrq {
@@ -31,8 +31,8 @@ pub struct VerbsSrq {
 // SAFETY: [V3] the SRQ is used only through thread-safe libibverbs calls; the ring is behind
 // its lock.
 unsafe impl Send for VerbsSrq {}
-// SAFETY: [V3, V6] as above; its own CQ holds no connection ring (only a link to this SRQ's
-// locked ring, and a send ring with nothing in flight, which `VerbsCq::complete_send` only
+// SAFETY: [V3, V6] as above; its own CQ reaches no connection ring (only this SRQ's locked
+// ring, and the ring of no queue, with nothing in flight, which `VerbsCq::complete_send` only
 // reads), so polling it from several threads at once touches no unsynchronised state.
 unsafe impl Sync for VerbsSrq {}
 
@@ -45,9 +45,12 @@ impl std::fmt::Debug for VerbsSrq {
 pub(crate) fn create_srq(pd: &Arc<VerbsPd>, rq_size: u32, rcq_size: u32) -> Result<VerbsSrq> {
     // SAFETY: [V1] the PD keeps its device context open.
     let post_fn = unsafe { provider::post_srq_recv(pd.device().ctx()) }?;
-    let ring = Arc::new(Mutex::new(SrqState { ring: SlotRing::new(rq_size, 1), scratch: Scratch::default() }));
+    let ring = Arc::new(Mutex::new(SrqState { ring: SlotRing::new(rq_size, 1), scratch: RecvScratch::default() }));
     let rcq = if rcq_size > 0 {
-        Some(VerbsCq::new(pd.device().ctx(), rcq_size, None, FifoRing::none(), RecvLink::Srq(Arc::clone(&ring)))?)
+        let link = RecvLink::Srq(Arc::clone(&ring));
+        // SAFETY: [V9] the ring of no queue lives for the process and is only read; the SRQ's
+        // ring is kept alive by the CQ's `Arc` and locked.
+        Some(unsafe { VerbsCq::new(pd.device().ctx(), rcq_size, None, FifoRing::no_queue(), link) }?)
     } else {
         None
     };
@@ -99,12 +102,14 @@ impl SrqBackend<Verbs> for VerbsSrq {
         const OP: &str = "ibv_post_srq_recv";
         let mut g = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let SrqState { ring, scratch } = &mut *g;
-        super::post::post_recv_chain(ring, scratch, wrs, OP, |wr, bad| {
-            // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; a chain of
-            // initialised work requests whose SGEs live across the call and describe ranges
-            // inside registrations pinned by the ring.
-            call!("ibv_post_srq_recv", errno(), unsafe { (self.post_fn)(self.srq.as_ptr(), wr, bad) })
-        })
+        ring.check(OP, wrs.len())?;
+        let head = post::recv_chain(ring, scratch, wrs);
+        let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; the chain was just
+        // linked in the scratch buffers (untouched until the call returns, under the lock), its
+        // SGEs describe pieces of regions `wrs` borrows (pinned by the ring right after).
+        let r = call!("ibv_post_srq_recv", errno(), unsafe { (self.post_fn)(self.srq.as_ptr(), head, &mut bad) });
+        post::recvs_posted(ring, wrs, OP, head, r, bad)
     }
 
     fn rcq(&self) -> Option<&VerbsCq> {
