@@ -65,7 +65,8 @@ pub(crate) struct FifoRing {
     /// Number of the next work request.
     tail: u64,
     cap: u64,
-    /// Slots - 1.
+    /// Slots - 1: `wr_ids.len() - 1`, a power of two minus one, never changed (the slots are
+    /// indexed by `n & mask` without a bounds check).
     mask: u64,
     /// 0 for a send queue, [`RECV_BIT`] for a receive queue.
     tag: u64,
@@ -129,9 +130,9 @@ impl FifoRing {
     /// `mr` if any.
     #[inline(always)]
     pub(crate) fn push_one(&mut self, n: u64, wr_id: u64, mr: Option<&VerbsMr>) {
-        if let Some(slot) = self.wr_ids.get_mut((n & self.mask) as usize) {
-            *slot = wr_id;
-        }
+        // SAFETY: [M4] a masked index: `mask` is the number of slots - 1 (a power of two; both
+        // fixed when the ring was made), so `n & mask` is below `wr_ids.len()`.
+        unsafe { *self.wr_ids.get_unchecked_mut((n & self.mask) as usize) = wr_id };
         self.tail = n + 1;
         if let Some(mr) = mr {
             self.pins.mark(mr, n + 1);
@@ -165,7 +166,8 @@ impl FifoRing {
         }
         // SAFETY: [V6] in flight: only the owner's thread reaches the ring (the contract).
         let r = unsafe { &mut *ring };
-        let user = *r.wr_ids.get((n & r.mask) as usize)?;
+        // SAFETY: [M4] a masked index, below `wr_ids.len()` (as in `push_one`).
+        let user = unsafe { *r.wr_ids.get_unchecked((n & r.mask) as usize) };
         r.head = n + 1;
         r.pins.retire(n + 1);
         Some(user)
