@@ -17,7 +17,7 @@ use rpma_core::{Error, ErrorKind, FlushType, Result};
 use crate::mr::VerbsMr;
 use crate::native::Counted;
 use crate::ring::{Ring, FLUSH_READ_BIT};
-use crate::Verbs;
+use crate::{Verbs, VerbsPd};
 
 /// Reusable buffers of a send queue's chains (owned by the queue; rule V6).
 #[derive(Default)]
@@ -96,6 +96,25 @@ pub(super) struct QpOps<'a> {
     pub(super) native_flush: bool,
     pub(super) native_atomic_write: bool,
     pub(super) flush_mr: Option<&'a VerbsMr>,
+    /// Its protection domain (the device's capabilities and name, for a refusal).
+    pub(super) pd: &'a VerbsPd,
+}
+
+/// The `NoSupp` of a native-only operation (`what`) that would be emulated on a QP of `pd`.
+#[cold]
+#[inline(never)]
+fn no_native(pd: &VerbsPd, op: &'static str, what: &str) -> Error {
+    let caps = pd.caps();
+    let device_has_it = if what == "flush" { caps.native_flush } else { caps.native_atomic_write };
+    let dev = pd.device().name();
+    let why = if device_has_it {
+        format!("this connection's QP on {dev} has no native {what}")
+    } else {
+        format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
+    };
+    Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
+        "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
+    ))
 }
 
 /// The verbs opcode (and immediate data) of a read, write or send; `None` for the operations
@@ -119,11 +138,7 @@ pub(super) fn rw_send_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, O
 /// `NoSupp` for an operation the native-only policy forbids to emulate, or a flush without a
 /// flush buffer.
 #[inline]
-pub(super) fn verbs_wr(
-    wr: &SendWr<'_, Verbs>,
-    ops: QpOps<'_>,
-    no_native: impl Fn(&'static str, &'static str) -> Error,
-) -> Result<VerbsWr> {
+pub(super) fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr> {
     use ffi::ibv_send_flags as F;
     use ffi::ibv_wr_opcode as O;
     let (rkey, raddr) = wr.remote.map_or((0, 0), |r| (r.rkey, r.addr));
@@ -156,7 +171,7 @@ pub(super) fn verbs_wr(
                 p.counted = Some(Counted::AtomicWriteNative);
             } else {
                 if crate::native::native_only().atomic_write {
-                    return Err(no_native("rpma_atomic_write", "atomic write"));
+                    return Err(no_native(ops.pd, "rpma_atomic_write", "atomic write"));
                 }
                 // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
                 // before preceding reads (flushes) complete; inline data is copied at post time.
@@ -180,7 +195,7 @@ pub(super) fn verbs_wr(
             // native-only policy.
             let by_rule = *t == FlushType::Persistent && ops.native_flush;
             if !by_rule && crate::native::native_only().flush {
-                return Err(no_native("rpma_flush", "flush"));
+                return Err(no_native(ops.pd, "rpma_flush", "flush"));
             }
             if ops.flush_mr.is_none() {
                 return Err(Error::new(ErrorKind::NoSupp, "ibv_post_send").with_detail("no flush buffer"));

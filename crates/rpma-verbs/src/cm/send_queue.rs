@@ -284,18 +284,14 @@ impl SendQueue {
         ring.check(OP, wrs.len())?;
         let SendScratch { send, sges, verbs_wrs } = sc;
         let ops = self.ops();
-        let caps = self.pd.caps();
-        let no_native = |op: &'static str, what: &'static str| {
-            self.no_native(op, what, if what == "flush" { caps.native_flush } else { caps.native_atomic_write })
-        };
         let single;
         let all: &[VerbsWr] = if let [wr] = wrs {
-            single = post::verbs_wr(wr, ops, no_native)?;
+            single = post::verbs_wr(wr, ops)?;
             std::slice::from_ref(&single)
         } else {
             verbs_wrs.clear();
             for wr in wrs {
-                verbs_wrs.push(post::verbs_wr(wr, ops, no_native)?);
+                verbs_wrs.push(post::verbs_wr(wr, ops)?);
             }
             verbs_wrs
         };
@@ -504,20 +500,7 @@ impl SendQueue {
                 native_flush = caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some();
             }
         }
-        QpOps { native_flush, native_atomic_write, flush_mr: self.flush_mr.as_ref() }
-    }
-
-    /// The `NoSupp` of a native-only operation that would be emulated.
-    fn no_native(&self, op: &'static str, what: &str, device_has_it: bool) -> Error {
-        let dev = self.pd.device().name();
-        let why = if device_has_it {
-            format!("this connection's QP on {dev} has no native {what}")
-        } else {
-            format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
-        };
-        Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
-            "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
-        ))
+        QpOps { native_flush, native_atomic_write, flush_mr: self.flush_mr.as_ref(), pd: &self.pd }
     }
 }
 
