@@ -116,6 +116,7 @@ mod verbs_only {
             ("verbs_only__fork_after_registration", fork_after_registration),
             ("verbs_only__clean_teardown_leaks_nothing", clean_teardown_leaks_nothing),
             ("verbs_only__file_mapping_on_tmpfs_is_the_region", file_mapping_on_tmpfs),
+            ("verbs_only__addresses_of_both_ends", addresses_of_both_ends),
         ]
     }
 
@@ -502,6 +503,24 @@ mod verbs_only {
             assert!(src.dereg().unwrap().is_some(), "the memory comes back");
         }
         assert_eq!(rpma::verbs::leaks(), before);
+    }
+
+    /// Both ends' addresses as the backend reports them (`rdma_get_local_addr`,
+    /// `rdma_get_peer_addr`; the `tracing` feature's span records them): each side's remote
+    /// address is the other's local one, the server's is the address it listens on, and the
+    /// client's has a port of its own.
+    fn addresses_of_both_ends(b: &VerbsBackend) {
+        use rpma::transport::CmBackend;
+        let t = b.transport();
+        let p = pair(b, &t);
+        let (c_local, c_remote) = p.client.backend().addrs();
+        let (s_local, s_remote) = p.server.backend().addrs();
+        let (c_local, c_remote) = (c_local.expect("client local"), c_remote.expect("client remote"));
+        let (s_local, s_remote) = (s_local.expect("server local"), s_remote.expect("server remote"));
+        assert_eq!(c_remote, s_local, "the client reaches the server's address");
+        assert_eq!(s_remote, c_local, "the server sees the client's address");
+        assert_eq!(s_local.ip().to_string(), b.addr(), "the server listens on the test address");
+        assert_ne!(c_local.port(), 0, "the client's port is bound");
     }
 
     /// A region that is a shared mapping of a file on tmpfs (Linux 6.5+ lets the device pin a

@@ -3,8 +3,9 @@
 //!
 //! With the feature, every connection has a span `rpma.conn` (target `rpma`, level `INFO`) with
 //! the fields `backend`, `device`, `side` (`active`/`passive`), `local` and `remote` (the
-//! addresses this side was given: the endpoint's for a passive connection, the one connected
-//! to for an active one; the other is left empty) and `qp_num`. The span is entered around the
+//! connection's two addresses as the backend reports them once the request is made or taken,
+//! `addr:port`; where it does not, the address this side was given: the endpoint's for a
+//! passive connection, the one connected to for an active one) and `qp_num`. The span is entered around the
 //! connection's setup and teardown calls (requesting, connecting or accepting, rejecting, taking
 //! a CM event, disconnecting, deleting; a passive connection's span begins once its request is
 //! taken) and is the parent of the connection's events:
@@ -77,7 +78,7 @@ mod on {
     use tracing::Span;
 
     use super::{ConnEvent, Peer, Step, Transport};
-    use crate::transport::{CqBackend, QpBackend};
+    use crate::transport::{CmBackend, CqBackend, QpBackend};
 
     /// What a connection's completions counted (the `tracing` feature;
     /// [`Conn::stats`](crate::Conn::stats)).
@@ -146,10 +147,17 @@ mod on {
             Self::with(span(peer.transport().name(), &device, "passive", &ep.local, ""))
         }
 
-        /// Records the connection's queue pair in its span (its number) and makes the span the
-        /// parent of its CQs' events.
+        /// Records the connection's queue pair in its span (its number, and the addresses the
+        /// backend knows of it) and makes the span the parent of its CQs' events.
         pub(crate) fn attach<T: Transport>(&self, qp: &T::Qp) {
             self.span.record("qp_num", qp.qp_num());
+            let (local, remote) = qp.addrs();
+            if let Some(a) = local {
+                self.span.record("local", tracing::field::display(a));
+            }
+            if let Some(a) = remote {
+                self.span.record("remote", tracing::field::display(a));
+            }
             qp.cq().trace().attach(&self.span);
             if let Some(rcq) = qp.rcq() {
                 rcq.trace().attach(&self.span);

@@ -65,6 +65,7 @@
 //! ```
 
 use std::fmt::Debug;
+use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -617,6 +618,13 @@ pub trait QpBackend<T: Transport>: Send + 'static {
 pub trait CmBackend<T: Transport>: Send + 'static {
     /// Private data received with an incoming request (empty for outgoing ones).
     fn request_private_data(&self) -> &[u8];
+    /// The connection's local and remote addresses, as far as the backend knows them
+    /// (`rdma_get_local_addr`, `rdma_get_peer_addr`: bound once the request was made or
+    /// received); `None` for one it does not know (the default: both). Read once per
+    /// connection, for the `tracing` feature's span.
+    fn addrs(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        (None, None)
+    }
     /// Active request: `rdma_connect`; incoming request: `rdma_accept`, with `pdata`.
     ///
     /// # Errors

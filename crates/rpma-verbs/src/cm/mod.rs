@@ -13,6 +13,7 @@ use rpma_core::{ContextType, Error, ErrorKind, Result};
 use crate::sys::{call, errno, release, track};
 use crate::{VerbsDevice, VerbsPd};
 
+mod addr;
 mod listener;
 mod post;
 mod qp;

@@ -1,6 +1,7 @@
 //! A connection's queue pair: its CM id and event channel, its CQs, and its send and receive
 //! queues (which post: `send_queue`, `recv_queue`).
 
+use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -374,6 +375,12 @@ impl QpBackend<Verbs> for VerbsQp {
 impl CmBackend<Verbs> for VerbsQp {
     fn request_private_data(&self) -> &[u8] {
         &self.req_pdata
+    }
+
+    fn addrs(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        // SAFETY: [V1, V6] the id lives until teardown, which takes the queue pair by value or
+        // drops it; the owner's thread (`VerbsQp` is not `Sync`).
+        unsafe { super::addr::of_id(self.id) }
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
