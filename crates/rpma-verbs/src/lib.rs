@@ -92,6 +92,11 @@
 //! a check that a test can arm to fail the n-th call, and live-resource counters are kept: see
 //! the `faults` module. Without the feature the call sites are the plain C calls.
 
+// The slot rings index by masked numbers of up to 2^32 slots and `Wc` is laid out as a 64-bit
+// `struct ibv_wc`: 64-bit targets only.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("rpma-verbs builds for 64-bit targets only");
+
 mod cm;
 mod cq;
 #[cfg(feature = "fault-injection")]

@@ -102,13 +102,18 @@ impl FifoRing {
 
     fn new(size: u32, tag: u64) -> Self {
         let cap = u64::from(size.max(1));
-        let slots = cap.next_power_of_two() as usize;
+        // (At most 2^32 slots: a `usize` of a 64-bit target, the only kind this crate builds for.)
+        let wr_ids: Box<[u64]> = vec![0; cap.next_power_of_two() as usize].into();
+        // The masked index of `push_one` and `complete_at` (rule M4) is below a power-of-two
+        // length, and the mask is taken from the slice itself.
+        debug_assert!(wr_ids.len().is_power_of_two());
+        let mask = wr_ids.len() as u64 - 1;
         Self {
-            wr_ids: vec![0; slots].into(),
+            wr_ids,
             head: 0,
             tail: 0,
             cap,
-            mask: slots as u64 - 1,
+            mask,
             tag,
             pins: PinTable::default(),
         }

@@ -13,7 +13,8 @@ use rdma_sys as ffi;
 /// owner's thread, rule V6: librdmacm writes the route while it processes the id's events).
 pub(super) unsafe fn of_id(id: NonNull<ffi::rdma_cm_id>) -> (Option<SocketAddr>, Option<SocketAddr>) {
     // SAFETY: [V1, V6] per the contract; the unions are read as `sockaddr_storage`, which
-    // covers every member and holds plain integers (any bit pattern is valid).
+    // covers every member and holds plain integers (any bit pattern is valid), all initialised
+    // (librdmacm allocates its ids zeroed and writes the addresses in place).
     let (src, dst) = unsafe {
         let a = &(*id.as_ptr()).route.addr;
         (a.src_addr_union.src_storage, a.dst_addr_union.dst_storage)
