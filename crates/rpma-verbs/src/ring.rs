@@ -108,15 +108,7 @@ impl FifoRing {
         // length, and the mask is taken from the slice itself.
         debug_assert!(wr_ids.len().is_power_of_two());
         let mask = wr_ids.len() as u64 - 1;
-        Self {
-            wr_ids,
-            head: 0,
-            tail: 0,
-            cap,
-            mask,
-            tag,
-            pins: PinTable::default(),
-        }
+        Self { wr_ids, head: 0, tail: 0, cap, mask, tag, pins: PinTable::default() }
     }
 
     /// Work requests that can be posted now.
