@@ -1,12 +1,12 @@
 //! What a completion queue reports of the completions it returns (the `tracing` feature): the
-//! count of [`Conn::stats`](crate::Conn::stats) and the `rpma.failed_completion` events.
+//! `rpma.failed_completion` events and the error count of [`Conn::stats`](crate::Conn::stats).
 //!
 //! Each backend CQ keeps a [`CqTrace`] and reports to it from inside its poll, where it holds
-//! the completion it has just written anyway: a check there costs the poll a load and a branch
-//! per completion and an add, where the same check in rpma-core, after the backend's poll
-//! returned, would also keep the completion array and the connection alive across that call
-//! (registers saved and restored on every poll). Without the feature a `CqTrace` is
-//! zero-sized and its methods empty.
+//! the completion it has just written anyway: a check there costs the poll a test and a branch
+//! per completion, where the same check in rpma-core, after the backend's poll returned, would
+//! also keep the completion array and the connection alive across that call (registers saved
+//! and restored on every poll). Without the feature a `CqTrace` is zero-sized and its methods
+//! empty.
 
 use crate::wc::Wc;
 
@@ -26,32 +26,26 @@ mod on {
     use super::Wc;
 
     /// What a backend CQ reports of its completions (part of the backend contract,
-    /// [`crate::transport`]): [`CqTrace::polled`] with the number of completions each poll
-    /// returned, [`CqTrace::completed`] with each of them. rpma-core attaches the CQ to its
-    /// connection's span and reads the counts for [`Conn::stats`](crate::Conn::stats).
-    ///
-    /// The counts are kept without read-modify-write instructions (a poll must not pay for a
-    /// locked add): a CQ polled from several threads at once (a shared receive queue's,
-    /// which belongs to no connection) may miss some.
+    /// [`crate::transport`]): [`CqTrace::completed`] with each completion a poll returns.
+    /// rpma-core attaches the CQ to its connection's span and reads the error count for
+    /// [`Conn::stats`](crate::Conn::stats).
     #[derive(Debug, Default)]
     pub struct CqTrace {
-        completions: AtomicU64,
         errors: AtomicU64,
         span: OnceLock<Span>,
     }
 
     impl CqTrace {
+        /// Whether a [`CqTrace`] reports anything (the `tracing` feature): a backend may test
+        /// a completion's status itself under `if CqTrace::ENABLED` and call
+        /// [`CqTrace::failed`] for a failed one, where that lays its poll out better than
+        /// [`CqTrace::completed`].
+        pub const ENABLED: bool = true;
+
         /// A CQ's trace, attached to no connection yet.
         #[must_use]
         pub const fn new() -> Self {
-            Self { completions: AtomicU64::new(0), errors: AtomicU64::new(0), span: OnceLock::new() }
-        }
-
-        /// Counts the `n` completions a poll returned.
-        #[inline(always)]
-        pub fn polled(&self, n: usize) {
-            let c = &self.completions;
-            c.store(c.load(Ordering::Relaxed).wrapping_add(n as u64), Ordering::Relaxed);
+            Self { errors: AtomicU64::new(0), span: OnceLock::new() }
         }
 
         /// Reports `wc`, a completion the poll returns, if it failed: a test of its status.
@@ -65,11 +59,12 @@ mod on {
             }
         }
 
+        /// Reports `w`, a failed completion the poll returns (its cold path: the count of
+        /// [`ConnStats::errors`](crate::ConnStats) and a `rpma.failed_completion` event).
         #[cold]
         #[inline(never)]
-        fn failed(&self, w: &Wc) {
-            let e = &self.errors;
-            e.store(e.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        pub fn failed(&self, w: &Wc) {
+            self.errors.fetch_add(1, Ordering::Relaxed);
             let parent = self.span.get().and_then(Span::id);
             tracing::warn!(
                 name: "rpma.failed_completion",
@@ -88,9 +83,9 @@ mod on {
             let _ = self.span.set(span.clone());
         }
 
-        /// The completions and failed completions counted so far.
-        pub(crate) fn counts(&self) -> (u64, u64) {
-            (self.completions.load(Ordering::Relaxed), self.errors.load(Ordering::Relaxed))
+        /// The failed completions counted so far.
+        pub(crate) fn errors(&self) -> u64 {
+            self.errors.load(Ordering::Relaxed)
         }
     }
 }
@@ -106,18 +101,21 @@ mod off {
     pub struct CqTrace;
 
     impl CqTrace {
+        /// Whether a [`CqTrace`] reports anything: not without the feature.
+        pub const ENABLED: bool = false;
+
         /// A CQ's trace.
         #[must_use]
         pub const fn new() -> Self {
             Self
         }
 
-        /// Counts the `n` completions a poll returned (nothing without the feature).
-        #[inline(always)]
-        pub const fn polled(&self, _n: usize) {}
-
         /// Reports `wc` if it failed (nothing without the feature).
         #[inline(always)]
         pub const fn completed(&self, _wc: &Wc) {}
+
+        /// Reports a failed completion (nothing without the feature).
+        #[inline(always)]
+        pub const fn failed(&self, _wc: &Wc) {}
     }
 }

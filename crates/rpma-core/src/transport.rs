@@ -493,9 +493,8 @@ pub trait CqBackend: Send + 'static {
     /// # Errors
     /// `Provider` if polling fails.
     ///
-    /// Reports to its [`CqTrace`] from inside: [`CqTrace::completed`] with each completion it
-    /// writes, [`CqTrace::polled`] with their number (both compile to nothing without the
-    /// `tracing` feature).
+    /// Reports each completion it writes to its [`CqTrace`] from inside
+    /// ([`CqTrace::completed`]: nothing without the `tracing` feature).
     fn poll(&self, wc: &mut [Wc]) -> Result<usize>;
     /// The CQ's [`CqTrace`] (one per CQ, made with it).
     fn trace(&self) -> &CqTrace;

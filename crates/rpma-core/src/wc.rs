@@ -302,6 +302,14 @@ impl Wc {
         WcStatus::from_raw(self.status)
     }
 
+    /// The status as the provider wrote it (`enum ibv_wc_status`; 0 is success): what
+    /// [`Wc::status`] decodes.
+    #[must_use]
+    #[inline]
+    pub const fn status_raw(&self) -> u32 {
+        self.status
+    }
+
     /// Whether the operation succeeded (cheaper than comparing [`Wc::status`]).
     #[must_use]
     #[inline]

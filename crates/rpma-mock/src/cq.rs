@@ -216,7 +216,6 @@ impl CqShared {
         }
         o.head.store(at, Ordering::Release);
         self.retire(retire);
-        self.trace.polled(n);
         n
     }
 
@@ -236,7 +235,6 @@ impl CqShared {
         f.len.store(g.len(), Ordering::Release);
         drop(g);
         self.retire(retire);
-        self.trace.polled(n);
         n
     }
 

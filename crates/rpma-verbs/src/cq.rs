@@ -292,9 +292,12 @@ impl VerbsCq {
     #[inline(always)]
     fn retire(&self, w: &mut Wc) {
         let id = w.wr_id();
-        if id & !NUMBER_MASK == 0 {
-            // The common case, tested first with one test: a send-queue work request without a
-            // tag, whose verbs `wr_id` is its number.
+        // With the `tracing` feature a failed completion leaves the common case in the same
+        // test (its status ORed in), to be reported by `retire_tagged`.
+        let other = if CqTrace::ENABLED { id & !NUMBER_MASK | u64::from(w.status_raw()) } else { id & !NUMBER_MASK };
+        if other == 0 {
+            // The common case, tested first with one test: a successful send-queue work request
+            // without a tag, whose verbs `wr_id` is its number.
             w.set_wr_id(self.complete_send(id, id));
         } else {
             self.retire_tagged(w, id);
@@ -302,7 +305,9 @@ impl VerbsCq {
     }
 
     /// [`VerbsCq::retire`] of a receive, or of a flush posted as an RDMA Read (reported as a
-    /// flush): a verbs `wr_id` with tag bits.
+    /// flush): a verbs `wr_id` with tag bits; with the `tracing` feature also a failed
+    /// completion, reported to the CQ's trace (an untagged `wr_id` is retired here as in
+    /// `retire`).
     #[inline]
     fn retire_tagged(&self, w: &mut Wc, id: u64) {
         let user = if id & RECV_BIT == 0 {
@@ -317,6 +322,7 @@ impl VerbsCq {
         if id & FLUSH_READ_BIT != 0 {
             w.set_opcode(WcOpcode::Flush);
         }
+        self.trace.completed(w);
     }
 
     /// The user `wr_id` of send-queue work request `n` (retired with those before it), or
@@ -361,6 +367,16 @@ impl VerbsCq {
     }
 }
 
+/// The end of a poll that returned `n` completions: regions whose deregistration waited for
+/// them may go now (crate::pin).
+#[inline(always)]
+fn polled(n: usize) -> Result<usize> {
+    if n > 0 && PARKED.any() {
+        PARKED.sweep();
+    }
+    Ok(n)
+}
+
 #[cold]
 #[inline(never)]
 fn poll_failed(n: i32) -> Error {
@@ -398,20 +414,10 @@ impl CqBackend for VerbsCq {
         let n = n.min(wc.len());
         match &mut wc[..n] {
             // Most polls take one completion: no loop to set up.
-            [w] => {
-                self.retire(w);
-                self.trace.completed(w);
-            }
-            ws => ws.iter_mut().for_each(|w| {
-                self.retire(w);
-                self.trace.completed(w);
-            }),
+            [w] => self.retire(w),
+            ws => ws.iter_mut().for_each(|w| self.retire(w)),
         }
-        self.trace.polled(n);
-        if n > 0 && PARKED.any() {
-            PARKED.sweep();
-        }
-        Ok(n)
+        polled(n)
     }
 
     fn trace(&self) -> &CqTrace {

@@ -269,8 +269,8 @@ impl<T: Transport> Conn<T> {
     }
 
     /// What the connection's completions counted so far (see [`ConnStats`](crate::ConnStats)
-    /// for exactly what is counted). With the `tracing` feature only: counting costs the
-    /// poll a pass over the completions it read.
+    /// for exactly what is counted). With the `tracing` feature only: the count is taken where
+    /// each poll tests its completions for `rpma.failed_completion` events.
     #[cfg(feature = "tracing")]
     #[must_use]
     pub fn stats(&self) -> crate::ConnStats {
