@@ -36,10 +36,9 @@ mod on {
     }
 
     impl CqTrace {
-        /// Whether a [`CqTrace`] reports anything (the `tracing` feature): a backend may test
-        /// a completion's status itself under `if CqTrace::ENABLED` and call
-        /// [`CqTrace::failed`] for a failed one, where that lays its poll out better than
-        /// [`CqTrace::completed`].
+        /// Whether a [`CqTrace`] reports anything (the `tracing` feature): a backend may fold
+        /// a completion's status into a test of its own under `if CqTrace::ENABLED`, where that
+        /// lays its poll out better, and call [`CqTrace::completed`] off its common path.
         pub const ENABLED: bool = true;
 
         /// A CQ's trace, attached to no connection yet.
@@ -59,11 +58,11 @@ mod on {
             }
         }
 
-        /// Reports `w`, a failed completion the poll returns (its cold path: the count of
-        /// [`ConnStats::errors`](crate::ConnStats) and a `rpma.failed_completion` event).
+        /// The cold path of a failed completion: the count of
+        /// [`ConnStats::errors`](crate::ConnStats) and a `rpma.failed_completion` event.
         #[cold]
         #[inline(never)]
-        pub fn failed(&self, w: &Wc) {
+        fn failed(&self, w: &Wc) {
             self.errors.fetch_add(1, Ordering::Relaxed);
             let parent = self.span.get().and_then(Span::id);
             tracing::warn!(
@@ -113,9 +112,5 @@ mod off {
         /// Reports `wc` if it failed (nothing without the feature).
         #[inline(always)]
         pub const fn completed(&self, _wc: &Wc) {}
-
-        /// Reports a failed completion (nothing without the feature).
-        #[inline(always)]
-        pub const fn failed(&self, _wc: &Wc) {}
     }
 }

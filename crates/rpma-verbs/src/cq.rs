@@ -367,16 +367,6 @@ impl VerbsCq {
     }
 }
 
-/// The end of a poll that returned `n` completions: regions whose deregistration waited for
-/// them may go now (crate::pin).
-#[inline(always)]
-fn polled(n: usize) -> Result<usize> {
-    if n > 0 && PARKED.any() {
-        PARKED.sweep();
-    }
-    Ok(n)
-}
-
 #[cold]
 #[inline(never)]
 fn poll_failed(n: i32) -> Error {
@@ -417,7 +407,10 @@ impl CqBackend for VerbsCq {
             [w] => self.retire(w),
             ws => ws.iter_mut().for_each(|w| self.retire(w)),
         }
-        polled(n)
+        if n > 0 && PARKED.any() {
+            PARKED.sweep();
+        }
+        Ok(n)
     }
 
     fn trace(&self) -> &CqTrace {
