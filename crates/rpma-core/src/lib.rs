@@ -55,6 +55,7 @@ mod mr;
 mod offer;
 pub mod op;
 mod peer;
+pub mod runtime;
 mod trace;
 pub mod transport;
 mod types;

@@ -164,6 +164,13 @@ impl<T: Transport> Peer<T> {
         &self.inner.device.transport
     }
 
+    /// The runtime of the peer's transport ([`Transport::runtime`]): where code on this peer
+    /// takes its time, pauses and threads ([`crate::runtime`]).
+    #[must_use]
+    pub fn runtime(&self) -> &dyn crate::runtime::Runtime {
+        self.transport().runtime()
+    }
+
     /// `rpma_peer_delete`: drops this handle. The protection domain is released when the last
     /// object made from the peer is gone.
     ///

@@ -377,6 +377,14 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// A short name of the backend ("mock", "verbs").
     fn name(&self) -> &'static str;
 
+    /// Where code running on this transport takes its time, pauses and threads
+    /// ([`runtime`](crate::runtime)): the real clock and real threads
+    /// ([`StdRuntime`](crate::runtime::StdRuntime)) unless the transport simulates them (the mock
+    /// fabric under `rpma_mock::sim`).
+    fn runtime(&self) -> &dyn crate::runtime::Runtime {
+        &crate::runtime::StdRuntime
+    }
+
     /// `rpma_utils_get_ibv_context`: the device owning (`Local`) or routing to (`Remote`) `addr`.
     ///
     /// # Errors
