@@ -46,6 +46,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod broken;
 mod check;
 mod format;
 mod replica;
@@ -53,6 +54,8 @@ mod replica;
 pub mod tokio;
 mod writer;
 
+#[cfg(feature = "testing")]
+pub use broken::Broken;
 pub use check::{check_region, RegionCheck};
 pub use replica::{Replica, ReplicaHandle, ReplicaOptions, ReplicaState};
 pub use writer::{FlushMode, Health, HealthEvent, Log, LogOptions, Quorum, RecoveryReport, ReplicaAddr};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rpma::{Conn, ConnReq, Ep, ErrorKind, Memory, MrLocal, Peer, PeerCfg, Transport, Usage};
 
-use crate::format::{self, Status};
+use crate::format::{self, Ask, Hello, Status};
 use crate::{LogError, Result};
 
 /// How a replica serves.
@@ -23,6 +23,9 @@ pub struct ReplicaOptions {
     /// How long one wait for a connection request lasts in [`Replica::serve`] before it looks
     /// at its stop flag again.
     pub poll_interval: Duration,
+    /// Tests only (feature `testing`): rules of the protocol switched off.
+    #[cfg(feature = "testing")]
+    pub broken: crate::Broken,
 }
 
 impl ReplicaOptions {
@@ -30,6 +33,14 @@ impl ReplicaOptions {
     #[must_use]
     pub const fn with_direct_write_to_pmem(mut self, on: bool) -> Self {
         self.direct_write_to_pmem = on;
+        self
+    }
+
+    /// Tests only (feature `testing`): switches rules of the protocol off.
+    #[cfg(feature = "testing")]
+    #[must_use]
+    pub const fn with_broken(mut self, broken: crate::Broken) -> Self {
+        self.broken = broken;
         self
     }
 
@@ -41,9 +52,25 @@ impl ReplicaOptions {
     }
 }
 
+impl ReplicaOptions {
+    /// The rules switched off: none, unless a test says so.
+    #[allow(clippy::missing_const_for_fn)]
+    pub(crate) fn rules_off(&self) -> crate::broken::Broken {
+        #[cfg(feature = "testing")]
+        return self.broken;
+        #[cfg(not(feature = "testing"))]
+        crate::broken::Broken::none()
+    }
+}
+
 impl Default for ReplicaOptions {
     fn default() -> Self {
-        Self { direct_write_to_pmem: true, poll_interval: Duration::from_millis(20) }
+        Self {
+            direct_write_to_pmem: true,
+            poll_interval: Duration::from_millis(20),
+            #[cfg(feature = "testing")]
+            broken: crate::Broken::none(),
+        }
     }
 }
 
@@ -122,9 +149,10 @@ impl<T: Transport> Replica<T> {
             });
         }
         let v = memory.volatile();
+        // Zeroes: promised 0 (any writer's open is above it) and commit epoch 0 (blank: the
+        // replica does not vote until a writer repairs it, docs/log.md "Amnesia").
         v.write(0, &[0u8; format::HEADER])?;
         v.write(0, &format::static_block(log_id, capacity))?;
-        v.write(format::PROMISED, &format::epoch_block(0, 0))?;
         let mr = peer.reg_mr(memory, USAGE)?;
         mr.persist(0, format::HEADER)?;
         Ok(Self::new(peer, mr, log_id, capacity))
@@ -294,29 +322,25 @@ impl<T: Transport> Replica<T> {
         let reply = match format::decode_hello(req.private_data()) {
             None => refuse(Status::BadHello),
             Some(h) if h.log_id != self.log_id => refuse(Status::WrongLogId),
-            Some(h)
-                if h.epoch == 0
-                    || h.epoch < header.promised
-                    || (h.epoch == header.promised && h.writer != header.promised_id) =>
-            {
-                refuse(Status::StaleEpoch)
-            }
-            Some(h) => match self.take_over(h.epoch, h.writer) {
-                Ok(mr) => {
-                    let mut rest = mr.descriptor().to_vec();
-                    rest.extend_from_slice(
-                        &PeerCfg::new().with_direct_write_to_pmem(self.opts.direct_write_to_pmem).descriptor(),
-                    );
-                    format::encode_reply(Status::Accepted, self.log_id, h.epoch, self.capacity, &rest)
-                }
-                Err(e) => {
-                    let reply = refuse(Status::Failed);
-                    if let Ok(conn) = req.connect(Some(&reply)) {
-                        let _ = conn.disconnect();
+            Some(h) if !self.accepts(&h, &header) => refuse(Status::StaleEpoch),
+            Some(h) => {
+                match self.take_over(h.epoch, h.writer, (h.epoch, h.writer) != (header.promised, header.promised_id)) {
+                    Ok(mr) => {
+                        let mut rest = mr.descriptor().to_vec();
+                        rest.extend_from_slice(
+                            &PeerCfg::new().with_direct_write_to_pmem(self.opts.direct_write_to_pmem).descriptor(),
+                        );
+                        format::encode_reply(Status::Accepted, self.log_id, h.epoch, self.capacity, &rest)
                     }
-                    return Err(e);
+                    Err(e) => {
+                        let reply = refuse(Status::Failed);
+                        if let Ok(conn) = req.connect(Some(&reply)) {
+                            let _ = conn.disconnect();
+                        }
+                        return Err(e);
+                    }
                 }
-            },
+            }
         };
         let accepted = format::decode_reply(&reply).is_some_and(|r| r.status == Status::Accepted as u32);
         let conn = req.connect(Some(&reply))?;
@@ -329,8 +353,32 @@ impl<T: Transport> Replica<T> {
         Ok(())
     }
 
-    /// Fences the previous writer and records the new epoch: the region is registered again.
-    fn take_over(&mut self, epoch: u64, writer: u64) -> Result<&MrLocal<T>> {
+    /// Whether the hello `h` may take the log over here, the header saying `header` (docs/log.md,
+    /// "Safety"):
+    /// - a new writer's open needs an epoch above every one promised here, whatever its writer
+    ///   id (so no two opens ever share an epoch);
+    /// - a writer coming back (a reconnect) is taken if the promise is still its own, epoch and
+    ///   writer id, or if its epoch is above the promise and the replica is not blank. A blank
+    ///   replica (formatted, never repaired since: commit epoch 0) lost its promises with its
+    ///   memory, so it takes nobody back: only an open, whose writer needs a read quorum of
+    ///   replicas that did not forget.
+    fn accepts(&self, h: &Hello, header: &format::Header) -> bool {
+        if h.epoch == 0 {
+            return false;
+        }
+        let own = h.epoch == header.promised && h.writer == header.promised_id;
+        if self.opts.rules_off().open_in_the_promised_epoch && own {
+            return true;
+        }
+        match h.ask {
+            Ask::Open => h.epoch > header.promised,
+            Ask::Reconnect => own || (h.epoch > header.promised && header.commit_epoch > 0),
+        }
+    }
+
+    /// Fences the previous writer (the region is registered again: its rkey dies) and, if
+    /// `promise` (the promise changes), records and persists the new one, each word on its own.
+    fn take_over(&mut self, epoch: u64, writer: u64, promise: bool) -> Result<&MrLocal<T>> {
         if let Some(old) = self.writer.take() {
             let _ = old.disconnect();
             drop(old);
@@ -339,12 +387,32 @@ impl<T: Transport> Replica<T> {
         let memory = mr
             .dereg()?
             .ok_or_else(|| LogError::Replica("the region is still in use: it cannot be registered again".into()))?;
-        memory.volatile().write(format::PROMISED, &format::epoch_block(epoch, writer))?;
         let mr = self.peer.reg_mr(memory, USAGE)?;
         // Everything that reached the region is durable from the epoch change on.
         mr.persist(0, mr.len())?;
+        if promise {
+            self.promise(&mr, epoch, writer)?;
+        }
         self.takeovers += 1;
         Ok(self.mr.insert(mr))
+    }
+
+    /// Records the promise of `epoch` to `writer` durably before the writer is told: the writer
+    /// id, then the epoch, each an 8-byte store persisted on its own (a power cut leaves each
+    /// word old or new; every mix is a valid header whose promise is not below the old one).
+    fn promise(&self, mr: &MrLocal<T>, epoch: u64, writer: u64) -> Result<()> {
+        let v = mr.volatile();
+        if self.opts.rules_off().epoch_block_checksum {
+            // Version 1: one 64-byte block with a checksum, copied, then persisted.
+            v.write(format::PROMISED, &format::epoch_block(epoch, writer))?;
+            mr.persist(format::PROMISED, 64)?;
+            return Ok(());
+        }
+        v.store_u64(format::PROMISED_ID, writer.to_le(), Ordering::Relaxed)?;
+        mr.persist(format::PROMISED_ID, 8)?;
+        v.store_u64(format::PROMISED, epoch.to_le(), Ordering::Relaxed)?;
+        mr.persist(format::PROMISED, 8)?;
+        Ok(())
     }
 }
 

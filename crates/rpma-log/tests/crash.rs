@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
 use rpma::mock::{CrashPoints, MockFabric, Reboot, Unflushed};
-use rpma_log::{check_region, Log, LogOptions, Quorum, ReplicaHandle};
+use rpma_log::{check_region, Broken, Log, LogOptions, Quorum, ReplicaHandle};
 
 /// A small ring, so that the run wraps it.
 const LEN: usize = rpma_log::HEADER_SIZE + 512;
@@ -48,10 +48,10 @@ enum Bug {
 }
 
 fn options(n: usize, bug: Option<Bug>) -> LogOptions {
-    let mut o = LogOptions::new(LOG_ID).quorum(quorum(n)).timeout(Duration::from_secs(2));
-    o.broken_commit_flush = bug == Some(Bug::CommitVisibility);
-    o.broken_skip_data_flush = bug == Some(Bug::NoDataFlush);
-    o
+    let mut broken = Broken::none();
+    broken.commit_flush_visibility = bug == Some(Bug::CommitVisibility);
+    broken.skip_data_flush = bug == Some(Bug::NoDataFlush);
+    LogOptions::new(LOG_ID).quorum(quorum(n)).timeout(Duration::from_secs(2)).broken(broken)
 }
 
 fn scenario(fabric: &MockFabric, n: usize, bug: Option<Bug>) -> Outcome {

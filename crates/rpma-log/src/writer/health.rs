@@ -3,12 +3,25 @@
 
 use super::*;
 
+/// The error of a reconnect the replica refused: its promise is another writer's now.
+fn fenced(addr: &ReplicaAddr, promised: u64) -> LogError {
+    LogError::NoQuorum {
+        up: 0,
+        needed: 1,
+        detail: format!("{addr}: it promised epoch {promised}: this writer is fenced"),
+    }
+}
+
 impl<T: Transport> Log<T> {
-    /// Connects a replica that is down again (with the writer's own epoch and id) and catches
-    /// it up from the writer's copy: what it holds of the writer's history is kept, the rest
-    /// copied, then committed. A replica whose head is beyond the writer's (another writer
-    /// truncated further there) gets a full copy of the writer's live range (docs/log.md,
-    /// "Full copy"). Does nothing for a replica that is connected.
+    /// Connects a replica that is down again (with the writer's own epoch and id: a reconnect,
+    /// which the replica takes only while its promise is still this writer's) and catches it up
+    /// from the writer's copy: what it holds of the writer's history is kept, the rest copied,
+    /// then committed. A replica whose head is beyond the writer's (another writer truncated
+    /// further there) gets a full copy of the writer's live range (docs/log.md, "Full copy").
+    /// Does nothing for a replica that is connected. With
+    /// [`LogOptions::reconnect_in_background`] the thread makes the connection (one path
+    /// connects a replica, never two at once): this asks it to try now, waits for what it hands
+    /// over (at most the log's timeout) and catches the replica up.
     ///
     /// # Errors
     /// [`LogError::Invalid`] for an index outside the set; [`LogError::NoQuorum`] with the
@@ -24,14 +37,38 @@ impl<T: Transport> Log<T> {
         if self.slots[replica].conn.is_some() {
             return Ok(());
         }
-        match Self::connect(&self.peer, &addr, &self.opts, self.epoch, self.writer_id)? {
+        if self.reconnector.is_some() && !self.opts.rules_off().reconnect_beside_the_thread {
+            return self.reconnect_through_the_thread(replica, &addr);
+        }
+        match Self::connect(&self.peer, &addr, &self.opts, (self.epoch, self.writer_id, Ask::Reconnect))? {
             Connected::Accepted(conn, remote, cap) => self.rejoin(replica, conn, remote, cap),
-            Connected::Stale(p) => Err(LogError::NoQuorum {
-                up: 0,
-                needed: 1,
-                detail: format!("{addr}: it promised epoch {p}: this writer is fenced"),
-            }),
+            Connected::Stale(p) => Err(fenced(&addr, p)),
             Connected::Down(why) => Err(LogError::NoQuorum { up: 0, needed: 1, detail: format!("{addr}: {why}") }),
+        }
+    }
+
+    /// [`Log::reconnect`] with the reconnect thread: asks it to connect `replica` now and takes
+    /// what it hands over until that replica's attempt is in (others' are taken too).
+    fn reconnect_through_the_thread(&mut self, replica: usize, addr: &ReplicaAddr) -> Result<()> {
+        let deadline = self.peer.runtime().now() + self.opts.timeout;
+        if let Some(r) = &self.reconnector {
+            r.tell(reconnector::Request::Now(replica));
+        }
+        loop {
+            if let Some(outcome) = self.take_handovers_for(Some(replica)) {
+                return outcome;
+            }
+            if self.slots[replica].conn.is_some() {
+                return Ok(());
+            }
+            if self.peer.runtime().now() > deadline {
+                return Err(LogError::NoQuorum {
+                    up: 0,
+                    needed: 1,
+                    detail: format!("{addr}: the reconnect thread handed nothing over within {:?}", self.opts.timeout),
+                });
+            }
+            self.peer.runtime().pause(deadline);
         }
     }
 
@@ -81,24 +118,51 @@ impl<T: Transport> Log<T> {
     pub(super) fn take_handovers(&mut self) -> Vec<usize> {
         let mut back = Vec::new();
         while let Some(h) = self.reconnector.as_ref().and_then(reconnector::Reconnector::take) {
-            match h {
-                reconnector::Handover::Connected { replica, conn, remote, cap } => {
-                    if self.slots[replica].conn.is_some() {
-                        // Reconnected meanwhile (by `reconnect`): this one is not needed.
-                        let _ = conn.disconnect();
-                        continue;
-                    }
-                    match self.rejoin(replica, conn, remote, cap) {
-                        Ok(()) => back.push(replica),
-                        Err(e) => self.event(replica, Health::Down, Some(format!("reconnecting: {e}"))),
-                    }
-                }
-                reconnector::Handover::Failed { replica, why } => {
-                    self.event(replica, Health::Down, Some(format!("reconnecting: {why}")));
-                }
+            if let (replica, Ok(true)) = self.take_handover(h) {
+                back.push(replica);
             }
         }
         back
+    }
+
+    /// Takes what the reconnect thread handed over, up to the outcome of `replica`'s attempt,
+    /// which it returns (`None`: not in yet).
+    fn take_handovers_for(&mut self, replica: Option<usize>) -> Option<Result<()>> {
+        while let Some(h) = self.reconnector.as_ref().and_then(reconnector::Reconnector::take) {
+            let (i, outcome) = self.take_handover(h);
+            if Some(i) == replica {
+                return Some(outcome.map(|_| ()));
+            }
+        }
+        None
+    }
+
+    /// Takes one handover: a connection is caught up (`Ok(true)`; `Ok(false)` if the replica
+    /// was connected meanwhile), a failure becomes a `Down` event and the error.
+    fn take_handover(&mut self, h: reconnector::Handover<T>) -> (usize, Result<bool>) {
+        match h {
+            reconnector::Handover::Connected { replica, conn, remote, cap } => {
+                if self.slots[replica].conn.is_some() {
+                    let _ = conn.disconnect();
+                    if let Some(r) = &self.reconnector {
+                        r.tell(reconnector::Request::Rejoined(replica));
+                    }
+                    return (replica, Ok(false));
+                }
+                match self.rejoin(replica, conn, remote, cap) {
+                    Ok(()) => (replica, Ok(true)),
+                    Err(e) => {
+                        self.event(replica, Health::Down, Some(format!("reconnecting: {e}")));
+                        (replica, Err(e))
+                    }
+                }
+            }
+            reconnector::Handover::Failed { replica, why } => {
+                self.event(replica, Health::Down, Some(format!("reconnecting: {why}")));
+                let addr = self.slots[replica].addr.clone();
+                (replica, Err(LogError::NoQuorum { up: 0, needed: 1, detail: format!("{addr}: {why}") }))
+            }
+        }
     }
 
     /// Takes the connection events of every replica connected, without waiting: a replica whose
@@ -134,7 +198,7 @@ impl<T: Transport> Log<T> {
         if self.reconnector.is_some() {
             return self.take_handovers();
         }
-        let now = Instant::now();
+        let now = self.peer.runtime().now();
         let mut back = Vec::new();
         for i in 0..self.slots.len() {
             let s = &self.slots[i];
@@ -150,7 +214,7 @@ impl<T: Transport> Log<T> {
                 }
                 Err(e) => {
                     let s = &mut self.slots[i];
-                    s.retry_at = Some(Instant::now() + s.backoff);
+                    s.retry_at = Some(now + s.backoff);
                     s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
                     self.event(i, Health::Down, Some(format!("reconnecting: {e}")));
                 }

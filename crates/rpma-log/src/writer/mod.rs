@@ -9,7 +9,7 @@ use rpma::{
     MR_DESCRIPTOR_SIZE,
 };
 
-use crate::format::{self, Hello, Record, Status};
+use crate::format::{self, Ask, Hello, Record, Status};
 use crate::{LogError, Lsn, Result};
 
 mod health;
@@ -123,8 +123,14 @@ fn pieces(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> 
 }
 
 impl<T: Transport> Log<T> {
-    fn connect(peer: &Peer<T>, r: &ReplicaAddr, opts: &LogOptions, epoch: u64, writer_id: u64) -> Result<Connected<T>> {
-        let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id });
+    /// Connects to replica `r` with a hello asking `ask` in `epoch` as `writer_id`.
+    fn connect(
+        peer: &Peer<T>,
+        r: &ReplicaAddr,
+        opts: &LogOptions,
+        (epoch, writer_id, ask): (u64, u64, Ask),
+    ) -> Result<Connected<T>> {
+        let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id, ask });
         let cfg = ConnCfg::new().with_sq_size(SQ).with_cq_size(SQ).with_timeout(opts.timeout);
         let req = match ConnReq::new(peer, &r.addr, &r.port, Some(&cfg)) {
             Ok(req) => req,
@@ -211,15 +217,16 @@ impl<T: Transport> Log<T> {
 
     /// Waits for the signaled completion `wr_id` on replica `i` (the only one in flight).
     fn wait_one(&mut self, i: usize, wr_id: u64) -> std::result::Result<(), String> {
-        let deadline = Instant::now() + self.opts.timeout;
+        let rt = self.peer.runtime();
+        let deadline = rt.now() + self.opts.timeout;
         let conn = self.slots[i].conn.as_ref().ok_or("not connected")?;
         loop {
             match conn.cq().next_wc() {
                 Ok(Some(wc)) if wc.is_success() && wc.wr_id() == wr_id => return Ok(()),
                 Ok(Some(wc)) if wc.is_success() => {}
                 Ok(Some(wc)) => return Err(format!("a work request failed: {:?}", wc.status())),
-                Ok(None) if Instant::now() > deadline => return Err("timed out".into()),
-                Ok(None) => std::thread::yield_now(),
+                Ok(None) if rt.now() > deadline => return Err("timed out".into()),
+                Ok(None) => rt.pause(deadline),
                 Err(e) => return Err(format!("polling: {e}")),
             }
         }
@@ -327,8 +334,9 @@ impl<T: Transport> Log<T> {
         let tail = self.tail;
         let cap = self.cap;
         let ft = self.flush_type();
-        let commit_ft = if self.opts.broken_commit_flush { FlushType::Visibility } else { ft };
-        let skip_data = self.opts.broken_skip_data_flush;
+        let broken = self.opts.rules_off();
+        let commit_ft = if broken.commit_flush_visibility { FlushType::Visibility } else { ft };
+        let skip_data = broken.skip_data_flush;
         let s = &self.slots[i];
         if s.posted >= tail || s.health == Health::CatchingUp {
             return;
@@ -385,11 +393,13 @@ impl<T: Transport> Log<T> {
     /// Commits everything appended on replica `i` and waits for it (to free its send queue).
     fn drain(&mut self, i: usize) {
         self.post_commit(i);
-        let deadline = Instant::now() + self.opts.timeout;
+        let deadline = self.peer.runtime().now() + self.opts.timeout;
         while self.slots[i].conn.is_some() && self.slots[i].inflight > 0 {
             self.poll(i);
-            if Instant::now() > deadline {
+            if self.peer.runtime().now() > deadline {
                 self.mark_down(i, "timed out".into());
+            } else if self.slots[i].inflight > 0 {
+                self.peer.runtime().pause(deadline);
             }
         }
     }
@@ -416,7 +426,7 @@ impl<T: Transport> Log<T> {
         for i in 0..self.slots.len() {
             self.post_commit(i);
         }
-        let deadline = Instant::now() + self.opts.timeout;
+        let deadline = self.peer.runtime().now() + self.opts.timeout;
         loop {
             for i in 0..self.slots.len() {
                 if self.slots[i].inflight > 0 {
@@ -428,7 +438,7 @@ impl<T: Transport> Log<T> {
                 break;
             }
             let possible = self.slots.iter().filter(|s| s.conn.is_some() && s.posted >= target).count();
-            if possible < self.quorum || Instant::now() > deadline {
+            if possible < self.quorum || self.peer.runtime().now() > deadline {
                 let reasons: Vec<Option<String>> = self
                     .slots
                     .iter()
@@ -441,7 +451,7 @@ impl<T: Transport> Log<T> {
                 let addrs: Vec<ReplicaAddr> = self.slots.iter().map(|s| s.addr.clone()).collect();
                 return Err(no_quorum(done, self.quorum, &addrs, &reasons));
             }
-            std::thread::yield_now();
+            self.peer.runtime().pause(deadline);
         }
         self.durable = target;
         self.durable_lsn = target_lsn;

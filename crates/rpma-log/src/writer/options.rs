@@ -77,20 +77,18 @@ pub struct LogOptions {
     pub quorum: Quorum,
     /// What durable means.
     pub flush: FlushMode,
-    /// The writer's identity, which lets it reconnect within its own epoch (random if `None`).
+    /// The writer's identity, with which it reconnects to a replica it took over (random if
+    /// `None`). Ids need not be unique: each `open` takes an epoch above every one its replicas
+    /// promised, whatever its id.
     pub writer_id: Option<u64>,
     /// The longest wait for a replica: connection, a read at recovery, a sync's completions.
     pub timeout: Duration,
     /// Whether a thread of the log's own reconnects the replicas that are down
     /// ([`LogOptions::reconnect_in_background`]).
     pub reconnect_in_background: bool,
-    #[doc(hidden)]
-    /// Tests only: flushes the commit record to visibility even in [`FlushMode::Persistent`]
-    /// (a deliberately broken log, which the crash tests must catch).
-    pub broken_commit_flush: bool,
-    #[doc(hidden)]
-    /// Tests only: commits without flushing the entries first (a deliberately broken log).
-    pub broken_skip_data_flush: bool,
+    /// Tests only (feature `testing`): rules of the protocol switched off.
+    #[cfg(feature = "testing")]
+    pub broken: crate::Broken,
 }
 
 impl LogOptions {
@@ -104,8 +102,8 @@ impl LogOptions {
             writer_id: None,
             timeout: Duration::from_secs(5),
             reconnect_in_background: false,
-            broken_commit_flush: false,
-            broken_skip_data_flush: false,
+            #[cfg(feature = "testing")]
+            broken: crate::Broken::none(),
         }
     }
 
@@ -142,6 +140,23 @@ impl LogOptions {
     pub const fn reconnect_in_background(mut self, on: bool) -> Self {
         self.reconnect_in_background = on;
         self
+    }
+
+    /// Tests only (feature `testing`): switches rules of the protocol off.
+    #[cfg(feature = "testing")]
+    #[must_use]
+    pub const fn broken(mut self, broken: crate::Broken) -> Self {
+        self.broken = broken;
+        self
+    }
+
+    /// The rules switched off: none, unless a test says so.
+    #[allow(clippy::missing_const_for_fn)]
+    pub(crate) fn rules_off(&self) -> crate::broken::Broken {
+        #[cfg(feature = "testing")]
+        return self.broken;
+        #[cfg(not(feature = "testing"))]
+        crate::broken::Broken::none()
     }
 
     /// Sets the timeout.

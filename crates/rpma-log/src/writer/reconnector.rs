@@ -2,24 +2,34 @@
 //!
 //! The writer owns its connections and its ring and is not `Sync`, so the thread never touches
 //! them: it only *establishes* new connections to the replicas the writer reports down (the
-//! takeover handshake with the writer's epoch and id, with the backoff of `Log::maintain`), and
+//! reconnect handshake with the writer's epoch and id, with the backoff of `Log::maintain`), and
 //! hands each one over through a channel. The writer takes what was handed over when it calls
-//! `sync`, `truncate_prefix` or `maintain` (an empty channel costs a `try_recv`: no lock, no
-//! allocation) and catches the replica up itself.
+//! `sync`, `truncate_prefix`, `maintain` or `reconnect` (an empty channel costs a `try_recv`: no
+//! lock, no allocation) and catches the replica up itself. The thread is the one path that
+//! connects a replica while it runs: `Log::reconnect` asks it to try at once and waits for its
+//! handover.
+//!
+//! The thread comes from the transport's runtime and waits only in its `park` (woken through
+//! the runtime's waker when the writer tells it something), so a simulated fabric schedules it
+//! like any other actor.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::Instant;
 
-use super::{Connected, Log, LogOptions, ReplicaAddr, MAX_BACKOFF, MIN_BACKOFF};
+use super::{Ask, Connected, Log, LogOptions, ReplicaAddr, MAX_BACKOFF, MIN_BACKOFF};
+use rpma::runtime::JoinHandle;
 use rpma::{Conn, MrRemote, Peer, Transport};
 
 /// What the writer tells the thread.
 pub(super) enum Request {
     /// The replica is down: connect it again (now, or after its backoff).
     Down(usize),
+    /// Connect the replica now, whatever its backoff (`Log::reconnect`).
+    Now(usize),
     /// The replica rejoined (caught up): its backoff starts over.
     Rejoined(usize),
 }
@@ -32,12 +42,39 @@ pub(super) enum Handover<T: Transport> {
     Failed { replica: usize, why: String },
 }
 
+/// What the thread wants of a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Want {
+    /// Nothing: it is connected (or was never reported down).
+    Idle,
+    /// To connect it at this time.
+    At(Instant),
+    /// Its connection was handed over: nothing until the writer says it rejoined or is down
+    /// again (so no second connection ever kills the first's rkey).
+    HandedOver,
+}
+
+/// The requests waiting for the thread, and how to wake it.
+struct Mailbox {
+    requests: Mutex<VecDeque<Request>>,
+    /// The thread's waker (set by the thread before it first parks).
+    waker: Mutex<Option<Waker>>,
+    stop: AtomicBool,
+}
+
+impl Mailbox {
+    fn wake(&self) {
+        if let Some(w) = self.waker.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
 /// The writer's end of the thread.
 pub(super) struct Reconnector<T: Transport> {
-    requests: Option<Sender<Request>>,
+    mailbox: Arc<Mailbox>,
     handovers: Receiver<Handover<T>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle>,
 }
 
 impl<T: Transport> Reconnector<T> {
@@ -49,22 +86,22 @@ impl<T: Transport> Reconnector<T> {
         epoch: u64,
         writer_id: u64,
     ) -> std::io::Result<Self> {
-        let (requests, rx) = mpsc::channel();
         let (tx, handovers) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let mailbox = Arc::new(Mailbox {
+            requests: Mutex::new(VecDeque::new()),
+            waker: Mutex::new(None),
+            stop: AtomicBool::new(false),
+        });
+        let m = Arc::clone(&mailbox);
         let writer = Writer { peer: peer.clone(), addrs, opts, epoch, writer_id };
-        let thread = std::thread::Builder::new()
-            .name("rpma-log-reconnect".into())
-            .spawn(move || run(&writer, &rx, &tx, &flag))?;
-        Ok(Self { requests: Some(requests), handovers, stop, thread: Some(thread) })
+        let thread = peer.runtime().spawn("rpma-log-reconnect", Box::new(move || run(&writer, &m, &tx)))?;
+        Ok(Self { mailbox, handovers, thread: Some(thread) })
     }
 
-    /// Tells the thread (it never blocks; a thread that ended is ignored).
+    /// Tells the thread (it never blocks).
     pub(super) fn tell(&self, r: Request) {
-        if let Some(s) = &self.requests {
-            let _ = s.send(r);
-        }
+        self.mailbox.requests.lock().unwrap_or_else(PoisonError::into_inner).push_back(r);
+        self.mailbox.wake();
     }
 
     /// The next connection or failure handed over, without waiting.
@@ -74,11 +111,11 @@ impl<T: Transport> Reconnector<T> {
 }
 
 impl<T: Transport> Drop for Reconnector<T> {
-    /// Ends the thread: it sees the closed channel at once, or the stop flag after the
-    /// connection attempt it is making (at most the log's timeout), and is joined.
+    /// Ends the thread: it sees the stop flag when it wakes, at once or after the connection
+    /// attempt it is making (at most the log's timeout), and is joined.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.requests = None;
+        self.mailbox.stop.store(true, Ordering::Release);
+        self.mailbox.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -94,45 +131,52 @@ struct Writer<T: Transport> {
     writer_id: u64,
 }
 
-/// The thread: waits for requests or the next due attempt; connects; hands over.
-fn run<T: Transport>(w: &Writer<T>, requests: &Receiver<Request>, handovers: &Sender<Handover<T>>, stop: &AtomicBool) {
+/// The thread: takes requests, makes the attempts that are due, hands over, parks until the
+/// next due attempt or request.
+fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handover<T>>) {
+    let rt = w.peer.runtime();
+    *mailbox.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(rt.waker());
     let n = w.addrs.len();
-    // Per replica: the next attempt (None: not wanted), the wait after a failed one.
-    let mut due: Vec<Option<Instant>> = vec![None; n];
+    // Per replica: its state, the wait after a failed attempt, when the last one failed.
+    let mut state = vec![Want::Idle; n];
     let mut backoff = vec![MIN_BACKOFF; n];
     let mut last_failure: Vec<Option<Instant>> = vec![None; n];
     loop {
-        let next = due.iter().flatten().min().copied();
-        let msg = match next {
-            Some(t) => requests.recv_timeout(t.saturating_duration_since(Instant::now())),
-            None => requests.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match msg {
-            Ok(Request::Down(i)) if i < n && due[i].is_none() => {
+        if mailbox.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let requests: Vec<Request> =
+            mailbox.requests.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect();
+        for r in requests {
+            match r {
                 // Not before the backoff of its last failure.
-                let earliest = last_failure[i].map_or_else(Instant::now, |f| f + backoff[i]);
-                due[i] = Some(earliest);
+                Request::Down(i) if i < n && !matches!(state[i], Want::At(_)) => {
+                    state[i] = Want::At(last_failure[i].map_or_else(|| rt.now(), |f| f + backoff[i]));
+                }
+                // A connection handed over and not taken yet is the one `reconnect` waits for.
+                Request::Now(i) if i < n && state[i] != Want::HandedOver => state[i] = Want::At(rt.now()),
+                Request::Rejoined(i) if i < n => {
+                    state[i] = Want::Idle;
+                    backoff[i] = MIN_BACKOFF;
+                    last_failure[i] = None;
+                }
+                _ => {}
             }
-            Ok(Request::Rejoined(i)) if i < n => {
-                backoff[i] = MIN_BACKOFF;
-                last_failure[i] = None;
-            }
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
         }
         for i in 0..n {
-            if stop.load(Ordering::Acquire) {
+            if mailbox.stop.load(Ordering::Acquire) {
                 return;
             }
-            if due[i].map_or(true, |t| t > Instant::now()) {
-                continue;
+            match state[i] {
+                Want::At(t) if t <= rt.now() => {}
+                _ => continue,
             }
-            let why = match Log::<T>::connect(&w.peer, &w.addrs[i], &w.opts, w.epoch, w.writer_id) {
+            let why = match Log::<T>::connect(&w.peer, &w.addrs[i], &w.opts, (w.epoch, w.writer_id, Ask::Reconnect)) {
                 Ok(Connected::Accepted(conn, remote, cap)) => {
-                    due[i] = None;
+                    state[i] = Want::HandedOver;
                     // Counted as a failure until the writer says the replica rejoined: a catch-up
                     // that fails (the writer reports the replica down again) waits its backoff.
-                    last_failure[i] = Some(Instant::now());
+                    last_failure[i] = Some(rt.now());
                     backoff[i] = (backoff[i] * 2).min(MAX_BACKOFF);
                     if handovers.send(Handover::Connected { replica: i, conn, remote, cap }).is_err() {
                         return;
@@ -143,13 +187,18 @@ fn run<T: Transport>(w: &Writer<T>, requests: &Receiver<Request>, handovers: &Se
                 Ok(Connected::Down(why)) => why,
                 Err(e) => e.to_string(),
             };
-            let now = Instant::now();
+            let now = rt.now();
             last_failure[i] = Some(now);
-            due[i] = Some(now + backoff[i]);
+            state[i] = Want::At(now + backoff[i]);
             backoff[i] = (backoff[i] * 2).min(MAX_BACKOFF);
             if handovers.send(Handover::Failed { replica: i, why }).is_err() {
                 return;
             }
+        }
+        let empty = mailbox.requests.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
+        if empty && !mailbox.stop.load(Ordering::Acquire) {
+            let next = state.iter().filter_map(|w| if let Want::At(t) = w { Some(*t) } else { None }).min();
+            rt.park(next);
         }
     }
 }

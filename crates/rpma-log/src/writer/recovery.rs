@@ -42,7 +42,7 @@ impl<T: Transport> Log<T> {
             reasons = Vec::new();
             let mut stale = None;
             for r in replicas {
-                match Self::connect(peer, r, &opts, epoch, writer_id)? {
+                match Self::connect(peer, r, &opts, (epoch, writer_id, Ask::Open))? {
                     Connected::Accepted(c, m, cap) => {
                         conns.push(Some((c, m, cap)));
                         reasons.push(None);
@@ -167,10 +167,51 @@ impl<T: Transport> Log<T> {
                 }
             }
         }
-        // The history: the highest commit of the highest epoch that validates.
-        headers.sort_by_key(|h| std::cmp::Reverse((h.1.commit_epoch, h.1.commit)));
+        // The read quorum: histories of n - q + 1 replicas, so that they meet every quorum that
+        // may have acknowledged an entry. A blank replica (formatted and never repaired since: it
+        // lost its memory, or was never part of the log) does not vote; only a new log, every
+        // replica of the set read and blank, starts from its empty history. Nothing is written
+        // anywhere before the read quorum is complete (docs/log.md, "Safety").
+        let read_quorum = replicas.len() - quorum + 1;
+        let broken = log.opts.rules_off();
+        let new_log = headers.len() == replicas.len() && headers.iter().all(|(_, h)| h.commit_epoch == 0);
+        let (mut voters, blank): (Vec<_>, Vec<_>) =
+            headers.iter().copied().partition(|(_, h)| new_log || broken.blank_replicas_vote || h.commit_epoch > 0);
+        let short = |voters: usize, report: &RecoveryReport| {
+            let detail = report
+                .down
+                .iter()
+                .chain(&report.rejected)
+                .map(|(i, w)| format!("{}: {w}", replicas[*i]))
+                .chain(blank.iter().map(|(i, _)| format!("{}: blank (it lost its memory, or never joined the log): it does not vote until a writer repairs it", replicas[*i])))
+                .collect::<Vec<_>>()
+                .join("; ");
+            LogError::NoQuorum {
+                up: voters,
+                needed: read_quorum,
+                detail: format!("recovery reads {read_quorum} replicas' histories, {voters} voted: {detail}"),
+            }
+        };
+        if voters.len() < read_quorum && !broken.repair_before_read_quorum {
+            if voters.is_empty() && !blank.is_empty() {
+                return Err(LogError::NoQuorum {
+                    up: 0,
+                    needed: read_quorum,
+                    detail: format!(
+                        "a new log is created on every replica of its set ({} replicas), {} answered blank (a replica that lost its memory answers so too, so fewer cannot tell a new log from a lost one): {}",
+                        replicas.len(),
+                        blank.len(),
+                        report.down.iter().map(|(i, w)| format!("{}: {w}", replicas[*i])).collect::<Vec<_>>().join("; ")
+                    ),
+                });
+            }
+            return Err(short(voters.len(), &report));
+        }
+        // The history: the highest commit of the highest epoch among the voters, validated. A
+        // voter whose committed records fail validation no longer votes.
+        voters.sort_by_key(|h| std::cmp::Reverse((h.1.commit_epoch, h.1.commit)));
         let mut source = None;
-        for &(i, h) in &headers {
+        while let Some(&(i, h)) = voters.first() {
             match log.load_history(i, &h) {
                 Ok(()) => {
                     source = Some(i);
@@ -179,13 +220,16 @@ impl<T: Transport> Log<T> {
                 Err(why) => {
                     log.mark_down(i, why.clone());
                     report.rejected.push((i, why));
+                    voters.remove(0);
+                    if voters.len() < read_quorum && !broken.repair_before_read_quorum {
+                        return Err(short(voters.len(), &report));
+                    }
                 }
             }
         }
         if source.is_none() {
-            let up = 0;
             return Err(LogError::NoQuorum {
-                up,
+                up: 0,
                 needed: open_quorum,
                 detail: format!("no replica's history validates: {:?}", report.rejected),
             });

@@ -1,0 +1,49 @@
+//! Deliberately broken variants of the protocol (feature `testing`): each switch turns one of
+//! its rules off, so that the crash tests and the simulator show that they catch the loss it
+//! causes (docs/log.md, "How it is proven"). Never for use outside tests.
+
+/// Which rules of the protocol are switched off. All `false` (the default): the protocol as it
+/// is. A writer reads the switches of its [`LogOptions`](crate::LogOptions), a replica those of
+/// its [`ReplicaOptions`](crate::ReplicaOptions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Broken {
+    /// Writer: the commit record is flushed to visibility only, even in
+    /// [`FlushMode::Persistent`](crate::FlushMode::Persistent).
+    pub commit_flush_visibility: bool,
+    /// Writer: the commit record is written without the entries' flush before it.
+    pub skip_data_flush: bool,
+    /// Writer: `open` chooses a history and repairs replicas as soon as it has one header, and
+    /// checks its read quorum only afterwards (and goes on to the next history when one fails
+    /// validation).
+    pub repair_before_read_quorum: bool,
+    /// Replica: an open in the epoch it promised, by the writer id it promised it to, is
+    /// taken as that writer coming back (two writers of one writer id then share an epoch).
+    pub open_in_the_promised_epoch: bool,
+    /// Writer: a blank replica (formatted, never repaired: it lost its memory) counts towards
+    /// the read quorum of `open` like any other.
+    pub blank_replicas_vote: bool,
+    /// Replica: the promise is one 64-byte block with a checksum, copied then persisted (a
+    /// power cut may tear it at 8 bytes; its checksum then fails and the region is refused).
+    pub epoch_block_checksum: bool,
+    /// Writer: `reconnect` connects the replica itself even when the reconnect thread
+    /// ([`LogOptions::reconnect_in_background`](crate::LogOptions::reconnect_in_background))
+    /// connects it too.
+    pub reconnect_beside_the_thread: bool,
+}
+
+impl Broken {
+    /// Every switch off.
+    #[must_use]
+    pub const fn none() -> Self {
+        Self {
+            commit_flush_visibility: false,
+            skip_data_flush: false,
+            repair_before_read_quorum: false,
+            open_in_the_promised_epoch: false,
+            blank_replicas_vote: false,
+            epoch_block_checksum: false,
+            reconnect_beside_the_thread: false,
+        }
+    }
+}

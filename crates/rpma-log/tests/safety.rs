@@ -1,0 +1,154 @@
+//! The ways a review broke "no entry acknowledged by `sync` is ever lost", each as the scenario
+//! that broke it, on the mock (docs/log.md, "Safety: the rules and why they hold"). The
+//! simulator (`tests/sim.rs`) finds each of them by itself when its rule is switched off; these
+//! are the same histories, written out by hand.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{addrs, builder, payload, replica_ip, start, writer_peer, LOG_ID};
+use rpma::mock::{Device, MockFabric, PersistentMemory};
+use rpma::ContextType;
+use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, ReplicaHandle};
+
+const LEN: usize = 64 * 1024;
+
+fn fabric(n: usize) -> MockFabric {
+    builder(n).persistent_memory(PersistentMemory::All).build()
+}
+
+fn opts() -> LogOptions {
+    LogOptions::new(LOG_ID).quorum(Quorum::Majority).timeout(Duration::from_millis(500))
+}
+
+/// Stops replica `i` (it is unreachable) and gives back its region as it is.
+fn away(handle: ReplicaHandle) -> rpma::Memory {
+    handle.stop().unwrap()
+}
+
+/// Cuts replica `i`'s node and gives back its region as the cut left it.
+fn cut(fabric: &MockFabric, i: usize, handle: ReplicaHandle) -> rpma::Memory {
+    let dev = Device::lookup(fabric, &replica_ip(i), ContextType::Local).unwrap();
+    let cut = fabric.power_cut(dev.backend()).unwrap();
+    handle.kill();
+    cut.into_regions().pop().expect("the replica's region").into_memory()
+}
+
+/// Every entry of `0..n` is in the log `w` recovered, with its bytes.
+fn assert_holds(log: &Log<MockFabric>, n: u64, what: &str) {
+    assert!(log.next_lsn() >= n, "{what}: {n} entries acknowledged, {} recovered", log.next_lsn());
+    for lsn in 0..n {
+        assert_eq!(log.read(lsn).unwrap(), payload(lsn), "{what}: entry {lsn}");
+    }
+}
+
+/// n = 3, majority. W1 acknowledges 0..5 on r0 and r1 while r2 lags empty; r1 goes down; W2
+/// takes r0 and r2 over but reads only r2's header (r0's read fails); W2 must not install its
+/// epoch anywhere. Then W3 recovers from r0 and r2: every acknowledged entry is there.
+#[test]
+fn a_failed_open_repairs_nothing_before_it_read_a_quorum_of_headers() {
+    let fabric = fabric(3);
+    let mut h: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    let m2 = cut(&fabric, 2, h[2].take().unwrap());
+    for lsn in 0..5 {
+        w1.append(&payload(lsn)).unwrap();
+    }
+    assert_eq!(w1.sync_all().unwrap(), 5);
+    h[2] = Some(start(&fabric, 2, Some(m2), LEN).unwrap());
+    let m1 = cut(&fabric, 1, h[1].take().unwrap());
+    // W2's first RDMA post is the read of r0's header: it fails.
+    fabric.faults().fail_nth(1, 5, Some("ibv_post_send"));
+    let w2 = Log::open(&writer_peer(&fabric), &addrs(3), opts());
+    fabric.faults().count_calls(Some("nothing"));
+    assert!(matches!(w2, Err(LogError::NoQuorum { .. })), "W2 opened with one header read: {w2:?}");
+    drop(w1);
+    let (w3, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    assert_holds(&w3, 5, &format!("W3 after W2's failed open ({report:?})"));
+    drop(w3);
+    drop(m1);
+}
+
+/// Two writers configured with the same writer id: the second open must take an epoch above
+/// the first's, and the first writer, fenced, must not come back through `reconnect` and
+/// replace what the second acknowledged.
+#[test]
+fn two_writers_with_one_writer_id_never_share_an_epoch() {
+    let fabric = fabric(3);
+    let _h: Vec<ReplicaHandle> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let same = opts().writer_id(7);
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), same.clone()).unwrap();
+    for lsn in 0..3 {
+        w1.append(&payload(lsn)).unwrap();
+    }
+    w1.sync_all().unwrap();
+    w1.append(b"W1's unacknowledged entry").unwrap();
+    let (mut w2, report) = Log::open(&writer_peer(&fabric), &addrs(3), same).unwrap();
+    assert!(report.epoch > w1.epoch(), "W2 took epoch {} with W1 at {}", report.epoch, w1.epoch());
+    for lsn in 3..5 {
+        assert_eq!(w2.append(&payload(lsn)).unwrap(), lsn);
+    }
+    assert_eq!(w2.sync_all().unwrap(), 5);
+    // W1 notices and tries to come back within its own epoch.
+    let _ = w1.sync_all();
+    let back = w1.maintain();
+    assert!(back.is_empty(), "the fenced writer reconnected to {back:?}");
+    let _ = w1.sync_all();
+    drop(w1);
+    drop(w2);
+    let (w3, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    assert_holds(&w3, 5, &format!("W3 after two writers of one id ({report:?})"));
+}
+
+/// Visibility, n = 3, majority: acknowledged on r0 and r1 (r2 down); r1 restarts without its
+/// memory; r0 is unreachable; a new writer on r1 and r2 must not recover (r1 does not vote),
+/// and once r0 is back every acknowledged entry is there.
+#[test]
+fn a_replica_that_lost_its_memory_does_not_vote() {
+    let fabric = fabric(3);
+    let mut h: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let vis = opts().flush(FlushMode::Visibility);
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), vis.clone()).unwrap();
+    let m2 = away(h[2].take().unwrap());
+    for lsn in 0..5 {
+        w1.append(&payload(lsn)).unwrap();
+    }
+    assert_eq!(w1.sync_all().unwrap(), 5);
+    drop(w1);
+    // r1 restarts blank (a DRAM replica's process restarted), r2 comes back lagging, r0 is away.
+    let _m1 = cut(&fabric, 1, h[1].take().unwrap());
+    h[1] = Some(start(&fabric, 1, None, LEN).unwrap());
+    h[2] = Some(start(&fabric, 2, Some(m2), LEN).unwrap());
+    let m0 = away(h[0].take().unwrap());
+    let w2 = Log::open(&writer_peer(&fabric), &addrs(3), vis.clone());
+    assert!(matches!(w2, Err(LogError::NoQuorum { .. })), "a writer recovered with a blank replica's vote: {w2:?}");
+    h[0] = Some(start(&fabric, 0, Some(m0), LEN).unwrap());
+    let (w3, report) = Log::open(&writer_peer(&fabric), &addrs(3), vis).unwrap();
+    assert_holds(&w3, 5, &format!("W3 once r0 is back ({report:?})"));
+}
+
+/// A writer fenced by a new writer's takeover must not be taken back by a replica that lost its
+/// memory (its promise is gone with it): its reconnect is refused.
+#[test]
+fn a_fenced_writer_is_not_taken_back_by_a_replica_that_lost_its_memory() {
+    let fabric = fabric(3);
+    let mut h: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let vis = opts().flush(FlushMode::Visibility).quorum(Quorum::K(1));
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), vis.clone()).unwrap();
+    w1.append(&payload(0)).unwrap();
+    w1.sync_all().unwrap();
+    let (mut w2, _) = Log::open(&writer_peer(&fabric), &addrs(3), vis).unwrap();
+    w2.append(&payload(1)).unwrap();
+    assert_eq!(w2.sync_all().unwrap(), 2);
+    // r1 restarts blank; the fenced W1 tries to come back there.
+    let _m1 = cut(&fabric, 1, h[1].take().unwrap());
+    h[1] = Some(start(&fabric, 1, None, LEN).unwrap());
+    let _ = w1.append(b"W1 after the takeover");
+    let _ = w1.sync_all();
+    assert!(w1.health().iter().all(|h| *h == rpma_log::Health::Down), "{:?}", w1.health());
+    let r = w1.reconnect(1);
+    assert!(r.is_err(), "the fenced writer was taken back by the blank replica");
+    drop(w1);
+    drop(w2);
+}
