@@ -112,7 +112,7 @@ impl CrashPoints {
         Self { builder, device: device.to_owned(), seeds: 1, only: None }
     }
 
-    /// With [`Unflushed::Torn`], runs each crash point with `n` seeds (the builder's seed, then
+    /// With a torn policy ([`Unflushed::Torn`], [`Unflushed::TornLines`]), runs each crash point with `n` seeds (the builder's seed, then
     /// the next ones); other policies draw nothing and run each point once.
     #[must_use]
     pub const fn seeds(mut self, n: u64) -> Self {
@@ -132,8 +132,9 @@ impl CrashPoints {
         if b.persistent.is_none() {
             b = b.persistent_memory(PersistentMemory::All);
         }
-        if let Unflushed::Torn { seed } = b.unflushed {
-            b = b.unflushed(Unflushed::Torn { seed: seed.wrapping_add(seed_offset) });
+        if let Some(seed) = b.unflushed.seed() {
+            let policy = b.unflushed.with_seed(seed.wrapping_add(seed_offset));
+            b = b.unflushed(policy);
         }
         b.try_build().map_err(|e| CrashFailure { point: None, message: format!("building the fabric: {e}") })
     }
@@ -196,7 +197,7 @@ impl CrashPoints {
                 message: "the scenario made no event (nothing was posted)".into(),
             });
         }
-        let seeds = if matches!(self.builder.unflushed, Unflushed::Torn { .. }) { self.seeds } else { 1 };
+        let seeds = if self.builder.unflushed.seed().is_some() { self.seeds } else { 1 };
         let points: Vec<u64> = match self.only {
             Some(i) if i == 0 || i > events => {
                 return Err(CrashFailure {

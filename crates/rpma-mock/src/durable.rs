@@ -7,8 +7,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 
-/// The cache line the torn policy decides on.
+/// The cache line [`Unflushed::TornLines`] decides on.
 pub const LINE: usize = 64;
+
+/// The unit [`Unflushed::Torn`] decides on: the 8 aligned bytes whose failure atomicity x86
+/// persistent memory promises.
+pub const WORD: usize = 8;
 
 /// Which registered regions the persistence model treats as persistent memory
 /// ([`MockFabricBuilder::persistent_memory`](crate::MockFabricBuilder::persistent_memory)).
@@ -33,13 +37,42 @@ pub enum Unflushed {
     /// All kept: a region comes back as its peers last saw it (a platform whose CPU caches and
     /// NIC buffers are inside the persistence domain, e.g. eADR).
     Kept,
-    /// Torn: each 64-byte line ([`LINE`], by memory address) independently old (durable) or new
-    /// (as last seen), drawn from `seed`, so the case replays; an aligned 8-byte write never
-    /// tears (it lies inside one line).
+    /// Torn: each aligned 8-byte word ([`WORD`], by memory address) independently old (durable)
+    /// or new (as last seen), drawn from `seed`, so the case replays: the failure atomicity x86
+    /// persistent memory promises (8 aligned bytes, not a cache line). An aligned 8-byte write
+    /// never tears.
     Torn {
         /// The seed of the draws (printed with every cut and every crash point).
         seed: u64,
     },
+    /// Torn per 64-byte line ([`LINE`], by memory address): each line independently old or
+    /// new, drawn from `seed` (coarser than [`Unflushed::Torn`]: what a platform that writes
+    /// whole lines back would leave).
+    TornLines {
+        /// The seed of the draws.
+        seed: u64,
+    },
+}
+
+impl Unflushed {
+    /// The seed of a torn policy.
+    #[must_use]
+    pub const fn seed(self) -> Option<u64> {
+        match self {
+            Self::Torn { seed } | Self::TornLines { seed } => Some(seed),
+            Self::Lost | Self::Kept => None,
+        }
+    }
+
+    /// The same policy with `seed` (a torn one; the others have none).
+    #[must_use]
+    pub const fn with_seed(self, seed: u64) -> Self {
+        match self {
+            Self::Torn { .. } => Self::Torn { seed },
+            Self::TornLines { .. } => Self::TornLines { seed },
+            other => other,
+        }
+    }
 }
 
 impl fmt::Display for Unflushed {
@@ -47,7 +80,8 @@ impl fmt::Display for Unflushed {
         match self {
             Self::Lost => f.write_str("unflushed bytes lost"),
             Self::Kept => f.write_str("unflushed bytes kept"),
-            Self::Torn { seed } => write!(f, "unflushed bytes torn per 64-byte line, seed {seed:#x}"),
+            Self::Torn { seed } => write!(f, "unflushed bytes torn per 8-byte word, seed {seed:#x}"),
+            Self::TornLines { seed } => write!(f, "unflushed bytes torn per 64-byte line, seed {seed:#x}"),
         }
     }
 }
@@ -113,20 +147,22 @@ impl Durable {
         }
     }
 
-    /// What the region holds after a power cut under `unflushed`; `rng` draws the torn lines.
+    /// What the region holds after a power cut under `unflushed`; `rng` draws the torn words or
+    /// lines.
     pub(crate) fn recover(&self, visible: VolatileSlice<'_>, unflushed: Unflushed, rng: &mut fastrand::Rng) -> Vec<u8> {
         let image = &self.lock().image;
         match unflushed {
             Unflushed::Lost => image.to_vec(),
             Unflushed::Kept => visible.to_vec(),
-            Unflushed::Torn { .. } => {
+            Unflushed::Torn { .. } | Unflushed::TornLines { .. } => {
+                let unit = if matches!(unflushed, Unflushed::Torn { .. }) { WORD } else { LINE };
                 let now = visible.to_vec();
                 let mut out = image.to_vec();
-                // Lines by memory address: the first may be shorter.
+                // Units by memory address: the first may be shorter.
                 let mut at = 0;
-                let first = LINE - (visible.as_ptr() as usize % LINE);
+                let first = unit - (visible.as_ptr() as usize % unit);
                 while at < out.len() {
-                    let n = if at == 0 { first.min(out.len()) } else { LINE.min(out.len() - at) };
+                    let n = if at == 0 { first.min(out.len()) } else { unit.min(out.len() - at) };
                     if rng.bool() {
                         out[at..at + n].copy_from_slice(&now[at..at + n]);
                     }
@@ -179,17 +215,23 @@ mod tests {
     }
 
     #[test]
-    fn torn_lines_are_whole_and_replay_per_seed() {
+    fn torn_units_are_whole_and_replay_per_seed() {
         let m = region(&[0; 4096]);
         let d = Durable::of(m.volatile());
         m.volatile().fill(0xFF);
-        let draw = |seed| d.recover(m.volatile(), Unflushed::Torn { seed }, &mut fastrand::Rng::with_seed(seed));
-        let a = draw(7);
-        assert_eq!(a, draw(7), "the same seed tears the same lines");
-        assert_ne!(a, draw(8), "another seed tears others (64 lines: equal by chance with p = 2^-64)");
-        for line in a.chunks(LINE) {
-            assert!(line.iter().all(|&b| b == line[0]), "a line is all old or all new: {line:?}");
+        for (policy, unit) in [(Unflushed::Torn { seed: 0 }, WORD), (Unflushed::TornLines { seed: 0 }, LINE)] {
+            let draw = |seed| d.recover(m.volatile(), policy.with_seed(seed), &mut fastrand::Rng::with_seed(seed));
+            let a = draw(7);
+            assert_eq!(a, draw(7), "the same seed tears the same units");
+            assert_ne!(a, draw(8), "another seed tears others (64 units at least: equal by chance with p <= 2^-64)");
+            for u in a.chunks(unit) {
+                assert!(u.iter().all(|&b| b == u[0]), "a unit of {unit} bytes is all old or all new: {u:?}");
+            }
+            assert!(a.contains(&0) && a.contains(&0xFF), "some units old, some new");
+            // Some 64-byte line mixes old and new words under the 8-byte policy.
+            if unit == WORD {
+                assert!(a.chunks(LINE).any(|l| l.contains(&0) && l.contains(&0xFF)), "no line tears inside");
+            }
         }
-        assert!(a.contains(&0) && a.contains(&0xFF), "some lines old, some new");
     }
 }

@@ -256,10 +256,7 @@ impl PowerModel {
         for l in listeners.iter().filter_map(Weak::upgrade) {
             l.power_lost();
         }
-        let seed = match unflushed {
-            Unflushed::Torn { seed } => seed,
-            _ => 0,
-        };
+        let seed = unflushed.seed().unwrap_or(0);
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut out = Vec::with_capacity(regions.len());
         for mr in &regions {
