@@ -551,6 +551,13 @@ pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
     /// `NoEvent` if nothing is pending on a non-blocking fd; `Inval` if the event is not a
     /// connection request (it is acknowledged); `Provider`/`NoMem` on failures.
     fn next_request(&self, cfg: &QueueConfig<'_, T>) -> Result<T::Qp>;
+    /// [`ListenerBackend::next_request`] waiting at most `timeout` for a request (`NoEvent`
+    /// then), whatever the fd's mode, if the backend waits so itself (on its own clock: a
+    /// simulated transport's); `None` (the default) lets rpma-core wait on the fd instead.
+    fn next_request_timeout(&self, cfg: &QueueConfig<'_, T>, timeout: Duration) -> Option<Result<T::Qp>> {
+        let _ = (cfg, timeout);
+        None
+    }
     /// Stops listening, reporting a failure.
     ///
     /// # Errors

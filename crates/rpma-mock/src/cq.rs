@@ -147,6 +147,9 @@ impl CqShared {
             f.len.store(g.len(), Ordering::Release);
         }
         self.notify();
+        if let Some(s) = &self.fabric.sim {
+            s.touch();
+        }
     }
 
     /// Adds a completion of the send queue (no byte count, no immediate data) made by the
@@ -306,7 +309,7 @@ pub(crate) fn new_cq(
         slot,
         channel,
         fabric: Arc::clone(fabric),
-        progress: (fabric.execution.mode == Mode::Deferred).then(Watched::default),
+        progress: (fabric.execution.mode == Mode::Deferred).then(|| Watched::new(fabric.sim.is_some())),
         trace: CqTrace::new(),
         _live: fabric.live(Kind::Cq),
     });
@@ -353,7 +356,7 @@ impl CqBackend for MockCq {
     }
 
     fn wait_timeout(&self, timeout: Duration) -> Option<Result<()>> {
-        Some(self.wait_until(Instant::now().checked_add(timeout)))
+        Some(self.wait_until(self.shared.fabric.now().checked_add(timeout)))
     }
 }
 

@@ -34,6 +34,9 @@ pub(crate) trait Progress: Send + Sync {
     fn reschedule_if_waiting(self: Arc<Self>);
     /// Its CM timer fired.
     fn cm_timer_fired(&self);
+    /// Executes its first waiting work request (or one piece of a torn write) and says what
+    /// it was (a simulation's step); `None` if nothing executed.
+    fn progress_one(self: Arc<Self>) -> Option<String>;
 }
 
 /// The identity of a queue pair in the engine's lists (its address, compared only).
@@ -42,13 +45,20 @@ fn id(w: &Weak<dyn Progress>) -> usize {
 }
 
 /// The queue pairs whose connections a poll or a wait of one completion queue progresses
-/// (deferred mode).
+/// (deferred mode; in a simulation, a poll is a scheduling point instead, and the
+/// simulation's steps execute the work).
 #[derive(Default)]
 pub(crate) struct Watched {
     qps: Mutex<Vec<Weak<dyn Progress>>>,
+    simulated: bool,
 }
 
 impl Watched {
+    /// The list of a CQ of a fabric that is `simulated` or not.
+    pub(crate) fn new(simulated: bool) -> Self {
+        Self { qps: Mutex::new(Vec::new()), simulated }
+    }
+
     /// A poll or a wait of the CQ progresses `qp`'s connection from now on.
     pub(crate) fn add(&self, qp: Weak<dyn Progress>) {
         let mut g = self.qps.lock().unwrap_or_else(PoisonError::into_inner);
@@ -60,6 +70,12 @@ impl Watched {
     #[cold]
     #[inline(never)]
     pub(crate) fn progress(&self, drain: bool) {
+        if self.simulated {
+            if !drain {
+                crate::sim::Sched::point("poll");
+            }
+            return;
+        }
         let qps: Vec<Arc<dyn Progress>> =
             self.qps.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
         for q in qps {
@@ -88,11 +104,13 @@ pub(crate) struct Engine {
     cv: Condvar,
     /// How long deferred work waits before the thread runs it (`None`: the thread never does).
     background: Option<Duration>,
+    /// Simulated: no thread; a simulation's steps run the work and fire the timers.
+    simulated: bool,
 }
 
 impl Engine {
-    pub(crate) fn new(background: Option<Duration>) -> Self {
-        Self { state: Mutex::new(State::default()), cv: Condvar::new(), background }
+    pub(crate) fn new(background: Option<Duration>, simulated: bool) -> Self {
+        Self { state: Mutex::new(State::default()), cv: Condvar::new(), background, simulated }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -105,7 +123,7 @@ impl Engine {
     /// `Provider` (`EAGAIN`, as `pthread_create`) naming `op` if the thread cannot be started.
     pub(crate) fn ensure_thread(self: &Arc<Self>, op: &'static str) -> Result<()> {
         let mut g = self.lock();
-        if g.running {
+        if g.running || self.simulated {
             return Ok(());
         }
         let me = Arc::clone(self);
@@ -137,11 +155,57 @@ impl Engine {
         ran
     }
 
-    /// Fires `qp`'s CM timer after `after` (the thread must run: [`Engine::ensure_thread`]).
-    pub(crate) fn timer(&self, after: Duration, qp: Weak<dyn Progress>) {
-        let at = Instant::now().checked_add(after).unwrap_or_else(Instant::now);
+    /// Fires `qp`'s CM timer at `at` (the fabric's clock; the thread must run:
+    /// [`Engine::ensure_thread`]).
+    pub(crate) fn timer(&self, at: Instant, qp: Weak<dyn Progress>) {
         self.lock().timers.push((at, qp));
         self.cv.notify_all();
+    }
+
+    /// Simulation: how many queue pairs have deferred work (the dead ones dropped).
+    pub(crate) fn sim_ready(&self) -> usize {
+        let mut g = self.lock();
+        g.ready.retain(|w| w.strong_count() > 0);
+        g.ready.len()
+    }
+
+    /// Simulation: executes one work request of the `i`-th queue pair with deferred work,
+    /// which stays on the list while work waits. Says what executed.
+    pub(crate) fn sim_progress(&self, i: usize) -> Option<String> {
+        let w = {
+            let mut g = self.lock();
+            if i >= g.ready.len() {
+                return None;
+            }
+            g.ready.remove(i)
+        };
+        let q = w.upgrade()?;
+        q.unscheduled();
+        let what = Arc::clone(&q).progress_one();
+        q.reschedule_if_waiting();
+        what
+    }
+
+    /// Simulation: whether a timer is due at `now`.
+    pub(crate) fn sim_timer_due(&self, now: Instant) -> bool {
+        self.lock().timers.iter().any(|(at, _)| *at <= now)
+    }
+
+    /// Simulation: when the next timer is due.
+    pub(crate) fn sim_next_timer(&self) -> Option<Instant> {
+        self.lock().timers.iter().map(|(at, _)| *at).min()
+    }
+
+    /// Simulation: fires the first timer due at `now`.
+    pub(crate) fn sim_fire_timer(&self, now: Instant) {
+        let w = {
+            let mut g = self.lock();
+            let Some(i) = g.timers.iter().position(|(at, _)| *at <= now) else { return };
+            g.timers.remove(i).1
+        };
+        if let Some(q) = w.upgrade() {
+            q.cm_timer_fired();
+        }
     }
 
     /// Forgets `qp` (being torn down; it schedules nothing any more): takes it off the lists and

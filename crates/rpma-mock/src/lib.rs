@@ -102,9 +102,11 @@ mod engine;
 mod event;
 mod faults;
 mod mem;
+mod net;
 mod notify;
 mod power;
 mod qp;
+pub mod sim;
 mod transport;
 
 use std::collections::HashMap;
@@ -119,10 +121,11 @@ pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGR
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use crash::{CrashFailure, CrashPoint, CrashPoints, CrashReport, Reboot};
-pub use durable::{PersistentMemory, Unflushed, LINE};
+pub use durable::{PersistentMemory, Unflushed, LINE, WORD};
 pub use event::Event;
 pub use faults::Faults;
 pub use mem::MockMr;
+pub use net::Direction;
 pub use power::{PowerCut, Recovered};
 pub use qp::{MockListener, MockQp, MockSrq};
 
@@ -178,6 +181,7 @@ pub struct MockFabricBuilder {
     always_wire: bool,
     pub(crate) persistent: Option<PersistentMemory>,
     pub(crate) unflushed: Unflushed,
+    sim: Option<sim::Sim>,
 }
 
 impl Default for MockFabricBuilder {
@@ -195,6 +199,7 @@ impl Default for MockFabricBuilder {
             always_wire: false,
             persistent: None,
             unflushed: Unflushed::Lost,
+            sim: None,
         }
     }
 }
@@ -333,6 +338,18 @@ impl MockFabricBuilder {
         self
     }
 
+    /// Runs the fabric in the simulation `sim` ([`sim`]): the deferred mode with no thread of
+    /// its own (no background progress, timers on the simulation's clock), its work requests
+    /// executed one per step of the simulation, its waits and its
+    /// [`runtime`](rpma_core::Transport::runtime) the simulation's.
+    #[must_use]
+    pub fn simulation(mut self, sim: &sim::Sim) -> Self {
+        self.sim = Some(sim.clone());
+        self.mode = Some(Mode::Deferred);
+        self.background = None;
+        self
+    }
+
     /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
@@ -400,7 +417,8 @@ impl MockFabricBuilder {
             .map(|(index, (name, addrs))| MockDevice { name, addrs, caps: self.caps.clone(), index })
             .collect::<Vec<_>>();
         let power = self.persistent.map(|scope| power::PowerModel::new(scope, self.unflushed, devices.len()));
-        MockFabric {
+        let simulated = self.sim.is_some();
+        let fabric = MockFabric {
             inner: Arc::new(FabricInner {
                 devices,
                 listeners: Mutex::new(HashMap::new()),
@@ -411,15 +429,21 @@ impl MockFabricBuilder {
                 ordered: self.ordered,
                 counters: Arc::new(Counters::default()),
                 faults: Faults::default(),
-                engine: Arc::new(Engine::new(execution.background)),
+                engine: Arc::new(Engine::new(execution.background, simulated)),
                 execution,
                 config_error,
                 broken_fd,
                 rendezvous,
                 always_wire: self.always_wire,
                 power,
+                net: net::Net::default(),
+                sim: self.sim.clone(),
             }),
+        };
+        if let Some(s) = &self.sim {
+            s.attach(&fabric.inner);
         }
+        fabric
     }
 }
 
@@ -445,6 +469,10 @@ pub(crate) struct FabricInner {
     pub(crate) always_wire: bool,
     /// The persistence model (`None`: off).
     pub(crate) power: Option<power::PowerModel>,
+    /// The links between devices, and the connections they carry.
+    pub(crate) net: net::Net,
+    /// The simulation the fabric runs in (`None`: real time, real threads).
+    pub(crate) sim: Option<sim::Sim>,
 }
 
 impl Drop for FabricInner {
@@ -454,6 +482,22 @@ impl Drop for FabricInner {
 }
 
 impl FabricInner {
+    /// The fabric's clock: the simulation's, or the real one.
+    pub(crate) fn now(&self) -> std::time::Instant {
+        match &self.sim {
+            Some(s) => s.now(),
+            None => std::time::Instant::now(),
+        }
+    }
+
+    /// The runtime of code on this fabric.
+    pub(crate) fn runtime(&self) -> &dyn rpma_core::runtime::Runtime {
+        match &self.sim {
+            Some(s) => s.runtime(),
+            None => &rpma_core::runtime::StdRuntime,
+        }
+    }
+
     /// An event of the deferred mode, for crash points (no lock of the mock held).
     #[inline]
     pub(crate) fn event(&self, kind: Event) {
@@ -638,6 +682,103 @@ impl MockFabric {
             ));
         }
         p.cut(device.index, &device.name, p.unflushed)
+    }
+
+    /// [`MockFabric::power_cut`] with the policy `unflushed` for this cut instead of the
+    /// builder's (a simulation's nemesis draws one per cut: a process killed keeps its memory,
+    /// `Kept`; a node's power lost, `Lost` or `Torn`).
+    ///
+    /// # Errors
+    /// As [`MockFabric::power_cut`].
+    pub fn power_cut_with(&self, device: &MockDevice, unflushed: Unflushed) -> Result<PowerCut> {
+        const OP: &str = "MockFabric::power_cut";
+        let Some(p) = &self.inner.power else {
+            return Err(Error::inval(
+                OP,
+                "the fabric has no persistence model: build it with MockFabricBuilder::persistent_memory",
+            ));
+        };
+        self.check_device(OP, device)?;
+        let cut = p.cut(device.index, &device.name, unflushed);
+        self.touched();
+        cut
+    }
+
+    /// `Inval` naming `op` if `device` is not one of this fabric's.
+    fn check_device(&self, op: &'static str, device: &MockDevice) -> Result<()> {
+        if self.inner.devices.get(device.index) == Some(device) {
+            return Ok(());
+        }
+        Err(Error::inval(
+            op,
+            &format!(
+                "device {} is not a device of this fabric (its devices: {:?})",
+                device.name,
+                self.inner.devices.iter().map(MockDevice::name).collect::<Vec<_>>()
+            ),
+        ))
+    }
+
+    /// A fault changed the fabric: a simulation's waiting actors look again.
+    fn touched(&self) {
+        if let Some(s) = &self.inner.sim {
+            s.touch();
+        }
+    }
+
+    /// Cuts the link between devices `a` and `b` (a network partition; docs/simulation.md):
+    /// packets between them are dropped, both ways or, with [`Direction::OneWay`], from `a` to
+    /// `b` only. Their established connections are lost at once (both ends see
+    /// [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost), work waiting is flushed: as RC's retries
+    /// end them); a connection request across the cut is never delivered, and an accept whose
+    /// answer crosses it never reaches the requester (which gives up after its timeout), so
+    /// with a one-way cut a listener may accept a connection its requester never sees. Other
+    /// devices are not affected. Returns how many connections were lost.
+    ///
+    /// # Errors
+    /// `Inval` if a device is not the fabric's, or both are the same.
+    pub fn partition(&self, a: &MockDevice, b: &MockDevice, direction: Direction) -> Result<usize> {
+        const OP: &str = "MockFabric::partition";
+        self.check_device(OP, a)?;
+        self.check_device(OP, b)?;
+        if a.index == b.index {
+            return Err(Error::inval(OP, &format!("a partition needs two devices, {} is given twice", a.name)));
+        }
+        let lost = self.inner.net.partition(a.index, b.index, direction);
+        self.touched();
+        Ok(lost)
+    }
+
+    /// Mends the link between `a` and `b` (both ways): new connections cross it again
+    /// (connections lost stay lost).
+    pub fn heal(&self, a: &MockDevice, b: &MockDevice) {
+        self.inner.net.heal(a.index, b.index);
+        self.touched();
+    }
+
+    /// Mends every link [`MockFabric::partition`] cut.
+    pub fn heal_all(&self) {
+        self.inner.net.heal_all();
+        self.touched();
+    }
+
+    /// The established connections (each counted once), in the order they were made.
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        self.inner.net.connections().len()
+    }
+
+    /// Loses the `k`-th established connection (in [`MockFabric::connections`]'s order): both
+    /// ends see [`ConnEvent::Lost`](rpma_core::ConnEvent::Lost) and their waiting work is
+    /// flushed, as [`MockQp::cut_link`] does. Returns the two devices' names, or `None` if
+    /// there is no such connection.
+    pub fn drop_connection(&self, k: usize) -> Option<(String, String)> {
+        let c = self.inner.net.connections().into_iter().nth(k)?;
+        let peer = c.live_peer()?;
+        let names = (self.inner.devices[c.node()].name.clone(), self.inner.devices[peer.node()].name.clone());
+        c.lose();
+        self.touched();
+        Some(names)
     }
 
     /// Live resources (PDs, MRs, CQs, channels, QPs, SRQs, listeners).

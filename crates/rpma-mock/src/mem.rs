@@ -305,6 +305,11 @@ impl MrBackend for MockMr {
     }
 
     fn persist(&self, offset: usize, len: usize) -> Result<()> {
+        if self.pd.fabric.sim.is_some() {
+            // Before the write-back: a simulation may cut the node's power between a store and
+            // its persist.
+            crate::sim::Sched::point("persist");
+        }
         let s = self.shared();
         s.make_durable(offset, len);
         s.persist(offset, len).map_err(|e| {
@@ -334,6 +339,9 @@ impl MrBackend for MockMr {
     }
 
     fn dereg(mut self) -> Result<Option<Memory>> {
+        if self.pd.fabric.sim.is_some() {
+            crate::sim::Sched::point("dereg");
+        }
         let r = self.pd.fabric.faults.check("ibv_dereg_mr");
         let shared = self.shared.take().expect("region present until deregistered");
         self.unpublish(&shared);

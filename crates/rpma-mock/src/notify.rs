@@ -42,17 +42,21 @@ pub(crate) struct Notifier<E> {
     fd: OnceLock<EventFd>,
     /// The fabric's broken-channel fd.
     broken_fd: Arc<EventFd>,
+    /// The simulation the fabric runs in: a push moves its generation (waiting actors look
+    /// again), and a wait is a scheduling point on its clock.
+    sim: Option<crate::sim::Sim>,
     _live: Live,
 }
 
 impl<E> Notifier<E> {
     /// A queue without fd; `broken_fd` is handed out if its own cannot be created.
-    pub(crate) fn new(live: Live, broken_fd: Arc<EventFd>) -> Self {
+    pub(crate) fn new(live: Live, broken_fd: Arc<EventFd>, sim: Option<crate::sim::Sim>) -> Self {
         Self {
             state: Mutex::new(State { queue: VecDeque::new(), signalled: false, broken: None }),
             cv: Condvar::new(),
             fd: OnceLock::new(),
             broken_fd,
+            sim,
             _live: live,
         }
     }
@@ -71,6 +75,9 @@ impl<E> Notifier<E> {
         }
         drop(g);
         self.cv.notify_all();
+        if let Some(s) = &self.sim {
+            s.touch();
+        }
     }
 
     /// Whether the user made the fd non-blocking (no fd: blocking).
@@ -98,6 +105,9 @@ impl<E> Notifier<E> {
         let nonblocking = deadline.is_none() && self.nonblocking();
         if let Some(p) = progress {
             p();
+        }
+        if let Some(sim) = &self.sim {
+            return self.pop_simulated(sim, nonblocking, deadline);
         }
         let mut g = self.lock();
         loop {
@@ -138,9 +148,38 @@ impl<E> Notifier<E> {
         }
     }
 
-    /// [`Notifier::pop_with`] without deferred work.
-    pub(crate) fn pop(&self) -> std::io::Result<Option<E>> {
-        self.pop_with(None)
+    /// [`Notifier::pop_until`] in a simulation: each look that finds nothing is a scheduling
+    /// point of the waiting actor, on the simulation's clock.
+    fn pop_simulated(
+        &self,
+        sim: &crate::sim::Sim,
+        nonblocking: bool,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<Option<E>> {
+        loop {
+            {
+                let mut g = self.lock();
+                if let Some(errno) = g.broken {
+                    return Err(std::io::Error::from_raw_os_error(errno));
+                }
+                if let Some(e) = g.queue.pop_front() {
+                    if g.queue.is_empty() && g.signalled {
+                        if let Some(fd) = self.fd.get() {
+                            let _ = fd.read();
+                        }
+                        g.signalled = false;
+                    }
+                    return Ok(Some(e));
+                }
+            }
+            if nonblocking || deadline.is_some_and(|d| sim.now() >= d) {
+                return Ok(None);
+            }
+            if !sim.wait(deadline, "wait") {
+                // Not an actor of the simulation: nothing could make progress while it waits.
+                return Ok(None);
+            }
+        }
     }
 
     /// The fd, created now if it was never asked for.
@@ -203,7 +242,7 @@ pub(crate) fn broken_channel_fd() -> nix::Result<Arc<EventFd>> {
 /// configuration error at its first device lookup, and nothing reaches this).
 pub(crate) fn new_notifier<E>(fabric: &FabricInner, live: Live, op: &'static str) -> rpma_core::Result<Notifier<E>> {
     match &fabric.broken_fd {
-        Some(fd) => Ok(Notifier::new(live, Arc::clone(fd))),
+        Some(fd) => Ok(Notifier::new(live, Arc::clone(fd), fabric.sim.clone())),
         None => Err(rpma_core::Error::provider(op, Errno::EMFILE as i32).with_detail("the fabric has no fd")),
     }
 }

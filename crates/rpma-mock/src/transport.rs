@@ -27,6 +27,10 @@ impl Transport for MockFabric {
         "mock"
     }
 
+    fn runtime(&self) -> &dyn rpma_core::runtime::Runtime {
+        self.inner.runtime()
+    }
+
     fn lookup_device(&self, addr: &str, kind: ContextType) -> Result<MockDevice> {
         if let Some(e) = &self.inner.config_error {
             return Err(e.clone());
@@ -73,6 +77,9 @@ impl Transport for MockFabric {
     }
 
     fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
+        if self.inner.sim.is_some() {
+            crate::sim::Sched::point("reg_mr");
+        }
         pd.alive("ibv_reg_mr")?;
         mem::reg_mr(pd, memory, usage)
     }

@@ -7,7 +7,7 @@ use crate::cfg::ConnCfg;
 use crate::error::Result;
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, EpTrace, Step};
-use crate::transport::{ListenerBackend, Transport};
+use crate::transport::{ListenerBackend, QueueConfig, Transport};
 
 use super::req::queue_config;
 use super::ConnReq;
@@ -63,18 +63,34 @@ impl<T: Transport> Ep<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if getting the event or building the queues fails;
     /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
+        self.take_request(cfg, |l, qc| Some(l.next_request(qc))).unwrap_or_else(|| unreachable!("taken"))
+    }
+
+    /// A request taken by `take` from the backend (`None`: `take` does not wait that way),
+    /// with its queues per `cfg`, validated first.
+    pub(super) fn take_request(
+        &self,
+        cfg: Option<&ConnCfg<T>>,
+        take: impl FnOnce(&T::Listener, &QueueConfig<'_, T>) -> Option<Result<T::Qp>>,
+    ) -> Option<Result<ConnReq<T>>> {
         const OP: &str = "rpma_ep_next_conn_req";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
-        let qc = queue_config(OP, &self.peer.inner.caps, cfg, &srq)?;
+        let qc = match queue_config(OP, &self.peer.inner.caps, cfg, &srq) {
+            Ok(qc) => qc,
+            Err(e) => return Some(Err(e)),
+        };
         let shared = qc.shared_channel;
         let limits = OpLimits::of(&qc, &self.peer.inner.caps);
-        let qp = self.listener().next_request(&qc).map_err(|e| e.in_op(OP))?;
+        let qp = match take(self.listener(), &qc)? {
+            Ok(qp) => qp,
+            Err(e) => return Some(Err(e.in_op(OP))),
+        };
         // The span begins with the request taken (no span for each attempt of a non-blocking
         // endpoint that finds none).
         let trace = ConnTrace::passive(&self.peer, &self.trace);
         trace.attach::<T>(&qp);
         trace.step(Step::Received);
-        Ok(ConnReq {
+        Some(Ok(ConnReq {
             qp: Some(qp),
             shared,
             incoming: true,
@@ -83,7 +99,7 @@ impl<T: Transport> Ep<T> {
             srq,
             peer: self.peer.clone(),
             trace,
-        })
+        }))
     }
 
     /// `rpma_ep_shutdown`: stops listening. Existing connections are not affected. (Dropping

@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::cfg::ConnCfg;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{CmBackend, CqBackend, Transport};
+use crate::transport::{CmBackend, CqBackend, ListenerBackend, Transport};
 use crate::types::ConnEvent;
 use crate::wc::Wc;
 
@@ -118,7 +118,14 @@ impl<T: Transport> Ep<T> {
     /// [`NoEvent`](ErrorKind::NoEvent) if no request came in time; [`Inval`](ErrorKind::Inval)
     /// for a zero timeout; as [`Ep::next_conn_req`] otherwise.
     pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg<T>>, timeout: Duration) -> Result<ConnReq<T>> {
-        with_deadline("rpma_ep_next_conn_req", self.fd(), timeout, ErrorKind::NoEvent, || self.next_conn_req(cfg))
+        const OP: &str = "rpma_ep_next_conn_req";
+        if timeout.is_zero() {
+            return Err(zero_timeout(OP));
+        }
+        match self.take_request(cfg, |l, qc| l.next_request_timeout(qc, timeout)) {
+            Some(taken) => taken.map_err(|e| timed_out(e, ErrorKind::NoEvent, timeout)),
+            None => with_deadline(OP, self.fd(), timeout, ErrorKind::NoEvent, || self.next_conn_req(cfg)),
+        }
     }
 
     /// Makes the endpoint's fd non-blocking (`on`) or blocking: [`Ep::next_conn_req`] then

@@ -303,6 +303,37 @@ fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
     ran
 }
 
+/// Executes `qp`'s first waiting work request (or one piece of a torn write): a simulation's
+/// step. Says what it was; `None` if nothing executed (the queue is empty, stalled, closed or
+/// busy).
+fn progress_one(qp: &Arc<QpShared>) -> Option<String> {
+    let d = qp.deferred.as_ref()?;
+    let mut g = d.lock();
+    if g.busy || g.stalled.is_some() || g.closed {
+        return None;
+    }
+    let mut p = g.queue.pop_front()?;
+    g.busy = true;
+    let what = format!("{} qp {:#x}: {:?} of {} bytes", qp.pd.dev.name(), qp.qp_num, p.op, p.len);
+    if g.queue.front().is_some_and(|w| passes(&p, w, d.tearing)) {
+        let mut w = g.queue.pop_front().expect("a write behind the read");
+        drop(g);
+        execute_write_passing_read(qp, &mut p, &mut w);
+        d.lock().busy = false;
+        return Some(format!("{what}, and the write behind it"));
+    }
+    drop(g);
+    let step = execute(qp, d, &mut p);
+    let mut g = d.lock();
+    if let Executed::Piece = step {
+        if !g.closed {
+            g.queue.push_front(p);
+        }
+    }
+    g.busy = false;
+    Some(what)
+}
+
 /// Progresses both send queues of `qp`'s connection (a poll or a wait on one end).
 pub(super) fn progress_conn(qp: &Arc<QpShared>, drain: bool) {
     progress_qp(qp, drain);
@@ -330,6 +361,10 @@ impl Progress for QpShared {
 
     fn cm_timer_fired(&self) {
         cm_timer_fired(self);
+    }
+
+    fn progress_one(self: Arc<Self>) -> Option<String> {
+        progress_one(&self)
     }
 }
 

@@ -3,6 +3,7 @@
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use rpma_core::transport::{CmEvent, ListenerBackend, QueueConfig};
 use rpma_core::{Error, ErrorKind, Result};
@@ -168,8 +169,24 @@ impl ListenerBackend<MockFabric> for MockListener {
     }
 
     fn next_request(&self, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
+        self.next_request_until(cfg, None)
+    }
+
+    fn next_request_timeout(&self, cfg: &QueueConfig<'_, MockFabric>, timeout: Duration) -> Option<Result<MockQp>> {
+        Some(self.next_request_until(cfg, self.pd.fabric.now().checked_add(timeout)))
+    }
+
+    fn shutdown(mut self) -> Result<()> {
+        self.teardown()
+    }
+}
+
+impl MockListener {
+    /// [`ListenerBackend::next_request`], waiting until `deadline` at most (without making the
+    /// channel's fd).
+    fn next_request_until(&self, cfg: &QueueConfig<'_, MockFabric>, deadline: Option<Instant>) -> Result<MockQp> {
         self.pd.fabric.faults.check("rdma_get_cm_event")?;
-        let inc = match self.shared.requests.pop() {
+        let inc = match self.shared.requests.pop_until(None, deadline) {
             Ok(Some(ListenEvent::Request(i))) => i,
             Ok(Some(ListenEvent::Other(ev))) => {
                 // As librpma: the event is acked, then rejected as not a connection request.
@@ -190,9 +207,5 @@ impl ListenerBackend<MockFabric> for MockListener {
                 Err(e)
             }
         }
-    }
-
-    fn shutdown(mut self) -> Result<()> {
-        self.teardown()
     }
 }

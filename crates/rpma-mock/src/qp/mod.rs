@@ -16,6 +16,7 @@ use crate::engine::Progress;
 use crate::event::Event;
 use crate::notify::{new_notifier, Notifier};
 use crate::power::PowerLoss;
+use crate::sim::Sched;
 use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
 
 mod deferred;
@@ -114,6 +115,19 @@ impl QpShared {
 
     fn state(&self) -> u8 {
         self.state.load(Ordering::Acquire)
+    }
+
+    /// The node (device index) the queue pair was made on.
+    pub(crate) fn node(&self) -> usize {
+        self.pd.dev.index
+    }
+
+    /// The other end of an established connection that neither side closed yet.
+    pub(crate) fn live_peer(&self) -> Option<Arc<Self>> {
+        if !self.established.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.remote().filter(|r| !r.closed.load(Ordering::Acquire))
     }
 
     fn remote(&self) -> Option<Arc<Self>> {
@@ -275,6 +289,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
     if let Some(p) = &f.power {
         p.add_qp(pd.dev.index, Arc::downgrade(&shared) as Weak<dyn PowerLoss>);
     }
+    f.net.add_qp(&shared);
     // A poll or a wait on one of its CQs progresses the connection's deferred work.
     shared.send_cq.watch(Arc::downgrade(&shared) as Weak<dyn Progress>);
     if !Arc::ptr_eq(&shared.send_cq, &shared.recv_cq) {
@@ -425,6 +440,9 @@ impl MockQp {
             return Ok(());
         }
         let Some(d) = &s.deferred else { return Err(full()) };
+        if s.fabric.sim.is_some() {
+            Sched::point("post");
+        }
         if s.fabric.execution.background.is_some() {
             s.fabric.engine.ensure_thread(OP)?;
         }
@@ -448,9 +466,14 @@ impl MockQp {
         }
     }
 
-    /// What a wait of this connection runs while it waits, in the deferred mode.
+    /// What a wait of this connection runs while it waits, in the deferred mode (nothing in a
+    /// simulation: its steps execute the work).
     fn progress_hook(&self) -> Option<impl Fn() + '_> {
-        self.shared.deferred.as_ref().map(|_| || progress_conn(&self.shared, true))
+        self.shared
+            .deferred
+            .as_ref()
+            .filter(|_| self.shared.fabric.sim.is_none())
+            .map(|_| || progress_conn(&self.shared, true))
     }
 
     /// Deferred work requests waiting in the send queue (0 in the immediate mode).
@@ -618,7 +641,12 @@ impl CmBackend<MockFabric> for MockQp {
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
+        if self.shared.fabric.sim.is_some() {
+            Sched::point(if self.incoming.is_some() { "accept" } else { "connect" });
+        }
         let s = &self.shared;
+        // A node whose power was cut (since its queue pair was made) connects nothing.
+        s.pd.alive(if self.incoming.is_some() { "rdma_accept" } else { "rdma_connect" })?;
         let caps = &s.pd.caps;
         // RDMA CM carries at most 56 (connect) / 196 (accept over RoCE) bytes: longer private
         // data is refused (EINVAL), as by the kernel, and never reaches the peer.
@@ -664,7 +692,11 @@ impl CmBackend<MockFabric> for MockQp {
             // The accepting side's event first: once the client sees ESTABLISHED it may
             // disconnect at once, and the server must still see ESTABLISHED before CLOSED.
             s.push_event(CmEvent::Established, None);
-            c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
+            // A partition that drops this side's packets to the requester: the accept never
+            // reaches it (it gives up after its timeout; this side sees it go).
+            if !s.fabric.net.dropped(s.node(), c.node()) {
+                c.push_event(CmEvent::Established, pad(pdata, caps.max_private_data_accept));
+            }
             return Ok(());
         }
         self.flush_buf = conn_new(&s.fabric, caps.native_flush)?;
@@ -675,6 +707,11 @@ impl CmBackend<MockFabric> for MockQp {
         s.state.store(CONNECTING, Ordering::Release);
         let (addr, port) = self.target.as_ref().expect("an outgoing request has a target");
         if let Some(l) = s.fabric.listener(addr, *port).filter(|_| !s.fabric.always_wire) {
+            // A partition that drops the requester's packets to the listener's node: the
+            // request never arrives (the requester gives up after its timeout).
+            if s.fabric.owner(addr).is_some_and(|dev| s.fabric.net.dropped(s.node(), dev.index)) {
+                return Ok(());
+            }
             l.requests.push(ListenEvent::Request(Incoming {
                 client: Requester::Local(Arc::downgrade(s)),
                 pdata: pad(pdata, caps.max_private_data_connect).unwrap_or_default(),
@@ -714,10 +751,13 @@ impl CmBackend<MockFabric> for MockQp {
     }
 
     fn next_event_timeout(&self, timeout: Duration) -> Option<Result<(CmEvent, Option<Box<[u8]>>)>> {
-        Some(self.next_event_until(Instant::now().checked_add(timeout)))
+        Some(self.next_event_until(self.shared.fabric.now().checked_add(timeout)))
     }
 
     fn disconnect(&self) -> Result<()> {
+        if self.shared.fabric.sim.is_some() {
+            Sched::point("disconnect");
+        }
         let s = &self.shared;
         s.fabric.faults.check("rdma_disconnect")?;
         if let (Some(link), true) = (s.link.get(), s.established.load(Ordering::Acquire)) {
@@ -731,7 +771,9 @@ impl CmBackend<MockFabric> for MockQp {
                 s.disconnecting.store(true, Ordering::Release);
                 s.to_error();
                 link.send(&Frame::Dreq);
-                s.fabric.engine.timer(s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
+                s.fabric
+                    .engine
+                    .timer(s.fabric.now() + s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
             }
             link.flush(s);
             return Ok(());
@@ -752,7 +794,9 @@ impl CmBackend<MockFabric> for MockQp {
                     s.disconnecting.store(true, Ordering::Release);
                     s.to_error();
                     r.hang_up(CmEvent::Disconnected);
-                    s.fabric.engine.timer(s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
+                    s.fabric
+                        .engine
+                        .timer(s.fabric.now() + s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);
                 }
                 // The peer is gone, or this side is already closed (lost link).
                 _ => s.hang_up(CmEvent::Disconnected),

@@ -1,0 +1,111 @@
+//! The network between a fabric's devices: the links a test cut between two of them (a
+//! partition, both ways or one way) and the connections it carries, so that a partition can
+//! end the connections that cross it and a test can drop one connection.
+//!
+//! Off the data path: the connection manager's calls consult it (a request that cannot reach
+//! the listener is never delivered; an accept whose answer cannot reach the requester leaves
+//! the requester without its ESTABLISHED), and a partition loses the connections between the
+//! two sides at once (RC's retries would end them the same way, after the retry timeout).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::qp::QpShared;
+
+/// Which way a partition drops packets ([`MockFabric::partition`](crate::MockFabric::partition)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Direction {
+    /// Both ways.
+    Both,
+    /// From the first device to the second only (the second's packets still reach the first).
+    OneWay,
+}
+
+#[derive(Default)]
+pub(crate) struct Net {
+    /// Whether any link is cut (the connection manager's one load when none is).
+    any: AtomicBool,
+    /// The cut links, `(from, to)` device indices: packets from `from` to `to` are dropped.
+    cut: Mutex<Vec<(usize, usize)>>,
+    /// The queue pairs made on the fabric (for partitions and `drop_connection`).
+    qps: Mutex<Vec<Weak<QpShared>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Net {
+    /// Whether packets from device `from` to device `to` are dropped.
+    pub(crate) fn dropped(&self, from: usize, to: usize) -> bool {
+        self.any.load(Ordering::Acquire) && lock(&self.cut).contains(&(from, to))
+    }
+
+    /// A queue pair was made.
+    pub(crate) fn add_qp(&self, qp: &Arc<QpShared>) {
+        let mut g = lock(&self.qps);
+        // Dead entries go when the list doubles: amortized constant per queue pair.
+        if g.len() >= 64 && g.len().is_power_of_two() {
+            g.retain(|w| w.strong_count() > 0);
+        }
+        g.push(Arc::downgrade(qp));
+    }
+
+    /// The live, established connections, each once (by its side made first), in the order
+    /// they were made.
+    pub(crate) fn connections(&self) -> Vec<Arc<QpShared>> {
+        let g = lock(&self.qps);
+        let live: Vec<Arc<QpShared>> = g.iter().filter_map(Weak::upgrade).collect();
+        drop(g);
+        let mut seen: Vec<*const QpShared> = Vec::new();
+        let mut out = Vec::new();
+        for q in live {
+            let Some(r) = q.live_peer() else { continue };
+            if seen.contains(&Arc::as_ptr(&r)) {
+                continue;
+            }
+            seen.push(Arc::as_ptr(&q));
+            out.push(q);
+        }
+        out
+    }
+
+    /// Cuts the link between devices `a` and `b` (`dir`), and loses the connections between
+    /// them. Returns how many were lost.
+    pub(crate) fn partition(&self, a: usize, b: usize, dir: Direction) -> usize {
+        {
+            let mut g = lock(&self.cut);
+            for link in [(a, b), (b, a)].into_iter().take(if dir == Direction::Both { 2 } else { 1 }) {
+                if !g.contains(&link) {
+                    g.push(link);
+                }
+            }
+            self.any.store(true, Ordering::Release);
+        }
+        let mut lost = 0;
+        for q in self.connections() {
+            let Some(r) = q.live_peer() else { continue };
+            let (x, y) = (q.node(), r.node());
+            if (x, y) == (a, b) || (x, y) == (b, a) {
+                q.lose();
+                lost += 1;
+            }
+        }
+        lost
+    }
+
+    /// Mends the link between `a` and `b` (both ways).
+    pub(crate) fn heal(&self, a: usize, b: usize) {
+        let mut g = lock(&self.cut);
+        g.retain(|&l| l != (a, b) && l != (b, a));
+        self.any.store(!g.is_empty(), Ordering::Release);
+    }
+
+    /// Mends every link.
+    pub(crate) fn heal_all(&self) {
+        let mut g = lock(&self.cut);
+        g.clear();
+        self.any.store(false, Ordering::Release);
+    }
+}
