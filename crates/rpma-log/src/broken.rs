@@ -28,8 +28,12 @@ pub struct Broken {
     pub epoch_block_checksum: bool,
     /// Writer: `reconnect` connects the replica itself even when the reconnect thread
     /// ([`LogOptions::reconnect_in_background`](crate::LogOptions::reconnect_in_background))
-    /// connects it too.
+    /// connects it too, and the thread keeps an attempt that was due when the replica rejoined.
     pub reconnect_beside_the_thread: bool,
+    /// Writer: a repair compares a pad's filler and the skip before the ring's end too (bytes no
+    /// writer writes), so a replica whose filler differs has its commit lowered below entries it
+    /// holds like the others before they are rewritten.
+    pub compare_pad_filler: bool,
 }
 
 impl Broken {
@@ -44,6 +48,7 @@ impl Broken {
             blank_replicas_vote: false,
             epoch_block_checksum: false,
             reconnect_beside_the_thread: false,
+            compare_pad_filler: false,
         }
     }
 }

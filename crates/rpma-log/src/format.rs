@@ -21,6 +21,10 @@ pub(crate) const COMMIT_EPOCH: usize = 128;
 pub(crate) const HEAD: usize = 136;
 pub(crate) const COMMIT: usize = 144;
 pub(crate) const HEAD_LSN: usize = 152;
+/// Whether the replica votes: 1 once it holds a history a writer gave it (a replica of a new
+/// log is formatted so), 0 for a replacement formatted after its region was lost, until a
+/// writer that recovered from a read quorum repairs it (docs/log.md, "Amnesia").
+pub(crate) const JOINED: usize = 160;
 /// Where the entry area starts.
 pub(crate) const HEADER: usize = 256;
 /// The largest position a header may hold (a log of 4 EiB written; far from overflowing).
@@ -113,6 +117,8 @@ pub(crate) struct Header {
     pub(crate) head: u64,
     pub(crate) commit: u64,
     pub(crate) head_lsn: u64,
+    /// It votes ([`JOINED`]).
+    pub(crate) joined: bool,
 }
 
 /// Decodes the first [`HEADER`] bytes of a region of `region_len` bytes.
@@ -150,6 +156,11 @@ pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String>
         head: get_u64(b, HEAD),
         commit: get_u64(b, COMMIT),
         head_lsn: get_u64(b, HEAD_LSN),
+        joined: match get_u64(b, JOINED) {
+            0 => false,
+            1 => true,
+            j => return Err(format!("the joined word holds {j}, not 0 or 1")),
+        },
     };
     // A commit below the head is an empty log at the head (a repair moves a replica that holds
     // nothing of the retained history there: docs/log.md, "Repair").

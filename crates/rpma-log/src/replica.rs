@@ -90,6 +90,9 @@ pub struct ReplicaState {
     pub head: u64,
     /// The committed position: entries before it are committed.
     pub commit: u64,
+    /// Whether it votes: formatted for a new log, or repaired by a writer since it was
+    /// formatted as a replacement ([`Replica::format_replacement`]).
+    pub joined: bool,
 }
 
 pub(crate) const USAGE: Usage =
@@ -129,13 +132,31 @@ impl<T: Transport> std::fmt::Debug for Replica<T> {
 }
 
 impl<T: Transport> Replica<T> {
-    /// Formats `memory` as an empty log `log_id` (its whole length after the header is the
-    /// ring, rounded down to 8 bytes), persists it, and registers it on `peer`.
+    /// Formats `memory` as a replica of a **new**, empty log `log_id` (its whole length after the
+    /// header is the ring, rounded down to 8 bytes), persists it, and registers it on `peer`.
+    /// It votes at once, with its empty history: format every replica of a new log so (once),
+    /// and a replica that replaces one whose region was lost with
+    /// [`Replica::format_replacement`].
     ///
     /// # Errors
     /// [`LogError::Capacity`] if the memory cannot hold the header and the smallest ring;
     /// [`LogError::Rpma`] if registering or persisting fails.
     pub fn format(peer: &Peer<T>, memory: Memory, log_id: u64) -> Result<Self> {
+        Self::format_as(peer, memory, log_id, true)
+    }
+
+    /// Formats `memory` as a replica of the existing log `log_id` that lost its region (a DRAM
+    /// replica restarted, a pmem region formatted anew): blank, it takes no part in any quorum
+    /// and takes no writer back until a writer that recovered the log from a read quorum has
+    /// repaired it (docs/log.md, "Amnesia"). What it held is not counted on.
+    ///
+    /// # Errors
+    /// As [`Replica::format`].
+    pub fn format_replacement(peer: &Peer<T>, memory: Memory, log_id: u64) -> Result<Self> {
+        Self::format_as(peer, memory, log_id, false)
+    }
+
+    fn format_as(peer: &Peer<T>, memory: Memory, log_id: u64, joined: bool) -> Result<Self> {
         let len = memory.len() as u64;
         let capacity = len.saturating_sub(format::HEADER as u64) & !7;
         if capacity < format::MIN_CAPACITY {
@@ -149,10 +170,10 @@ impl<T: Transport> Replica<T> {
             });
         }
         let v = memory.volatile();
-        // Zeroes: promised 0 (any writer's open is above it) and commit epoch 0 (blank: the
-        // replica does not vote until a writer repairs it, docs/log.md "Amnesia").
+        // Zeroes: promised 0 (any writer's open is above it), commit epoch 0, an empty history.
         v.write(0, &[0u8; format::HEADER])?;
         v.write(0, &format::static_block(log_id, capacity))?;
+        v.write(format::JOINED, &u64::from(joined).to_le_bytes())?;
         let mr = peer.reg_mr(memory, USAGE)?;
         mr.persist(0, format::HEADER)?;
         Ok(Self::new(peer, mr, log_id, capacity))
@@ -240,6 +261,7 @@ impl<T: Transport> Replica<T> {
             commit_epoch: h.commit_epoch,
             head: h.head,
             commit: h.commit,
+            joined: h.joined,
         })
     }
 
@@ -343,7 +365,9 @@ impl<T: Transport> Replica<T> {
             }
         };
         let accepted = format::decode_reply(&reply).is_some_and(|r| r.status == Status::Accepted as u32);
-        let conn = req.connect(Some(&reply))?;
+        // The writer is gone (it gave up waiting, or died) or the link failed: nobody to answer,
+        // and nothing wrong with this replica, which serves the next request.
+        let Ok(conn) = req.connect(Some(&reply)) else { return Ok(()) };
         if accepted {
             self.writer = Some(conn);
         } else {
@@ -358,10 +382,10 @@ impl<T: Transport> Replica<T> {
     /// - a new writer's open needs an epoch above every one promised here, whatever its writer
     ///   id (so no two opens ever share an epoch);
     /// - a writer coming back (a reconnect) is taken if the promise is still its own, epoch and
-    ///   writer id, or if its epoch is above the promise and the replica is not blank. A blank
-    ///   replica (formatted, never repaired since: commit epoch 0) lost its promises with its
-    ///   memory, so it takes nobody back: only an open, whose writer needs a read quorum of
-    ///   replicas that did not forget.
+    ///   writer id, or if its epoch is above the promise and the replica has joined. A blank
+    ///   replacement (formatted after its region was lost, not repaired since) lost its promises
+    ///   with its memory, so it takes nobody back: only an open, whose writer needs a read quorum
+    ///   of replicas that did not forget.
     fn accepts(&self, h: &Hello, header: &format::Header) -> bool {
         if h.epoch == 0 {
             return false;
@@ -372,7 +396,7 @@ impl<T: Transport> Replica<T> {
         }
         match h.ask {
             Ask::Open => h.epoch > header.promised,
-            Ask::Reconnect => own || (h.epoch > header.promised && header.commit_epoch > 0),
+            Ask::Reconnect => own || (h.epoch > header.promised && header.joined),
         }
     }
 

@@ -192,18 +192,7 @@ fn open_needs_a_quorum_of_replicas_up_and_recovery_one_meeting_every_write_quoru
         Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::K(1))),
         Err(LogError::NoQuorum { up: 1, needed: 3, .. })
     ));
-    // A new log is created on every replica of its set: blank replicas (formatted, never
-    // repaired) do not vote, unless all of them are read.
     let _h1 = start(&fabric, 1, None, LEN).unwrap();
-    match Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)) {
-        Err(LogError::NoQuorum { up: 0, needed: 2, detail }) => {
-            assert!(detail.contains("a new log is created on every replica of its set"), "{detail}");
-        }
-        other => panic!("{other:?}"),
-    }
-    let h2 = start(&fabric, 2, None, LEN).unwrap();
-    drop(Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap());
-    h2.kill();
     let (mut log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
     assert_eq!(report.down.len(), 1);
     assert_eq!(log.health(), vec![Health::Up, Health::Up, Health::Down]);
@@ -332,9 +321,7 @@ fn a_persistent_writer_refuses_a_replica_without_direct_write_to_pmem_and_visibi
 #[test]
 fn a_replica_set_entry_that_is_not_listening_is_down_not_a_hang() {
     let fabric = fabric(3);
-    let mut h: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
-    drop(Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap());
-    h.pop().unwrap().kill();
+    let _h: Vec<_> = (0..2).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
     let mut set = addrs(2);
     set.push(ReplicaAddr::new(&common::replica_ip(2), "7999"));
     let t0 = std::time::Instant::now();

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{addrs, builder, payload, replica_ip, start, writer_peer, LOG_ID};
+use common::{addrs, builder, payload, replica_ip, start, start_replacement, writer_peer, LOG_ID};
 use rpma::mock::{Device, MockFabric, PersistentMemory};
 use rpma::ContextType;
 use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, ReplicaHandle};
@@ -118,7 +118,7 @@ fn a_replica_that_lost_its_memory_does_not_vote() {
     drop(w1);
     // r1 restarts blank (a DRAM replica's process restarted), r2 comes back lagging, r0 is away.
     let _m1 = cut(&fabric, 1, h[1].take().unwrap());
-    h[1] = Some(start(&fabric, 1, None, LEN).unwrap());
+    h[1] = Some(start_replacement(&fabric, 1, LEN).unwrap());
     h[2] = Some(start(&fabric, 2, Some(m2), LEN).unwrap());
     let m0 = away(h[0].take().unwrap());
     let w2 = Log::open(&writer_peer(&fabric), &addrs(3), vis.clone());
@@ -143,7 +143,7 @@ fn a_fenced_writer_is_not_taken_back_by_a_replica_that_lost_its_memory() {
     assert_eq!(w2.sync_all().unwrap(), 2);
     // r1 restarts blank; the fenced W1 tries to come back there.
     let _m1 = cut(&fabric, 1, h[1].take().unwrap());
-    h[1] = Some(start(&fabric, 1, None, LEN).unwrap());
+    h[1] = Some(start_replacement(&fabric, 1, LEN).unwrap());
     let _ = w1.append(b"W1 after the takeover");
     let _ = w1.sync_all();
     assert!(w1.health().iter().all(|h| *h == rpma_log::Health::Down), "{:?}", w1.health());

@@ -209,13 +209,13 @@ impl<T: Transport> Log<T> {
                 Ok(()) => {
                     let s = &mut self.slots[i];
                     s.retry_at = None;
-                    s.backoff = MIN_BACKOFF;
+                    s.backoff = self.opts.backoff.0;
                     back.push(i);
                 }
                 Err(e) => {
                     let s = &mut self.slots[i];
                     s.retry_at = Some(now + s.backoff);
-                    s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+                    s.backoff = (s.backoff * 2).min(self.opts.backoff.1);
                     self.event(i, Health::Down, Some(format!("reconnecting: {e}")));
                 }
             }

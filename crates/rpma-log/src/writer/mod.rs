@@ -12,6 +12,8 @@ use rpma::{
 use crate::format::{self, Ask, Hello, Record, Status};
 use crate::{LogError, Lsn, Result};
 
+#[cfg(test)]
+mod compare_tests;
 mod health;
 #[cfg(test)]
 mod lying_replica_tests;
@@ -27,10 +29,6 @@ pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryRe
 /// 512, rxe (6.12) stopped completing a live replica's operations after another replica's
 /// process was killed with hundreds of writes in flight to it (tests/verbs.rs).
 const SQ: u32 = 256;
-/// [`Log::maintain`]'s first wait after a failed reconnect, doubled after each failure up to
-/// [`MAX_BACKOFF`].
-const MIN_BACKOFF: Duration = Duration::from_millis(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Send-queue slots kept for a commit (two data flushes, an atomic write, a flush, spare).
 const RESERVE: u32 = 8;
 
@@ -183,7 +181,8 @@ impl<T: Transport> Log<T> {
     }
 
     fn event(&mut self, replica: usize, health: Health, reason: Option<String>) {
-        self.events.push_back(HealthEvent { replica, health, reason });
+        let at = self.peer.runtime().now();
+        self.events.push_back(HealthEvent { replica, health, reason, at });
     }
 
     fn set_health(&mut self, i: usize, health: Health) {

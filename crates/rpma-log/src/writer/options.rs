@@ -86,6 +86,9 @@ pub struct LogOptions {
     /// Whether a thread of the log's own reconnects the replicas that are down
     /// ([`LogOptions::reconnect_in_background`]).
     pub reconnect_in_background: bool,
+    /// The wait after a failed reconnect of a replica, doubled after each failure, and its
+    /// longest ([`LogOptions::reconnect_backoff`]).
+    pub backoff: (Duration, Duration),
     /// Tests only (feature `testing`): rules of the protocol switched off.
     #[cfg(feature = "testing")]
     pub broken: crate::Broken,
@@ -102,6 +105,7 @@ impl LogOptions {
             writer_id: None,
             timeout: Duration::from_secs(5),
             reconnect_in_background: false,
+            backoff: (Duration::from_millis(10), Duration::from_secs(2)),
             #[cfg(feature = "testing")]
             broken: crate::Broken::none(),
         }
@@ -159,6 +163,16 @@ impl LogOptions {
         crate::broken::Broken::none()
     }
 
+    /// Sets the reconnects' backoff (of [`Log::maintain`](crate::Log::maintain) and of the
+    /// reconnect thread): after a failed attempt the next one to the same replica waits `first`,
+    /// doubled after each failure up to `most`, and back to `first` once the replica rejoins.
+    /// Default 10 ms and 2 s.
+    #[must_use]
+    pub const fn reconnect_backoff(mut self, first: Duration, most: Duration) -> Self {
+        self.backoff = (first, most);
+        self
+    }
+
     /// Sets the timeout.
     #[must_use]
     pub const fn timeout(mut self, timeout: Duration) -> Self {
@@ -191,6 +205,8 @@ pub struct HealthEvent {
     pub health: Health,
     /// Why (for [`Health::Down`]).
     pub reason: Option<String>,
+    /// When, on the transport's clock ([`rpma::runtime::Runtime::now`]).
+    pub at: std::time::Instant,
 }
 
 /// What [`Log::open`](crate::Log::open) found and did.

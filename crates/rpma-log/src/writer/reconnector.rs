@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Ask, Connected, Log, LogOptions, ReplicaAddr, MAX_BACKOFF, MIN_BACKOFF};
+use super::{Ask, Connected, Log, LogOptions, ReplicaAddr};
 use rpma::runtime::JoinHandle;
 use rpma::{Conn, MrRemote, Peer, Transport};
 
@@ -139,7 +139,8 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
     let n = w.addrs.len();
     // Per replica: its state, the wait after a failed attempt, when the last one failed.
     let mut state = vec![Want::Idle; n];
-    let mut backoff = vec![MIN_BACKOFF; n];
+    let (first, most) = w.opts.backoff;
+    let mut backoff = vec![first; n];
     let mut last_failure: Vec<Option<Instant>> = vec![None; n];
     loop {
         if mailbox.stop.load(Ordering::Acquire) {
@@ -156,8 +157,12 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
                 // A connection handed over and not taken yet is the one `reconnect` waits for.
                 Request::Now(i) if i < n && state[i] != Want::HandedOver => state[i] = Want::At(rt.now()),
                 Request::Rejoined(i) if i < n => {
-                    state[i] = Want::Idle;
-                    backoff[i] = MIN_BACKOFF;
+                    // An attempt still due would take the replica over again and kill the
+                    // connection the writer just caught up (unless that rule is off).
+                    if !(w.opts.rules_off().reconnect_beside_the_thread && matches!(state[i], Want::At(_))) {
+                        state[i] = Want::Idle;
+                    }
+                    backoff[i] = first;
                     last_failure[i] = None;
                 }
                 _ => {}
@@ -177,7 +182,7 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
                     // Counted as a failure until the writer says the replica rejoined: a catch-up
                     // that fails (the writer reports the replica down again) waits its backoff.
                     last_failure[i] = Some(rt.now());
-                    backoff[i] = (backoff[i] * 2).min(MAX_BACKOFF);
+                    backoff[i] = (backoff[i] * 2).min(most);
                     if handovers.send(Handover::Connected { replica: i, conn, remote, cap }).is_err() {
                         return;
                     }
@@ -190,7 +195,7 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
             let now = rt.now();
             last_failure[i] = Some(now);
             state[i] = Want::At(now + backoff[i]);
-            backoff[i] = (backoff[i] * 2).min(MAX_BACKOFF);
+            backoff[i] = (backoff[i] * 2).min(most);
             if handovers.send(Handover::Failed { replica: i, why }).is_err() {
                 return;
             }

@@ -119,7 +119,7 @@ impl<T: Transport> Log<T> {
                     durable: 0,
                     inflight: 0,
                     retry_at: None,
-                    backoff: MIN_BACKOFF,
+                    backoff: opts.backoff.0,
                 }
             })
             .collect();
@@ -168,43 +168,34 @@ impl<T: Transport> Log<T> {
             }
         }
         // The read quorum: histories of n - q + 1 replicas, so that they meet every quorum that
-        // may have acknowledged an entry. A blank replica (formatted and never repaired since: it
-        // lost its memory, or was never part of the log) does not vote; only a new log, every
-        // replica of the set read and blank, starts from its empty history. Nothing is written
-        // anywhere before the read quorum is complete (docs/log.md, "Safety").
+        // may have acknowledged an entry. A blank replacement (formatted after its region was
+        // lost, not repaired since) does not vote. Nothing is written anywhere before the read
+        // quorum is complete (docs/log.md, "Safety").
         let read_quorum = replicas.len() - quorum + 1;
         let broken = log.opts.rules_off();
-        let new_log = headers.len() == replicas.len() && headers.iter().all(|(_, h)| h.commit_epoch == 0);
         let (mut voters, blank): (Vec<_>, Vec<_>) =
-            headers.iter().copied().partition(|(_, h)| new_log || broken.blank_replicas_vote || h.commit_epoch > 0);
+            headers.iter().copied().partition(|(_, h)| broken.blank_replicas_vote || h.joined);
         let short = |voters: usize, report: &RecoveryReport| {
             let detail = report
                 .down
                 .iter()
                 .chain(&report.rejected)
                 .map(|(i, w)| format!("{}: {w}", replicas[*i]))
-                .chain(blank.iter().map(|(i, _)| format!("{}: blank (it lost its memory, or never joined the log): it does not vote until a writer repairs it", replicas[*i])))
+                .chain(blank.iter().map(|(i, _)| {
+                    format!(
+                        "{}: a blank replacement (it lost its region): it votes once a writer repaired it",
+                        replicas[*i]
+                    )
+                }))
                 .collect::<Vec<_>>()
                 .join("; ");
             LogError::NoQuorum {
                 up: voters,
                 needed: read_quorum,
-                detail: format!("recovery reads {read_quorum} replicas' histories, {voters} voted: {detail}"),
+                detail: format!("recovery reads {read_quorum} replicas' histories, {voters} could vote: {detail}"),
             }
         };
         if voters.len() < read_quorum && !broken.repair_before_read_quorum {
-            if voters.is_empty() && !blank.is_empty() {
-                return Err(LogError::NoQuorum {
-                    up: 0,
-                    needed: read_quorum,
-                    detail: format!(
-                        "a new log is created on every replica of its set ({} replicas), {} answered blank (a replica that lost its memory answers so too, so fewer cannot tell a new log from a lost one): {}",
-                        replicas.len(),
-                        blank.len(),
-                        report.down.iter().map(|(i, w)| format!("{}: {w}", replicas[*i])).collect::<Vec<_>>().join("; ")
-                    ),
-                });
-            }
             return Err(short(voters.len(), &report));
         }
         // The history: the highest commit of the highest epoch among the voters, validated. A
@@ -430,6 +421,50 @@ impl<T: Transport> Log<T> {
         Ok(())
     }
 
+    /// The start of the first of the writer's records in `[from, to)` whose bytes differ in the
+    /// scratch region (replica's range, read there at ring offsets), or `to`. Only the bytes a
+    /// record is made of are compared: an entry whole, a pad's header (not the filler after it,
+    /// which no writer writes, so replicas hold whatever an earlier lap left there), nothing of
+    /// the skip before the ring's end. A difference in a filler would lower a replica's commit
+    /// below entries it holds like every other replica, acknowledged ones among them.
+    pub(super) fn first_difference(&self, from: u64, to: u64) -> std::result::Result<u64, String> {
+        let cap = self.cap;
+        let err = |e: rpma::Error| e.to_string();
+        let (mut mine, mut theirs) = ([0u8; 256], [0u8; 256]);
+        for &start in self.bounds.iter().filter(|&&b| b >= from && b < to) {
+            let off = (start % cap) as usize;
+            let to_end = cap - off as u64;
+            let raw = self.opts.rules_off().compare_pad_filler;
+            let len = if to_end < format::ENTRY_HEADER as u64 {
+                if raw {
+                    to_end
+                } else {
+                    0
+                }
+            } else {
+                let h = &mut mine[..format::ENTRY_HEADER];
+                self.ring.read(off, h).map_err(err)?;
+                match format::get_u32(h, 4) {
+                    format::KIND_PAD if raw => to_end,
+                    format::KIND_PAD => format::ENTRY_HEADER as u64,
+                    _ => format::record_size(u64::from(format::get_u32(h, 0))),
+                }
+            };
+            let len = len.min(to - start) as usize;
+            let mut k = 0;
+            while k < len {
+                let n = (len - k).min(mine.len());
+                self.ring.read(off + k, &mut mine[..n]).map_err(err)?;
+                self.scratch.read(off + k, &mut theirs[..n]).map_err(err)?;
+                if mine[..n] != theirs[..n] {
+                    return Ok(start);
+                }
+                k += n;
+            }
+        }
+        Ok(to)
+    }
+
     /// The largest record boundary at or below `p` (the head at least).
     pub(super) fn bound_at_or_below(&self, p: u64) -> u64 {
         if p >= self.tail {
@@ -461,19 +496,7 @@ impl<T: Transport> Log<T> {
         if !reset {
             let cmp_end = x.commit.min(self.tail);
             self.read_range(i, self.head, cmp_end, false)?;
-            let mut p = cmp_end;
-            // Only the range compared is copied out of the two regions.
-            for (off, len) in pieces(self.cap, self.head, cmp_end) {
-                let mine = self.ring.to_vec(off, len).map_err(|e| e.to_string())?;
-                let theirs = self.scratch.to_vec(off, len).map_err(|e| e.to_string())?;
-                if let Some(d) = mine.iter().zip(&theirs).position(|(a, b)| a != b) {
-                    // The position of the first difference.
-                    let base = self.head
-                        + if off as u64 == self.head % self.cap { 0 } else { self.cap - self.head % self.cap };
-                    p = base + d as u64;
-                    break;
-                }
-            }
+            let p = self.first_difference(self.head, cmp_end)?;
             pb = self.bound_at_or_below(p);
         }
         let lower_to = if full_copy {
@@ -530,7 +553,15 @@ impl<T: Transport> Log<T> {
         post(conn.atomic_write(remote.at(format::COMMIT), tail.to_le_bytes()).flags(quiet).post())?;
         post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
         post(conn.atomic_write(remote.at(format::COMMIT_EPOCH), epoch.to_le_bytes()).flags(quiet).post())?;
-        post(conn.flush(remote.slice(format::COMMIT_EPOCH..format::COMMIT_EPOCH + 8), ft).context(3).post())?;
+        if x.joined {
+            post(conn.flush(remote.slice(format::COMMIT_EPOCH..format::COMMIT_EPOCH + 8), ft).context(3).post())?;
+        } else {
+            // A replacement votes from now on: it holds the history of a writer that recovered
+            // from a read quorum, in that writer's epoch.
+            post(conn.flush(remote.slice(format::COMMIT_EPOCH..format::COMMIT_EPOCH + 8), ft).flags(quiet).post())?;
+            post(conn.atomic_write(remote.at(format::JOINED), 1u64.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(format::JOINED..format::JOINED + 8), ft).context(3).post())?;
+        }
         self.wait_one(i, 3)?;
         let s = &mut self.slots[i];
         s.flushed = tail;

@@ -52,6 +52,14 @@ pub fn start(fabric: &MockFabric, i: usize, memory: Option<Memory>, len: usize) 
     Ok(r.with_options(fast()).listen(&replica_ip(i), PORT)?.spawn())
 }
 
+/// Replica `i` restarting without its region: a blank replacement of `len` bytes
+/// (`Replica::format_replacement`), which votes once a writer repaired it.
+pub fn start_replacement(fabric: &MockFabric, i: usize, len: usize) -> rpma_log::Result<ReplicaHandle> {
+    let p = peer(fabric, &replica_ip(i));
+    let r = Replica::format_replacement(&p, Memory::page_aligned(len)?, LOG_ID)?;
+    Ok(r.with_options(fast()).listen(&replica_ip(i), PORT)?.spawn())
+}
+
 /// The payload of entry `lsn` (its size varies, so entries wrap the ring at odd places).
 pub fn payload(lsn: u64) -> Vec<u8> {
     let len = 8 + (lsn as usize * 13) % 90;
