@@ -2,10 +2,11 @@
 //! threads copy (write, fill, copy_to, read, to_vec) while a third stores and loads words.
 //!
 //! Every access of a `VolatileSlice` to its bytes is atomic, so this is no data race: it runs
-//! under ThreadSanitizer without a report (`scripts/tsan.sh`). Every access here covers whole
-//! 8-aligned words, so each racing pair has the same size and address (no mixed-size race), and
-//! a copy moves each such word with one access: every word read is one that some thread wrote
-//! whole, never a mix of two (the assertions below, which a byte-wise copy could fail).
+//! under ThreadSanitizer without a report (`scripts/tsan.sh`) and under Miri (`scripts/miri.sh`,
+//! which also checks that racing accesses have the same size: tests/mixed_size_race.rs is about
+//! that). A copy moves each aligned word it covers whole with one access: every word read is one
+//! that some thread wrote whole, never a mix of two (the assertions below, which a byte-wise copy
+//! could fail).
 //!
 //! Each thread is joined explicitly: a join is a `pthread_join`, which ThreadSanitizer sees,
 //! whereas the end of `thread::scope` is a wait inside std, which it does not (std is not
@@ -16,12 +17,14 @@ use std::sync::Barrier;
 
 use rpma_mem::{Memory, VolatileSlice};
 
-/// Bytes of each half: the first half is written, then copied onto the second.
-const HALF: usize = 2048;
+/// Bytes of each half: the first half is written, then copied onto the second. Small under
+/// Miri, which interprets every access.
+const HALF: usize = if cfg!(miri) { 128 } else { 2048 };
 /// The number of distinct patterns; pattern `k` is the word whose 8 bytes are all `k`.
 const PATTERNS: u8 = 7;
-/// Rounds per thread: short enough under ThreadSanitizer (each access is instrumented).
-const ROUNDS: usize = 400;
+/// Rounds per thread: short enough under ThreadSanitizer (each access is instrumented), and
+/// under Miri.
+const ROUNDS: usize = if cfg!(miri) { 6 } else { 400 };
 
 fn pattern(k: u8) -> u64 {
     u64::from_ne_bytes([k; 8])
@@ -93,8 +96,10 @@ fn copies_and_word_stores_race_without_tearing_words() {
 #[test]
 fn copy_to_between_views_out_of_step_races_without_undefined_behaviour() {
     // Source and destination 3 bytes out of step: no word of one is a word of the other, so the
-    // copy's bytes may tear; what is checked here (under ThreadSanitizer) is that the race is no
-    // data race. The word thread touches only words no copy reaches by byte: the first half's.
+    // copy's bytes may tear, and the destination's words at its two ends are stored in part
+    // (merged into the word); what is checked here (under ThreadSanitizer and Miri) is that the
+    // race is no data race and no mixed-size race. The word thread stores every word of both
+    // halves, those the copy stores in part included.
     let mem = Memory::zeroed(2 * HALF).expect("4 KiB");
     let v = mem.volatile();
     let src = v.subslice(0, HALF).unwrap();
@@ -122,7 +127,7 @@ fn copy_to_between_views_out_of_step_races_without_undefined_behaviour() {
             start.wait();
             for r in 0..ROUNDS {
                 let k = 1 + (r % usize::from(PATTERNS)) as u8;
-                for i in 0..HALF / 8 {
+                for i in 0..2 * HALF / 8 {
                     v.store_u64(8 * i, pattern(k), Ordering::Relaxed).unwrap();
                 }
             }
