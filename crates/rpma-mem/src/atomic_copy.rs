@@ -4,13 +4,35 @@
 //! Other threads of the process (the mock's peers, a user's threads sharing a view) may read and
 //! write the same bytes at any time. A plain `memcpy` racing with any of those accesses is a data
 //! race, undefined behaviour by the language's rules whatever the machine does. So every access
-//! these functions make to shared bytes is an atomic one, with `Relaxed` ordering: a relaxed
-//! `AtomicU64` for each 8-aligned word the range covers whole, a relaxed `AtomicU8` for each byte
-//! before the first such word and after the last. A concurrent change then makes the copied bytes
-//! unspecified (each byte old or new; each whole aligned word old or new, never a mix), which is
-//! what the byte-wise atomic memcpy proposed for C++ (P1478) and Rust (RFC 3301,
-//! `AtomicPerByte`) specifies. The copy itself orders nothing: a reader that must see a writer's
-//! bytes pairs it with an acquire/release `load_u64`/`store_u64` or a fence, as with RDMA.
+//! these functions make to shared bytes is an atomic one, with `Relaxed` ordering. A concurrent
+//! change then makes the copied bytes unspecified (each byte old or new; each whole aligned word
+//! old or new, never a mix), which is what the byte-wise atomic memcpy proposed for C++ (P1478)
+//! and Rust (RFC 3301, `AtomicPerByte`) specifies. The copy itself orders nothing: a reader that
+//! must see a writer's bytes pairs it with an acquire/release `load_u64`/`store_u64` or a fence,
+//! as with RDMA.
+//!
+//! # One access size per byte
+//!
+//! The language also declares undefined two racing atomic accesses to overlapping bytes, one of
+//! them a write, that differ in size or address ("mixed-size" accesses: a 1-byte load of a byte
+//! that another thread stores as part of an 8-byte word). So the size of every access to a byte
+//! is fixed by where the byte lies in its *memory* (the allocation or mapping its view was made
+//! from, described by its [`WordDomain`]), never by the range being copied:
+//!
+//! - a byte inside a whole 8-aligned word of its memory is always accessed through that word,
+//!   with a relaxed `AtomicU64`. A copy moves each word its range covers whole with one load or
+//!   one store; a word it covers in part (at the range's edges) is loaded whole and the bytes
+//!   picked out of it, or stored by a compare-exchange loop that changes only the range's bytes
+//!   (a concurrent store to the word's other bytes makes the exchange fail and be retried on the
+//!   new value: nothing is lost). [`load_u8_of_word`] and [`store_u8_in_word`] do the same for
+//!   one byte;
+//! - a byte of a partial word at either end of its memory (a memory that does not start at a
+//!   multiple of 8 or whose end is not one: a `Vec<u8>`, a C buffer) has no whole word to go
+//!   through (the rest of the word lies outside the memory, which is never touched), and is
+//!   always accessed with a relaxed `AtomicU8`. At most 7 bytes at each end are.
+//!
+//! Every view of a memory follows the same rule, so two accesses to one byte always have the
+//! same size and address, whatever ranges they copy.
 //!
 //! The side that is not shared (a Rust slice, a fresh `Vec`, a stack buffer) is accessed with
 //! plain, possibly unaligned loads and stores.
@@ -26,17 +48,12 @@
 //! and one 8-byte store per word (`mov`s on x86-64, `ldr`/`str` on aarch64: relaxed atomics need
 //! no fence there), where `memcpy` moves 32 or 64 bytes per instruction. The loops below take
 //! four words per round to keep loop overhead out of that; `cargo bench -p rpma-mem` measures
-//! the result against `memcpy` (docs/bench.md).
-//!
-//! Residual caveat (docs/memory.md, M2): two racing atomic accesses of different sizes to
-//! overlapping bytes (a word of one copy against a byte at the edge of another, or against
-//! `load_u8`/`store_u8`; a `u64` access against the edge bytes of a copy) are still outside
-//! Rust's memory model ("mixed-size" accesses, which its documentation declares undefined,
-//! inheriting C++'s rule), although every target executes them as ordinary aligned loads and
-//! stores, each byte old or new. Races between accesses of the same size and place (whole
-//! aligned words against `load_u64`/`store_u64` or each other; bytes against bytes) are defined.
+//! the result against `memcpy` (docs/bench.md). A copy whose range starts or ends inside a word
+//! pays one compare-exchange (a locked instruction on x86-64) per such edge when it stores, and
+//! nothing more when it loads.
 
 use std::mem::MaybeUninit;
+use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// The size and alignment of the word accesses.
@@ -52,35 +69,113 @@ const BOUNCE: usize = 512;
 // The word accesses below use AtomicU64 at 8-aligned addresses only.
 const _: () = assert!(align_of::<AtomicU64>() == WORD && size_of::<AtomicU64>() == WORD);
 
+/// The whole 8-aligned words of a memory (the allocation or mapping a view was made from):
+/// addresses `lo..hi`, `lo` the first multiple of 8 at or after the memory's start, `hi` the last
+/// at or before its end. A byte of the memory in `lo..hi` is always accessed through its word;
+/// any other byte (at most 7 at each end; every byte when no word of the memory is whole, and
+/// then `hi` may be below `lo`) always as a byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WordDomain {
+    lo: usize,
+    hi: usize,
+}
+
+impl WordDomain {
+    /// The whole words of a memory of `len` bytes at `addr`, whose `addr + len` does not
+    /// overflow (it is an allocation or a mapping, below the top of the address space).
+    #[inline]
+    pub(crate) fn of_memory(addr: usize, len: usize) -> Self {
+        Self { lo: addr.wrapping_add(WORD - 1) & !(WORD - 1), hi: addr.wrapping_add(len) & !(WORD - 1) }
+    }
+
+    /// Whether the byte at `addr` (a byte of the memory) lies in a whole word of it.
+    #[inline]
+    pub(crate) fn contains(self, addr: usize) -> bool {
+        self.lo <= addr && addr < self.hi
+    }
+
+    /// The edges of the `len` bytes at `addr` (inside the memory): how many of its first and
+    /// last bytes lie outside the whole words.
+    #[inline]
+    pub(crate) fn edges(self, addr: usize, len: usize) -> Edges {
+        // Bytes below lo: a prefix of at most 7 (addr is at or after the memory's start);
+        // bytes at or after hi: a suffix of at most 7, the rest of the range after the prefix
+        // when the memory has no whole word (hi < lo; then the prefix is the whole range).
+        let head = self.lo.saturating_sub(addr).min(len);
+        let tail = (addr + len).saturating_sub(self.hi).min(len - head);
+        Edges { head, tail }
+    }
+}
+
+/// Where a range of bytes lies against its memory's whole words ([`WordDomain::edges`]): its
+/// first `head` bytes and its last `tail` bytes lie in partial words at the ends of the memory
+/// (accessed as bytes), every other byte in a whole 8-aligned word of the memory (accessed
+/// through the word). Each is at most 7, and `head + tail` is at most the range's length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Edges {
+    head: usize,
+    tail: usize,
+}
+
+impl Edges {
+    /// The edges of bytes `offset..offset + len` of a range of `size` bytes whose edges are
+    /// `self`; `offset + len <= size`.
+    #[inline]
+    fn sub(self, offset: usize, len: usize, size: usize) -> Self {
+        let head = self.head.saturating_sub(offset).min(len);
+        let tail = self.tail.saturating_sub(size - offset - len).min(len - head);
+        Self { head, tail }
+    }
+}
+
 /// The number of bytes from `addr` up to the next multiple of 8 (0 if it is one), at most `len`.
 #[inline(always)]
 fn head_len(addr: usize, len: usize) -> usize {
     (addr.wrapping_neg() % WORD).min(len)
 }
 
-/// Relaxed atomic load of the byte at `p`.
+/// The shift, in bits, of byte `i` (`0..8`) of a native-endian word.
+#[inline(always)]
+const fn byte_shift(i: usize) -> u32 {
+    (if cfg!(target_endian = "little") { 8 * i } else { 8 * (WORD - 1 - i) }) as u32
+}
+
+/// The mask of bytes `i..i + n` of a native-endian word (`1 <= n`, `i + n <= 8`).
+#[inline(always)]
+fn part_mask(i: usize, n: usize) -> u64 {
+    let ones = u64::MAX >> (64 - 8 * n as u32);
+    if cfg!(target_endian = "little") {
+        ones << (8 * i)
+    } else {
+        ones << (8 * (WORD - i - n))
+    }
+}
+
+/// Relaxed atomic load of the byte at `p`, as a byte: for a byte of a partial word at an end of
+/// its memory.
 ///
 /// # Safety
 ///
 /// `p` is valid for reads for the duration of the call and reached by nobody through a Rust
 /// reference other than an atomic one (rule M2).
 #[inline(always)]
-pub(crate) unsafe fn load_u8(p: *const u8) -> u8 {
+pub(crate) unsafe fn load_byte(p: *const u8) -> u8 {
     // SAFETY: [M2] the caller guarantees p is valid; a u8 is always aligned; the reference to
     // the UnsafeCell-based AtomicU8 lives for this one access only and allows concurrent atomic
     // accesses by others.
     unsafe { AtomicU8::from_ptr(p.cast_mut()) }.load(Relaxed)
 }
 
-/// Relaxed atomic store of `v` to the byte at `p`.
+/// Relaxed atomic store of `v` to the byte at `p`, as a byte: for a byte of a partial word at
+/// an end of its memory.
 ///
 /// # Safety
 ///
 /// `p` is valid for writes for the duration of the call and reached by nobody through a Rust
 /// reference other than an atomic one (rule M2).
 #[inline(always)]
-pub(crate) unsafe fn store_u8(p: *mut u8, v: u8) {
-    // SAFETY: [M2] as in load_u8, for writes.
+pub(crate) unsafe fn store_byte(p: *mut u8, v: u8) {
+    // SAFETY: [M2] as in load_byte, for writes.
     unsafe { AtomicU8::from_ptr(p) }.store(v, Relaxed);
 }
 
@@ -88,7 +183,7 @@ pub(crate) unsafe fn store_u8(p: *mut u8, v: u8) {
 ///
 /// # Safety
 ///
-/// As [`load_u8`] for the 8 bytes at `p`, and `p` is 8-aligned.
+/// As [`load_byte`] for the 8 bytes at `p`, and `p` is 8-aligned.
 #[inline(always)]
 unsafe fn load_word(p: *const u8) -> u64 {
     // SAFETY: [M2] the caller guarantees 8 valid bytes at an 8-aligned p; the reference to the
@@ -100,34 +195,145 @@ unsafe fn load_word(p: *const u8) -> u64 {
 ///
 /// # Safety
 ///
-/// As [`store_u8`] for the 8 bytes at `p`, and `p` is 8-aligned.
+/// As [`store_byte`] for the 8 bytes at `p`, and `p` is 8-aligned.
 #[inline(always)]
 unsafe fn store_word(p: *mut u8, v: u64) {
     // SAFETY: [M2] as in load_word, for writes.
     unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.store(v, Relaxed);
 }
 
-/// Copies `len` shared bytes at `src` (atomic loads) to private memory at `dst` (plain stores).
+/// Stores the bits of `val` that `mask` selects into the word at `p`, keeping its other bits:
+/// a relaxed compare-exchange loop, so that a concurrent store to the other bits is never lost
+/// (the exchange fails and is retried on the new value). `val` has no bit outside `mask`.
+///
+/// # Safety
+///
+/// As [`store_word`].
+#[inline(always)]
+unsafe fn merge_word(p: *mut u8, val: u64, mask: u64) {
+    // SAFETY: [M2] the caller guarantees 8 valid bytes at an 8-aligned p; the reference to the
+    // AtomicU64 lives for this function only, and every access through it is atomic.
+    let w = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
+    let mut old = w.load(Relaxed);
+    while let Err(now) = w.compare_exchange_weak(old, (old & !mask) | val, Relaxed, Relaxed) {
+        old = now;
+    }
+}
+
+/// Relaxed atomic load of the byte at `p` through its 8-aligned word: for a byte inside a whole
+/// word of its memory.
+///
+/// # Safety
+///
+/// The 8-aligned word holding `p` is valid for reads and reached by nobody through a Rust
+/// reference other than an atomic one (rule M2).
+#[inline(always)]
+pub(crate) unsafe fn load_u8_of_word(p: *const u8) -> u8 {
+    let i = p as usize % WORD;
+    // SAFETY: [M2] [M4] p - i is the 8-aligned start of p's word, inside the same allocation
+    // (the caller's contract), so the offset stays in bounds and the load is valid.
+    let w = unsafe { load_word(p.sub(i)) };
+    (w >> byte_shift(i)) as u8
+}
+
+/// Relaxed atomic store of `v` to the byte at `p` through its 8-aligned word (changing only
+/// that byte, see [`merge_word`]): for a byte inside a whole word of its memory.
+///
+/// # Safety
+///
+/// The 8-aligned word holding `p` is valid for writes and reached by nobody through a Rust
+/// reference other than an atomic one (rule M2).
+#[inline(always)]
+pub(crate) unsafe fn store_u8_in_word(p: *mut u8, v: u8) {
+    let i = p as usize % WORD;
+    // SAFETY: [M2] [M4] as in load_u8_of_word, for writes.
+    unsafe { merge_word(p.sub(i), u64::from(v) << byte_shift(i), 0xFF << byte_shift(i)) };
+}
+
+/// Copies the `n` shared bytes at `src` (`1..=7`, all in one whole word of their memory) to
+/// `dst`, from one load of the word.
+///
+/// # Safety
+///
+/// As [`load_in_words`], and `src..src + n` lies in one 8-aligned word.
+#[inline(always)]
+unsafe fn load_part(src: *const u8, dst: *mut u8, n: usize) {
+    let i = src as usize % WORD;
+    // SAFETY: [M2] [M4] src - i is the start of src's word, valid for reads (the caller's
+    // contract); bytes i..i + n of the local array are inside it (i + n <= 8) and dst is valid
+    // for n plain writes.
+    unsafe {
+        let w = load_word(src.sub(i)).to_ne_bytes();
+        ptr::copy_nonoverlapping(w.as_ptr().add(i), dst, n);
+    }
+}
+
+/// Copies `n` private bytes at `src` to the shared bytes at `dst` (`1..=7`, all in one whole
+/// word of their memory), changing only those bytes of the word (see [`merge_word`]).
+///
+/// # Safety
+///
+/// As [`store_in_words`], and `dst..dst + n` lies in one 8-aligned word.
+#[inline(always)]
+unsafe fn store_part(src: *const u8, dst: *mut u8, n: usize) {
+    let i = dst as usize % WORD;
+    let mut v = [0u8; WORD];
+    // SAFETY: [M2] [M4] src is valid for n plain reads (the caller's contract) and bytes
+    // i..i + n of the local array are inside it (i + n <= 8); dst - i is the start of dst's
+    // word, valid for writes.
+    unsafe {
+        ptr::copy_nonoverlapping(src, v.as_mut_ptr().add(i), n);
+        merge_word(dst.sub(i), u64::from_ne_bytes(v), part_mask(i, n));
+    }
+}
+
+/// Copies `len` shared bytes at `src` (atomic loads) to private memory at `dst` (plain stores),
+/// where `edges` tells which of the shared bytes lie in partial words at the ends of their
+/// memory.
 ///
 /// # Safety
 ///
 /// - `src..src + len` is valid for reads and reached by nobody through a non-atomic Rust
-///   reference (M2);
+///   reference (M2), and `edges` are its edges: every byte outside them lies in an 8-aligned
+///   word that is valid for reads and reached by nobody through a non-atomic Rust reference;
 /// - `dst..dst + len` is valid for writes, may be uninitialised, and nobody else accesses it
 ///   during the call (a Rust slice held exclusively, a fresh buffer);
 /// - the two ranges do not overlap.
 #[inline]
-pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
+    let (head, end) = (edges.head, len - edges.tail);
+    // SAFETY: [M2] [M4] head <= end <= len (head + tail <= len): bytes 0..head and end..len are
+    // loaded one by one, bytes head..end through their words, as the caller's edges allow.
+    unsafe {
+        for i in 0..head {
+            dst.add(i).write(load_byte(src.add(i)));
+        }
+        load_in_words(src.add(head), dst.add(head), end - head);
+        for i in end..len {
+            dst.add(i).write(load_byte(src.add(i)));
+        }
+    }
+}
+
+/// [`load`] of bytes that all lie in whole words of their memory.
+///
+/// # Safety
+///
+/// As [`load`], every byte of `src..src + len` lying in a whole word (no edges).
+#[inline(always)]
+unsafe fn load_in_words(src: *const u8, dst: *mut u8, len: usize) {
     let head = head_len(src as usize, len);
     let words = (len - head) / WORD;
     let tail = head + words * WORD;
     // SAFETY: [M2] [M4] every offset below is < len: head <= len, head + 8 * words <= len, and
-    // the tail loop runs from there to len. src + head is 8-aligned (head_len), so is every
-    // src + head + 8 * i; the loads of src are atomic (load_u8, load_word), the stores to dst
-    // plain and unaligned, as the caller allows.
+    // the tail part runs from there to len. src + head is 8-aligned (head_len), so is every
+    // src + head + 8 * i; bytes 0..head lie in one word (the one before src + head), bytes
+    // tail..len in one word (the one at src + tail), both valid by the caller's contract. The
+    // loads of src are atomic (load_part, load_word), the stores to dst plain and unaligned, as
+    // the caller allows.
     unsafe {
-        for i in 0..head {
-            dst.add(i).write(load_u8(src.add(i)));
+        if head > 0 {
+            load_part(src, dst, head);
         }
         let (s, d) = (src.add(head), dst.add(head));
         let mut i = 0;
@@ -145,31 +351,54 @@ pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
             d.add(i * WORD).cast::<u64>().write_unaligned(load_word(s.add(i * WORD)));
             i += 1;
         }
-        for i in tail..len {
-            dst.add(i).write(load_u8(src.add(i)));
+        if tail < len {
+            load_part(src.add(tail), dst.add(tail), len - tail);
         }
     }
 }
 
 /// Copies `len` bytes of private memory at `src` (plain loads) to shared bytes at `dst` (atomic
-/// stores).
+/// stores), where `edges` tells which of the shared bytes lie in partial words at the ends of
+/// their memory.
 ///
 /// # Safety
 ///
 /// - `src..src + len` is valid for reads and initialised, and nobody writes it during the call;
 /// - `dst..dst + len` is valid for writes and reached by nobody through a non-atomic Rust
-///   reference (M2);
+///   reference (M2), and `edges` are its edges: every byte outside them lies in an 8-aligned
+///   word that is valid for writes and reached by nobody through a non-atomic Rust reference;
 /// - the two ranges do not overlap.
 #[inline]
-pub(crate) unsafe fn store(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn store(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
+    let (head, end) = (edges.head, len - edges.tail);
+    // SAFETY: [M2] [M4] as in load, with the roles swapped.
+    unsafe {
+        for i in 0..head {
+            store_byte(dst.add(i), src.add(i).read());
+        }
+        store_in_words(src.add(head), dst.add(head), end - head);
+        for i in end..len {
+            store_byte(dst.add(i), src.add(i).read());
+        }
+    }
+}
+
+/// [`store`] to bytes that all lie in whole words of their memory.
+///
+/// # Safety
+///
+/// As [`store`], every byte of `dst..dst + len` lying in a whole word (no edges).
+#[inline(always)]
+unsafe fn store_in_words(src: *const u8, dst: *mut u8, len: usize) {
     let head = head_len(dst as usize, len);
     let words = (len - head) / WORD;
     let tail = head + words * WORD;
-    // SAFETY: [M2] [M4] as in load, with the roles swapped: dst + head + 8 * i is 8-aligned and
-    // stored atomically; src is read with plain unaligned loads.
+    // SAFETY: [M2] [M4] as in load_in_words, with the roles swapped: dst + head + 8 * i is
+    // 8-aligned and stored atomically, the parts at the edges merged into their words; src is
+    // read with plain unaligned loads.
     unsafe {
-        for i in 0..head {
-            store_u8(dst.add(i), src.add(i).read());
+        if head > 0 {
+            store_part(src, dst, head);
         }
         let (s, d) = (src.add(head), dst.add(head));
         let mut i = 0;
@@ -185,28 +414,52 @@ pub(crate) unsafe fn store(src: *const u8, dst: *mut u8, len: usize) {
             store_word(d.add(i * WORD), s.add(i * WORD).cast::<u64>().read_unaligned());
             i += 1;
         }
-        for i in tail..len {
-            store_u8(dst.add(i), src.add(i).read());
+        if tail < len {
+            store_part(src.add(tail), dst.add(tail), len - tail);
         }
     }
 }
 
-/// Sets the `len` shared bytes at `dst` to `byte` (atomic stores).
+/// Sets the `len` shared bytes at `dst` to `byte` (atomic stores), where `edges` tells which of
+/// them lie in partial words at the ends of their memory.
 ///
 /// # Safety
 ///
 /// `dst..dst + len` is valid for writes and reached by nobody through a non-atomic Rust
-/// reference (M2).
+/// reference (M2), and `edges` are its edges, as in [`store`].
 #[inline]
-pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize) {
-    let head = head_len(dst as usize, len);
-    let words = (len - head) / WORD;
-    let tail = head + words * WORD;
-    let w = u64::from_ne_bytes([byte; WORD]);
+pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize, edges: Edges) {
+    let (head, end) = (edges.head, len - edges.tail);
     // SAFETY: [M2] [M4] as in store, with a constant source.
     unsafe {
         for i in 0..head {
-            store_u8(dst.add(i), byte);
+            store_byte(dst.add(i), byte);
+        }
+        fill_in_words(dst.add(head), u64::from_ne_bytes([byte; WORD]), end - head);
+        for i in end..len {
+            store_byte(dst.add(i), byte);
+        }
+    }
+}
+
+/// [`fill`] of bytes that all lie in whole words of their memory, with the word `w` of the byte.
+///
+/// # Safety
+///
+/// As [`fill`], every byte of `dst..dst + len` lying in a whole word (no edges).
+#[inline(always)]
+unsafe fn fill_in_words(dst: *mut u8, w: u64, len: usize) {
+    let head = head_len(dst as usize, len);
+    let words = (len - head) / WORD;
+    let tail = head + words * WORD;
+    // SAFETY: [M2] [M4] as in store_in_words, with a constant source: the words covered whole
+    // stored, the parts at the edges (bytes 0..head in the word at dst - i, bytes tail..len in
+    // the word at dst + tail, valid by the caller's contract) merged into their words.
+    unsafe {
+        if head > 0 {
+            let i = dst as usize % WORD;
+            let mask = part_mask(i, head);
+            merge_word(dst.sub(i), w & mask, mask);
         }
         let d = dst.add(head);
         let mut i = 0;
@@ -221,14 +474,16 @@ pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize) {
             store_word(d.add(i * WORD), w);
             i += 1;
         }
-        for i in tail..len {
-            store_u8(dst.add(i), byte);
+        if tail < len {
+            let mask = part_mask(0, len - tail);
+            merge_word(dst.add(tail), w & mask, mask);
         }
     }
 }
 
-/// Copies `len` shared bytes at `src` to shared bytes at `dst`, atomic on both sides; the ranges
-/// may overlap (the result is `memmove`'s when nobody else writes meanwhile).
+/// Copies `len` shared bytes at `src` (in a memory whose whole words are `src_words`) to shared
+/// bytes at `dst` (whole words `dst_words`), atomic on both sides; the ranges may overlap (the
+/// result is `memmove`'s when nobody else writes meanwhile).
 ///
 /// When the two addresses are equal modulo 8 each aligned word is moved with one load and one
 /// store; otherwise the bytes go through a stack buffer, [`BOUNCE`] bytes at a time (loaded with
@@ -239,55 +494,104 @@ pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize) {
 /// # Safety
 ///
 /// Both ranges are valid for reads and writes and reached by nobody through a non-atomic Rust
-/// reference (M2).
+/// reference (M2), each inside the memory whose whole words are given, whose words are valid
+/// and reached so too.
 #[inline]
-pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn copy(src: *const u8, src_words: WordDomain, dst: *mut u8, dst_words: WordDomain, len: usize) {
     if len == 0 || src == dst.cast_const() {
         // Onto itself: every byte already holds what the copy would store.
         return;
     }
     if len == WORD && (src as usize | dst as usize) % WORD == 0 {
         // One aligned word (an 8-byte write, the commonest small copy of the data path): one
-        // load, one store (two distinct 8-aligned words cannot overlap).
+        // load, one store (two distinct 8-aligned words cannot overlap). An 8-aligned word
+        // inside a range is a whole word of its memory.
         // SAFETY: [M2] [M4] the caller's contract; both addresses are 8-aligned.
         unsafe { store_word(dst, load_word(src)) };
         return;
     }
     let forward = (dst as usize) < (src as usize) || (dst as usize) - (src as usize) >= len;
+    let (src_edges, dst_edges) = (src_words.edges(src as usize, len), dst_words.edges(dst as usize, len));
+    let ends = Ends { src, src_edges, dst, dst_edges, len };
     if (src as usize ^ dst as usize) % WORD == 0 {
         // SAFETY: [M2] [M4] the caller's contract, and the two addresses share their alignment.
-        unsafe { copy_same_alignment(src, dst, len, forward) }
+        unsafe { copy_same_alignment(ends, forward) }
     } else {
         // SAFETY: [M2] [M4] the caller's contract.
-        unsafe { copy_bounced(src, dst, len, forward) }
+        unsafe { copy_bounced(ends, forward) }
+    }
+}
+
+/// The two ranges of a [`copy`], with their edges.
+#[derive(Clone, Copy)]
+struct Ends {
+    src: *const u8,
+    src_edges: Edges,
+    dst: *mut u8,
+    dst_edges: Edges,
+    len: usize,
+}
+
+impl Ends {
+    /// Copies bytes `at..at + n` (`n <= BOUNCE`, `at + n <= len`) through `buf`: all loaded (with
+    /// the source's sizes) before any is stored (with the destination's).
+    ///
+    /// # Safety
+    ///
+    /// As [`copy`]; `buf` holds at least `n` bytes and overlaps neither range.
+    #[inline(always)]
+    unsafe fn through(self, buf: *mut u8, at: usize, n: usize) {
+        let (se, de) = (self.src_edges.sub(at, n, self.len), self.dst_edges.sub(at, n, self.len));
+        // SAFETY: [M2] [M4] at + n <= len, so both sub-ranges are inside the caller's, with the
+        // edges of those sub-ranges; buf is a private buffer of n bytes that overlaps neither,
+        // its bytes written by load before store reads them.
+        unsafe {
+            load(self.src.add(at), buf, n, se);
+            store(buf, self.dst.add(at), n, de);
+        }
+    }
+
+    /// [`Ends::through`] of up to 7 bytes, through a buffer on the stack; nothing if `n` is 0.
+    ///
+    /// # Safety
+    ///
+    /// As [`copy`]; `n < 8`, `at + n <= len`.
+    #[inline(always)]
+    unsafe fn part(self, at: usize, n: usize) {
+        if n > 0 {
+            let mut buf = [0u8; WORD];
+            // SAFETY: [M2] [M4] buf is a local of 8 > n bytes; the rest is the caller's.
+            unsafe { self.through(buf.as_mut_ptr(), at, n) };
+        }
     }
 }
 
 /// [`copy`] when `src` and `dst` are equal modulo 8: each aligned word with one load and one
-/// store, the bytes at the edges one by one.
+/// store, the bytes at the edges (fewer than 8 at each end) through a stack buffer.
 ///
 /// # Safety
 ///
 /// As [`copy`], and `src as usize % 8 == dst as usize % 8`.
 #[inline]
-unsafe fn copy_same_alignment(src: *const u8, dst: *mut u8, len: usize, forward: bool) {
+unsafe fn copy_same_alignment(e: Ends, forward: bool) {
     if !forward {
         // SAFETY: [M2] [M4] the caller's contract. Out of line: an overlapping copy to a higher
         // address is rare, and the common loop below keeps its registers to itself.
-        return unsafe { copy_same_alignment_backward(src, dst, len) };
+        return unsafe { copy_same_alignment_backward(e) };
     }
+    let (src, dst, len) = (e.src, e.dst, e.len);
     let head = head_len(src as usize, len);
     let words = (len - head) / WORD;
     let tail = head + words * WORD;
-    // SAFETY: [M2] [M4] offsets as in load; src + head and dst + head are both 8-aligned (equal
-    // modulo 8). Every access is atomic. Overlap: going forward, dst is below src (or the ranges
-    // are apart), and as the two are equal modulo 8, dst <= src - 8: a store at dst + k never
-    // reaches a byte src + j with j > k, so each store lands only on bytes already loaded
-    // (within a round, the four loads come before the four stores).
+    // SAFETY: [M2] [M4] offsets as in load_in_words; src + head and dst + head are both 8-aligned
+    // (equal modulo 8), and each aligned word of a range is a whole word of its memory. Every
+    // access is atomic. Overlap: going forward, dst is below src (or the ranges are apart), and
+    // as the two are equal modulo 8, dst <= src - 8: a store at dst + k never reaches a byte
+    // src + j with j > k, so each store lands only on bytes already loaded (the head and tail
+    // parts are loaded before they are stored; within a round, the four loads come before the
+    // four stores). A part merged into its word writes the word's other bytes back unchanged.
     unsafe {
-        for i in 0..head {
-            store_u8(dst.add(i), load_u8(src.add(i)));
-        }
+        e.part(0, head);
         let (s, d) = (src.add(head), dst.add(head));
         let mut i = 0;
         while i + UNROLL <= words {
@@ -307,9 +611,7 @@ unsafe fn copy_same_alignment(src: *const u8, dst: *mut u8, len: usize, forward:
             store_word(d.add(i * WORD), load_word(s.add(i * WORD)));
             i += 1;
         }
-        for i in tail..len {
-            store_u8(dst.add(i), load_u8(src.add(i)));
-        }
+        e.part(tail, len - tail);
     }
 }
 
@@ -319,16 +621,15 @@ unsafe fn copy_same_alignment(src: *const u8, dst: *mut u8, len: usize, forward:
 ///
 /// As [`copy_same_alignment`].
 #[inline(never)]
-unsafe fn copy_same_alignment_backward(src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn copy_same_alignment_backward(e: Ends) {
+    let (src, dst, len) = (e.src, e.dst, e.len);
     let head = head_len(src as usize, len);
     let words = (len - head) / WORD;
     let tail = head + words * WORD;
     // SAFETY: [M2] [M4] as in copy_same_alignment, mirrored: dst >= src + 8, so a store at
     // dst + k never reaches a byte src + j with j < k, and the bytes are taken from the end.
     unsafe {
-        for i in (tail..len).rev() {
-            store_u8(dst.add(i), load_u8(src.add(i)));
-        }
+        e.part(tail, len - tail);
         let (s, d) = (src.add(head), dst.add(head));
         let mut i = words;
         while i >= UNROLL {
@@ -348,9 +649,7 @@ unsafe fn copy_same_alignment_backward(src: *const u8, dst: *mut u8, len: usize)
             i -= 1;
             store_word(d.add(i * WORD), load_word(s.add(i * WORD)));
         }
-        for i in (0..head).rev() {
-            store_u8(dst.add(i), load_u8(src.add(i)));
-        }
+        e.part(0, head);
     }
 }
 
@@ -361,66 +660,180 @@ unsafe fn copy_same_alignment_backward(src: *const u8, dst: *mut u8, len: usize)
 ///
 /// As [`copy`].
 #[inline(never)]
-unsafe fn copy_bounced(src: *const u8, dst: *mut u8, len: usize, forward: bool) {
+unsafe fn copy_bounced(e: Ends, forward: bool) {
     // Not zeroed (that would cost as much as a chunk's copy): each chunk's bytes are written by
     // `load` before `store` reads them.
     let mut buf = MaybeUninit::<[u64; BOUNCE / WORD]>::uninit();
     let b = buf.as_mut_ptr().cast::<u8>();
-    let chunks = len.div_ceil(BOUNCE);
+    let chunks = e.len.div_ceil(BOUNCE);
     for c in 0..chunks {
         let c = if forward { c } else { chunks - 1 - c };
         let at = c * BOUNCE;
-        let n = BOUNCE.min(len - at);
-        // SAFETY: [M2] [M4] at + n <= len, so both ranges are inside the caller's; buf is a local
-        // of BOUNCE >= n bytes that nothing else reaches and that overlaps neither range, and its
-        // first n bytes are initialised by load before store reads exactly those. A chunk
-        // is loaded whole before any of it is stored; going forward (dst below src, or apart), a
-        // chunk's stores end at dst + at + n <= src + at + n, before any byte a later chunk
-        // loads; backward mirrors it. So no byte is overwritten before it was loaded.
-        unsafe {
-            load(src.add(at), b, n);
-            store(b, dst.add(at), n);
-        }
+        let n = BOUNCE.min(e.len - at);
+        // SAFETY: [M2] [M4] at + n <= len; buf is a local of BOUNCE >= n bytes that nothing else
+        // reaches and that overlaps neither range. A chunk is loaded whole before any of it is
+        // stored; going forward (dst below src, or apart), a chunk's stores end at
+        // dst + at + n <= src + at + n, before any byte a later chunk loads (a part merged into
+        // its word writes the word's other bytes back unchanged); backward mirrors it. So no
+        // byte is overwritten before it was loaded.
+        unsafe { e.through(b, at, n) };
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::alloc::Layout;
+
     use super::*;
 
-    /// A buffer of `n` bytes starting at an 8-aligned address, filled with a pattern.
-    fn words(n: usize) -> Vec<u64> {
-        (0..n.div_ceil(8) as u64)
-            .map(|i| 0x0706_0504_0302_0100u64.wrapping_add(i.wrapping_mul(0x0808_0808_0808_0808)))
-            .collect()
+    /// A memory of `len` bytes at an address equal to `residue` modulo 8, filled with a
+    /// pattern. Under Miri, which places allocations at random addresses, it is an allocation
+    /// of exactly `len` bytes, so that Miri reports any access outside the memory; natively the
+    /// allocator gives aligned blocks, and the memory lies inside a larger one.
+    struct Mem {
+        base: *mut u8,
+        layout: Layout,
+        ptr: *mut u8,
+        len: usize,
     }
 
-    fn bytes(w: &[u64]) -> Vec<u8> {
-        w.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    impl Mem {
+        fn new(residue: usize, len: usize) -> Self {
+            let exact = Layout::from_size_align(len.max(1), 1).unwrap();
+            for _ in 0..if cfg!(miri) { 256 } else { 1 } {
+                // SAFETY: [M1] a layout of non-zero size.
+                let p = unsafe { std::alloc::alloc(exact) };
+                assert!(!p.is_null());
+                if p as usize % WORD == residue {
+                    return Self::filled(p, exact, p, len);
+                }
+                // SAFETY: [M1] p was allocated just above with this layout.
+                unsafe { std::alloc::dealloc(p, exact) };
+            }
+            let layout = Layout::from_size_align(len + residue + 1, WORD).unwrap();
+            // SAFETY: [M1] a layout of non-zero size.
+            let base = unsafe { std::alloc::alloc(layout) };
+            assert!(!base.is_null());
+            // SAFETY: [M4] residue < len + residue + 1.
+            Self::filled(base, layout, unsafe { base.add(residue) }, len)
+        }
+
+        fn filled(base: *mut u8, layout: Layout, ptr: *mut u8, len: usize) -> Self {
+            for i in 0..len {
+                // SAFETY: [M4] i < len, inside the allocation.
+                unsafe { ptr.add(i).write((i as u8).wrapping_mul(7).wrapping_add(1)) };
+            }
+            Self { base, layout, ptr, len }
+        }
+
+        fn words(&self) -> WordDomain {
+            WordDomain::of_memory(self.ptr as usize, self.len)
+        }
+
+        /// The edges of bytes `off..off + n`.
+        fn edges(&self, off: usize, n: usize) -> Edges {
+            self.words().edges(self.ptr as usize + off, n)
+        }
+
+        /// The bytes, while nothing else accesses them.
+        fn bytes(&self) -> &[u8] {
+            // SAFETY: [M3] the memory is initialised, and nothing writes it while the slice,
+            // which borrows self, lives (the tests access it only between two such slices).
+            unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        }
+    }
+
+    impl Drop for Mem {
+        fn drop(&mut self) {
+            // SAFETY: [M1] base was allocated with layout by Mem::new.
+            unsafe { std::alloc::dealloc(self.base, self.layout) };
+        }
+    }
+
+    /// Whether the byte at `addr` lies in a whole 8-aligned word of the memory `s..e`.
+    fn in_whole_word(addr: usize, s: usize, e: usize) -> bool {
+        let w = addr - addr % WORD;
+        w >= s && w + WORD <= e
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "arithmetic only, and slow interpreted")]
+    fn edges_say_exactly_which_bytes_lie_in_whole_words() {
+        for s in 64..64 + WORD {
+            for len in 0..40 {
+                let d = WordDomain::of_memory(s, len);
+                let all = d.edges(s, len);
+                assert!(all.head < WORD && all.tail < WORD && all.head + all.tail <= len);
+                for off in 0..=len {
+                    for n in 0..=len - off {
+                        let e = d.edges(s + off, n);
+                        assert_eq!(all.sub(off, n, len), e, "memory {s}+{len}, range {off}+{n}");
+                        for i in 0..n {
+                            let want = in_whole_word(s + off + i, s, s + len);
+                            assert_eq!(
+                                i >= e.head && i < n - e.tail,
+                                want,
+                                "memory {s}+{len}, range {off}+{n}, byte {i}"
+                            );
+                            assert_eq!(d.contains(s + off + i), want);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
     fn load_store_and_fill_agree_with_slices_at_every_alignment_and_length() {
-        for off in 0..16 {
-            for len in 0..80 {
-                let mut mem = words(96);
-                let base = mem.as_mut_ptr().cast::<u8>();
-                let mut model = bytes(&mem);
-                let mut out = vec![0xEEu8; len + 3];
-                // SAFETY: [M2] [M4] off + len <= 96 bytes of mem; out has len + 3 bytes, written
-                // at 3 (unaligned); mem is reached only through base here.
-                unsafe { load(base.add(off), out.as_mut_ptr().add(3), len) };
-                assert_eq!(&out[3..], &model[off..off + len], "load off {off} len {len}");
-                let src: Vec<u8> = (0..len as u8).map(|x| x ^ 0x5A).collect();
-                // SAFETY: [M2] [M4] as above.
-                unsafe { store(src.as_ptr(), base.add(off), len) };
-                model[off..off + len].copy_from_slice(&src);
-                assert_eq!(bytes(&mem), model, "store off {off} len {len}");
-                let base = mem.as_mut_ptr().cast::<u8>();
-                // SAFETY: [M2] [M4] as above.
-                unsafe { fill(base.add(off), 0xC3, len) };
-                model[off..off + len].fill(0xC3);
-                assert_eq!(bytes(&mem), model, "fill off {off} len {len}");
+        // Under Miri, which interprets every access: memories with both ends partial, or one.
+        let (residues, lens) =
+            if cfg!(miri) { (vec![0, 3, 7], vec![5, 19]) } else { ((0..WORD).collect(), (0..40).collect()) };
+        let (mut out, mut src) = ([0u8; 48], [0u8; 48]);
+        for residue in residues {
+            for &len in &lens {
+                let mem = Mem::new(residue, len);
+                let mut model = mem.bytes().to_vec();
+                for off in 0..=len {
+                    for n in 0..=len - off {
+                        let e = mem.edges(off, n);
+                        // SAFETY: [M2] [M4] off + n <= len bytes of mem, with their edges; out
+                        // has 48 > n + 3 bytes, written at 3 (unaligned); mem is reached only
+                        // through its pointer here.
+                        unsafe { load(mem.ptr.add(off), out.as_mut_ptr().add(3), n, e) };
+                        assert_eq!(
+                            &out[3..3 + n],
+                            &model[off..off + n],
+                            "load, memory at {residue}+{len}, range {off}+{n}"
+                        );
+                        let src = &mut src[..n];
+                        src.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8 ^ 0x5A ^ off as u8);
+                        // SAFETY: [M2] [M4] as above.
+                        unsafe { store(src.as_ptr(), mem.ptr.add(off), n, e) };
+                        model[off..off + n].copy_from_slice(src);
+                        assert_eq!(mem.bytes(), model, "store, memory at {residue}+{len}, range {off}+{n}");
+                        // SAFETY: [M2] [M4] as above.
+                        unsafe { fill(mem.ptr.add(off), 0xC3 ^ n as u8, n, e) };
+                        model[off..off + n].fill(0xC3 ^ n as u8);
+                        assert_eq!(mem.bytes(), model, "fill, memory at {residue}+{len}, range {off}+{n}");
+                    }
+                }
+                for i in 0..len {
+                    let inside = mem.words().contains(mem.ptr as usize + i);
+                    // SAFETY: [M2] [M4] i < len; through the word only when the byte lies in a
+                    // whole word of the memory.
+                    unsafe {
+                        let p = mem.ptr.add(i);
+                        let b = if inside { load_u8_of_word(p) } else { load_byte(p) };
+                        assert_eq!(b, model[i]);
+                        if inside {
+                            store_u8_in_word(p, !b);
+                        } else {
+                            store_byte(p, !b);
+                        }
+                    }
+                    model[i] = !model[i];
+                    assert_eq!(mem.bytes(), model, "store of byte {i}, memory at {residue}+{len}");
+                }
             }
         }
     }
@@ -428,39 +841,54 @@ mod tests {
     #[test]
     fn copy_is_memmove_for_every_overlap_alignment_and_length() {
         // Lengths across the unrolled rounds and across the bounce buffer's chunks.
-        let lens = (0..70).chain([BOUNCE - 1, BOUNCE, BOUNCE + 1, 2 * BOUNCE + 13, 3 * BOUNCE]);
-        for len in lens {
-            for src in 0usize..17 {
-                for dst in [0, 1, 3, 7, 8, 9, 15, 16, 17, 23, 24, 40].into_iter().chain([
-                    src.saturating_sub(1),
-                    src + 1,
-                    src + 8,
-                ]) {
-                    let size = 3 * BOUNCE + 64;
-                    let mut mem = words(size);
-                    let mut model = bytes(&mem);
-                    let base = mem.as_mut_ptr().cast::<u8>();
-                    // SAFETY: [M2] [M4] src, dst < 64 and len <= 3 * BOUNCE: both ranges are
-                    // inside mem, reached only through base here.
-                    unsafe { copy(base.add(src), base.add(dst), len) };
-                    model.copy_within(src..src + len, dst);
-                    assert_eq!(bytes(&mem), model, "copy src {src} dst {dst} len {len}");
+        // Under Miri, which interprets every access, a sample.
+        let (lens, srcs, dsts, residues): (Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>) = if cfg!(miri) {
+            ([0, 1, 7, 9, 16, 33, BOUNCE + 9].into(), [0, 3, 8].into(), [0, 1, 8, 9, 16, 24].into(), [0, 5].into())
+        } else {
+            (
+                (0..70).chain([BOUNCE - 1, BOUNCE, BOUNCE + 1, 2 * BOUNCE + 13, 3 * BOUNCE]).collect(),
+                (0..17).collect(),
+                [0, 1, 3, 7, 8, 9, 15, 16, 17, 23, 24, 40].into(),
+                (0..WORD).collect(),
+            )
+        };
+        let longest = lens.iter().max().copied().unwrap_or(0);
+        for residue in residues {
+            // A memory whose two ends are partial words unless residue is 0.
+            let size = longest + 64 - residue;
+            let mem = Mem::new(residue, size);
+            let base = mem.ptr;
+            let mut model = mem.bytes().to_vec();
+            for &len in &lens {
+                for &src in &srcs {
+                    for dst in dsts.iter().copied().chain([src.saturating_sub(1), src + 1, src + 8]) {
+                        // At the memory's end as well as at its start.
+                        for (src, dst) in [(src, dst), (size - len - src, size - len - dst)] {
+                            // SAFETY: [M2] [M4] src + len and dst + len are at most size: both
+                            // ranges are inside mem, with their edges, reached only through
+                            // base here.
+                            unsafe { copy(base.add(src), mem.words(), base.add(dst), mem.words(), len) };
+                            model.copy_within(src..src + len, dst);
+                            assert_eq!(mem.bytes(), model, "memory at {residue}, copy src {src} dst {dst} len {len}");
+                        }
+                    }
                 }
             }
         }
     }
 
     #[test]
-    fn copy_between_two_buffers_in_and_out_of_step() {
-        for (so, d_o) in [(0, 0), (3, 3), (0, 5), (7, 2), (1, 0)] {
-            let len = 4 * BOUNCE + 11;
-            let src = words(len + 8);
-            let mut dst = vec![0u64; (len + 16) / 8];
-            let want = bytes(&src)[so..so + len].to_vec();
-            // SAFETY: [M2] [M4] so + len and d_o + len fit in both buffers, which are distinct
-            // and reached only through these pointers here.
-            unsafe { copy(src.as_ptr().cast::<u8>().add(so), dst.as_mut_ptr().cast::<u8>().add(d_o), len) };
-            assert_eq!(&bytes(&dst)[d_o..d_o + len], &want[..], "src at {so}, dst at {d_o}");
+    fn copy_between_two_memories_in_and_out_of_step() {
+        let len = if cfg!(miri) { BOUNCE + 11 } else { 4 * BOUNCE + 11 };
+        for (so, d_o) in [(0, 0), (3, 3), (0, 5), (7, 2), (1, 0), (6, 6)] {
+            let src = Mem::new(so, len);
+            let dst = Mem::new(d_o, len + 2);
+            let mut want = dst.bytes().to_vec();
+            want[1..len].copy_from_slice(&src.bytes()[1..]);
+            // SAFETY: [M2] [M4] len - 1 bytes at 1 fit in both memories, which are distinct and
+            // reached only through these pointers here.
+            unsafe { copy(src.ptr.add(1), src.words(), dst.ptr.add(1), dst.words(), len - 1) };
+            assert_eq!(dst.bytes(), want, "src at {so}, dst at {d_o}");
         }
     }
 }

@@ -15,11 +15,11 @@
 //!   mapping ([`MapOptions::map`], M5), or raw memory ([`Memory::from_raw_parts`], M6). They are
 //!   released only when it is dropped; memory whose deregistration failed is
 //!   [leaked](Memory::leak).
-//! - Shared access goes through a [`VolatileSlice`] (M2): every access to the bytes is atomic
-//!   (ranges are copied with relaxed `u64` words and `u8` edge bytes, single values are read
-//!   and written with atomics), and no reference to the bytes is ever made. A concurrent change
-//!   gives unspecified bytes, not a data race (the one caveat, racing accesses of different
-//!   sizes, is written down in M2).
+//! - Shared access goes through a [`VolatileSlice`] (M2): every access to the bytes is atomic,
+//!   with one size per byte (through its 8-aligned word when that word lies wholly in the
+//!   memory, as a byte at the memory's unaligned ends), and no reference to the bytes is ever
+//!   made. A concurrent change gives unspecified bytes, neither a data race nor a race of
+//!   accesses of different sizes.
 //! - A plain slice comes only from `&mut Memory` (M3), which proves that no other Rust handle
 //!   exists; the code that registered the memory must also know that no device can reach it.
 //! - Every accessor checks its range, without overflow, before touching anything (M4) and

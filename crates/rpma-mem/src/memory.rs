@@ -109,7 +109,12 @@ impl Memory {
     /// - nobody reaches these bytes through a Rust reference while the `Memory` exists (devices,
     ///   raw pointers and atomics may: they are the M2 model), and nobody reaches them at all
     ///   while a slice from [`as_slice`](Self::as_slice)/[`as_mut_slice`](Self::as_mut_slice)
-    ///   lives (M3).
+    ///   lives (M3);
+    /// - the range fixes the size of every access to its bytes (a byte inside an 8-aligned word
+    ///   that lies wholly in the range through that word, the others as bytes, M2): an atomic
+    ///   access of this process to them that is not made through this `Memory` (another `Memory`
+    ///   over overlapping bytes whose ends differ inside a word, C code) and may race with one of
+    ///   its views', one of the two a write, uses the same size for each byte.
     pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, release: Option<Release>) -> Self {
         // SAFETY: [M6] the caller guarantees validity and exclusive ownership until release.
         unsafe { Self::from_owner(ptr, len, MemoryKind::Raw, false, Owner::Raw(release)) }
@@ -149,12 +154,15 @@ impl Memory {
     }
 
     /// Shared access to all the bytes, which tolerates concurrent changes by a device, a peer or
-    /// another thread (rule M2).
+    /// another thread (rule M2). Every view of a `Memory` accesses each byte with the same size
+    /// (through its 8-aligned word when the word lies wholly in the memory, else as a byte).
     #[inline]
     pub fn volatile(&self) -> VolatileSlice<'_> {
         // SAFETY: [M1] [M2] the Memory owns ptr..ptr + len, valid for reads and writes until it is
         // dropped, which the borrow of self prevents for the slice's lifetime; no reference to
-        // the bytes exists while self is shared (slices need &mut self).
+        // the bytes exists while self is shared (slices need &mut self). Every view of it is made
+        // from the same ptr and len, so all use the same size for a byte; no other Memory owns
+        // these bytes, except raw ones whose caller took on that rule (M6).
         unsafe { VolatileSlice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 

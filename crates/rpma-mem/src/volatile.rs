@@ -4,22 +4,23 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::atomic_copy;
+use crate::atomic_copy::{self, WordDomain};
 use crate::error::{check_range, MemError, Result};
 
 /// A borrowed view of bytes that others (a NIC, a remote peer, another thread or process) may
 /// read or write at any time (rule M2 of `docs/memory.md`).
 ///
 /// The bytes are never reached through a `&`/`&mut` reference, and every access to them is
-/// atomic: ranges are copied with relaxed atomic loads and stores (one `u64` access for each
-/// 8-aligned word the range covers whole, one `u8` access for each byte at its edges), single
-/// bytes with relaxed `u8` accesses and [`load_u64`](Self::load_u64)/[`store_u64`](Self::store_u64)
-/// with the ordering asked. A concurrent change by another thread, process or device gives
-/// unspecified bytes (a copy may see some bytes old and some new, though never half of an aligned
-/// word that was stored whole), not a data race. One caveat remains, written down as rule M2 of
-/// `docs/memory.md`: racing atomic accesses of *different sizes* to the same bytes (a copy's
-/// word against another copy's edge byte or a `store_u8`, a `store_u64` against a copy's edge
-/// byte) are "mixed-size" accesses, which Rust's memory model does not define yet.
+/// atomic, with one size per byte: a byte inside a whole 8-aligned word of the memory the view
+/// was made from is always accessed through that word (a relaxed `u64` load or store, or a
+/// compare-exchange of the word that changes only the bytes being stored), a byte of a partial
+/// word at either end of that memory always as a byte. So ranges are copied one word per
+/// aligned word they cover whole, [`load_u8`](Self::load_u8)/[`store_u8`](Self::store_u8) go
+/// through the byte's word, and [`load_u64`](Self::load_u64)/[`store_u64`](Self::store_u64) are
+/// atomics with the ordering asked. A concurrent change by another thread, process or device
+/// gives unspecified bytes (a copy may see some bytes old and some new, though never half of an
+/// aligned word that was stored whole), and any two racing accesses to a byte have the same size
+/// and address: no data race, no mixed-size race (rule M2 of `docs/memory.md`).
 ///
 /// Every accessor checks its range first (rule M4) and returns
 /// [`MemError::OutOfBounds`] instead of touching anything outside.
@@ -40,6 +41,9 @@ use crate::error::{check_range, MemError, Result};
 pub struct VolatileSlice<'a> {
     ptr: *mut u8,
     len: usize,
+    /// The whole 8-aligned words of the memory the view was made from (fixed by
+    /// `from_raw_parts`, kept by subslices): the bytes accessed through their word.
+    words: WordDomain,
     /// Borrows the bytes for `'a` with shared, interior-mutable access.
     _bytes: PhantomData<&'a std::cell::UnsafeCell<[u8]>>,
 }
@@ -53,7 +57,10 @@ unsafe impl Send for VolatileSlice<'_> {}
 unsafe impl Sync for VolatileSlice<'_> {}
 
 impl<'a> VolatileSlice<'a> {
-    /// Makes a view of `len` bytes at `ptr`.
+    /// Makes a view of `len` bytes at `ptr`, the whole of a memory as far as the view's access
+    /// sizes go: a byte inside an 8-aligned word that lies wholly in `ptr..ptr + len` is always
+    /// accessed through that word, any other byte (at most 7 at each end) as a byte, by this
+    /// view and every [`subslice`](Self::subslice) of it.
     ///
     /// # Safety
     ///
@@ -67,12 +74,18 @@ impl<'a> VolatileSlice<'a> {
     ///   may access them in any way, and code of this process through raw pointers too, but a
     ///   non-atomic access (a raw-pointer copy, a volatile access) that may race with an access
     ///   through a view is a data race of that code, not of the view, which only makes atomic
-    ///   ones.
+    ///   ones;
+    /// - an atomic access of this process to these bytes other than through this view and its
+    ///   subslices that may race with one of the view's, one of the two a write, has the size
+    ///   and address the view uses for that byte (above). Another view does if it is made from
+    ///   the same `ptr` and `len` (as [`Memory::volatile`](crate::Memory::volatile) makes each
+    ///   of its views); views made from different ranges over the same bytes may use different
+    ///   sizes near the ends of either range, and must not race there.
     #[inline]
     pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
         debug_assert!(!ptr.is_null(), "VolatileSlice::from_raw_parts: null pointer");
         debug_assert!(isize::try_from(len).is_ok(), "VolatileSlice::from_raw_parts: len over isize::MAX");
-        Self { ptr, len, _bytes: PhantomData }
+        Self { ptr, len, words: WordDomain::of_memory(ptr as usize, len), _bytes: PhantomData }
     }
 
     /// The number of bytes.
@@ -111,13 +124,13 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn subslice(&self, offset: usize, len: usize) -> Result<VolatileSlice<'a>> {
         let ptr = self.ptr_at(offset, len)?;
-        // SAFETY: [M2] [M4] the range is inside this view (checked by ptr_at), so it is valid and
-        // free of references for 'a as this view is.
-        Ok(unsafe { VolatileSlice::from_raw_parts(ptr, len) })
+        // The range is inside this view (checked by ptr_at), so it is valid and free of
+        // references for 'a as this view is, and keeps the access sizes of its memory.
+        Ok(VolatileSlice { ptr, len, words: self.words, _bytes: PhantomData })
     }
 
     /// Copies `dst.len()` bytes starting at `offset` into `dst`, with relaxed atomic loads (see
-    /// the type's documentation).
+    /// the type's documentation: one per word, or per byte at the ends of the memory).
     ///
     /// # Errors
     ///
@@ -125,15 +138,19 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         let src = self.ptr_at(offset, dst.len())?;
+        let edges = self.words.edges(src as usize, dst.len());
         // SAFETY: [M2] [M4] src..src + dst.len() is inside the view (checked), valid for reads
-        // and reached by no non-atomic reference; dst is a Rust slice held exclusively, which by
-        // M2 cannot overlap the view's bytes. A concurrent writer makes the copied bytes
+        // and reached by no non-atomic reference, with the edges of its memory (the words of
+        // the other bytes lie inside that memory); dst is a Rust slice held exclusively, which
+        // by M2 cannot overlap the view's bytes. A concurrent writer makes the copied bytes
         // unspecified, the accesses being atomic.
-        unsafe { atomic_copy::load(src, dst.as_mut_ptr(), dst.len()) };
+        unsafe { atomic_copy::load(src, dst.as_mut_ptr(), dst.len(), edges) };
         Ok(())
     }
 
-    /// Copies `src` into the view, starting at `offset`, with relaxed atomic stores.
+    /// Copies `src` into the view, starting at `offset`, with relaxed atomic stores (one per
+    /// word the range covers whole; a word it covers in part has those bytes changed by a
+    /// compare-exchange, so that concurrent stores to the word's other bytes are kept).
     ///
     /// # Errors
     ///
@@ -141,10 +158,12 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         let dst = self.ptr_at(offset, src.len())?;
+        let edges = self.words.edges(dst as usize, src.len());
         // SAFETY: [M2] [M4] dst..dst + src.len() is inside the view (checked), valid for writes
-        // and reached by no non-atomic reference; src is a Rust slice, which by M2 cannot
-        // overlap the view's bytes, and nobody writes it while it is borrowed.
-        unsafe { atomic_copy::store(src.as_ptr(), dst, src.len()) };
+        // and reached by no non-atomic reference, with the edges of its memory; src is a Rust
+        // slice, which by M2 cannot overlap the view's bytes, and nobody writes it while it is
+        // borrowed.
+        unsafe { atomic_copy::store(src.as_ptr(), dst, src.len(), edges) };
         Ok(())
     }
 
@@ -163,18 +182,19 @@ impl<'a> VolatileSlice<'a> {
             return Err(MemError::OutOfBounds { offset: 0, len: self.len, size: dst.len });
         }
         // SAFETY: [M2] [M4] both views are valid for reads and writes of self.len bytes (equal
-        // lengths checked) and reached by no non-atomic reference, by their from_raw_parts
-        // contracts; atomic_copy::copy allows them to overlap.
-        unsafe { atomic_copy::copy(self.ptr, dst.ptr, self.len) };
+        // lengths checked), each inside the memory of its whole words, and reached by no
+        // non-atomic reference, by their from_raw_parts contracts; atomic_copy::copy allows them
+        // to overlap.
+        unsafe { atomic_copy::copy(self.ptr, self.words, dst.ptr, dst.words, self.len) };
         Ok(())
     }
 
     /// Sets every byte of the view to `byte`, with relaxed atomic stores.
     #[inline]
     pub fn fill(&self, byte: u8) {
-        // SAFETY: [M2] the whole view is valid for writes and reached by no non-atomic
-        // reference, by its from_raw_parts contract.
-        unsafe { atomic_copy::fill(self.ptr, byte, self.len) };
+        // SAFETY: [M2] the whole view is valid for writes, with the edges of its memory, and
+        // reached by no non-atomic reference, by its from_raw_parts contract.
+        unsafe { atomic_copy::fill(self.ptr, byte, self.len, self.words.edges(self.ptr as usize, self.len)) };
     }
 
     /// A copy of the bytes of the view, read with relaxed atomic loads.
@@ -185,17 +205,19 @@ impl<'a> VolatileSlice<'a> {
         // nothing else reaches, so they do not overlap. set_len follows the copy that
         // initialized those bytes.
         unsafe {
-            atomic_copy::load(self.ptr, v.as_mut_ptr(), self.len);
+            atomic_copy::load(self.ptr, v.as_mut_ptr(), self.len, self.words.edges(self.ptr as usize, self.len));
             v.set_len(self.len);
         }
         v
     }
 
-    /// Reads the byte at `offset` with a relaxed atomic load. A loop polling a flag sees a change
-    /// made by another thread, a device or a peer: the compiler may not hoist the load out of
-    /// the loop (a store must become visible to atomic loads in finite time). It orders
-    /// nothing else: pair it with an acquire fence (or use [`load_u64`](Self::load_u64) with
-    /// `Acquire`) to order other reads after it.
+    /// Reads the byte at `offset` with a relaxed atomic load: of the byte's 8-aligned word when
+    /// that word lies wholly in the view's memory (then the byte may race with copies and `u64`
+    /// stores of the word, the accesses having the same size), of the byte alone at the ends of
+    /// the memory. A loop polling a flag sees a change made by another thread, a device or a
+    /// peer: the compiler may not hoist the load out of the loop (a store must become visible
+    /// to atomic loads in finite time). It orders nothing else: pair it with an acquire fence
+    /// (or use [`load_u64`](Self::load_u64) with `Acquire`) to order other reads after it.
     ///
     /// # Errors
     ///
@@ -204,12 +226,22 @@ impl<'a> VolatileSlice<'a> {
     pub fn load_u8(&self, offset: usize) -> Result<u8> {
         let p = self.ptr_at(offset, 1)?;
         // SAFETY: [M2] [M4] p is inside the view (checked), valid for reads and reached by no
-        // non-atomic reference; a u8 is always aligned.
-        Ok(unsafe { atomic_copy::load_u8(p) })
+        // non-atomic reference; when it lies in a whole word of the view's memory, so is that
+        // word, inside the memory.
+        Ok(unsafe {
+            if self.words.contains(p as usize) {
+                atomic_copy::load_u8_of_word(p)
+            } else {
+                atomic_copy::load_byte(p)
+            }
+        })
     }
 
     /// Writes the byte at `offset` with a relaxed atomic store (it orders nothing before it:
-    /// use a release fence, or [`store_u64`](Self::store_u64) with `Release`, for that).
+    /// use a release fence, or [`store_u64`](Self::store_u64) with `Release`, for that). When
+    /// the byte's 8-aligned word lies wholly in the view's memory, the store is a
+    /// compare-exchange loop on that word that changes this byte only (a concurrent store to
+    /// another byte of the word is kept); at the ends of the memory, a store of the byte alone.
     ///
     /// # Errors
     ///
@@ -217,9 +249,14 @@ impl<'a> VolatileSlice<'a> {
     #[inline]
     pub fn store_u8(&self, offset: usize, v: u8) -> Result<()> {
         let p = self.ptr_at(offset, 1)?;
-        // SAFETY: [M2] [M4] p is inside the view (checked), valid for writes and reached by no
-        // non-atomic reference.
-        unsafe { atomic_copy::store_u8(p, v) };
+        // SAFETY: [M2] [M4] as in load_u8, for writes.
+        unsafe {
+            if self.words.contains(p as usize) {
+                atomic_copy::store_u8_in_word(p, v);
+            } else {
+                atomic_copy::store_byte(p, v);
+            }
+        }
         Ok(())
     }
 
@@ -229,7 +266,9 @@ impl<'a> VolatileSlice<'a> {
         8
     };
 
-    /// The `u64` at `offset`, for atomic access: checks the range and the alignment.
+    /// The `u64` at `offset`, for atomic access: checks the range and the alignment. An
+    /// 8-aligned word inside the view is a whole word of its memory, which copies and
+    /// `load_u8`/`store_u8` also access whole: the accesses to its bytes have one size.
     #[inline]
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64> {
         let p = self.ptr_at(offset, 8)?;
