@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of rpma-rs: formatting, lints, the conformance suite on the mock (immediate and
-# deferred modes), the per-rule and property tests, the examples and doc tests, and the dependency
-# guard of the default build.
+# deferred modes), the per-rule and property tests, the examples and doc tests, the dependency
+# guard of the default build, and the races on raw memory under ThreadSanitizer and Miri (nightly).
 # On Soft-RoCE in a QEMU VM (scripts/test-verbs.sh): the verbs backend's conformance suite, the
 # wire interop with the C librpma, the process-death tests and rpma-capi's C programs on verbs.
 # Usage: scripts/test-all.sh   (from anywhere; the system packages it needs are installed when run
@@ -48,6 +48,9 @@ cargo test --workspace --all-features 2>&1 | tee "$log"
 
 step "ThreadSanitizer: threads racing through one VolatileSlice (scripts/tsan.sh, nightly)"
 scripts/tsan.sh
+
+step "Miri: rpma-mem's atomic copies and views, rpma-verbs' rings, byte polls racing word writes (scripts/miri.sh, nightly)"
+scripts/miri.sh
 
 step "the conformance suite on the mock in its deferred mode (operations complete after post)"
 RPMA_MOCK_MODE=deferred cargo test --test mock 2>&1 | tee -a "$log"

@@ -24,7 +24,8 @@ fn assert_writable(mem: &mut Memory) {
 
 #[test]
 fn zeroed_is_64_byte_aligned_heap() {
-    for len in [1, 63, 64, 65, 4096, 1 << 20] {
+    // 1 MiB is slow to check under Miri, which interprets every access.
+    for len in [1, 63, 64, 65, 4096, if cfg!(miri) { 4097 } else { 1 << 20 }] {
         let mut mem = Memory::zeroed(len).unwrap();
         assert_eq!((mem.len(), mem.kind(), mem.is_empty(), mem.is_map_sync()), (len, MemoryKind::Heap, false, false));
         assert_eq!(mem.as_ptr() as usize % 64, 0);
@@ -67,6 +68,7 @@ fn aligned_rejects_bad_alignments_and_empty() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri stops at an allocation larger than the machine has")]
 fn too_large_allocations_are_alloc_errors() {
     // Overflows a Layout (rounded up to the alignment past isize::MAX).
     assert!(matches!(Memory::zeroed(usize::MAX), Err(MemError::Alloc { len: usize::MAX })));
@@ -88,6 +90,7 @@ fn proc_number(path: &str, meminfo_key: Option<&str>) -> u64 {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads /proc and maps huge pages")]
 fn huge_pages_follow_what_the_system_reserved() {
     let reserved = proc_number("/proc/sys/vm/nr_hugepages", None);
     let overcommit = proc_number("/proc/sys/vm/nr_overcommit_hugepages", None);
@@ -120,6 +123,7 @@ fn huge_pages_follow_what_the_system_reserved() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads /proc")]
 fn huge_pages_reject_empty_and_overflowing_lengths() {
     assert!(matches!(Memory::huge_pages(0), Err(MemError::Empty)));
     assert!(matches!(Memory::huge_pages(usize::MAX), Err(MemError::Alloc { len: usize::MAX })));
@@ -222,6 +226,7 @@ fn from_raw_parts_releases_exactly_once_with_its_pointer() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "leaks on purpose, which Miri reports as an error")]
 fn leak_never_releases() {
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(None));
