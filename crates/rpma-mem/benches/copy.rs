@@ -2,7 +2,9 @@
 //! slice copy (memcpy) in the same run, 64 KiB and 64 B: `cargo bench -p rpma-mem`. Every buffer
 //! is page-aligned (a `vec!` may sit 16 bytes out of step with another, which sends memcpy down
 //! a slow path); `copy_to_unaligned` copies between two views 3 bytes out of step (the stack
-//! buffer path). The ratios belong in docs/bench.md, not in a timed test.
+//! buffer path); `write_partial_edges` writes from byte 3 to 3 bytes before the end (the two
+//! words at the edges stored in part, by compare-exchange). `bytes` times `load_u8` and
+//! `store_u8` of a byte inside a word. The ratios belong in docs/bench.md, not in a timed test.
 #![allow(missing_docs)] // criterion_group! generates an undocumented function.
 
 use std::hint::black_box;
@@ -29,6 +31,18 @@ fn group(c: &mut Criterion, name: &str, len: usize) {
     g.bench_function("volatile_read", |bn| bn.iter(|| va.read(0, black_box(&mut *dst)).expect("in bounds")));
     g.bench_function("volatile_copy_to", |bn| bn.iter(|| va.copy_to(black_box(&vb)).expect("same length")));
     g.bench_function("volatile_copy_to_unaligned", |bn| bn.iter(|| va.copy_to(black_box(&vb3)).expect("same length")));
+    g.bench_function("volatile_write_partial_edges", |bn| {
+        bn.iter(|| va.write(3, black_box(&src[..len - 6])).expect("in bounds"))
+    });
+    g.finish();
+}
+
+fn bytes(c: &mut Criterion) {
+    let m = Memory::page_aligned(64).expect("a buffer");
+    let v = m.volatile();
+    let mut g = c.benchmark_group("bytes");
+    g.bench_function("load_u8", |bn| bn.iter(|| v.load_u8(black_box(13)).expect("in bounds")));
+    g.bench_function("store_u8", |bn| bn.iter(|| v.store_u8(black_box(13), black_box(1)).expect("in bounds")));
     g.finish();
 }
 
@@ -37,5 +51,5 @@ fn copies(c: &mut Criterion) {
     group(c, "64B", 64);
 }
 
-criterion_group!(benches, copies);
+criterion_group!(benches, copies, bytes);
 criterion_main!(benches);

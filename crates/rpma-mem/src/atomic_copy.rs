@@ -98,6 +98,10 @@ impl WordDomain {
     /// last bytes lie outside the whole words.
     #[inline]
     pub(crate) fn edges(self, addr: usize, len: usize) -> Edges {
+        if self.lo <= addr && addr + len <= self.hi {
+            // The common case, a range inside the whole words.
+            return Edges::default();
+        }
         // Bytes below lo: a prefix of at most 7 (addr is at or after the memory's start);
         // bytes at or after hi: a suffix of at most 7, the rest of the range after the prefix
         // when the memory has no whole word (hi < lo; then the prefix is the whole range).
@@ -115,17 +119,6 @@ impl WordDomain {
 pub(crate) struct Edges {
     head: usize,
     tail: usize,
-}
-
-impl Edges {
-    /// The edges of bytes `offset..offset + len` of a range of `size` bytes whose edges are
-    /// `self`; `offset + len <= size`.
-    #[inline]
-    fn sub(self, offset: usize, len: usize, size: usize) -> Self {
-        let head = self.head.saturating_sub(offset).min(len);
-        let tail = self.tail.saturating_sub(size - offset - len).min(len - head);
-        Self { head, tail }
-    }
 }
 
 /// The number of bytes from `addr` up to the next multiple of 8 (0 if it is one), at most `len`.
@@ -287,6 +280,21 @@ unsafe fn store_part(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
+/// Sets the `n` shared bytes at `dst` (`1..=7`, all in one whole word of their memory) to the
+/// bytes of `w` at the same places, changing only those bytes of the word (see [`merge_word`]).
+///
+/// # Safety
+///
+/// As [`fill_in_words`], and `dst..dst + n` lies in one 8-aligned word.
+#[inline(always)]
+unsafe fn fill_part(dst: *mut u8, w: u64, n: usize) {
+    let i = dst as usize % WORD;
+    let mask = part_mask(i, n);
+    // SAFETY: [M2] [M4] dst - i is the start of dst's word, valid for writes (the caller's
+    // contract).
+    unsafe { merge_word(dst.sub(i), w & mask, mask) };
+}
+
 /// Copies `len` shared bytes at `src` (atomic loads) to private memory at `dst` (plain stores),
 /// where `edges` tells which of the shared bytes lie in partial words at the ends of their
 /// memory.
@@ -301,6 +309,22 @@ unsafe fn store_part(src: *const u8, dst: *mut u8, n: usize) {
 /// - the two ranges do not overlap.
 #[inline]
 pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
+    if edges != Edges::default() {
+        // SAFETY: [M2] [M4] the caller's contract.
+        return unsafe { load_at_memory_ends(src, dst, len, edges) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract, without edges.
+    unsafe { load_in_words(src, dst, len) }
+}
+
+/// [`load`] of a range that reaches a partial word at an end of its memory: out of line, to
+/// keep the common path small enough to inline.
+///
+/// # Safety
+///
+/// As [`load`].
+#[inline(never)]
+unsafe fn load_at_memory_ends(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
     let (head, end) = (edges.head, len - edges.tail);
     // SAFETY: [M2] [M4] head <= end <= len (head + tail <= len): bytes 0..head and end..len are
     // loaded one by one, bytes head..end through their words, as the caller's edges allow.
@@ -322,20 +346,24 @@ pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize, edges: Edges
 /// As [`load`], every byte of `src..src + len` lying in a whole word (no edges).
 #[inline(always)]
 unsafe fn load_in_words(src: *const u8, dst: *mut u8, len: usize) {
-    let head = head_len(src as usize, len);
-    let words = (len - head) / WORD;
-    let tail = head + words * WORD;
-    // SAFETY: [M2] [M4] every offset below is < len: head <= len, head + 8 * words <= len, and
-    // the tail part runs from there to len. src + head is 8-aligned (head_len), so is every
-    // src + head + 8 * i; bytes 0..head lie in one word (the one before src + head), bytes
-    // tail..len in one word (the one at src + tail), both valid by the caller's contract. The
-    // loads of src are atomic (load_part, load_word), the stores to dst plain and unaligned, as
-    // the caller allows.
+    if (src as usize | len) % WORD == 0 {
+        // SAFETY: [M2] [M4] the caller's contract: len / 8 whole words at an 8-aligned src.
+        return unsafe { load_words(src, dst, len / WORD) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract.
+    unsafe { load_in_words_with_parts(src, dst, len) }
+}
+
+/// Loads `words` words at the 8-aligned `src` into `dst` (plain unaligned stores), four per
+/// round.
+///
+/// # Safety
+///
+/// As [`load`] for `8 * words` bytes, `src` 8-aligned.
+#[inline(always)]
+unsafe fn load_words(s: *const u8, d: *mut u8, words: usize) {
+    // SAFETY: [M2] [M4] every word i < words is inside both ranges; s + 8 * i is 8-aligned.
     unsafe {
-        if head > 0 {
-            load_part(src, dst, head);
-        }
-        let (s, d) = (src.add(head), dst.add(head));
         let mut i = 0;
         while i + UNROLL <= words {
             let w = [
@@ -351,6 +379,31 @@ unsafe fn load_in_words(src: *const u8, dst: *mut u8, len: usize) {
             d.add(i * WORD).cast::<u64>().write_unaligned(load_word(s.add(i * WORD)));
             i += 1;
         }
+    }
+}
+
+/// [`load_in_words`] of a range that starts or ends inside a word, out of line (the parts
+/// make the common aligned loop spill its registers).
+///
+/// # Safety
+///
+/// As [`load_in_words`].
+#[inline(never)]
+unsafe fn load_in_words_with_parts(src: *const u8, dst: *mut u8, len: usize) {
+    let head = head_len(src as usize, len);
+    let words = (len - head) / WORD;
+    let tail = head + words * WORD;
+    // SAFETY: [M2] [M4] every offset below is < len: head <= len, head + 8 * words <= len, and
+    // the tail part runs from there to len. src + head is 8-aligned (head_len), so is every
+    // src + head + 8 * i; bytes 0..head lie in one word (the one before src + head), bytes
+    // tail..len in one word (the one at src + tail), both valid by the caller's contract. The
+    // loads of src are atomic (load_part, load_word), the stores to dst plain and unaligned, as
+    // the caller allows.
+    unsafe {
+        if head > 0 {
+            load_part(src, dst, head);
+        }
+        load_words(src.add(head), dst.add(head), words);
         if tail < len {
             load_part(src.add(tail), dst.add(tail), len - tail);
         }
@@ -370,8 +423,23 @@ unsafe fn load_in_words(src: *const u8, dst: *mut u8, len: usize) {
 /// - the two ranges do not overlap.
 #[inline]
 pub(crate) unsafe fn store(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
+    if edges != Edges::default() {
+        // SAFETY: [M2] [M4] the caller's contract.
+        return unsafe { store_at_memory_ends(src, dst, len, edges) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract, without edges.
+    unsafe { store_in_words(src, dst, len) }
+}
+
+/// [`store`] to a range that reaches a partial word at an end of its memory, out of line.
+///
+/// # Safety
+///
+/// As [`store`].
+#[inline(never)]
+unsafe fn store_at_memory_ends(src: *const u8, dst: *mut u8, len: usize, edges: Edges) {
     let (head, end) = (edges.head, len - edges.tail);
-    // SAFETY: [M2] [M4] as in load, with the roles swapped.
+    // SAFETY: [M2] [M4] as in load_at_memory_ends, with the roles swapped.
     unsafe {
         for i in 0..head {
             store_byte(dst.add(i), src.add(i).read());
@@ -390,17 +458,24 @@ pub(crate) unsafe fn store(src: *const u8, dst: *mut u8, len: usize, edges: Edge
 /// As [`store`], every byte of `dst..dst + len` lying in a whole word (no edges).
 #[inline(always)]
 unsafe fn store_in_words(src: *const u8, dst: *mut u8, len: usize) {
-    let head = head_len(dst as usize, len);
-    let words = (len - head) / WORD;
-    let tail = head + words * WORD;
-    // SAFETY: [M2] [M4] as in load_in_words, with the roles swapped: dst + head + 8 * i is
-    // 8-aligned and stored atomically, the parts at the edges merged into their words; src is
-    // read with plain unaligned loads.
+    if (dst as usize | len) % WORD == 0 {
+        // SAFETY: [M2] [M4] the caller's contract: len / 8 whole words at an 8-aligned dst.
+        return unsafe { store_words(src, dst, len / WORD) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract.
+    unsafe { store_in_words_with_parts(src, dst, len) }
+}
+
+/// Stores `words` words read from `src` (plain unaligned loads) at the 8-aligned `dst`, four
+/// per round.
+///
+/// # Safety
+///
+/// As [`store`] for `8 * words` bytes, `dst` 8-aligned.
+#[inline(always)]
+unsafe fn store_words(s: *const u8, d: *mut u8, words: usize) {
+    // SAFETY: [M2] [M4] every word i < words is inside both ranges; d + 8 * i is 8-aligned.
     unsafe {
-        if head > 0 {
-            store_part(src, dst, head);
-        }
-        let (s, d) = (src.add(head), dst.add(head));
         let mut i = 0;
         while i + UNROLL <= words {
             let w = s.add(i * WORD).cast::<[u64; UNROLL]>().read_unaligned();
@@ -414,6 +489,27 @@ unsafe fn store_in_words(src: *const u8, dst: *mut u8, len: usize) {
             store_word(d.add(i * WORD), s.add(i * WORD).cast::<u64>().read_unaligned());
             i += 1;
         }
+    }
+}
+
+/// [`store_in_words`] to a range that starts or ends inside a word, out of line.
+///
+/// # Safety
+///
+/// As [`store_in_words`].
+#[inline(never)]
+unsafe fn store_in_words_with_parts(src: *const u8, dst: *mut u8, len: usize) {
+    let head = head_len(dst as usize, len);
+    let words = (len - head) / WORD;
+    let tail = head + words * WORD;
+    // SAFETY: [M2] [M4] as in load_in_words, with the roles swapped: dst + head + 8 * i is
+    // 8-aligned and stored atomically, the parts at the edges merged into their words; src is
+    // read with plain unaligned loads.
+    unsafe {
+        if head > 0 {
+            store_part(src, dst, head);
+        }
+        store_words(src.add(head), dst.add(head), words);
         if tail < len {
             store_part(src.add(tail), dst.add(tail), len - tail);
         }
@@ -429,8 +525,23 @@ unsafe fn store_in_words(src: *const u8, dst: *mut u8, len: usize) {
 /// reference (M2), and `edges` are its edges, as in [`store`].
 #[inline]
 pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize, edges: Edges) {
+    if edges != Edges::default() {
+        // SAFETY: [M2] [M4] the caller's contract.
+        return unsafe { fill_at_memory_ends(dst, byte, len, edges) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract, without edges.
+    unsafe { fill_in_words(dst, u64::from_ne_bytes([byte; WORD]), len) }
+}
+
+/// [`fill`] of a range that reaches a partial word at an end of its memory, out of line.
+///
+/// # Safety
+///
+/// As [`fill`].
+#[inline(never)]
+unsafe fn fill_at_memory_ends(dst: *mut u8, byte: u8, len: usize, edges: Edges) {
     let (head, end) = (edges.head, len - edges.tail);
-    // SAFETY: [M2] [M4] as in store, with a constant source.
+    // SAFETY: [M2] [M4] as in store_at_memory_ends, with a constant source.
     unsafe {
         for i in 0..head {
             store_byte(dst.add(i), byte);
@@ -449,19 +560,23 @@ pub(crate) unsafe fn fill(dst: *mut u8, byte: u8, len: usize, edges: Edges) {
 /// As [`fill`], every byte of `dst..dst + len` lying in a whole word (no edges).
 #[inline(always)]
 unsafe fn fill_in_words(dst: *mut u8, w: u64, len: usize) {
-    let head = head_len(dst as usize, len);
-    let words = (len - head) / WORD;
-    let tail = head + words * WORD;
-    // SAFETY: [M2] [M4] as in store_in_words, with a constant source: the words covered whole
-    // stored, the parts at the edges (bytes 0..head in the word at dst - i, bytes tail..len in
-    // the word at dst + tail, valid by the caller's contract) merged into their words.
+    if (dst as usize | len) % WORD == 0 {
+        // SAFETY: [M2] [M4] the caller's contract: len / 8 whole words at an 8-aligned dst.
+        return unsafe { fill_words(dst, w, len / WORD) };
+    }
+    // SAFETY: [M2] [M4] the caller's contract.
+    unsafe { fill_in_words_with_parts(dst, w, len) }
+}
+
+/// Stores the word `w` `words` times from the 8-aligned `dst` on, four per round.
+///
+/// # Safety
+///
+/// As [`fill`] for `8 * words` bytes, `dst` 8-aligned.
+#[inline(always)]
+unsafe fn fill_words(d: *mut u8, w: u64, words: usize) {
+    // SAFETY: [M2] [M4] every word i < words is inside the range; d + 8 * i is 8-aligned.
     unsafe {
-        if head > 0 {
-            let i = dst as usize % WORD;
-            let mask = part_mask(i, head);
-            merge_word(dst.sub(i), w & mask, mask);
-        }
-        let d = dst.add(head);
         let mut i = 0;
         while i + UNROLL <= words {
             store_word(d.add(i * WORD), w);
@@ -474,9 +589,29 @@ unsafe fn fill_in_words(dst: *mut u8, w: u64, len: usize) {
             store_word(d.add(i * WORD), w);
             i += 1;
         }
+    }
+}
+
+/// [`fill_in_words`] of a range that starts or ends inside a word, out of line.
+///
+/// # Safety
+///
+/// As [`fill_in_words`].
+#[inline(never)]
+unsafe fn fill_in_words_with_parts(dst: *mut u8, w: u64, len: usize) {
+    let head = head_len(dst as usize, len);
+    let words = (len - head) / WORD;
+    let tail = head + words * WORD;
+    // SAFETY: [M2] [M4] as in store_in_words, with a constant source: the words covered whole
+    // stored, the parts at the edges (bytes 0..head in the word at dst - i, bytes tail..len in
+    // the word at dst + tail, valid by the caller's contract) merged into their words.
+    unsafe {
+        if head > 0 {
+            fill_part(dst, w, head);
+        }
+        fill_words(dst.add(head), w, words);
         if tail < len {
-            let mask = part_mask(0, len - tail);
-            merge_word(dst.add(tail), w & mask, mask);
+            fill_part(dst.add(tail), w, len - tail);
         }
     }
 }
@@ -511,8 +646,7 @@ pub(crate) unsafe fn copy(src: *const u8, src_words: WordDomain, dst: *mut u8, d
         return;
     }
     let forward = (dst as usize) < (src as usize) || (dst as usize) - (src as usize) >= len;
-    let (src_edges, dst_edges) = (src_words.edges(src as usize, len), dst_words.edges(dst as usize, len));
-    let ends = Ends { src, src_edges, dst, dst_edges, len };
+    let ends = Ends { src, src_words, dst, dst_words, len };
     if (src as usize ^ dst as usize) % WORD == 0 {
         // SAFETY: [M2] [M4] the caller's contract, and the two addresses share their alignment.
         unsafe { copy_same_alignment(ends, forward) }
@@ -522,13 +656,13 @@ pub(crate) unsafe fn copy(src: *const u8, src_words: WordDomain, dst: *mut u8, d
     }
 }
 
-/// The two ranges of a [`copy`], with their edges.
+/// The two ranges of a [`copy`], with the whole words of their memories.
 #[derive(Clone, Copy)]
 struct Ends {
     src: *const u8,
-    src_edges: Edges,
+    src_words: WordDomain,
     dst: *mut u8,
-    dst_edges: Edges,
+    dst_words: WordDomain,
     len: usize,
 }
 
@@ -541,13 +675,13 @@ impl Ends {
     /// As [`copy`]; `buf` holds at least `n` bytes and overlaps neither range.
     #[inline(always)]
     unsafe fn through(self, buf: *mut u8, at: usize, n: usize) {
-        let (se, de) = (self.src_edges.sub(at, n, self.len), self.dst_edges.sub(at, n, self.len));
-        // SAFETY: [M2] [M4] at + n <= len, so both sub-ranges are inside the caller's, with the
-        // edges of those sub-ranges; buf is a private buffer of n bytes that overlaps neither,
-        // its bytes written by load before store reads them.
+        // SAFETY: [M2] [M4] at + n <= len, so both sub-ranges are inside the caller's, each with
+        // the edges its memory gives it; buf is a private buffer of n bytes that overlaps
+        // neither, its bytes written by load before store reads them.
         unsafe {
-            load(self.src.add(at), buf, n, se);
-            store(buf, self.dst.add(at), n, de);
+            let (src, dst) = (self.src.add(at), self.dst.add(at));
+            load(src, buf, n, self.src_words.edges(src as usize, n));
+            store(buf, dst, n, self.dst_words.edges(dst as usize, n));
         }
     }
 
@@ -559,10 +693,21 @@ impl Ends {
     #[inline(always)]
     unsafe fn part(self, at: usize, n: usize) {
         if n > 0 {
-            let mut buf = [0u8; WORD];
-            // SAFETY: [M2] [M4] buf is a local of 8 > n bytes; the rest is the caller's.
-            unsafe { self.through(buf.as_mut_ptr(), at, n) };
+            // SAFETY: [M2] [M4] the caller's contract.
+            unsafe { self.part_out_of_line(at, n) };
         }
+    }
+
+    /// [`Ends::part`] of 1 to 7 bytes, out of line (the loop of whole words stays small).
+    ///
+    /// # Safety
+    ///
+    /// As [`Ends::part`], `n > 0`.
+    #[inline(never)]
+    unsafe fn part_out_of_line(self, at: usize, n: usize) {
+        let mut buf = [0u8; WORD];
+        // SAFETY: [M2] [M4] buf is a local of 8 > n bytes; the rest is the caller's.
+        unsafe { self.through(buf.as_mut_ptr(), at, n) };
     }
 }
 
@@ -762,12 +907,10 @@ mod tests {
         for s in 64..64 + WORD {
             for len in 0..40 {
                 let d = WordDomain::of_memory(s, len);
-                let all = d.edges(s, len);
-                assert!(all.head < WORD && all.tail < WORD && all.head + all.tail <= len);
                 for off in 0..=len {
                     for n in 0..=len - off {
                         let e = d.edges(s + off, n);
-                        assert_eq!(all.sub(off, n, len), e, "memory {s}+{len}, range {off}+{n}");
+                        assert!(e.head < WORD && e.tail < WORD && e.head + e.tail <= n);
                         for i in 0..n {
                             let want = in_whole_word(s + off + i, s, s + len);
                             assert_eq!(
