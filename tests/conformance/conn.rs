@@ -46,6 +46,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         ep_next_conn_req__get_cm_event_ENODATA,
         ep_next_conn_req__shared_true_srq_rcq_not_NULL,
         ep_next_conn_req__queue_size_above_device_limit,
+        ep_next_conn_req__srq_of_another_peer_E_INVAL,
         ep_shutdown__success,
         ep_shutdown__connections_survive,
         // connection requests
@@ -56,6 +57,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_req_new__queue_size_above_device_limit,
         conn_req_new__queue_size_at_device_limit,
         conn_req_new__timeout_above_i32_max_ms,
+        conn_req_new__srq_of_another_peer_E_INVAL,
         conn_req_connect__pdata_NULL_pdata_len_0,
         conn_req_connect_via_accept__pdata_len_0_rejects,
         conn_req_connect__pdata_too_long,
@@ -403,6 +405,28 @@ fn ep_next_conn_req__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
     assert_kind(l.ep.next_conn_req(Some(&cfg)), ErrorKind::Inval);
 }
 
+/// An SRQ is a queue of its peer's protection domain: an endpoint's request built with the SRQ
+/// of another peer (here on the same device) is `Inval`, naming the SRQ and the request, and the
+/// request stays pending: accepted with the endpoint's own SRQ, it connects.
+fn ep_next_conn_req__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let client = req.connect(None).unwrap();
+    assert!(readable(l.ep.fd(), DEADLINE));
+    set_nonblocking(l.ep.fd());
+    for rcq_size in [0, 4] {
+        let foreign = Srq::new(&l.cpeer, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
+        let e = l.ep.next_conn_req(Some(&ConnCfg::new().with_srq(Some(&foreign)))).expect_err("a foreign SRQ");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{e}");
+        assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
+    }
+    let own = Srq::new(&l.speer, None).unwrap();
+    let server = incoming(&l.ep, Some(&ConnCfg::new().with_srq(Some(&own)))).connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
 fn ep_shutdown__success<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
@@ -452,6 +476,25 @@ fn conn_req_new__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
     let srq = Srq::new(&p, None).unwrap();
     let cfg = ConnCfg::new().with_shared_channel(true).with_srq(Some(&srq));
     assert_kind(ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)), ErrorKind::Inval);
+}
+
+/// An outgoing request built with the SRQ of another peer (here on the same device: another
+/// protection domain) is `Inval` before anything is made, with or without the SRQ's own receive
+/// CQ; with an SRQ of its own peer it is made.
+fn conn_req_new__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    let other = peer(b, &t);
+    for rcq_size in [0, 4] {
+        let foreign = Srq::new(&other, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
+        let cfg = ConnCfg::new().with_srq(Some(&foreign));
+        let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a foreign SRQ");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{e}");
+        assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
+        let own = Srq::new(&p, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
+        let cfg = ConnCfg::new().with_srq(Some(&own));
+        ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).unwrap().delete().unwrap();
+    }
 }
 
 /// A shared channel with an SRQ that has no receive CQ of its own is allowed.

@@ -24,6 +24,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 mod cm;
 mod cross_process;
 mod deferred;
+mod devices;
 mod fault_sweep;
 mod fds;
 mod link_loss;
@@ -128,7 +129,11 @@ struct Half {
 }
 
 fn half(f: &MockFabric, ccfg: Option<&ConnCfg>, cpdata: Option<&[u8]>) -> Half {
-    let speer = peer(f);
+    half_on(f, peer(f), ccfg, cpdata)
+}
+
+/// [`half`] with the server on `speer` (the peer of an SRQ its requests use).
+fn half_on(f: &MockFabric, speer: Peer, ccfg: Option<&ConnCfg>, cpdata: Option<&[u8]>) -> Half {
     let cpeer = peer(f);
     let ep = Ep::listen(&speer, ADDR, PORT).expect("listen");
     nonblock(ep.fd());
@@ -146,7 +151,12 @@ struct Pair {
 }
 
 fn pair_with(f: &MockFabric, ccfg: Option<&ConnCfg>, scfg: Option<&ConnCfg>) -> Pair {
-    let h = half(f, ccfg, None);
+    pair_on(f, peer(f), ccfg, scfg)
+}
+
+/// [`pair_with`] with the server on `speer` (the peer of an SRQ `scfg` names).
+fn pair_on(f: &MockFabric, speer: Peer, ccfg: Option<&ConnCfg>, scfg: Option<&ConnCfg>) -> Pair {
+    let h = half_on(f, speer, ccfg, None);
     let server = h.ep.next_conn_req(scfg).expect("next_conn_req").connect(None).expect("accept");
     nonblock(server.event_fd());
     assert_eq!(next_event(&h.client), ConnEvent::Established);

@@ -164,7 +164,7 @@ fn srq_recv__retry_receives_the_message() {
     let speer = peer(&f);
     let srq = Srq::new(&speer, Some(&SrqCfg::new().with_rq_size(4).with_rcq_size(4))).unwrap();
     let scfg = ConnCfg::new().with_srq(Some(&srq));
-    let p = pair_with(&f, None, Some(&scfg));
+    let p = pair_on(&f, speer.clone(), None, Some(&scfg));
     // The receive buffer is registered on the SRQ's peer (a region of another protection
     // domain is refused).
     let rbuf = speer.alloc_mr(64, Usage::RECV).unwrap();

@@ -224,6 +224,9 @@ impl<T: Transport> ConnCfg<T> {
 
     /// `rpma_conn_cfg_set_srq`: connections made with this configuration receive through `srq`
     /// (`None` unsets it, which librpma could not do; its NULL-SRQ error cannot be expressed).
+    /// The SRQ must be of the peer the request is made on ([`ConnReq::new`](crate::ConnReq::new))
+    /// or the endpoint listens on ([`Ep::next_conn_req`](crate::Ep::next_conn_req)): one of
+    /// another peer is [`Inval`](crate::ErrorKind::Inval) there.
     #[doc(alias = "rpma_conn_cfg_set_srq")]
     #[must_use]
     pub fn with_srq(mut self, srq: Option<&Srq<T>>) -> Self {

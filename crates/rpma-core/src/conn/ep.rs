@@ -57,9 +57,10 @@ impl<T: Transport> Ep<T> {
     ///
     /// # Errors
     /// [`NoEvent`](crate::ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
-    /// [`Inval`](crate::ErrorKind::Inval) if the next event is not a connection request, `cfg`
-    /// combines a shared completion channel with an SRQ that has its own receive CQ, or a queue
-    /// size exceeds the device's limit;
+    /// [`Inval`](crate::ErrorKind::Inval) if the next event is not a connection request, `cfg`'s
+    /// SRQ was created on another peer than the endpoint's (another protection domain, or another
+    /// device), `cfg` combines a shared completion channel with an SRQ that has its own receive
+    /// CQ, or a queue size exceeds the device's limit (a request refused for `cfg` stays pending);
     /// [`Provider`](crate::ErrorKind::Provider) if getting the event or building the queues fails;
     /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
@@ -75,7 +76,7 @@ impl<T: Transport> Ep<T> {
     ) -> Option<Result<ConnReq<T>>> {
         const OP: &str = "rpma_ep_next_conn_req";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
-        let qc = match queue_config(OP, &self.peer.inner.caps, cfg, &srq) {
+        let qc = match queue_config(OP, &self.peer, cfg, &srq) {
             Ok(qc) => qc,
             Err(e) => return Some(Err(e)),
         };

@@ -15,14 +15,27 @@ use crate::validate;
 
 use super::{Conn, OpLimits, Srq};
 
+/// The queue configuration of a request of `peer` made per `cfg` (`srq`: its SRQ), validated.
 pub(super) fn queue_config<'a, T: Transport>(
     op: &'static str,
-    caps: &Capabilities,
+    peer: &Peer<T>,
     cfg: Option<&ConnCfg<T>>,
     srq: &'a Option<Srq<T>>,
 ) -> Result<QueueConfig<'a, T>> {
+    let caps: &Capabilities = &peer.inner.caps;
     let d = ConnCfg::<T>::new();
     let c = cfg.unwrap_or(&d);
+    if let Some(s) = srq.as_ref().filter(|s| !s.is_of(&peer.inner)) {
+        return Err(Error::inval(
+            op,
+            &format!(
+                "the SRQ was created on another peer (protection domain) than the request's: the SRQ's peer is on \
+                 device {}, the request's on device {}",
+                s.peer_inner().device.name(),
+                peer.device().name()
+            ),
+        ));
+    }
     let shared = c.shared_channel();
     if shared && srq.as_ref().is_some_and(|s| s.srq.rcq().is_some()) {
         return Err(Error::inval(
@@ -92,15 +105,16 @@ impl<T: Transport> ConnReq<T> {
     /// each step) and builds the queues of an outgoing connection per `cfg` (`None`: defaults).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `cfg` combines a shared completion channel with an SRQ
-    /// that has its own receive CQ, a queue size exceeds the device's limit (`max_qp_wr`,
-    /// `max_cqe`) or the timeout does not fit `i32` milliseconds;
+    /// [`Inval`](crate::ErrorKind::Inval) if `cfg`'s SRQ was created on another peer than `peer`
+    /// (another protection domain, or another device), `cfg` combines a shared completion channel
+    /// with an SRQ that has its own receive CQ, a queue size exceeds the device's limit
+    /// (`max_qp_wr`, `max_cqe`) or the timeout does not fit `i32` milliseconds;
     /// [`Provider`](crate::ErrorKind::Provider) if resolving the address
     /// or route, or creating the CQs or QP, fails; [`NoMem`](crate::ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
         const OP: &str = "rpma_conn_req_new";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
-        let qc = queue_config(OP, &peer.inner.caps, cfg, &srq)?;
+        let qc = queue_config(OP, peer, cfg, &srq)?;
         let shared = qc.shared_channel;
         let limits = OpLimits::of(&qc, &peer.inner.caps);
         let trace = ConnTrace::active(peer, addr, port);

@@ -59,6 +59,12 @@ impl<T: Transport> Srq<T> {
         &self._peer
     }
 
+    /// Whether the SRQ was created on the peer (protection domain) `peer`.
+    #[inline]
+    pub(crate) fn is_of(&self, peer: &Arc<PeerInner<T>>) -> bool {
+        Arc::ptr_eq(&self._peer, peer)
+    }
+
     pub(crate) const fn limits(&self) -> &OpLimits {
         &self.limits
     }
