@@ -7,7 +7,8 @@
 #
 # The guest boots Debian's stock kernel (the package linux-image-amd64 depends
 # on) under QEMU TCG (no KVM needed), loads rdma_rxe/rdma_ucm, creates the
-# netdev dummy0 with 10.77.0.1/24 and the Soft-RoCE device rxe0 on top of it.
+# netdev dummy0 with 10.77.0.1/24 and the Soft-RoCE device rxe0 on top of it,
+# and a second one, dummy1 with 10.77.1.1/24 and rxe1 (for tests of two devices).
 # It has no network card: nothing it sends can leave it.
 #
 # The guest sees the host's /usr and /etc read-only (host-built binaries and
@@ -16,7 +17,8 @@
 # $SOFTROCE_SHARE) read-write at the same path. When CMD is a path outside of
 # it (a test binary in a target dir elsewhere), CMD's directory is shared
 # read-only too. CMD runs in the current directory as root, with the host's
-# exported environment plus RPMA_TEST_DEVICE=rxe0 and RPMA_TEST_ADDR=10.77.0.1,
+# exported environment plus RPMA_TEST_DEVICE=rxe0 and RPMA_TEST_ADDR=10.77.0.1
+# (RPMA_TEST_DEVICE2=rxe1 and RPMA_TEST_ADDR2=10.77.1.1 for the second device),
 # `ulimit -l unlimited` and stdin from /dev/null. Its stdout and stderr are
 # streamed to ours. /tmp, /var/tmp and /dev/shm are fresh tmpfs in the guest.
 #
@@ -57,7 +59,8 @@
 #   SOFTROCE_BOOT_TIMEOUT   seconds for the guest to reach CMD, then exit 125 (default 180)
 #   SOFTROCE_POWEROFF_TIMEOUT  seconds qemu gets to exit once CMD is done, then it is
 #                           killed (default 20); CMD's status is kept
-#   SOFTROCE_GUEST_IP       address of dummy0, /24 (default 10.77.0.1)
+#   SOFTROCE_GUEST_IP       address of dummy0 (rxe0), /24 (default 10.77.0.1)
+#   SOFTROCE_GUEST_IP2      address of dummy1 (rxe1), /24, outside the first one's (default 10.77.1.1)
 #   SOFTROCE_LOG_LINES      lines of guest kernel log printed on failure (default 30)
 #   SOFTROCE_PACKAGES       extra host packages CMD needs, installed if missing
 #                           (e.g. "rdmacm-utils perftest"; CMD runs the host's /usr)
@@ -89,11 +92,24 @@ for f in common host profile image shares pmem vm; do
 done
 unset f
 
+# ipv4_gid ADDR: "ADDR GID" for an IPv4 address (ADDR normalised; GID the tail of its RoCE v2 GID,
+# as the guest's sysfs shows it), nothing for anything else
+ipv4_gid() {
+    local gid=ffff: ip='' o
+    [[ $1 =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] || return 0
+    for o in 1 2 3 4; do
+        o=$((10#${BASH_REMATCH[o]}))
+        [ "$o" -le 255 ] || return 0
+        gid+=$(printf '%02x' "$o"); ip+=${ip:+.}$o
+    done
+    echo "$ip ${gid:0:9}:${gid:9}"
+}
+
 main() {
     [ $# -ge 1 ] || { echo "usage: $0 CMD [ARGS...]  (see scripts/softroce/README.md)" >&2; exit 125; }
     local t_start=$EPOCHREALTIME
     CACHE=${SOFTROCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rpma-rs/softroce}
-    GUEST_IP=${SOFTROCE_GUEST_IP:-10.77.0.1}
+    GUEST_IP=${SOFTROCE_GUEST_IP:-10.77.0.1} GUEST_IP2=${SOFTROCE_GUEST_IP2:-10.77.1.1}
     local mem=${SOFTROCE_MEM:-1G} smp=${SOFTROCE_SMP:-2} accel=()
     # icount runs every vCPU on one host thread, in turns: a guest of two did not finish booting
     # in 8 minutes here (its CPUs wait for each other in turns of 100 ms of guest time).
@@ -104,19 +120,14 @@ main() {
     for v in timeout boot_timeout off_timeout log_lines smp; do
         [[ ${!v} =~ ^[0-9]+$ ]] || die "bad value '${!v}' for $v (a number is expected)"
     done
-    # the RoCE v2 GID of the address, as the guest's sysfs shows it (tail only)
-    local gid='' ip='' o
-    if [[ $GUEST_IP =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]]; then
-        gid=ffff:
-        for o in 1 2 3 4; do
-            o=$((10#${BASH_REMATCH[o]}))
-            [ "$o" -le 255 ] || gid=''
-            [ -z "$gid" ] || { gid+=$(printf '%02x' "$o"); ip+=${ip:+.}$o; }
-        done
-        [ -z "$gid" ] || gid=${gid:0:9}:${gid:9}
-    fi
+    # the addresses of dummy0 (rxe0) and dummy1 (rxe1), each with its RoCE v2 GID
+    local gid ip gid2 ip2
+    read -r ip gid <<< "$(ipv4_gid "$GUEST_IP")"
     [ -n "$gid" ] || die "bad SOFTROCE_GUEST_IP '$GUEST_IP' (an IPv4 address is expected)"
-    GUEST_IP=$ip
+    read -r ip2 gid2 <<< "$(ipv4_gid "$GUEST_IP2")"
+    [ -n "$gid2" ] || die "bad SOFTROCE_GUEST_IP2 '$GUEST_IP2' (an IPv4 address is expected)"
+    [ "${ip%.*}" != "${ip2%.*}" ] || die "SOFTROCE_GUEST_IP2 ($ip2) must be outside the /24 of SOFTROCE_GUEST_IP ($ip)"
+    GUEST_IP=$ip GUEST_IP2=$ip2
     case ${SOFTROCE_ACCEL:-tcg} in
         tcg) accel=(-accel "tcg,thread=multi,tb-size=512" -cpu max) ;;
         kvm) accel=(-accel kvm -cpu host) ;;
@@ -142,7 +153,7 @@ main() {
     trap 'say terminated; exit 143' TERM
     : > "$CTL/stdout"; : > "$CTL/stderr"; : > "$CTL/mounts.unsorted"
     echo "$links" > "$CTL/links"
-    echo "$GUEST_IP $gid" > "$CTL/net"
+    echo "$GUEST_IP $gid $GUEST_IP2 $gid2" > "$CTL/net"
     echo "$timeout" > "$CTL/timeout"
     pmem_prepare
 

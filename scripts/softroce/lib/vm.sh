@@ -15,6 +15,7 @@ write_cmd() {
             printf 'export %s=%q\n' "$name" "${!name-}"
         done < <(compgen -e)
         printf 'export RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=%q SOFTROCE_IP=%q\n' "$GUEST_IP" "$GUEST_IP"
+        printf 'export RPMA_TEST_DEVICE2=rxe1 RPMA_TEST_ADDR2=%q\n' "$GUEST_IP2"
         # shellcheck disable=SC2016 # expanded in the guest
         echo '[ -z "${HOME:-}" ] || [ -d "$HOME" ] || mkdir -p "$HOME" 2>/dev/null || true'
         printf 'cd %q || { echo "softroce: %q is not visible in the guest (see SOFTROCE_SHARE)" >&2; exit 126; }\n' \
