@@ -4,7 +4,9 @@
 //! of `scripts/softroce/run.sh` exports `rxe0` and `10.77.0.1`). Without `RPMA_TEST_DEVICE` the
 //! binary prints one line saying the tests were skipped and succeeds (so `cargo test
 //! --all-features` passes on hosts without RDMA); with it set, a missing address or a device that
-//! is not there fails the run.
+//! is not there fails the run. The cases of two devices take the second from
+//! `RPMA_TEST_DEVICE2` and `RPMA_TEST_ADDR2` (the VM's `rxe1` at `10.77.1.1`), and fail when
+//! those are missing.
 #![allow(non_snake_case, missing_docs)]
 
 mod conformance;
@@ -99,6 +101,10 @@ fn main() {
 mod verbs_only {
     use std::time::{Duration, Instant};
 
+    use std::sync::Arc;
+
+    use rpma::transport::QueueConfig;
+    use rpma::verbs::Verbs;
     use rpma::{Conn, ConnEvent, ConnReq, ErrorKind, Transport, Usage, WcStatus};
 
     use super::conformance::harness::{mr, next_wc, pair, remote, Backend, Case};
@@ -117,6 +123,7 @@ mod verbs_only {
             ("verbs_only__clean_teardown_leaks_nothing", clean_teardown_leaks_nothing),
             ("verbs_only__file_mapping_on_tmpfs_is_the_region", file_mapping_on_tmpfs),
             ("verbs_only__addresses_of_both_ends", addresses_of_both_ends),
+            ("verbs_only__srq_of_another_device_refused_by_the_backend", srq_of_another_device),
         ]
     }
 
@@ -546,6 +553,94 @@ mod verbs_only {
         assert_eq!(&file[100..112], b"in the file!");
         drop(dst);
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// The second device (`RPMA_TEST_DEVICE2`, owning `RPMA_TEST_ADDR2`): its name and address.
+    /// Missing while `RPMA_TEST_DEVICE` is set, the case fails (it would test nothing).
+    fn second_device() -> (String, String) {
+        let var = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+        match (var("RPMA_TEST_DEVICE2"), var("RPMA_TEST_ADDR2")) {
+            (Some(d), Some(a)) => (d, a),
+            (d, a) => panic!(
+                "a second RDMA device is needed: RPMA_TEST_DEVICE2={d:?}, RPMA_TEST_ADDR2={a:?} \
+                 (scripts/softroce/run.sh exports rxe1 and its address)"
+            ),
+        }
+    }
+
+    /// A queue configuration of the defaults with `srq`, made by hand (not by rpma-core).
+    fn queue_config<'a>(srq: Option<&'a Arc<<Verbs as Transport>::Srq>>) -> QueueConfig<'a, Verbs> {
+        QueueConfig {
+            timeout_ms: 5000,
+            cq_size: 10,
+            rcq_size: 0,
+            sq_size: 10,
+            rq_size: 10,
+            max_sge: 1,
+            max_inline: 0,
+            shared_channel: false,
+            srq,
+        }
+    }
+
+    /// A protection domain made straight from the transport, with the device's capabilities.
+    fn raw_pd(t: &Verbs, dev: &<Verbs as Transport>::Device) -> Arc<<Verbs as Transport>::Pd> {
+        let caps = t.capabilities(dev).expect("capabilities");
+        Arc::new(t.alloc_pd(dev, &caps).expect("alloc_pd"))
+    }
+
+    /// rpma-verbs' own check (docs/memory.md V10), through the public backend contract and
+    /// without rpma-core: a hand-made `QueueConfig` with an SRQ of the second device, given to
+    /// `Transport::connect_request` on a PD of the first, and to an endpoint of the first that
+    /// takes a request, is `Inval` naming the SRQ and both devices, with or without the SRQ's own
+    /// receive CQ (libibverbs would send the SRQ's and CQ's handles, numbered by the second
+    /// device's context, to the first's). The client of the refused request is rejected; the
+    /// SRQ of the first device is taken.
+    fn srq_of_another_device(b: &VerbsBackend) {
+        use rpma::transport::{ListenerBackend, SrqBackend};
+        use rpma::{ContextType, Peer};
+        let (name2, addr2) = second_device();
+        let t = b.transport();
+        let dev1 = t.lookup_device(&b.addr(), ContextType::Local).expect("lookup of the first device");
+        let dev2 = t.lookup_device(&addr2, ContextType::Local).expect("lookup of RPMA_TEST_ADDR2");
+        let name1 = t.device_name(&dev1);
+        assert_eq!(t.device_name(&dev2), name2, "RPMA_TEST_ADDR2={addr2} is not on RPMA_TEST_DEVICE2");
+        assert_ne!(name1, name2, "two devices are needed");
+        let (pd1, pd2) = (raw_pd(&t, &dev1), raw_pd(&t, &dev2));
+        let says = format!("the shared receive queue is of device {name2}, the connection's CM id of device {name1}");
+        let client_peer = Peer::new(&rpma::verbs::Device::lookup(&t, &b.addr(), ContextType::Local).unwrap()).unwrap();
+        for rcq_size in [0, 4] {
+            let srq2 = Arc::new(t.create_srq(&pd2, 4, rcq_size).expect("an SRQ on the second device"));
+            assert_eq!(srq2.rcq().is_some(), rcq_size > 0);
+            let cfg = queue_config(Some(&srq2));
+            // An outgoing request.
+            let e = t.connect_request(&pd1, &b.addr(), &b.port(), &cfg).expect_err("an SRQ of another device");
+            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert!(e.to_string().contains(&says), "{e}");
+            // An incoming one.
+            let port = b.port();
+            let l = t.listen(&pd1, &b.addr(), &port).expect("listen");
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&l.fd());
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).expect("O_NONBLOCK");
+            let client = ConnReq::new(&client_peer, &b.addr(), &port, None).unwrap().connect(None).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let e = loop {
+                match l.next_request(&cfg) {
+                    Err(e) if e.kind() == ErrorKind::NoEvent => {
+                        assert!(Instant::now() < deadline, "no connection request within 20 s");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    r => break r.expect_err("an SRQ of another device"),
+                }
+            };
+            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert!(e.to_string().contains(&says), "{e}");
+            assert_eq!(next_event(&client), ConnEvent::Rejected);
+            // The first device's own SRQ is taken.
+            let srq1 = Arc::new(t.create_srq(&pd1, 4, rcq_size).expect("an SRQ on the first device"));
+            let qp = t.connect_request(&pd1, &b.addr(), &b.port(), &queue_config(Some(&srq1))).expect("own SRQ");
+            rpma::transport::CmBackend::destroy(qp).unwrap();
+        }
     }
 
     /// The peer deletes its connection without disconnecting first: librdmacm sends a DREQ

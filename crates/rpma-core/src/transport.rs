@@ -159,7 +159,9 @@ pub struct QueueConfig<'a, T: Transport> {
     pub max_inline: u32,
     /// One completion channel for the main CQ and the receive CQ.
     pub shared_channel: bool,
-    /// The shared receive queue to attach, if any.
+    /// The shared receive queue to attach, if any: one created on the request's protection
+    /// domain (rpma-core refuses an SRQ of another peer; a backend whose device contexts number
+    /// their objects apart refuses one of another context itself, rule V10 of docs/memory.md).
     pub srq: Option<&'a Arc<T::Srq>>,
 }
 
@@ -432,7 +434,8 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// `rpma_conn_req_new`: resolves `addr:port` and builds an outgoing request's queues.
     ///
     /// # Errors
-    /// `Provider` if resolution or queue creation fails; `NoMem`.
+    /// `Provider` if resolution or queue creation fails; `NoMem`; `Inval` if `cfg.srq` belongs
+    /// to another device than the one `addr` resolves through (rpma-verbs).
     fn connect_request(
         &self,
         pd: &Arc<Self::Pd>,
@@ -549,7 +552,8 @@ pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
     ///
     /// # Errors
     /// `NoEvent` if nothing is pending on a non-blocking fd; `Inval` if the event is not a
-    /// connection request (it is acknowledged); `Provider`/`NoMem` on failures.
+    /// connection request (it is acknowledged), or if `cfg.srq` belongs to another device than
+    /// the request (rpma-verbs: the request is rejected); `Provider`/`NoMem` on failures.
     fn next_request(&self, cfg: &QueueConfig<'_, T>) -> Result<T::Qp>;
     /// [`ListenerBackend::next_request`] waiting at most `timeout` for a request (`NoEvent`
     /// then), whatever the fd's mode, if the backend waits so itself (on its own clock: a

@@ -250,16 +250,8 @@ impl VerbsDevice {
     /// The device name (e.g. `rxe0`, `mlx5_0`).
     #[must_use]
     pub fn name(&self) -> String {
-        // SAFETY: [V1] the context stays open while `_anchor` (librdmacm's reference) lives;
-        // `device` points to the device it was opened on (kept by the open context) and `name`
-        // is a NUL-terminated array inside it.
-        unsafe {
-            let dev = (*self.ctx.as_ptr()).device;
-            if dev.is_null() {
-                return String::new();
-            }
-            CStr::from_ptr((*dev).name.as_ptr()).to_string_lossy().into_owned()
-        }
+        // SAFETY: [V1] the context stays open while `_anchor` (librdmacm's reference) lives.
+        unsafe { context_name(self.ctx.as_ptr()) }
     }
 
     pub(crate) const fn ctx(&self) -> *mut ffi::ibv_context {
@@ -300,6 +292,22 @@ impl VerbsDevice {
             let dev = (*self.ctx.as_ptr()).device;
             !dev.is_null() && (*dev).transport_type == ffi::ibv_transport_type::IBV_TRANSPORT_IWARP
         }
+    }
+}
+
+/// The name of the device `ctx` was opened on (empty if it has none).
+///
+/// # Safety
+/// `ctx` is an open device context (rule V1).
+pub(crate) unsafe fn context_name(ctx: *mut ffi::ibv_context) -> String {
+    // SAFETY: [V1] `ctx` is open (the caller's promise); `device` points to the device it was
+    // opened on (kept by the open context) and `name` is a NUL-terminated array inside it.
+    unsafe {
+        let dev = (*ctx).device;
+        if dev.is_null() {
+            return String::new();
+        }
+        CStr::from_ptr((*dev).name.as_ptr()).to_string_lossy().into_owned()
     }
 }
 

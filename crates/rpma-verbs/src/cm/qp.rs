@@ -17,7 +17,7 @@ use crate::mr::PARKED;
 use crate::provider::PostFns;
 use crate::ring::{FifoRing, RingBox};
 use crate::sys::{call, errno, release, ret_errno, track};
-use crate::{Verbs, VerbsPd, MAX_INLINE_DATA};
+use crate::{context_name, Verbs, VerbsPd, MAX_INLINE_DATA};
 
 use super::recv_queue::RecvQueue;
 use super::send_queue::SendQueue;
@@ -100,30 +100,32 @@ pub(super) fn build_qp(
     // (with native flush too: persistent flushes are RDMA Reads, docs/native-ops.md)
     let flush_mr = Some(reg_mr(pd, flush_buffer()?, Usage::READ_DST)?);
     let native_ops = caps.native_atomic_write || caps.native_flush;
-    let mut attr = std::mem::MaybeUninit::<ffi::ibv_qp_init_attr_ex>::zeroed();
-    // SAFETY: [V1, V2] zeroed is a valid `ibv_qp_init_attr_ex`; the CQs, SRQ and PD are alive.
-    let r = unsafe {
-        let a = attr.as_mut_ptr();
-        (*a).send_cq = cq.as_ptr();
-        (*a).recv_cq = recv_cq;
-        (*a).srq = srq.as_ref().map_or(std::ptr::null_mut(), |s| s.srq.as_ptr());
-        (*a).cap = ffi::ibv_qp_cap {
-            max_send_wr: cfg.sq_size,
-            max_recv_wr: if srq.is_some() { 0 } else { cfg.rq_size },
-            max_send_sge: max_sge,
-            max_recv_sge: if srq.is_some() { 1 } else { max_sge },
-            max_inline_data: cfg.max_inline.max(MAX_INLINE_DATA),
-        };
-        (*a).qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-        (*a).sq_sig_all = 0;
-        (*a).comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
-        (*a).pd = pd.as_ptr();
-        if native_ops {
-            (*a).comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
-            (*a).send_ops_flags = send_ops_flags(caps);
-        }
-        call!("rdma_create_qp", -1, ffi::rdma_create_qp_ex(id.as_ptr(), a))
+    // SAFETY: [V2] zeroed is a valid `ibv_qp_init_attr_ex` (null pointers, zero fields).
+    let mut attr: ffi::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+    attr.send_cq = cq.as_ptr();
+    attr.recv_cq = recv_cq;
+    attr.srq = srq.as_ref().map_or(std::ptr::null_mut(), |s| s.srq.as_ptr());
+    attr.cap = ffi::ibv_qp_cap {
+        max_send_wr: cfg.sq_size,
+        max_recv_wr: if srq.is_some() { 0 } else { cfg.rq_size },
+        max_send_sge: max_sge,
+        max_recv_sge: if srq.is_some() { 1 } else { max_sge },
+        max_inline_data: cfg.max_inline.max(MAX_INLINE_DATA),
     };
+    attr.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+    attr.sq_sig_all = 0;
+    attr.comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
+    attr.pd = pd.as_ptr();
+    if native_ops {
+        attr.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+        attr.send_ops_flags = send_ops_flags(caps);
+    }
+    // SAFETY: [V1] the id is alive (the caller holds it), and so are the PD (`pd`), the CQs
+    // (`cq`, `rcq`, or the SRQ's, held by `srq`) and the SRQ whose pointers `attr` holds.
+    unsafe { same_context(id, &attr) }?;
+    // SAFETY: [V1, V2, V10] a live id; `attr` is valid and every object in it is alive and of
+    // the id's device context (checked just above).
+    let r = call!("rdma_create_qp", -1, unsafe { ffi::rdma_create_qp_ex(id.as_ptr(), &mut attr) });
     if r != 0 {
         return Err(Error::provider("rdma_create_qp", errno()));
     }
@@ -158,6 +160,46 @@ pub(super) fn build_qp(
         _srq: srq,
         pd: Arc::clone(pd),
     })
+}
+
+/// Rule V10: the objects a queue pair is made of (its PD, send and receive CQs and SRQ, whose
+/// handles libibverbs sends to the CM id's context, where handles of another context name other
+/// objects or none) are of the id's device context. `Inval` naming the object and both devices
+/// otherwise: rpma-core refuses an SRQ of another peer before, but the backend contract is public.
+///
+/// # Safety
+/// `id` and every object `attr` points to (`pd`, `send_cq`, `recv_cq`, `srq` unless null) are
+/// alive.
+unsafe fn same_context(id: NonNull<ffi::rdma_cm_id>, attr: &ffi::ibv_qp_init_attr_ex) -> Result<()> {
+    // SAFETY: [V1] the caller's promise: each `context` is the one the object was made on.
+    let (id_ctx, parts) = unsafe {
+        let id_ctx = (*id.as_ptr()).verbs;
+        let srq_ctx = if attr.srq.is_null() { id_ctx } else { (*attr.srq).context };
+        let parts = [
+            ("shared receive queue", srq_ctx),
+            ("receive CQ", (*attr.recv_cq).context),
+            ("send CQ", (*attr.send_cq).context),
+            ("protection domain", (*attr.pd).context),
+        ];
+        (id_ctx, parts)
+    };
+    if id_ctx.is_null() {
+        return Err(Error::provider("rdma_create_qp", libc::ENODEV).with_detail("the CM id has no device"));
+    }
+    for (what, ctx) in parts {
+        if ctx != id_ctx {
+            // SAFETY: [V1] the contexts of a live object and of a live id, open while they live.
+            let (theirs, ours) = unsafe { (context_name(ctx), context_name(id_ctx)) };
+            return Err(Error::inval(
+                "rdma_create_qp",
+                &format!(
+                    "the {what} is of device {theirs}, the connection's CM id of device {ours}: a queue pair is \
+                     made of objects of its CM id's device context only"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn send_ops_flags(caps: &rpma_core::Capabilities) -> u64 {
