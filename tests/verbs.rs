@@ -124,6 +124,7 @@ mod verbs_only {
             ("verbs_only__file_mapping_on_tmpfs_is_the_region", file_mapping_on_tmpfs),
             ("verbs_only__addresses_of_both_ends", addresses_of_both_ends),
             ("verbs_only__srq_of_another_device_refused_by_the_backend", srq_of_another_device),
+            ("verbs_only__alloc_pd_native_ops_are_the_devices", alloc_pd_native_ops_are_the_devices),
         ]
     }
 
@@ -641,6 +642,28 @@ mod verbs_only {
             let qp = t.connect_request(&pd1, &b.addr(), &b.port(), &queue_config(Some(&srq1))).expect("own SRQ");
             rpma::transport::CmBackend::destroy(qp).unwrap();
         }
+    }
+
+    /// `Transport::alloc_pd` takes native flush and atomic write from the device's own probe,
+    /// not from the capabilities it is handed: given capabilities that claim both (what safe code
+    /// may pass), a PD on a device without them (debian12's rxe) registers a flush target without
+    /// `IBV_ACCESS_FLUSH_GLOBAL` (which such a kernel refuses) and makes queue pairs without
+    /// `IBV_QP_EX_WITH_FLUSH` (which its provider refuses; with it, rpma-verbs would read
+    /// `wr_flush`, past the end of an older `ibv_qp_ex`). On a device with them, the same
+    /// calls work natively.
+    fn alloc_pd_native_ops_are_the_devices(b: &VerbsBackend) {
+        use rpma::ContextType;
+        let t = b.transport();
+        let dev = t.lookup_device(&b.addr(), ContextType::Local).expect("lookup");
+        let mut claimed = t.capabilities(&dev).expect("capabilities");
+        eprintln!("device: native flush {}, native atomic write {}", claimed.native_flush, claimed.native_atomic_write);
+        (claimed.native_flush, claimed.native_atomic_write) = (true, true);
+        let pd = Arc::new(t.alloc_pd(&dev, &claimed).expect("alloc_pd"));
+        let qp = t.connect_request(&pd, &b.addr(), &b.port(), &queue_config(None)).expect("a queue pair");
+        let mem = rpma::Memory::page_aligned(4096).unwrap();
+        let mr = t.reg_mr(&pd, mem, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY).expect("a flush target");
+        rpma::transport::CmBackend::destroy(qp).unwrap();
+        rpma::transport::MrBackend::dereg(mr).unwrap();
     }
 
     /// The peer deletes its connection without disconnecting first: librdmacm sends a DREQ

@@ -47,6 +47,10 @@
 //! - [`MrBackend::memory_mut`] gives the bytes only while neither the device nor a peer can reach
 //!   them (no remote access granted, no work request in flight): each backend checks that itself
 //!   (rule M3 of docs/memory.md).
+//! - the [`Capabilities`] given to [`Transport::alloc_pd`] may narrow what the backend uses, never
+//!   widen it past what the backend found the device can do (rpma-verbs probes native flush and
+//!   atomic write itself); a [`QueueConfig`]'s SRQ of another device context is refused by the
+//!   backend (rule V10 of docs/memory.md).
 //!
 //! ```compile_fail,E0507
 //! // A connection's queue pair cannot be destroyed through a shared reference.
@@ -402,11 +406,16 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// A short name of the device (e.g. `rxe0`, `mock0`).
     fn device_name(&self, dev: &Self::Device) -> String;
 
-    /// `ibv_alloc_pd`.
+    /// `ibv_alloc_pd`, for a peer that will use `caps` (what [`Transport::capabilities`]
+    /// reported, or less). A backend does not trust `caps` for what the device can do: what
+    /// gates a path it could not take safely (rpma-verbs: native flush and atomic write) is its
+    /// own finding, which `caps` may narrow (a native operation turned off is emulated), never
+    /// widen.
     ///
     /// # Errors
     /// `NoMem` or `Provider` with the errno as reported (rpma-core maps `Provider` with `ENOMEM`
-    /// to `NoMem` and with errno 0 to `Unknown`, as `rpma_peer_new`).
+    /// to `NoMem` and with errno 0 to `Unknown`, as `rpma_peer_new`); `Provider` if the backend
+    /// must query the device first and that fails.
     fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
 
     /// Registers `memory` (which the region then owns) with the access rights `usage` maps to

@@ -378,14 +378,22 @@ impl Transport for Verbs {
         dev.name()
     }
 
+    /// The PD's native flush and atomic write are the device's own (probed once per device,
+    /// crate::native), narrowed by `caps` (`false` there: emulated), never widened; whether the
+    /// device is iWARP is the device's. The rest of `caps` is taken as given.
     fn alloc_pd(&self, dev: &VerbsDevice, caps: &Capabilities) -> Result<VerbsPd> {
+        let (flush, atomic_write) = native_support(dev)?;
+        let mut caps = caps.clone();
+        caps.native_flush &= flush;
+        caps.native_atomic_write &= atomic_write;
+        caps.iwarp = dev.is_iwarp();
         // SAFETY: [V1] the context is open while `dev` lives (see `VerbsDevice`); the PD keeps
         // a clone of `dev`.
         let pd = call!("ibv_alloc_pd", std::ptr::null_mut(), unsafe { ffi::ibv_alloc_pd(dev.ctx()) });
         // The errno as reported: rpma-core maps ENOMEM to NoMem (as `rpma_peer_new`).
         let pd = NonNull::new(pd).ok_or_else(|| Error::provider("ibv_alloc_pd", sys::errno()))?;
         track!(Pd, 1);
-        Ok(VerbsPd { pd, dev: dev.clone(), caps: caps.clone() })
+        Ok(VerbsPd { pd, dev: dev.clone(), caps })
     }
 
     fn reg_mr(&self, pd: &Arc<VerbsPd>, memory: Memory, usage: Usage) -> Result<VerbsMr> {
@@ -411,8 +419,8 @@ impl Transport for Verbs {
     }
 }
 
-/// `ibv_query_device_ex` + `ibv_query_port`, mapped to [`Capabilities`].
-fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
+/// `ibv_query_device_ex`.
+fn query_device_ex(dev: &VerbsDevice) -> Result<ffi::ibv_device_attr_ex> {
     let mut attr = std::mem::MaybeUninit::<ffi::ibv_device_attr_ex>::zeroed();
     // SAFETY: [V2] the context is open; `attr` is a zeroed, writable attribute struct of the size the
     // wrapper passes on; a null input is allowed.
@@ -421,7 +429,17 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
         return Err(Error::provider("ibv_query_device_ex", r.abs()));
     }
     // SAFETY: [V2] the struct was zero-initialised (a valid value for this plain C struct) and filled.
-    let attr = unsafe { attr.assume_init() };
+    Ok(unsafe { attr.assume_init() })
+}
+
+/// (native flush, native atomic write) of the device, as this crate probed it (crate::native).
+fn native_support(dev: &VerbsDevice) -> Result<(bool, bool)> {
+    native::detect(dev.ctx(), &dev.name(), || query_device_ex(dev).map(|a| a.device_cap_flags_ex))
+}
+
+/// `ibv_query_device_ex` + `ibv_query_port`, mapped to [`Capabilities`].
+fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
+    let attr = query_device_ex(dev)?;
     let mut port = std::mem::MaybeUninit::<ffi::ibv_port_attr>::zeroed();
     // SAFETY: [V2] as above, for the port attributes of the port the CM bound the address to.
     let r = call!("ibv_query_port", sys::errno(), unsafe {
@@ -439,7 +457,7 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
         | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0;
     let odp = odp_general && rc_odp & rw == rw;
     let mut caps = Capabilities::roce_defaults();
-    (caps.native_flush, caps.native_atomic_write) = native::detect(dev.ctx(), &dev.name(), flags);
+    (caps.native_flush, caps.native_atomic_write) = native::detect(dev.ctx(), &dev.name(), || Ok(flags))?;
     caps.odp = odp;
     caps.advise_mr = odp;
     caps.iwarp = dev.is_iwarp();
@@ -454,4 +472,35 @@ fn query_caps(dev: &VerbsDevice) -> Result<Capabilities> {
     }
     caps.max_msg_size = u64::from(port.max_msg_sz);
     Ok(caps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the device of `RPMA_TEST_ADDR` (skipped without `RPMA_TEST_DEVICE`, as on a host
+    /// without RDMA; scripts/test-verbs.sh runs it in the guest): a PD's native flush and atomic
+    /// write are the device's own probe, narrowed by the capabilities it is given, never widened;
+    /// whether the device is iWARP is the device's.
+    #[test]
+    fn alloc_pd_native_ops_are_the_probes_narrowed_never_widened() {
+        let Some(name) = std::env::var("RPMA_TEST_DEVICE").ok().filter(|d| !d.is_empty()) else {
+            eprintln!("skipped: RPMA_TEST_DEVICE unset (scripts/test-verbs.sh runs this on a device)");
+            return;
+        };
+        let addr = std::env::var("RPMA_TEST_ADDR").expect("RPMA_TEST_DEVICE is set but RPMA_TEST_ADDR is not");
+        let t = Verbs::new();
+        let dev = t.lookup_device(&addr, ContextType::Local).expect("lookup of RPMA_TEST_ADDR");
+        assert_eq!(dev.name(), name);
+        let probed = t.capabilities(&dev).expect("capabilities");
+        for (flush, atomic_write) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut given = probed.clone();
+            (given.native_flush, given.native_atomic_write, given.iwarp) = (flush, atomic_write, !probed.iwarp);
+            let pd = t.alloc_pd(&dev, &given).expect("alloc_pd");
+            let c = pd.caps();
+            assert_eq!(c.native_flush, flush && probed.native_flush, "given {given:?}, probed {probed:?}");
+            assert_eq!(c.native_atomic_write, atomic_write && probed.native_atomic_write, "given {given:?}");
+            assert_eq!(c.iwarp, probed.iwarp);
+        }
+    }
 }

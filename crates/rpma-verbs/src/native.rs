@@ -25,6 +25,10 @@
 //! them). The answer is kept per device name for the life of the process. The kernel bits alone
 //! are not enough: rdma-core 44 on a 6.2+ kernel sees them but cannot post the verbs.
 //!
+//! A protection domain takes its native flags from this probe, never from the capabilities it is
+//! handed (`Transport::alloc_pd` is public: safe code may pass any): those may turn a native verb
+//! off (the PD then emulates it), never on where the probe did not find it.
+//!
 //! Rule 3 also holds per connection: a QP whose function pointer is unexpectedly null falls
 //! back to the emulation, as in librpma (and is counted as emulated).
 //!
@@ -81,14 +85,9 @@ pub(crate) unsafe fn wr_flush(qpx: *mut ffi::ibv_qp_ex) -> Option<WrFlushFn> {
     unsafe { qpx.cast::<u8>().add(WR_FLUSH_OFFSET).cast::<Option<WrFlushFn>>().read() }
 }
 
-/// What the provider of a device accepts: (native flush, native atomic write).
+/// What the provider of a device accepts, given its kernel bits: (native flush, native atomic
+/// write).
 fn provider_support(ctx: *mut ffi::ibv_context, name: &str, flush: bool, atomic_write: bool) -> (bool, bool) {
-    static CACHE: OnceLock<Mutex<HashMap<String, (bool, bool)>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = format!("{name}/{flush}/{atomic_write}");
-    if let Some(v) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
-        return *v;
-    }
     let v = (flush && probe(ctx, IBV_QP_EX_WITH_FLUSH), atomic_write && probe(ctx, IBV_QP_EX_WITH_ATOMIC_WRITE));
     rpma_core::rpma_log!(
         Info,
@@ -97,7 +96,6 @@ fn provider_support(ctx: *mut ffi::ibv_context, name: &str, flush: bool, atomic_
         v.0,
         v.1
     );
-    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, v);
     v
 }
 
@@ -126,15 +124,31 @@ fn probe(ctx: *mut ffi::ibv_context, send_op: u64) -> bool {
     )
 }
 
-/// (native flush, native atomic write) of a device: its kernel bits, confirmed by the provider.
-pub(crate) fn detect(ctx: *mut ffi::ibv_context, name: &str, cap_flags_ex: u64) -> (bool, bool) {
-    let flush = cap_flags_ex & crate::IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
-        && cap_flags_ex & crate::IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
-    let aw = cap_flags_ex & crate::IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
-    if !flush && !aw {
-        return (false, false);
+/// (native flush, native atomic write) of the device `name` (context `ctx`): its kernel bits
+/// (`device_cap_flags_ex`, asked for with `cap_flags_ex` on the device's first call) confirmed by
+/// the provider. Found once per device and kept for the life of the process, so every caller
+/// (the capability query, every protection domain) has the same answer; nothing a caller passes
+/// can widen it, and it alone lets a queue pair be created with `IBV_QP_EX_WITH_FLUSH`, whose
+/// `wr_flush` is then read ([`wr_flush`]).
+///
+/// # Errors
+/// As `cap_flags_ex` (the device query); nothing is kept then.
+pub(crate) fn detect(
+    ctx: *mut ffi::ibv_context,
+    name: &str,
+    cap_flags_ex: impl FnOnce() -> rpma_core::Result<u64>,
+) -> rpma_core::Result<(bool, bool)> {
+    static CACHE: OnceLock<Mutex<HashMap<String, (bool, bool)>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(name) {
+        return Ok(*v);
     }
-    provider_support(ctx, name, flush, aw)
+    let flags = cap_flags_ex()?;
+    let flush =
+        flags & crate::IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 && flags & crate::IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
+    let aw = flags & crate::IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
+    let v = if flush || aw { provider_support(ctx, name, flush, aw) } else { (false, false) };
+    Ok(*cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(name.to_owned()).or_insert(v))
 }
 
 // ------------------------------------------------------------------ policy

@@ -493,8 +493,8 @@ impl SendQueue {
         let (mut native_flush, mut native_atomic_write) = (false, false);
         if let Some(qpx) = self.qpx {
             // SAFETY: [V2] a live extended QP; `wr_flush` is read only when the QP was created
-            // with IBV_QP_EX_WITH_FLUSH (native flush in the capabilities), which its provider
-            // accepted.
+            // with IBV_QP_EX_WITH_FLUSH (native flush in the PD's capabilities, which only the
+            // device's own probe turns on: `Transport::alloc_pd`), which its provider accepted.
             unsafe {
                 native_atomic_write = caps.native_atomic_write && (*qpx.as_ptr()).wr_atomic_write.is_some();
                 native_flush = caps.native_flush && crate::native::wr_flush(qpx.as_ptr()).is_some();
