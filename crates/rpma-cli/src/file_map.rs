@@ -26,6 +26,7 @@ pub fn map_file(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) 
     // SAFETY: [M5] the user of `--file` promises that no other program truncates or writes the
     // file while this process maps it (documented in `rpma server --help` and docs/cli.md); this
     // process itself reaches the bytes only through the registered region (M2/M3 as for any
-    // region) and keeps the file at its length. A devdax device is never truncated.
+    // region) and never shortens the file: it extends a file only holding the lock on its range,
+    // and only ever lengthens it (scenarios::common). A devdax device is never truncated.
     unsafe { options.map(path) }
 }

@@ -132,13 +132,14 @@ struct Conn {
     /// truncate or write the file.
     #[arg(long, value_name = "PATH")]
     file: Option<PathBuf>,
-    /// Create the --file if it is missing and extend it with zeros if it is too short.
+    /// Create the --file if it is missing and extend it with zeros if it is too short (once
+    /// this side holds its range of the file: see --pmem; it never shortens the file).
     #[arg(long, requires = "file")]
     file_create: bool,
     /// Use this persistent memory as the side's memory, as --file does: a devdax device
     /// (/dev/daxN.M) or a file of a DAX file system (mapped with MAP_SYNC; anything else is
-    /// refused). Its range (--file-offset, the side's size) is locked: a second server on the
-    /// same range is refused. The server of flush-to-persistent declares direct write to PMem.
+    /// refused). Its range (--file-offset, the side's size) is locked, as a --file's is: a second
+    /// server on the same range is refused. The server of flush-to-persistent declares direct write to PMem.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["file", "file_create"])]
     pmem: Option<PathBuf>,
     /// Where the side's memory starts in the --file or --pmem (bytes; a multiple of the page

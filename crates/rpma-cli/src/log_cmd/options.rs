@@ -78,7 +78,8 @@ pub struct ServeArgs {
     /// other program may truncate or write the file.
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// Create the --file if it is missing and extend it with zeros if it is too short.
+    /// Create the --file if it is missing and extend it with zeros if it is too short (once
+    /// this replica holds its range of the file; it never shortens the file).
     #[arg(long, requires = "file")]
     pub file_create: bool,
     /// Where the region starts in the --file or --pmem (bytes; a multiple of the page size, or

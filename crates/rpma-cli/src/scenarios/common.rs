@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
-use super::Stop;
+use super::{file_lock, Stop};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma::{
@@ -386,7 +386,9 @@ fn is_devdax(rdev: u64) -> bool {
         .is_ok_and(|p| p.file_name().is_some_and(|n| n == "dax"))
 }
 
-fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: bool) -> Result<()> {
+/// Checks that `meta` is a devdax device or a regular file of at least `needed` bytes (or
+/// `create`, which extends it).
+fn check_metadata(path: &Path, meta: &std::fs::Metadata, needed: u64, create: bool) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let p = path.display();
     let ft = meta.file_type();
@@ -403,8 +405,8 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: boo
     if !ft.is_file() {
         bail!("--file {p} is not a regular file");
     }
-    if meta.len() < len as u64 && !create {
-        bail!("--file {p} is {} bytes long, this side needs {len} bytes (--file-create extends it)", meta.len());
+    if meta.len() < needed && !create {
+        bail!("--file {p} is {} bytes long, this side needs {needed} bytes (--file-create extends it)", meta.len());
     }
     Ok(())
 }
@@ -417,7 +419,7 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, len: usize, create: boo
 /// Saying which of these it is not.
 pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
     match std::fs::metadata(path) {
-        Ok(meta) => check_metadata(path, &meta, len, create),
+        Ok(meta) => check_metadata(path, &meta, len as u64, create),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!("--file {} does not exist (--file-create creates it)", path.display())
@@ -426,51 +428,26 @@ pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
     }
 }
 
-/// Opens the file at `path` for `len` bytes of memory ([`check_file`]), creating and extending it
-/// if `create`.
+/// Opens the file at `path` for `len` bytes of memory from byte `offset` ([`check_file`]),
+/// locks that range ([`file_lock::lock_range`]), and only then, holding the lock, checks the
+/// file's length and, if `create`, extends it ([`file_lock::extend`]): a side refused the lock
+/// leaves the file as it was, and no side ever shortens a file another maps.
 fn open_file(path: &Path, offset: u64, len: usize, create: bool) -> Result<(File, bool)> {
     check_file(path, len, create)?;
     let p = path.display();
     let f =
         OpenOptions::new().read(true).write(true).create(create).open(path).with_context(|| format!("opening {p}"))?;
-    // The file opened is the one to check (the path may have changed since).
+    file_lock::lock_range(&f, path, offset, len)?;
+    // The file opened is the one to check (the path may have changed since), and its length the
+    // one it has now that the range is this side's.
     let meta = f.metadata().with_context(|| format!("examining {p}"))?;
-    check_metadata(path, &meta, len, create)?;
-    let devdax = meta.file_type().is_char_device();
     let end = offset.saturating_add(len as u64);
+    check_metadata(path, &meta, end, create)?;
+    let devdax = meta.file_type().is_char_device();
     if !devdax && meta.len() < end {
-        f.set_len(end).with_context(|| format!("extending {p} to {end} bytes"))?;
+        file_lock::extend(&f, path, end)?;
     }
-    lock_range(&f, path, offset, len)?;
     Ok((f, devdax))
-}
-
-/// Takes a write lock on `[offset, offset + len)` of the file (an open file description lock,
-/// `F_OFD_SETLK`, held until the file is closed): two servers on one range of a file or devdax
-/// device would overwrite each other's memory.
-///
-/// # Errors
-/// If another process (or another open of this one) holds a lock on part of the range.
-fn lock_range(f: &File, path: &Path, offset: u64, len: usize) -> Result<()> {
-    use nix::fcntl::{fcntl, FcntlArg};
-    use nix::libc;
-    let lock = libc::flock {
-        l_type: libc::F_WRLCK as i16,
-        l_whence: libc::SEEK_SET as i16,
-        l_start: i64::try_from(offset).unwrap_or(i64::MAX),
-        l_len: i64::try_from(len).unwrap_or(i64::MAX),
-        l_pid: 0,
-    };
-    match fcntl(std::os::fd::AsRawFd::as_raw_fd(f), FcntlArg::F_OFD_SETLK(&lock)) {
-        Ok(_) => Ok(()),
-        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => bail!(
-            "{}: bytes {offset}..{} are in use by another process (another rpma server on this range?); \
-             nothing was registered",
-            path.display(),
-            offset.saturating_add(len as u64)
-        ),
-        Err(e) => Err(e).with_context(|| format!("locking bytes {offset}.. of {}", path.display())),
-    }
 }
 
 /// The file behind a [`Mem`].

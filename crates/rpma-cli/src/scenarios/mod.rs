@@ -31,6 +31,7 @@ use anyhow::{anyhow, Context, Result};
 use rpma::Transport;
 
 pub mod common;
+mod file_lock;
 #[cfg(feature = "mock")]
 pub mod power_cut;
 pub mod promise;
