@@ -46,7 +46,7 @@ pub enum MemError {
     /// A system call on a file failed.
     #[error("{op} of {} failed: {source}", path.display())]
     Io {
-        /// The operation: "open", "fstat", "set_len", "mmap", "msync", "read devdax size"...
+        /// The operation: "open", "fstat", "extend", "mmap", "msync", "read devdax size"...
         op: &'static str,
         /// The file (or the sysfs file) it was about.
         path: PathBuf,

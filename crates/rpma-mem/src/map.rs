@@ -3,7 +3,7 @@
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::ptr::{self, NonNull};
 
@@ -55,7 +55,8 @@ impl MapOptions {
     }
 
     /// Create the file if it is missing, and extend it with zeros to `offset + len` if it is
-    /// shorter (regular files only: a devdax device has a fixed size). Extending needs an
+    /// shorter (regular files only: a devdax device has a fixed size). Extending only ever
+    /// lengthens the file, even if another process lengthened it meanwhile. Extending needs an
     /// explicit [`len`](Self::len): without one, a created file is empty and mapping it gives
     /// [`MemError::Empty`].
     pub fn create(mut self, yes: bool) -> Self {
@@ -107,7 +108,7 @@ impl MapOptions {
     ///   (always for a devdax device).
     /// - [`MemError::MapSyncUnsupported`]: [`MapSync::Required`] and the kernel refused it.
     /// - [`MemError::Io`]: `open` (e.g. `ENOENT` for a missing file without `create`), `fstat`,
-    ///   `set_len`, reading the devdax size from sysfs, or `mmap` failed.
+    ///   extending the file, reading the devdax size from sysfs, or `mmap` failed.
     /// - [`MemError::Alloc`]: the length does not fit a `usize`, or rounding it overflows.
     pub unsafe fn map(&self, path: impl AsRef<Path>) -> Result<Memory> {
         // SAFETY: [M5] the caller's promises are forwarded unchanged.
@@ -184,13 +185,7 @@ impl MapOptions {
             if !self.create {
                 return Err(MemError::TooShort { path: path.to_path_buf(), size, needed });
             }
-            // No file is longer than off_t allows: say so as ftruncate would (std would give a
-            // conversion error without an errno).
-            let result = match i64::try_from(needed) {
-                Ok(_) => file.set_len(needed),
-                Err(_) => Err(io::Error::from_raw_os_error(libc::EFBIG)),
-            };
-            result.map_err(|source| MemError::Io { op: "set_len", path: path.to_path_buf(), source })?;
+            extend(file, needed).map_err(|source| MemError::Io { op: "extend", path: path.to_path_buf(), source })?;
         }
         Ok(Range { len, map_len: len, kind: MemoryKind::File })
     }
@@ -270,6 +265,33 @@ fn classify(path: &Path, meta: &Metadata, sys: &Path) -> Result<Target> {
     Err(MemError::NotMappable { path: path.to_path_buf(), reason })
 }
 
+/// Lengthens `file` to at least `len` bytes and never shortens it, whatever its length is when
+/// the call reaches the kernel (another process may have lengthened it since it was looked at,
+/// and setting the length would cut its mapped pages off, M5): `fallocate` of the last byte (no
+/// byte already there changes), or, where the file system has no `fallocate`, a zero byte written
+/// there.
+fn extend(file: &File, len: u64) -> io::Result<()> {
+    let Some(last) = len.checked_sub(1) else {
+        return Ok(());
+    };
+    // No file is longer than off_t allows: say so as the kernel would.
+    let at = libc::off_t::try_from(last).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    loop {
+        // SAFETY: [M5] fallocate on an open descriptor reads and writes no memory of this
+        // process; mode 0 allocates and lengthens, it never shortens the file (no mapping of it
+        // loses a page).
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, at, 1) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) => return file.write_all_at(&[0], last),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// `mmap(NULL, len, PROT_READ | PROT_WRITE, flags, file, offset)`.
 fn mmap(file: &File, len: usize, offset: libc::off_t, flags: libc::c_int) -> io::Result<NonNull<u8>> {
     // SAFETY: [M5] a new mapping at an address the kernel chooses (NULL hint, no MAP_FIXED)
@@ -281,4 +303,29 @@ fn mmap(file: &File, len: usize, offset: libc::off_t, flags: libc::c_int) -> io:
         return Err(io::Error::last_os_error());
     }
     NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What another process's stale look at the length would do: extending to less than the
+    /// file's length leaves the file, and its bytes, as they are.
+    #[test]
+    fn extending_never_shortens_nor_changes_bytes() {
+        let path = std::env::temp_dir().join(format!("rpma-mem-extend-{}", std::process::id()));
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        extend(&file, 8192).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 8192);
+        file.write_all_at(b"kept", 8188).unwrap();
+        for len in [0, 1, 4096, 8192] {
+            extend(&file, len).unwrap();
+        }
+        assert_eq!(file.metadata().unwrap().len(), 8192);
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, 8188).unwrap();
+        assert_eq!(&b, b"kept");
+        assert_eq!(extend(&file, u64::MAX).unwrap_err().raw_os_error(), Some(libc::EFBIG));
+        fs::remove_file(&path).unwrap();
+    }
 }

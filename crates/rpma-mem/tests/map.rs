@@ -168,7 +168,7 @@ fn too_short_files_are_refused_without_create() {
     // A length no file can have: too short without create, and the kernel refuses to extend.
     assert!(matches!(map(&MapOptions::new().len(usize::MAX), &path), Err(MemError::TooShort { .. })));
     let err = map(&MapOptions::new().create(true).len(usize::MAX), &path).unwrap_err();
-    assert!(matches!(err, MemError::Io { op: "set_len", .. }), "{err:?}");
+    assert!(matches!(err, MemError::Io { op: "extend", .. }), "{err:?}");
     assert_eq!(err.errno(), Some(libc::EFBIG));
     assert_eq!(fs::metadata(&path).unwrap().len(), 100);
 }
