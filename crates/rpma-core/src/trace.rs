@@ -253,7 +253,7 @@ mod off {
         pub(crate) const fn unexpected_event(&self, _raw: u32) {}
 
         #[inline(always)]
-        pub(crate) const fn take(&mut self) -> Self {
+        pub(crate) fn take(&mut self) -> Self {
             Self
         }
     }

@@ -277,14 +277,14 @@ impl Wc {
     /// own work request id, in the array the device wrote).
     #[doc(hidden)]
     #[inline(always)]
-    pub const fn set_wr_id(&mut self, wr_id: u64) {
+    pub fn set_wr_id(&mut self, wr_id: u64) {
         self.wr_id = wr_id;
     }
 
     /// Replaces the opcode in place (backends).
     #[doc(hidden)]
     #[inline(always)]
-    pub const fn set_opcode(&mut self, opcode: WcOpcode) {
+    pub fn set_opcode(&mut self, opcode: WcOpcode) {
         self.opcode = opcode.raw();
     }
 

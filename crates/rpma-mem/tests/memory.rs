@@ -240,9 +240,8 @@ fn leak_never_releases() {
 
 #[test]
 fn from_raw_parts_without_release() {
-    static mut BYTES: [u8; 16] = [0; 16];
-    let ptr = NonNull::new(std::ptr::addr_of_mut!(BYTES).cast::<u8>()).unwrap();
-    // SAFETY: [M6] this test's own static, only reached through this Memory, never released.
+    let ptr = NonNull::from(Box::leak(Box::new([0u8; 16]))).cast::<u8>();
+    // SAFETY: [M6] this test's own leaked bytes, only reached through this Memory, never released.
     let mem = unsafe { Memory::from_raw_parts(ptr, 16, None) };
     mem.volatile().fill(0xEE);
     assert_eq!(mem.to_vec(), vec![0xEE; 16]);
