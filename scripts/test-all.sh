@@ -26,6 +26,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings -D clippy::
 step "cargo doc (all features, no warning)"
 RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --all-features --no-deps
 
+step "the minimum supported Rust version (Cargo.toml's rust-version): the workspace checks, its library tests and the mock's conformance suite pass (scripts/msrv.sh)"
+scripts/msrv.sh
+
 step "every SAFETY comment names its rule of docs/memory.md"
 if grep -rn --include=*.rs -E '^\s*// SAFETY:' crates src tests | grep -vE '// SAFETY: \[[MVC][0-9]+(, ?[MVC][0-9]+)*\]'; then
     echo "error: a SAFETY comment above does not start with its rule, e.g. // SAFETY: [M2] ..." >&2
