@@ -11,7 +11,7 @@ use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, Replica, ReplicaAdd
 
 use crate::backend::{dispatch, dispatch_between_processes};
 use crate::bench::Latency;
-use crate::scenarios::common::{client_peer, server_peer, FileSource, Mem};
+use crate::scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile};
 
 use super::baseline;
 use super::options::*;
@@ -102,6 +102,8 @@ impl WithTransport for Bench<'_> {
     type Output = Result<LogBenchReport>;
     fn run<T: Transport>(self, t: T) -> Result<LogBenchReport> {
         let a = self.0;
+        // The locks on the --pmem ranges, held until the replicas have stopped.
+        let mut held: Vec<MemFile> = Vec::new();
         let mut handles: Vec<ReplicaHandle> = Vec::new();
         let set: Vec<ReplicaAddr> = match &a.replicas {
             Replicas::SelfHosted(n) => {
@@ -109,7 +111,8 @@ impl WithTransport for Bench<'_> {
                 for i in 0..*n {
                     let port = (usize::from(a.port) + i).to_string();
                     let peer = server_peer(&t, &a.addr)?;
-                    let memory = self_hosted_memory(&peer, a, i)?;
+                    let (memory, file) = self_hosted_memory(&peer, a, i)?;
+                    held.extend(file);
                     let r = Replica::format(&peer, memory, a.log_id)?
                         .with_options(ReplicaOptions::default().with_poll_interval(Duration::from_millis(5)))
                         .listen(&a.addr, &port)
@@ -134,10 +137,13 @@ impl WithTransport for Bench<'_> {
 }
 
 /// Self-hosted region `i` (the replicas' `0..n`, the baseline's `n..2n`): DRAM, or `--pmem` at
-/// `i * --region`.
-fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) -> Result<Memory> {
+/// `i * --region` with the file holding the lock on that range (to be kept while the memory is
+/// used).
+fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) -> Result<(Memory, Option<MemFile>)> {
     let Some(path) = &a.pmem else {
-        return Memory::page_aligned(a.region).with_context(|| format!("allocating region {i}'s {} bytes", a.region));
+        let m =
+            Memory::page_aligned(a.region).with_context(|| format!("allocating region {i}'s {} bytes", a.region))?;
+        return Ok((m, None));
     };
     let src = FileSource {
         path,
@@ -146,8 +152,7 @@ fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) 
         offset: (i * a.region) as u64,
         pmem: true,
     };
-    let (memory, _file) = Mem::file(peer, src, a.region, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()?;
-    Ok(memory)
+    Mem::file(peer, src, a.region, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()
 }
 
 fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result<LogBenchReport> {
@@ -168,9 +173,15 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
         Flush::Persistent => "persistent",
         Flush::Visibility => "visibility",
     };
+    // The locks on the baseline's --pmem ranges, held until the baseline is dropped.
+    let mut held: Vec<MemFile> = Vec::new();
     let mut base = if a.baseline {
-        let memories =
-            (set.len()..2 * set.len()).map(|i| self_hosted_memory(&peer, a, i)).collect::<Result<Vec<_>>>()?;
+        let mut memories = Vec::new();
+        for i in set.len()..2 * set.len() {
+            let (memory, file) = self_hosted_memory(&peer, a, i)?;
+            memories.push(memory);
+            held.extend(file);
+        }
         let ft = match a.flush {
             Flush::Persistent => rpma::FlushType::Persistent,
             Flush::Visibility => rpma::FlushType::Visibility,
