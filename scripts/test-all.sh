@@ -55,6 +55,9 @@ scripts/tsan.sh
 step "Miri: rpma-mem's atomic copies and views, rpma-verbs' rings, byte polls racing word writes (scripts/miri.sh, nightly)"
 scripts/miri.sh
 
+step "the simulator of rpma-log: seeds under a nemesis for a minute, then every rule switched off must be caught (scripts/sim.sh)"
+scripts/sim.sh 60 2>&1 | tee -a "$log"
+
 step "the conformance suite on the mock in its deferred mode (operations complete after post)"
 RPMA_MOCK_MODE=deferred cargo test --test mock 2>&1 | tee -a "$log"
 

@@ -126,7 +126,7 @@ impl Drop for Kill {
 /// `rpma log serve` on the mock's cross-process mode, its first line read (it serves from then on).
 fn serve(rv: &std::path::Path, port: u16, file: &std::path::Path, extra: &[&str]) -> (Kill, String) {
     let mut child = Command::new(RPMA)
-        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", &port.to_string()])
+        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", &port.to_string(), "--format"])
         .arg("--file")
         .arg(file)
         .args(["--file-create", "--size", "1M", "--direct-pmem-write"])

@@ -36,7 +36,29 @@ pub(crate) trait Progress: Send + Sync {
     fn cm_timer_fired(&self);
     /// Executes its first waiting work request (or one piece of a torn write) and says what
     /// it was (a simulation's step); `None` if nothing executed.
-    fn progress_one(self: Arc<Self>) -> Option<String>;
+    fn progress_one(self: Arc<Self>) -> Option<StepDone>;
+}
+
+/// A work request a simulation's step executed, as its trace shows it.
+#[derive(Clone, Debug)]
+pub(crate) struct StepDone {
+    /// The device of the queue pair that posted it.
+    pub(crate) device: String,
+    pub(crate) qp_num: u32,
+    pub(crate) op: rpma_core::transport::SendOp,
+    pub(crate) len: usize,
+    /// A read followed by the write that passed it.
+    pub(crate) and_write: bool,
+}
+
+impl std::fmt::Display for StepDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} qp {:#x}: {:?} of {} bytes", self.device, self.qp_num, self.op, self.len)?;
+        if self.and_write {
+            f.write_str(", and the write behind it")?;
+        }
+        Ok(())
+    }
 }
 
 /// The identity of a queue pair in the engine's lists (its address, compared only).
@@ -171,7 +193,7 @@ impl Engine {
 
     /// Simulation: executes one work request of the `i`-th queue pair with deferred work,
     /// which stays on the list while work waits. Says what executed.
-    pub(crate) fn sim_progress(&self, i: usize) -> Option<String> {
+    pub(crate) fn sim_progress(&self, i: usize) -> Option<StepDone> {
         let w = {
             let mut g = self.lock();
             if i >= g.ready.len() {

@@ -93,7 +93,10 @@ pub struct ServeArgs {
     /// The log's id (decimal or 0x...): writers of another log are refused.
     #[arg(long, default_value_t = DEFAULT_LOG_ID, value_parser = log_id)]
     pub log_id: u64,
-    /// Format the region as an empty log even if it holds one (or holds anything else).
+    /// Format the region as a replica of a new, empty log (every replica of a new log, once),
+    /// even if it holds one (or anything else). Without it, a region that holds the log is
+    /// opened, and a blank one (DRAM, or an all-zero range) is formatted as a replacement of a
+    /// replica that lost its region: it votes in recoveries once a writer has repaired it.
     #[arg(long)]
     pub format: bool,
     /// Tell writers that their writes reach persistence directly (implied by --pmem), so that

@@ -24,10 +24,15 @@ impl WithTransport for Serve<'_> {
         let peer = server_peer(&t, &a.addr)?;
         let pmem = a.pmem.is_some();
         let (memory, file) = region(&peer, a)?;
-        let replica = if a.format || header_is_blank(&memory)? {
-            Replica::format(&peer, memory, a.log_id)?
+        let (replica, how) = if a.format {
+            (Replica::format(&peer, memory, a.log_id)?, "formatted for a new log")
+        } else if header_is_blank(&memory)? {
+            let r = Replica::format_replacement(&peer, memory, a.log_id)?;
+            (r, "blank: formatted as a replacement, it votes once a writer repaired it (--format starts a new log)")
         } else {
-            Replica::open(&peer, memory, a.log_id).context("the region holds no valid log (--format formats it)")?
+            let r = Replica::open(&peer, memory, a.log_id)
+                .context("the region holds no valid log (--format formats it for a new log)")?;
+            (r, "opened")
         };
         let direct = pmem || a.direct_pmem_write;
         let opts = ReplicaOptions::default().with_direct_write_to_pmem(direct);
@@ -41,7 +46,7 @@ impl WithTransport for Serve<'_> {
             a.addr,
             a.port,
             a.size,
-            if a.format { "formatted" } else { "opened or formatted" },
+            how,
             st.capacity,
             st.head,
             st.commit,

@@ -183,7 +183,8 @@ impl<T: Transport> Log<T> {
                 .map(|(i, w)| format!("{}: {w}", replicas[*i]))
                 .chain(blank.iter().map(|(i, _)| {
                     format!(
-                        "{}: a blank replacement (it lost its region): it votes once a writer repaired it",
+                        "{}: a blank replacement (it lost its region; a new log's replicas are formatted with \
+                         Replica::format, rpma log serve --format): it votes once a writer repaired it",
                         replicas[*i]
                     )
                 }))

@@ -27,7 +27,7 @@ pub struct Downs {
 }
 
 /// Steps after which a takeover that began before a `Down` has recorded its promise.
-pub const SETTLE: u64 = 3000;
+pub const SETTLE: u64 = 1000;
 
 impl Downs {
     pub fn new() -> Self {

@@ -88,15 +88,20 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
         _ => Quorum::Majority,
     };
     let mut flush = if rng.bool() { FlushMode::Persistent } else { FlushMode::Visibility };
-    // A rule of persistence is switched off: its loss shows in the persistent mode only.
+    // A rule of persistence is switched off: its loss shows in the persistent mode only; the
+    // amnesia rule's, where every crash loses a replica's memory.
     if broken.epoch_block_checksum || broken.commit_flush_visibility || broken.skip_data_flush {
         flush = FlushMode::Persistent;
+    }
+    if broken.blank_replicas_vote {
+        flush = FlushMode::Visibility;
     }
     let cfg = Config {
         n,
         quorum,
         flush,
-        writers: if rng.u8(..3) == 0 { 3 } else { 2 },
+        // The read quorum's rule is broken by opens racing each other: three writers.
+        writers: if rng.u8(..3) == 0 || broken.repair_before_read_quorum { 3 } else { 2 },
         same_id: rng.u8(..3) == 0,
         // The reconnect thread's race needs the thread: always on when that rule is off.
         background: rng.u8(..3) == 0 || broken.reconnect_beside_the_thread,

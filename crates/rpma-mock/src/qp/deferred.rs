@@ -25,7 +25,7 @@ use super::pieces::{gather_range, ByteSide, LocalSide, Piece, Source};
 use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
 use super::{cm_timer_fired, QpShared, CONNECTED};
-use crate::engine::Progress;
+use crate::engine::{Progress, StepDone};
 use crate::event::Event;
 use crate::mem::MrShared;
 use crate::MockFabric;
@@ -306,7 +306,7 @@ fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
 /// Executes `qp`'s first waiting work request (or one piece of a torn write): a simulation's
 /// step. Says what it was; `None` if nothing executed (the queue is empty, stalled, closed or
 /// busy).
-fn progress_one(qp: &Arc<QpShared>) -> Option<String> {
+fn progress_one(qp: &Arc<QpShared>) -> Option<StepDone> {
     let d = qp.deferred.as_ref()?;
     let mut g = d.lock();
     if g.busy || g.stalled.is_some() || g.closed {
@@ -314,13 +314,15 @@ fn progress_one(qp: &Arc<QpShared>) -> Option<String> {
     }
     let mut p = g.queue.pop_front()?;
     g.busy = true;
-    let what = format!("{} qp {:#x}: {:?} of {} bytes", qp.pd.dev.name(), qp.qp_num, p.op, p.len);
+    let mut what = StepDone { device: String::new(), qp_num: qp.qp_num, op: p.op, len: p.len, and_write: false };
     if g.queue.front().is_some_and(|w| passes(&p, w, d.tearing)) {
         let mut w = g.queue.pop_front().expect("a write behind the read");
         drop(g);
         execute_write_passing_read(qp, &mut p, &mut w);
         d.lock().busy = false;
-        return Some(format!("{what}, and the write behind it"));
+        what.and_write = true;
+        what.device = qp.pd.dev.name().to_owned();
+        return Some(what);
     }
     drop(g);
     let step = execute(qp, d, &mut p);
@@ -331,6 +333,7 @@ fn progress_one(qp: &Arc<QpShared>) -> Option<String> {
         }
     }
     g.busy = false;
+    what.device = qp.pd.dev.name().to_owned();
     Some(what)
 }
 
@@ -363,7 +366,7 @@ impl Progress for QpShared {
         cm_timer_fired(self);
     }
 
-    fn progress_one(self: Arc<Self>) -> Option<String> {
+    fn progress_one(self: Arc<Self>) -> Option<StepDone> {
         progress_one(&self)
     }
 }

@@ -80,11 +80,21 @@ pub enum Step {
     Idle,
 }
 
-/// One entry of the trace.
+/// One entry of the trace (formatted only when the trace is read).
+#[derive(Clone, Debug)]
+enum What {
+    /// A note of the controller or a protocol.
+    Note(String),
+    /// An actor's step, to the scheduling point it stopped at.
+    Actor(ActorId, &'static str),
+    /// A work request executed.
+    Executed(crate::engine::StepDone),
+}
+
 #[derive(Clone, Debug)]
 struct Entry {
     at: Duration,
-    what: String,
+    what: What,
 }
 
 /// A deterministic simulation (see the module documentation). Cheap to clone (a handle).
@@ -182,18 +192,33 @@ impl Sim {
 
     /// Adds `what` to the trace (a controller's fault, a protocol's milestone).
     pub fn note(&self, what: impl Into<String>) {
+        self.record(What::Note(what.into()));
+    }
+
+    fn record(&self, what: What) {
         let at = self.elapsed();
         let mut t = lock(&self.inner.trace);
         if t.len() == TRACE {
             t.pop_front();
         }
-        t.push_back(Entry { at, what: what.into() });
+        t.push_back(Entry { at, what });
     }
 
     /// The last steps and notes, oldest first, each with its virtual time.
     #[must_use]
     pub fn trace(&self) -> Vec<String> {
-        lock(&self.inner.trace).iter().map(|e| format!("{:>12.3?} {}", e.at, e.what)).collect()
+        let entries: Vec<Entry> = lock(&self.inner.trace).iter().cloned().collect();
+        entries
+            .into_iter()
+            .map(|e| {
+                let what = match e.what {
+                    What::Note(n) => n,
+                    What::Actor(a, at) => format!("{}: {at}", self.name(a)),
+                    What::Executed(x) => x.to_string(),
+                };
+                format!("{:>12.3?} {what}", e.at)
+            })
+            .collect()
     }
 
     /// Kills actor `a`: it unwinds at its next scheduling point (dropping what it holds, as a
@@ -299,13 +324,12 @@ impl Sim {
             let a = actors[pick];
             self.inner.sched.run(a);
             let at = self.inner.sched.lock().actors[a].at;
-            let name = self.name(a);
-            self.note(format!("{name}: {at}"));
+            self.record(What::Actor(a, at));
             Step::Actor { id: a, at }
         } else if pick < actors.len() + work.len() {
             let (f, q) = work[pick - actors.len()];
             if let Some(what) = fabrics[f].engine.sim_progress(q) {
-                self.note(what);
+                self.record(What::Executed(what));
             }
             self.touch();
             Step::Executed
