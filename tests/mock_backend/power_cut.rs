@@ -4,7 +4,7 @@
 
 use super::*;
 
-use rpma::mock::{CrashPoints, MockFabricBuilder, Mode, PersistentMemory, PowerCut, Unflushed, LINE};
+use rpma::mock::{CrashPoints, MockFabricBuilder, Mode, PersistentMemory, PowerCut, Unflushed, LINE, WORD};
 use rpma::PeerCfg;
 
 const WRITER: &str = "10.0.0.1";
@@ -212,28 +212,30 @@ fn power_cut__unflushed_kept_policy_keeps_what_peers_saw() {
 }
 
 #[test]
-fn power_cut__unflushed_torn_policy_tears_whole_lines_and_replays_per_seed() {
-    let torn = |seed: u64| {
-        let r = rig_on(builder(Mode::Immediate).unflushed(Unflushed::Torn { seed }).build(), "7305", true);
-        r.write(0, &[0xFF; LEN]);
-        let cut = r.cut();
-        assert_eq!(cut.unflushed(), Unflushed::Torn { seed });
-        (log_of(&cut), r.log.volatile().as_ptr() as usize)
-    };
-    let (a, base) = torn(42);
-    let (again, _) = torn(42);
-    let (other, _) = torn(43);
-    assert_eq!(a, again, "the same seed tears the same lines");
-    assert_ne!(a, other, "another seed tears other lines");
-    assert!(a.contains(&0) && a.contains(&0xFF), "some lines old, some new");
-    // Lines by address: every 64-byte line is all old or all new.
-    let first = LINE - base % LINE;
-    let mut at = 0;
-    while at < LEN {
-        let n = if at == 0 { first.min(LEN) } else { LINE.min(LEN - at) };
-        let line = &a[at..at + n];
-        assert!(line.iter().all(|&b| b == line[0]), "line at {at} torn inside: {line:?}");
-        at += n;
+fn power_cut__unflushed_torn_policies_tear_whole_words_or_lines_and_replay_per_seed() {
+    for (policy, unit) in [(Unflushed::Torn { seed: 0 }, WORD), (Unflushed::TornLines { seed: 0 }, LINE)] {
+        let torn = |seed: u64| {
+            let r = rig_on(builder(Mode::Immediate).unflushed(policy.with_seed(seed)).build(), "7305", true);
+            r.write(0, &[0xFF; LEN]);
+            let cut = r.cut();
+            assert_eq!(cut.unflushed(), policy.with_seed(seed));
+            (log_of(&cut), r.log.volatile().as_ptr() as usize)
+        };
+        let (a, base) = torn(42);
+        let (again, _) = torn(42);
+        let (other, _) = torn(43);
+        assert_eq!(a, again, "{policy}: the same seed tears the same units");
+        assert_ne!(a, other, "{policy}: another seed tears other units");
+        assert!(a.contains(&0) && a.contains(&0xFF), "{policy}: some units old, some new");
+        // Units by address: every 8-byte word (64-byte line) is all old or all new.
+        let first = unit - base % unit;
+        let mut at = 0;
+        while at < LEN {
+            let n = if at == 0 { first.min(LEN) } else { unit.min(LEN - at) };
+            let u = &a[at..at + n];
+            assert!(u.iter().all(|&b| b == u[0]), "{policy}: the unit at {at} torn inside: {u:?}");
+            at += n;
+        }
     }
 }
 

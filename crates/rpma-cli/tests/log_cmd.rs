@@ -126,7 +126,7 @@ impl Drop for Kill {
 /// `rpma log serve` on the mock's cross-process mode, its first line read (it serves from then on).
 fn serve(rv: &std::path::Path, port: u16, file: &std::path::Path, extra: &[&str]) -> (Kill, String) {
     let mut child = Command::new(RPMA)
-        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", &port.to_string(), "--format"])
+        .args(["log", "serve", "--backend", "mock", "--addr", "127.0.0.1", "--port", &port.to_string()])
         .arg("--file")
         .arg(file)
         .args(["--file-create", "--size", "1M", "--direct-pmem-write"])
@@ -158,8 +158,10 @@ fn log_serve_processes_and_a_writer_process_on_the_mock_cross_process_mode() {
     let dir = tempfile::tempdir().expect("a directory");
     let rv = dir.path().join("rv");
     let files: Vec<_> = (0..3).map(|i| dir.path().join(format!("replica{i}.log"))).collect();
-    let servers: Vec<(Kill, String)> = (0..3).map(|i| serve(&rv, 7590 + i as u16, &files[i], &[])).collect();
+    // A new log: each replica formatted for it.
+    let servers: Vec<(Kill, String)> = (0..3).map(|i| serve(&rv, 7590 + i as u16, &files[i], &["--format"])).collect();
     assert!(servers[0].1.contains("entries at 0..0"), "{}", servers[0].1);
+    assert!(servers[0].1.contains("formatted for a new log"), "{}", servers[0].1);
     let replicas = "127.0.0.1:7590,127.0.0.1:7591,127.0.0.1:7592";
     let v = bench_remote(&rv, replicas);
     check_results(&v, 3);
@@ -170,7 +172,7 @@ fn log_serve_processes_and_a_writer_process_on_the_mock_cross_process_mode() {
     std::thread::sleep(Duration::from_millis(100));
     let servers: Vec<(Kill, String)> = (0..3).map(|i| serve(&rv, 7590 + i as u16, &files[i], &[])).collect();
     for (_, line) in &servers {
-        assert!(!line.contains("entries at 0..0"), "the log was kept: {line}");
+        assert!(!line.contains("entries at 0..0") && line.contains("(opened)"), "the log was kept: {line}");
     }
     let v = bench_remote(&rv, replicas);
     check_results(&v, 3);
@@ -198,4 +200,13 @@ fn log_serve_refuses_a_region_of_another_log_and_a_bad_size() {
         Command::new(RPMA).args(["log", "serve", "--addr", "127.0.0.1", "--size", "100"]).output().expect("rpma runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--size 100"));
+}
+
+#[test]
+fn log_serve_formats_a_blank_region_as_a_replacement_unless_told_it_starts_a_new_log() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let rv = dir.path().join("rv");
+    let file = dir.path().join("replica.log");
+    let (_s, line) = serve(&rv, 7597, &file, &[]);
+    assert!(line.contains("blank: formatted as a replacement") && line.contains("--format"), "{line}");
 }

@@ -111,18 +111,8 @@ impl<E> Notifier<E> {
         }
         let mut g = self.lock();
         loop {
-            if let Some(errno) = g.broken {
-                return Err(std::io::Error::from_raw_os_error(errno));
-            }
-            if let Some(e) = g.queue.pop_front() {
-                if g.queue.is_empty() && g.signalled {
-                    if let Some(fd) = self.fd.get() {
-                        // The counter is not zero: the read returns at once.
-                        let _ = fd.read();
-                    }
-                    g.signalled = false;
-                }
-                return Ok(Some(e));
+            if let Some(taken) = self.take(&mut g) {
+                return taken.map(Some);
             }
             if nonblocking {
                 return Ok(None);
@@ -148,6 +138,23 @@ impl<E> Notifier<E> {
         }
     }
 
+    /// The next event, or the errno of a broken channel; `None` if the queue is empty. Taking the
+    /// last event reads the eventfd back to zero.
+    fn take(&self, g: &mut State<E>) -> Option<std::io::Result<E>> {
+        if let Some(errno) = g.broken {
+            return Some(Err(std::io::Error::from_raw_os_error(errno)));
+        }
+        let e = g.queue.pop_front()?;
+        if g.queue.is_empty() && g.signalled {
+            if let Some(fd) = self.fd.get() {
+                // The counter is not zero: the read returns at once.
+                let _ = fd.read();
+            }
+            g.signalled = false;
+        }
+        Some(Ok(e))
+    }
+
     /// [`Notifier::pop_until`] in a simulation: each look that finds nothing is a scheduling
     /// point of the waiting actor, on the simulation's clock.
     fn pop_simulated(
@@ -157,20 +164,8 @@ impl<E> Notifier<E> {
         deadline: Option<Instant>,
     ) -> std::io::Result<Option<E>> {
         loop {
-            {
-                let mut g = self.lock();
-                if let Some(errno) = g.broken {
-                    return Err(std::io::Error::from_raw_os_error(errno));
-                }
-                if let Some(e) = g.queue.pop_front() {
-                    if g.queue.is_empty() && g.signalled {
-                        if let Some(fd) = self.fd.get() {
-                            let _ = fd.read();
-                        }
-                        g.signalled = false;
-                    }
-                    return Ok(Some(e));
-                }
+            if let Some(taken) = self.take(&mut self.lock()) {
+                return taken.map(Some);
             }
             if nonblocking || deadline.is_some_and(|d| sim.now() >= d) {
                 return Ok(None);
