@@ -240,12 +240,16 @@ fn leak_never_releases() {
 
 #[test]
 fn from_raw_parts_without_release() {
-    let ptr = NonNull::from(Box::leak(Box::new([0u8; 16]))).cast::<u8>();
-    // SAFETY: [M6] this test's own leaked bytes, only reached through this Memory, never released.
+    let raw = Box::into_raw(Box::new([0u8; 16]));
+    let ptr = NonNull::new(raw.cast::<u8>()).expect("a box is not null");
+    // SAFETY: [M6] this test's own bytes, only reached through this Memory while it lives, and
+    // freed below only after it is gone (it releases nothing itself).
     let mem = unsafe { Memory::from_raw_parts(ptr, 16, None) };
     mem.volatile().fill(0xEE);
     assert_eq!(mem.to_vec(), vec![0xEE; 16]);
     drop(mem);
+    // SAFETY: [M6] the Memory is gone without releasing the bytes: they are this box's again.
+    drop(unsafe { Box::from_raw(raw) });
 }
 
 #[test]
