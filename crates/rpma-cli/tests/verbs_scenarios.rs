@@ -216,7 +216,9 @@ fn pmem_bad_input(env: &Env) -> Result<(), Failed> {
     };
     nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&holder), nix::fcntl::FcntlArg::F_OFD_SETLK(&lock))
         .map_err(|e| format!("lock: {e}"))?;
-    expect(&["--pmem", &pmem, "--file-offset", &(30u64 << 21).to_string()], "in use by another process")?;
+    // The holder is named: this test's own process.
+    let holder_is_named = format!("in use by process {} (", std::process::id());
+    expect(&["--pmem", &pmem, "--file-offset", &(30u64 << 21).to_string()], &holder_is_named)?;
     Ok(())
 }
 
