@@ -71,6 +71,11 @@
 #   SOFTROCE_PMEM_FILE      the NVDIMM's backing file, kept across VMs (default
 #                           $SOFTROCE_CACHE/pmem-PROFILE.img); one VM at a time uses it
 #   SOFTROCE_QEMU_PIDFILE   write QEMU's pid there (scripts/softroce/power-cut.sh kills it)
+#   SOFTROCE_LINK           a cluster node (scripts/softroce/cluster.sh): a NIC on this vde_switch socket
+#                           directory; rxe0 is then on eth0 with SOFTROCE_GUEST_IP instead of dummy0
+#   SOFTROCE_LINK_MAC       the NIC's MAC (default 52:54:00:78:00:XX, XX the address's last byte)
+#   SOFTROCE_HOSTNAME       the node's host name (default nodeN, N the address's last byte)
+#   SOFTROCE_MONITOR        QEMU's monitor on the FIFOs SOFTROCE_MONITOR.in and .out (set_link)
 #   SOFTROCE_VERBOSE=1      print progress, the guest console and timings to stderr
 set -euo pipefail
 
@@ -83,10 +88,11 @@ set -euo pipefail
 #   lib/image.sh    kernel image and initramfs (its /init: lib/guest-init)
 #   lib/shares.sh   host directories shared with the guest
 #   lib/pmem.sh     the emulated NVDIMM (SOFTROCE_PMEM)
+#   lib/node.sh     a cluster node: the link's NIC and the monitor (SOFTROCE_LINK, SOFTROCE_MONITOR)
 #   lib/vm.sh       the command script, qemu, watchdog and report
 
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/lib
-for f in common host profile image shares pmem vm; do
+for f in common host profile image shares pmem node vm; do
     # shellcheck source=/dev/null
     . "$LIB/$f.sh"
 done
@@ -156,6 +162,7 @@ main() {
     echo "$GUEST_IP $gid $GUEST_IP2 $gid2" > "$CTL/net"
     echo "$timeout" > "$CTL/timeout"
     pmem_prepare
+    node_prepare
 
     # shares: control dir, /usr and /etc (ro), extras, $SOFTROCE_SHARE (rw), CMD's dir (ro)
     QEMU_SHARES=(-fsdev "local,id=ctl,path=$CTL,security_model=none"

@@ -6,8 +6,11 @@
 # Modules put in the initramfs (with their dependencies) and loaded
 # in this order: virtio + 9p for the shares, crc32 for rxe's ICRC, Soft-RoCE,
 # RDMA CM (+ ib_uverbs), dummy for dummy0. The NVDIMM modules (PMEM_MODULES, lib/pmem.sh) are
-# in the initramfs too (modules/order-pmem), loaded only with SOFTROCE_PMEM.
+# in the initramfs too (modules/order-pmem), loaded only with SOFTROCE_PMEM, and so are the modules of
+# a cluster node (LINK_MODULES: modules/order-link, loaded only with SOFTROCE_LINK): the NIC on the
+# cluster's link, netem for loss, delay and reordering, clsact + u32 + gact for the partitions.
 MODULES="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe rdma_ucm dummy"
+LINK_MODULES="virtio_net sch_netem sch_ingress cls_u32 act_gact"
 
 # guest_init: the initramfs' /init (lib/guest-init). Its text is part of the initramfs cache key.
 guest_init() {
@@ -60,7 +63,7 @@ prepare_guest() {
     local bbdeb kdeb key
     bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
     kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
-    key=$( { guest_init; echo "$MODULES / $PMEM_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
+    key=$( { guest_init; echo "$MODULES / $PMEM_MODULES / $LINK_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
     KDIR=$CACHE/$KPKG
     INITRD=$KDIR/initrd-$key.gz
     KIMAGE=$(cat "$KDIR/image" 2>/dev/null || true)
@@ -88,7 +91,7 @@ prepare_guest() {
         bbdeb=$(compgen -G "$PDIR/debs/busybox-static_*.deb" | tail -n1 || true)
         kdeb=$(compgen -G "$PDIR/debs/${KPKG}_*.deb" | tail -n1 || true)
         if [ -z "$kdeb" ] || [ -z "$bbdeb" ]; then die "apt-get download ${want[*]} failed"; fi
-        key=$( { guest_init; echo "$MODULES / $PMEM_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
+        key=$( { guest_init; echo "$MODULES / $PMEM_MODULES / $LINK_MODULES ${kdeb##*/} ${bbdeb##*/}"; } | sha256sum | cut -c1-16)
         KDIR=$CACHE/$KPKG
         INITRD=$KDIR/initrd-$key.gz
     fi
@@ -144,6 +147,11 @@ prepare_guest() {
     ORDER=()
     for m in $PMEM_MODULES; do resolve_module "$m"; done
     printf '%s\n' "${ORDER[@]}" > "$ROOT/modules/order-pmem"
+    base+=(/ "${ORDER[@]}")
+    # a cluster node's modules (scripts/softroce/cluster.sh), loaded by the init only with SOFTROCE_LINK
+    ORDER=()
+    for m in $LINK_MODULES; do resolve_module "$m"; done
+    printf '%s\n' "${ORDER[@]}" > "$ROOT/modules/order-link"
     ORDER=("${base[@]}" / "${ORDER[@]}")
     guest_init > "$ROOT/init"
     chmod 755 "$ROOT/init"
