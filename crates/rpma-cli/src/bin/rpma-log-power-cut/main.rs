@@ -21,8 +21,14 @@
 //! then `ACK n` after each sync (every entry below `n` is acknowledged), until the host cuts the
 //! power; `DONE` if the ring is full (no truncation: every acknowledged entry stays checkable).
 //! Exits 1 if L + B > 0, 2 on other errors.
+//!
+//! `rpma-log-power-cut cluster-write ...`: a writer of `scripts/test-cluster.sh`'s nemesis run
+//! (the `cluster` module).
 
 use std::process::ExitCode;
+
+#[cfg(feature = "verbs")]
+mod cluster;
 
 /// The log id of the power-cut runs.
 #[cfg(feature = "verbs")]
@@ -48,9 +54,11 @@ fn main() -> ExitCode {
         Some("write") if args.len() == 5 || (args.len() == 6 && args[5] == "--check-only") => {
             writer::run(&args[2], &args[3], &args[4], args.len() == 6)
         }
+        #[cfg(feature = "verbs")]
+        Some("cluster-write") => cluster::run(&args[2..]),
         #[cfg(not(feature = "verbs"))]
-        Some("write") => Err("built without the verbs feature (cargo build --features verbs)".to_owned()),
-        _ => Err("usage: rpma-log-power-cut regions DEVDAX SIZE ACKED | write ADDR:PORT,... ACKED SEED [--check-only]"
+        Some("write" | "cluster-write") => Err("built without the verbs feature (cargo build --features verbs)".to_owned()),
+        _ => Err("usage: rpma-log-power-cut regions DEVDAX SIZE ACKED | write ADDR:PORT,... ACKED SEED [--check-only] | cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken RULE,...]"
             .to_owned()),
     };
     match result {

@@ -1,0 +1,191 @@
+//! `rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken
+//! RULE,...]`: one writer incarnation of `scripts/test-cluster.sh`'s nemesis run, on a node of
+//! the cluster, its replicas on other nodes.
+//!
+//! It opens the log (majority quorum, persistent flushes, writer id TAG, the reconnect thread on,
+//! every wait bounded by TIMEOUT_MS) and prints what the recovery holds, entry by entry, as runs
+//! of one writer: `OPEN head H next N epoch E`, then `RUN A B T` for the entries `A..B` the
+//! incarnation tagged T appended (each entry is checked whole: its lsn, its tag and every byte
+//! derived from both), `BAD lsn` for an entry that is not one a writer appended there, and
+//! `OPENED`. The host's checker compares the runs with the acknowledgements it saw. Then (without
+//! `--check-only`) it appends entries tagged TAG, synced in groups of 1 to 32, printing
+//! `START n` and `ACK n` after each sync (every entry below n acknowledged), and `HEALTH i STATE
+//! reason` for each change of a replica's health a sync saw, until an operation
+//! fails: it prints `ERROR ...` and exits 3 (the nemesis made it fail: the host starts another
+//! incarnation). Exits 2 on usage errors.
+//!
+//! `--broken RULE,...` (a build with the `testing` feature) switches rules of rpma-log's writer
+//! off ([`rpma_log::Broken`]): `blank_replicas_vote`, `repair_before_read_quorum`,
+//! `skip_data_flush`, `commit_flush_visibility`, `compare_pad_filler`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rpma::verbs::Verbs;
+use rpma::{ContextType, Device, Peer};
+use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, ReplicaAddr};
+
+use super::{parse, LOG_ID};
+
+/// The payload of entry `lsn` appended by the incarnation tagged `tag`: 16 to 108 bytes, the lsn
+/// and the tag first, then bytes derived from both.
+pub fn payload(lsn: u64, tag: u64) -> Vec<u8> {
+    let mix = lsn.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ tag.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let len = 16 + (mix % 93) as usize;
+    let mut p: Vec<u8> = (0..len).map(|k| (mix >> (8 * (k % 8))) as u8 ^ k as u8).collect();
+    p[..8].copy_from_slice(&lsn.to_le_bytes());
+    p[8..16].copy_from_slice(&tag.to_le_bytes());
+    p
+}
+
+/// The tag of `entry` if it is exactly the payload some incarnation appended at `lsn`.
+fn tag_of(lsn: u64, entry: &[u8]) -> Option<u64> {
+    let tag = u64::from_le_bytes(entry.get(8..16)?.try_into().ok()?);
+    (payload(lsn, tag) == entry).then_some(tag)
+}
+
+/// The rules `--broken` switches off.
+#[cfg(feature = "testing")]
+fn broken(names: &str) -> Result<rpma_log::Broken, String> {
+    let mut b = rpma_log::Broken::none();
+    for name in names.split(',') {
+        match name {
+            "blank_replicas_vote" => b.blank_replicas_vote = true,
+            "repair_before_read_quorum" => b.repair_before_read_quorum = true,
+            "skip_data_flush" => b.skip_data_flush = true,
+            "commit_flush_visibility" => b.commit_flush_visibility = true,
+            "compare_pad_filler" => b.compare_pad_filler = true,
+            other => return Err(format!("no writer rule `{other}` to switch off")),
+        }
+    }
+    Ok(b)
+}
+
+/// Prints a line and flushes it (the host reads the lines as they come).
+fn say(line: std::fmt::Arguments<'_>) {
+    let out = std::io::stdout();
+    let mut o = out.lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+}
+
+/// xorshift64*: the group sizes, from the seed.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// The incarnation; `args` are the arguments after `cluster-write`.
+pub fn run(args: &[String]) -> Result<ExitCode, String> {
+    let usage =
+        "usage: rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken RULE,...]";
+    let [replicas, tag, seed, timeout, rest @ ..] = args else { return Err(usage.to_owned()) };
+    let tag: u64 = parse("TAG", tag)?;
+    let seed: u64 = parse("SEED", seed)?;
+    let timeout = Duration::from_millis(parse("TIMEOUT_MS", timeout)?);
+    let (mut check_only, mut opts) = (false, LogOptions::new(LOG_ID));
+    let mut rest = rest.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--check-only" => check_only = true,
+            #[cfg(feature = "testing")]
+            "--broken" => opts = opts.broken(broken(rest.next().ok_or(usage)?)?),
+            #[cfg(not(feature = "testing"))]
+            "--broken" => return Err("--broken needs a build with the testing feature".to_owned()),
+            _ => return Err(usage.to_owned()),
+        }
+    }
+    let set: Vec<ReplicaAddr> = replicas
+        .split(',')
+        .map(|r| r.rsplit_once(':').map(|(a, p)| ReplicaAddr::new(a, p)).ok_or(format!("bad replica `{r}`")))
+        .collect::<Result<_, _>>()?;
+    let t = Verbs::new();
+    let dev = Device::lookup(&t, &set[0].addr, ContextType::Remote).map_err(|e| format!("Device::lookup: {e}"))?;
+    let peer = Peer::new(&dev).map_err(|e| format!("Peer::new: {e}"))?;
+    opts = opts
+        .quorum(Quorum::Majority)
+        .flush(FlushMode::Persistent)
+        .writer_id(tag)
+        .reconnect_in_background(true)
+        .reconnect_backoff(Duration::from_millis(100), Duration::from_millis(1000))
+        .timeout(timeout);
+    let fail = |what: &str, e: LogError| {
+        say(format_args!("ERROR {what}: {e}"));
+        Ok(ExitCode::from(3))
+    };
+    let (mut log, report) = match Log::open(&peer, &set, opts) {
+        Ok(x) => x,
+        Err(e) => return fail("open", e),
+    };
+    say(format_args!("OPEN head {} next {} epoch {}", report.head_lsn, report.next_lsn, report.epoch));
+    let mut run: Option<(u64, u64, u64)> = None; // (first lsn, end, tag)
+    for lsn in report.head_lsn..report.next_lsn {
+        let entry = match log.read(lsn) {
+            Ok(e) => e,
+            Err(e) => return fail(&format!("read {lsn}"), e),
+        };
+        match tag_of(lsn, &entry) {
+            Some(t) => match &mut run {
+                Some((_, end, rt)) if *rt == t && *end == lsn => *end += 1,
+                _ => {
+                    if let Some((a, b, rt)) = run.replace((lsn, lsn + 1, t)) {
+                        say(format_args!("RUN {a} {b} {rt}"));
+                    }
+                }
+            },
+            None => say(format_args!("BAD {lsn} ({} bytes)", entry.len())),
+        }
+    }
+    if let Some((a, b, rt)) = run {
+        say(format_args!("RUN {a} {b} {rt}"));
+    }
+    say(format_args!("OPENED"));
+    if check_only {
+        return Ok(ExitCode::SUCCESS);
+    }
+    say(format_args!("START {}", report.next_lsn));
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut lsn = report.next_lsn;
+    loop {
+        for _ in 0..1 + rng.below(32) {
+            match log.append(&payload(lsn, tag)) {
+                Ok(l) if l == lsn => lsn += 1,
+                Ok(l) => return Err(format!("append: lsn {l}, expected {lsn}")),
+                Err(e) => return fail(&format!("append {lsn}"), e),
+            }
+        }
+        let synced = log.sync(lsn - 1);
+        for e in log.health_events() {
+            say(format_args!("HEALTH {} {:?} {}", e.replica, e.health, e.reason.as_deref().unwrap_or("")));
+        }
+        match synced {
+            Ok(n) => say(format_args!("ACK {n}")),
+            Err(e) => return fail(&format!("sync to {lsn}"), e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{payload, tag_of};
+
+    #[test]
+    fn an_entry_names_its_writer_and_nothing_else_passes() {
+        let p = payload(42, 7);
+        assert_eq!(tag_of(42, &p), Some(7));
+        assert_eq!(tag_of(43, &p), None, "another lsn");
+        let mut q = p.clone();
+        q[8] ^= 1;
+        assert_eq!(tag_of(42, &q), None, "another tag with the first one's bytes");
+        let mut r = p;
+        *r.last_mut().unwrap() ^= 0x80;
+        assert_eq!(tag_of(42, &r), None, "a byte changed");
+        assert_eq!(tag_of(42, &[0; 8]), None, "too short");
+    }
+}
