@@ -78,6 +78,29 @@ impl WcStatus {
     }
 }
 
+/// What the status means, then its libibverbs name, e.g. `remote access error
+/// (IBV_WC_REM_ACCESS_ERR)` (the words of `ibv_wc_status_str`); a status without a variant of
+/// its own is `status 17 (WcStatus::Other)`.
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (words, name) = match self {
+            Self::Success => ("success", "IBV_WC_SUCCESS"),
+            Self::LocLenErr => ("local length error", "IBV_WC_LOC_LEN_ERR"),
+            Self::LocQpOpErr => ("local QP operation error", "IBV_WC_LOC_QP_OP_ERR"),
+            Self::LocProtErr => ("local protection error", "IBV_WC_LOC_PROT_ERR"),
+            Self::WrFlushErr => ("work request flushed", "IBV_WC_WR_FLUSH_ERR"),
+            Self::RemInvReqErr => ("remote invalid request error", "IBV_WC_REM_INV_REQ_ERR"),
+            Self::RemAccessErr => ("remote access error", "IBV_WC_REM_ACCESS_ERR"),
+            Self::RemOpErr => ("remote operation error", "IBV_WC_REM_OP_ERR"),
+            Self::RetryExcErr => ("transport retry counter exceeded", "IBV_WC_RETRY_EXC_ERR"),
+            Self::RnrRetryExcErr => ("RNR retry counter exceeded", "IBV_WC_RNR_RETRY_EXC_ERR"),
+            Self::GeneralErr => ("general error", "IBV_WC_GENERAL_ERR"),
+            Self::Other(v) => return write!(f, "status {v} (WcStatus::Other)"),
+        };
+        write!(f, "{words} ({name})")
+    }
+}
+
 /// `enum ibv_wc_opcode`: what produced a completion (docs/semantics.md#completion-opcodes).
 ///
 /// Emulated and native flush / atomic write report different opcodes (docs/decisions.md #23):
@@ -380,6 +403,23 @@ impl fmt::Debug for Wc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wc_status_display_says_what_and_names_it() {
+        assert_eq!(WcStatus::RemAccessErr.to_string(), "remote access error (IBV_WC_REM_ACCESS_ERR)");
+        assert_eq!(WcStatus::Success.to_string(), "success (IBV_WC_SUCCESS)");
+        assert_eq!(WcStatus::WrFlushErr.to_string(), "work request flushed (IBV_WC_WR_FLUSH_ERR)");
+        assert_eq!(WcStatus::Other(17).to_string(), "status 17 (WcStatus::Other)");
+        // Every named status: words, then its libibverbs name.
+        for v in 0..32 {
+            let s = WcStatus::from_raw(v);
+            let t = s.to_string();
+            match s {
+                WcStatus::Other(_) => assert_eq!(t, format!("status {v} (WcStatus::Other)")),
+                _ => assert!(t.ends_with("_ERR)") || t.ends_with("IBV_WC_SUCCESS)"), "{t}"),
+            }
+        }
+    }
 
     #[test]
     fn wc_raw_round_trip() {
