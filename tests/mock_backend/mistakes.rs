@@ -60,3 +60,79 @@ fn errors__ten_common_mistakes_name_the_item_the_numbers_and_the_fix() {
     let t = says(fx.f.power_cut(fx.p.speer.device().backend()), ErrorKind::Inval);
     has(&t, &["MockFabric::power_cut", "MockFabricBuilder::persistent_memory"]);
 }
+
+#[test]
+fn errors__a_full_send_queue_names_its_size_and_the_fix() {
+    let f = MockFabric::new();
+    let p = pair_with(&f, Some(&ConnCfg::new().with_sq_size(4)), None);
+    let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
+    let dst = remote(&p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap());
+    for i in 0..4 {
+        p.client.write(dst.at(8 * i), src.slice(0..8)).flags(CompletionFlags::ON_ERROR).post().unwrap();
+    }
+    let t = says(p.client.write(dst.at(0), src.slice(0..8)).post(), ErrorKind::Provider);
+    has(
+        &t,
+        &[
+            "Conn::write (rpma_write)",
+            "errno 12",
+            "send queue is full: 4 of its sq_size 4 entries in flight, 1 more posted",
+            "raise sq_size in ConnCfg",
+            "signal operations and poll their completions",
+        ],
+    );
+}
+
+#[test]
+fn errors__a_device_lookup_names_the_address_and_the_devices_addresses() {
+    let f = MockFabric::builder().device("mock0", &["10.0.0.1", "10.0.0.2"]).device("mock1", &["10.0.1.1"]).build();
+    for kind in [ContextType::Local, ContextType::Remote] {
+        let t = says(Device::lookup(&f, "203.0.113.9", kind), ErrorKind::Provider);
+        has(
+            &t,
+            &[
+                "Device::lookup (rpma_utils_get_ibv_context)",
+                "errno 19",
+                "no device owns 203.0.113.9; the devices own 10.0.0.1, 10.0.0.2, 10.0.1.1",
+            ],
+        );
+    }
+}
+
+#[test]
+fn errors__a_listen_that_fails_names_the_address_and_port() {
+    let f = MockFabric::new();
+    let p = peer(&f);
+    let _ep = Ep::listen(&p, ADDR, "7301").unwrap();
+    // The port in use.
+    let t = says(Ep::listen(&p, ADDR, "7301"), ErrorKind::Provider);
+    has(
+        &t,
+        &["Ep::listen (rpma_ep_listen)", "errno 98", "listening on 127.0.0.1:7301", "another endpoint listens there"],
+    );
+    // A service name for the port.
+    let t = says(Ep::listen(&p, ADDR, "http"), ErrorKind::Provider);
+    has(&t, &["Ep::listen (rpma_ep_listen)", "listening on 127.0.0.1:http", "the port is not a number"]);
+    // An address no device owns.
+    let t = says(Ep::listen(&p, "203.0.113.9", "7301"), ErrorKind::Provider);
+    has(&t, &["listening on 203.0.113.9:7301", "no device owns 203.0.113.9; the devices own 127.0.0.1"]);
+}
+
+#[test]
+fn errors__alloc_mr_names_alloc_mr() {
+    let f = MockFabric::new();
+    let p = peer(&f);
+    let e = p.alloc_mr(0, Usage::WRITE_SRC).expect_err("a zero-size allocation");
+    // The librpma function stays the operation; the message names the call made.
+    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_mr_reg"), "{e}");
+    let t = e.to_string();
+    has(&t, &["Peer::alloc_mr (rpma_mr_reg)", "len is 0"]);
+    assert!(!t.contains("Peer::reg_mr"), "{t}");
+    // So does a registration that fails.
+    arm(&f, "ibv_reg_mr", EIO);
+    let t = says(p.alloc_mr(4096, Usage::WRITE_SRC), ErrorKind::Provider);
+    has(&t, &["Peer::alloc_mr (rpma_mr_reg)", "errno 5"]);
+    // A registration made through reg_mr is named so.
+    let t = says(p.reg_mr(rpma::Memory::from_vec(Vec::new()), Usage::WRITE_SRC), ErrorKind::Inval);
+    has(&t, &["Peer::reg_mr (rpma_mr_reg)", "size is 0"]);
+}

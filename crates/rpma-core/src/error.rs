@@ -137,6 +137,8 @@ struct Inner {
     detail: Option<Box<str>>,
     /// The provider call that failed (`Error::provider`), kept when `op` is replaced.
     call: Option<&'static str>,
+    /// The Rust call the user made, when it is not the one `rust_name(op)` gives.
+    called_as: Option<&'static str>,
 }
 
 impl Error {
@@ -145,7 +147,7 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn new(kind: ErrorKind, op: &'static str) -> Self {
-        Self(Box::new(Inner { kind, op, errno: None, detail: None, call: None }))
+        Self(Box::new(Inner { kind, op, errno: None, detail: None, call: None, called_as: None }))
     }
 
     /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
@@ -161,7 +163,14 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn provider(op: &'static str, errno: i32) -> Self {
-        Self(Box::new(Inner { kind: ErrorKind::Provider, op, errno: Some(errno), detail: None, call: Some(op) }))
+        Self(Box::new(Inner {
+            kind: ErrorKind::Provider,
+            op,
+            errno: Some(errno),
+            detail: None,
+            call: Some(op),
+            called_as: None,
+        }))
     }
 
     /// An error of `kind` because the provider call `call` failed with `errno` (e.g.
@@ -171,7 +180,38 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn failed(kind: ErrorKind, call: &'static str, errno: i32) -> Self {
-        Self(Box::new(Inner { kind, op: call, errno: Some(errno), detail: None, call: Some(call) }))
+        Self(Box::new(Inner { kind, op: call, errno: Some(errno), detail: None, call: Some(call), called_as: None }))
+    }
+
+    /// The [`ErrorKind::Provider`] error (`ENOMEM`, a provider's answer to a full queue) of a
+    /// post of `posted` work requests to a send queue of `sq_size` entries, `in_flight` of them
+    /// taken: names the queue's size and the fix. Built only when a post fails.
+    #[must_use]
+    #[cold]
+    #[inline(never)]
+    pub fn send_queue_full(op: &'static str, sq_size: u64, in_flight: u64, posted: u64) -> Self {
+        const ENOMEM: i32 = 12;
+        Self::provider(op, ENOMEM).with_detail(&format!(
+            "send queue is full: {in_flight} of its sq_size {sq_size} entries in flight, {posted} more posted; \
+             raise sq_size in ConnCfg (ConnCfg::with_sq_size), or signal operations and poll their completions \
+             (a polled completion frees its entry and those of the unsignaled operations posted before it)"
+        ))
+    }
+
+    /// The [`ErrorKind::Provider`] error (`ENODEV`) of the provider call `call` of a device
+    /// lookup of `addr` that no device owns: names the address and the addresses the devices
+    /// own (`owned`), one of which the lookup needs.
+    #[must_use]
+    #[cold]
+    #[inline(never)]
+    pub fn no_device(call: &'static str, addr: &str, owned: &[&str]) -> Self {
+        const ENODEV: i32 = 19;
+        let detail = if owned.is_empty() {
+            format!("no device owns {addr}, and no device owns any address")
+        } else {
+            format!("no device owns {addr}; the devices own {}: use one of them", owned.join(", "))
+        };
+        Self::provider(call, ENODEV).with_detail(&detail)
     }
 
     /// Adds a human-readable detail.
@@ -182,10 +222,36 @@ impl Error {
         self
     }
 
+    /// Puts `context` (what the call was given, e.g. `127.0.0.1:7204`) before the detail:
+    /// `context: detail`, or `context` alone if there was none.
+    #[must_use]
+    #[cold]
+    #[inline(never)]
+    pub fn with_context(mut self, context: &str) -> Self {
+        let detail = match self.0.detail.take() {
+            Some(d) => format!("{context}: {d}"),
+            None => context.to_owned(),
+        };
+        self.0.detail = Some(detail.into());
+        self
+    }
+
+    /// Names the Rust call the user made (e.g. `Peer::alloc_mr`, which registers through
+    /// `rpma_mr_reg`): the message shows it in place of the Rust item of [`Error::op`], which
+    /// stays the librpma function.
+    #[must_use]
+    #[cold]
+    #[inline(never)]
+    pub fn called_as(mut self, rust: &'static str) -> Self {
+        self.0.called_as = Some(rust);
+        self
+    }
+
     /// Replaces the operation name (used when one public call reports a backend step's error).
     #[must_use]
     pub fn in_op(mut self, op: &'static str) -> Self {
         self.0.op = op;
+        self.0.called_as = None;
         self
     }
 
@@ -233,6 +299,9 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
         d.field("kind", &self.0.kind).field("op", &self.0.op);
+        if let Some(rust) = self.0.called_as {
+            d.field("called_as", &rust);
+        }
         if let Some(errno) = self.0.errno {
             d.field("errno", &errno);
         }
@@ -289,7 +358,7 @@ pub fn rust_name(op: &str) -> Option<&'static str> {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(rust) = rust_name(self.0.op) {
+        if let Some(rust) = self.0.called_as.or_else(|| rust_name(self.0.op)) {
             write!(f, "{rust} ({}): ", self.0.op)?;
         } else {
             write!(f, "{}: ", self.0.op)?;

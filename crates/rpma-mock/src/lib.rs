@@ -133,7 +133,6 @@ use config::ExecutionSettings;
 use counters::{Counters, Live};
 use engine::Engine;
 
-const ENODEV: i32 = 19;
 const EADDRINUSE: i32 = 98;
 const EINVAL: i32 = 22;
 
@@ -529,6 +528,14 @@ impl FabricInner {
         self.devices.iter().find(|d| d.addrs.iter().any(|a| a == addr))
     }
 
+    /// The error of provider call `call` of a lookup of `addr`, which no device owns.
+    #[cold]
+    #[inline(never)]
+    fn no_device(&self, call: &'static str, addr: &str) -> Error {
+        let owned: Vec<&str> = self.devices.iter().flat_map(|d| d.addrs.iter().map(String::as_str)).collect();
+        Error::no_device(call, addr, &owned)
+    }
+
     /// The live listener on `addr:port` (one whose node's power was cut is gone).
     pub(crate) fn listener(&self, addr: &str, port: u16) -> Option<Arc<qp::ListenerShared>> {
         let g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
@@ -539,7 +546,7 @@ impl FabricInner {
         let mut g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (addr.to_owned(), port);
         if g.get(&key).and_then(Weak::upgrade).is_some_and(|l| !l.dead.load(Ordering::Acquire)) {
-            return Err(Error::provider("rdma_bind_addr", EADDRINUSE));
+            return Err(Error::provider("rdma_bind_addr", EADDRINUSE).with_detail("another endpoint listens there"));
         }
         g.insert(key, Arc::downgrade(l));
         Ok(())
@@ -556,8 +563,11 @@ impl FabricInner {
 
     /// `rdma_getaddrinfo`-like check of an address and port.
     pub(crate) fn resolve(&self, addr: &str, port: &str) -> Result<(MockDevice, u16)> {
-        let port: u16 = port.parse().map_err(|_| Error::provider("rdma_getaddrinfo", EINVAL))?;
-        let dev = self.owner(addr).ok_or_else(|| Error::provider("rdma_resolve_addr", ENODEV))?;
+        let port: u16 = port.parse().map_err(|_| {
+            Error::provider("rdma_getaddrinfo", EINVAL)
+                .with_detail("the port is not a number: give it as a number from 0 to 65535 (no service names)")
+        })?;
+        let dev = self.owner(addr).ok_or_else(|| self.no_device("rdma_resolve_addr", addr))?;
         Ok((dev.clone(), port))
     }
 }

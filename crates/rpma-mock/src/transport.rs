@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use rpma_core::transport::{QueueConfig, Transport};
-use rpma_core::{Capabilities, ContextType, Error, Result, Usage};
+use rpma_core::{Capabilities, ContextType, Result, Usage};
 use rpma_mem::Memory;
 
 use crate::counters::Kind;
 use crate::cq::MockCq;
 use crate::mem::{self, MockMr};
 use crate::qp::{self, MockListener, MockQp, MockSrq};
-use crate::{MockDevice, MockFabric, MockPd, ENODEV};
+use crate::{MockDevice, MockFabric, MockPd};
 
 impl Transport for MockFabric {
     type Device = MockDevice;
@@ -43,8 +43,8 @@ impl Transport for MockFabric {
             // The mock fabric is one loopback network: any fabric address is routed through the
             // first device.
             (Some(_), ContextType::Remote) => faults.check("rdma_resolve_addr").map(|()| self.inner.devices[0].clone()),
-            (None, ContextType::Local) => Err(Error::provider("rdma_bind_addr", ENODEV)),
-            (None, ContextType::Remote) => Err(Error::provider("rdma_resolve_addr", ENODEV)),
+            (None, ContextType::Local) => Err(self.inner.no_device("rdma_bind_addr", addr)),
+            (None, ContextType::Remote) => Err(self.inner.no_device("rdma_resolve_addr", addr)),
         };
         // The temporary CM id is destroyed whatever happened; as librpma, a failure of that is
         // ignored (docs/semantics.md#device-lookup).

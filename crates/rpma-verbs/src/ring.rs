@@ -186,7 +186,11 @@ impl Ring for FifoRing {
     #[inline]
     fn check(&self, op: &'static str, n: usize) -> Result<()> {
         if n as u64 > self.free() {
-            return Err(full(op, if self.tag == 0 { "send queue" } else { "receive queue" }));
+            return Err(if self.tag == 0 {
+                Error::send_queue_full(op, self.cap, self.tail - self.head, n as u64)
+            } else {
+                full(op, "receive queue")
+            });
         }
         Ok(())
     }

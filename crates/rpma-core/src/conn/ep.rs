@@ -36,7 +36,10 @@ impl<T: Transport> Ep<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if the address cannot be translated, bound or listened
     /// on (e.g. the port is taken); [`NoMem`](crate::ErrorKind::NoMem).
     pub fn listen(peer: &Peer<T>, addr: &str, port: &str) -> Result<Self> {
-        let l = peer.transport().listen(&peer.inner.pd, addr, port).map_err(|e| e.in_op("rpma_ep_listen"))?;
+        let l = peer
+            .transport()
+            .listen(&peer.inner.pd, addr, port)
+            .map_err(|e| e.in_op("rpma_ep_listen").with_context(&format!("listening on {addr}:{port}")))?;
         crate::rpma_log!(Notice in "rpma_ep_listen", "Waiting for incoming connection on {addr}:{port}");
         Ok(Self { listener: Some(l), peer: peer.clone(), trace: EpTrace::new(addr, port) })
     }

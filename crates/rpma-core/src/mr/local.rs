@@ -95,8 +95,13 @@ impl<T: Transport> Peer<T> {
     /// [`Inval`](crate::ErrorKind::Inval) if `len == 0` or `usage` is invalid;
     /// [`NoMem`](crate::ErrorKind::NoMem) if the memory cannot be allocated; as [`Peer::reg_mr`].
     pub fn alloc_mr(&self, len: usize, usage: Usage) -> Result<MrLocal<T>> {
-        let memory = Memory::page_aligned(len).map_err(|e| mem_error("rpma_mr_reg", &e))?;
-        self.reg_mr(memory, usage)
+        const OP: &str = "rpma_mr_reg";
+        const CALL: &str = "Peer::alloc_mr";
+        if len == 0 {
+            return Err(Error::inval(OP, "len is 0: a region holds at least 1 byte").called_as(CALL));
+        }
+        let memory = Memory::page_aligned(len).map_err(|e| mem_error(OP, &e).called_as(CALL))?;
+        self.reg_mr(memory, usage).map_err(|e| e.called_as(CALL))
     }
 }
 

@@ -433,7 +433,7 @@ impl MockQp {
     fn post_cold(&self, wrs: &[SendWr<'_, MockFabric>]) -> Result<()> {
         const OP: &str = "ibv_post_send";
         let s = &self.shared;
-        let full = || Error::provider(OP, ENOMEM).with_detail("send queue is full");
+        let full = || Error::send_queue_full(OP, s.sq_size, self.sq_in_use(), wrs.len() as u64);
         if let Some(link) = s.link.get() {
             let first = s.take_slots_of(wrs.len() as u64, s.sq_size).ok_or_else(full)?;
             link.post(s, wrs, first);
