@@ -162,6 +162,23 @@ pub enum LogError {
         /// The next lsn to append.
         next: Lsn,
     },
+    /// [`Log::truncate_prefix`] of an lsn whose entries before it were appended but are not
+    /// all durable yet: [`Log::sync`] them first.
+    #[error(
+        "lsn {lsn} is not durable yet (durable entries {first}..{durable}, appended {durable}..{next}): \
+         sync first (Log::sync({last}) or Log::sync_all), then truncate",
+        last = .lsn.saturating_sub(1)
+    )]
+    NotDurable {
+        /// The lsn asked for.
+        lsn: Lsn,
+        /// The first lsn held.
+        first: Lsn,
+        /// The durable position: every entry below it is durable.
+        durable: Lsn,
+        /// The next lsn to append.
+        next: Lsn,
+    },
     /// The async writer's thread ended (`rpma_log::tokio::Log`, on the `tokio` feature): it
     /// panicked, or could not be started.
     #[error("closed: {0}")]

@@ -262,7 +262,16 @@ fn bad_input_gets_clear_errors() {
     assert!(matches!(log.read(0), Err(LogError::NoEntry { .. })));
     assert!(matches!(log.reconnect(7), Err(LogError::Invalid(_))));
     log.append(b"x").unwrap();
-    assert!(matches!(log.truncate_prefix(1), Err(LogError::NoEntry { .. })), "truncating an unsynced entry");
+    // Truncation below an entry appended but not synced: not durable yet, sync first.
+    let e = log.truncate_prefix(1).expect_err("truncating an unsynced entry");
+    assert!(matches!(e, LogError::NotDurable { lsn: 1, first: 0, durable: 0, next: 1 }), "{e:?}");
+    let t = e.to_string();
+    assert!(t.contains("lsn 1 is not durable yet") && t.contains("sync first"), "{t}");
+    assert!(!t.contains("not in the log"), "{t}");
+    // Beyond what was appended: not in the log.
+    assert!(matches!(log.truncate_prefix(2), Err(LogError::NoEntry { lsn: 2, first: 0, next: 1 })));
+    log.sync_all().unwrap();
+    log.truncate_prefix(1).unwrap();
     drop(log);
     drop(handles);
 }

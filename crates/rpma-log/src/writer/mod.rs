@@ -495,14 +495,23 @@ impl<T: Transport> Log<T> {
     /// (persistently) before the space is reused.
     ///
     /// # Errors
-    /// [`LogError::NoEntry`] if `lsn` is beyond the durable position; [`LogError::NoQuorum`] if
+    /// [`LogError::NotDurable`] if entries before `lsn` are appended but not durable yet;
+    /// [`LogError::NoEntry`] if `lsn` is beyond the next lsn to append; [`LogError::NoQuorum`] if
     /// fewer than the quorum recorded the new head.
     pub fn truncate_prefix(&mut self, lsn: Lsn) -> Result<()> {
         if lsn <= self.head_lsn {
             return Ok(());
         }
+        if lsn > self.next_lsn {
+            return Err(LogError::NoEntry { lsn, first: self.head_lsn, next: self.next_lsn });
+        }
         if lsn > self.durable_lsn {
-            return Err(LogError::NoEntry { lsn, first: self.head_lsn, next: self.durable_lsn });
+            return Err(LogError::NotDurable {
+                lsn,
+                first: self.head_lsn,
+                durable: self.durable_lsn,
+                next: self.next_lsn,
+            });
         }
         if self.reconnector.is_some() {
             self.take_handovers();
