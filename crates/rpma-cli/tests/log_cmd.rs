@@ -210,3 +210,27 @@ fn log_serve_formats_a_blank_region_as_a_replacement_unless_told_it_starts_a_new
     let (_s, line) = serve(&rv, 7597, &file, &[]);
     assert!(line.contains("blank: formatted as a replacement") && line.contains("--format"), "{line}");
 }
+
+#[test]
+fn a_pmem_that_cannot_serve_is_named_by_its_flag() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let missing = dir.path().join("missing");
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, b"abc").expect("a plain file");
+    let bench = Command::new(RPMA).args(["log", "bench", "--pmem"]).arg(&missing).output().expect("rpma runs");
+    let serve = Command::new(RPMA)
+        .args(["log", "serve", "--addr", "127.0.0.1", "--port", "7599", "--duration", "1", "--pmem"])
+        .arg(&plain)
+        .output()
+        .expect("rpma runs");
+    for (out, what) in [
+        (bench, format!("--pmem {} does not exist (give a devdax device", missing.display())),
+        (serve, format!("--pmem {} is 3 bytes long", plain.display())),
+    ] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&what), "{err}");
+        // Neither command has --file-create, and `log bench` has no --file.
+        assert!(!err.contains("--file"), "{err}");
+    }
+}

@@ -386,14 +386,36 @@ fn is_devdax(rdev: u64) -> bool {
         .is_ok_and(|p| p.file_name().is_some_and(|n| n == "dax"))
 }
 
+/// The flag that named a side's file: `--pmem` (persistent memory: never created or
+/// extended) or `--file`.
+const fn flag(pmem: bool) -> &'static str {
+    if pmem {
+        "--pmem"
+    } else {
+        "--file"
+    }
+}
+
+/// What makes a file usable that is missing or too short: `--file-create` for a `--file`; a
+/// `--pmem` must be persistent memory that is there already.
+const fn remedy(pmem: bool, missing: bool) -> &'static str {
+    match (pmem, missing) {
+        (true, true) => "give a devdax device or a file of a DAX file system",
+        (true, false) => "a --pmem is not extended: give a devdax device or a DAX file system's file that long",
+        (false, true) => "--file-create creates it",
+        (false, false) => "--file-create extends it",
+    }
+}
+
 /// Checks that `meta` is a devdax device or a regular file of at least `needed` bytes (or
-/// `create`, which extends it).
-fn check_metadata(path: &Path, meta: &std::fs::Metadata, needed: u64, create: bool) -> Result<()> {
+/// `create`, which extends it); errors name the flag (`pmem`: `--pmem`, else `--file`).
+fn check_metadata(path: &Path, meta: &std::fs::Metadata, needed: u64, create: bool, pmem: bool) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let p = path.display();
+    let flag = flag(pmem);
     let ft = meta.file_type();
     if ft.is_dir() {
-        bail!("--file {p} is a directory, not a file");
+        bail!("{flag} {p} is a directory, not a file");
     }
     if ft.is_char_device() {
         if is_devdax(meta.rdev()) {
@@ -403,10 +425,10 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, needed: u64, create: bo
         bail!("{p} is a character device that is not a devdax device");
     }
     if !ft.is_file() {
-        bail!("--file {p} is not a regular file");
+        bail!("{flag} {p} is not a regular file");
     }
     if meta.len() < needed && !create {
-        bail!("--file {p} is {} bytes long, this side needs {needed} bytes (--file-create extends it)", meta.len());
+        bail!("{flag} {p} is {} bytes long, this side needs {needed} bytes ({})", meta.len(), remedy(pmem, false));
     }
     Ok(())
 }
@@ -418,13 +440,19 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, needed: u64, create: bo
 /// # Errors
 /// Saying which of these it is not.
 pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
+    check_file_of(path, len, create, false)
+}
+
+/// [`check_file`] of the file of `--pmem` (`pmem`) or of `--file`, named so in the errors.
+fn check_file_of(path: &Path, len: usize, create: bool, pmem: bool) -> Result<()> {
+    let flag = flag(pmem);
     match std::fs::metadata(path) {
-        Ok(meta) => check_metadata(path, &meta, len as u64, create),
+        Ok(meta) => check_metadata(path, &meta, len as u64, create, pmem),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("--file {} does not exist (--file-create creates it)", path.display())
+            bail!("{flag} {} does not exist ({})", path.display(), remedy(pmem, true))
         }
-        Err(e) => Err(e).with_context(|| format!("examining --file {}", path.display())),
+        Err(e) => Err(e).with_context(|| format!("examining {flag} {}", path.display())),
     }
 }
 
@@ -432,8 +460,8 @@ pub fn check_file(path: &Path, len: usize, create: bool) -> Result<()> {
 /// locks that range ([`file_lock::lock_range`]), and only then, holding the lock, checks the
 /// file's length and, if `create`, extends it ([`file_lock::extend`]): a side refused the lock
 /// leaves the file as it was, and no side ever shortens a file another maps.
-fn open_file(path: &Path, offset: u64, len: usize, create: bool) -> Result<(File, bool)> {
-    check_file(path, len, create)?;
+fn open_file(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> Result<(File, bool)> {
+    check_file_of(path, len, create, pmem)?;
     let p = path.display();
     let f =
         OpenOptions::new().read(true).write(true).create(create).open(path).with_context(|| format!("opening {p}"))?;
@@ -442,7 +470,7 @@ fn open_file(path: &Path, offset: u64, len: usize, create: bool) -> Result<(File
     // one it has now that the range is this side's.
     let meta = f.metadata().with_context(|| format!("examining {p}"))?;
     let end = offset.saturating_add(len as u64);
-    check_metadata(path, &meta, end, create)?;
+    check_metadata(path, &meta, end, create, pmem)?;
     let devdax = meta.file_type().is_char_device();
     if !devdax && meta.len() < end {
         file_lock::extend(&f, path, end)?;
@@ -542,7 +570,7 @@ impl<T: Transport> Mem<T> {
     /// If the file cannot be used ([`check_file`]), read or mapped, or the memory registered.
     pub fn file(peer: &Peer<T>, src: FileSource<'_>, len: usize, usage: Usage, data_offset: usize) -> Result<Self> {
         let p = src.path.display();
-        let (file, devdax) = open_file(src.path, src.offset, len, src.create)?;
+        let (file, devdax) = open_file(src.path, src.offset, len, src.create, src.pmem)?;
         let (memory, mapped) = match src.map {
             // open_file created and extended the file as asked.
             Some(map) => (
