@@ -15,6 +15,16 @@ use rpma_cli::out::{self, err_line};
 use rpma_cli::outln;
 use rpma_cli::scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
 
+/// `rpma --version`: the version and the backends this binary has. The facade's features decide
+/// them (a workspace build may give it verbs though this crate's `verbs` feature is off), so they
+/// are asked of the facade, not of this crate's features.
+const VERSION: &str = match (Backend::Mock.is_compiled_in(), Backend::Verbs.is_compiled_in()) {
+    (true, true) => concat!(env!("CARGO_PKG_VERSION"), " (backends: mock, verbs)"),
+    (true, false) => concat!(env!("CARGO_PKG_VERSION"), " (backends: mock)"),
+    (false, true) => concat!(env!("CARGO_PKG_VERSION"), " (backends: verbs)"),
+    (false, false) => concat!(env!("CARGO_PKG_VERSION"), " (backends: none)"),
+};
+
 const AFTER_HELP: &str = "\
 Start here:
   rpma demo                      every librpma example, server and client in this process (mock)
@@ -37,7 +47,7 @@ Either side may be the C program of the librpma example with the same number.";
 /// Runs librpma's examples as scenarios (in one process on the in-memory mock fabric, or as
 /// two processes over RDMA), shows what the RDMA devices can do, and benchmarks the data path.
 #[derive(Parser, Debug)]
-#[command(name = "rpma", version, subcommand_required = true, after_help = AFTER_HELP)]
+#[command(name = "rpma", version = VERSION, subcommand_required = true, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

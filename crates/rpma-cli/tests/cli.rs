@@ -138,14 +138,14 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
     let short = dir.path().join("short").display().to_string();
     std::fs::write(&short, b"abc").unwrap();
     let tmp = dir.path().display().to_string();
+    // An address of no mock device: the verbs backend's, which a binary without it refuses
+    // (naming the feature), and one with it tries (and names the address it cannot use).
+    let verbs_answer = if binary_has_verbs() { "10.77.0.1" } else { "--features verbs" };
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["devices", "--addr", "192.0.2.1"], "no mock device owns 192.0.2.1"),
-        #[cfg(not(feature = "verbs"))]
-        (vec!["client", "-s", "01", "--addr", "10.77.0.1"], "--features verbs"),
-        #[cfg(not(feature = "verbs"))]
-        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing, "--file-create"], "--features verbs"),
-        #[cfg(not(feature = "verbs"))]
-        (vec!["client", "-s", "05", "--addr", "10.77.0.1", "--file", &short, "--file-create"], "--features verbs"),
+        (vec!["client", "-s", "01", "--addr", "10.77.0.1"], verbs_answer),
+        (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing, "--file-create"], verbs_answer),
+        (vec!["client", "-s", "05", "--addr", "10.77.0.1", "--file", &short, "--file-create"], verbs_answer),
         // A --file that cannot serve is refused before anything is connected.
         (vec!["server", "-s", "03", "--addr", "10.77.0.1", "--file", &missing], "does not exist (--file-create"),
         (vec!["server", "-s", "07", "--addr", "10.77.0.1", "--file", &tmp], "is a directory"),
@@ -166,6 +166,37 @@ fn runtime_errors_give_one_line_and_exit_code_1() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if needle == "10.77.0.1" {
+            assert!(!err.contains("--features verbs"), "a binary with verbs refused it: {args:?}: {err}");
+        }
+    }
+}
+
+/// Whether the binary has the verbs backend, as `rpma --version` says (`rpma 0.1.0 (backends:
+/// mock, verbs)`). Not this crate's `verbs` feature: a workspace build unifies the facade's
+/// features, so another member (rpma-capi) can give the binary verbs while that feature is off.
+fn binary_has_verbs() -> bool {
+    let o = rpma(&["--version"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let backends = out
+        .split_once("(backends: ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list.split(", ").map(str::to_owned).collect::<Vec<_>>())
+        .unwrap_or_else(|| panic!("rpma --version names no backends: {out}"));
+    assert!(backends.iter().any(|b| b == "mock"), "this test file runs on a binary with the mock: {out}");
+    backends.iter().any(|b| b == "verbs")
+}
+
+#[test]
+fn version_names_the_backends_of_the_binary() {
+    let o = rpma(&["--version"]);
+    let out = stdout(&o);
+    assert!(out.starts_with(concat!("rpma ", env!("CARGO_PKG_VERSION"), " (backends: mock")), "{out}");
+    // This crate's verbs feature gives the binary verbs; without it the binary may still have
+    // them (feature unification), so only one way is certain.
+    if cfg!(feature = "verbs") {
+        assert!(binary_has_verbs(), "{out}");
     }
 }
 
