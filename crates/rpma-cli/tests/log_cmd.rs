@@ -234,3 +234,48 @@ fn a_pmem_that_cannot_serve_is_named_by_its_flag() {
         assert!(!err.contains("--file"), "{err}");
     }
 }
+
+#[test]
+fn a_replica_without_direct_write_to_pmem_refuses_persistent_flushes_and_names_the_fix() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let rv = dir.path().join("rv");
+    // A DRAM replica of a new log that does not announce direct write to pmem.
+    let mut child = Command::new(RPMA)
+        .args([
+            "log",
+            "serve",
+            "--backend",
+            "mock",
+            "--addr",
+            "127.0.0.1",
+            "--port",
+            "7612",
+            "--size",
+            "1M",
+            "--format",
+        ])
+        .env("RPMA_MOCK_RENDEZVOUS", &rv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("rpma log serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("its first line");
+    let _server = Kill(child);
+    assert!(line.contains("direct write to persistence: no"), "{line}");
+    let bench = |flush: &str| {
+        Command::new(RPMA)
+            .args(["log", "bench", "--backend", "mock", "--replicas", "127.0.0.1:7612", "--json", "--iters", "20"])
+            .args(["--warmup", "0", "--timeout", "5", "--flush", flush])
+            .env("RPMA_MOCK_RENDEZVOUS", &rv)
+            .output()
+            .expect("rpma runs")
+    };
+    let out = bench("persistent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("persistent flushes are impossible") && err.contains("--flush visibility"), "{err}");
+    // The fix works.
+    let out = bench("visibility");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -155,6 +155,22 @@ fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) 
     Mem::file(peer, src, a.region, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()
 }
 
+/// The error of opening the log; a replica that refused persistent flushes (no direct write
+/// to pmem) gets the command's fix.
+#[cold]
+fn open_error(e: LogError, flush: Flush) -> anyhow::Error {
+    let refused = flush == Flush::Persistent
+        && matches!(&e, LogError::NoQuorum { detail, .. } if detail.contains("persistent flushes are impossible"));
+    if refused {
+        anyhow::anyhow!(
+            "opening the log: {e}; with rpma log bench: --flush visibility, or a replica whose writes reach \
+             persistence (rpma log serve --pmem)"
+        )
+    } else {
+        anyhow::Error::new(e).context("opening the log")
+    }
+}
+
 fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result<LogBenchReport> {
     let peer = client_peer(t, &set[0].addr)?;
     let flush = match a.flush {
@@ -162,7 +178,7 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
         Flush::Visibility => FlushMode::Visibility,
     };
     let opts = LogOptions::new(a.log_id).quorum(a.quorum).flush(flush).timeout(Duration::from_secs_f64(a.timeout));
-    let (mut log, _report) = Log::open(&peer, set, opts).context("opening the log")?;
+    let (mut log, _report) = Log::open(&peer, set, opts).map_err(|e| open_error(e, a.flush))?;
     let quorum = match a.quorum {
         Quorum::All => set.len(),
         Quorum::K(k) => k,

@@ -167,7 +167,9 @@ impl<T: Transport> Log<T> {
         if opts.flush == FlushMode::Persistent && !pcfg.direct_write_to_pmem() {
             let _ = conn.disconnect();
             return Ok(Connected::Down(
-                "it does not write to persistent memory directly: persistent flushes are impossible".into(),
+                "it does not write to persistent memory directly: persistent flushes are impossible (a writer \
+                 flushing to visibility, FlushMode::Visibility, is served)"
+                    .into(),
             ));
         }
         conn.apply_remote_peer_cfg(&pcfg);
