@@ -12,6 +12,7 @@ use rpma::{
 use crate::format::{self, Ask, Hello, Record, Status};
 use crate::{LogError, Lsn, Result};
 
+mod bury;
 #[cfg(test)]
 mod compare_tests;
 mod health;
@@ -140,8 +141,14 @@ impl<T: Transport> Log<T> {
         };
         match conn.next_event_timeout(opts.timeout) {
             Ok(ConnEvent::Established) => {}
-            Ok(ev) => return Ok(Connected::Down(format!("connecting: {}", ev.as_str()))),
-            Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
+            Ok(ev) => {
+                bury::bury(peer, conn);
+                return Ok(Connected::Down(format!("connecting: {}", ev.as_str())));
+            }
+            Err(e) => {
+                bury::bury(peer, conn);
+                return Ok(Connected::Down(format!("connecting: {e}")));
+            }
         }
         let Some(reply) = format::decode_reply(conn.private_data()) else {
             let _ = conn.disconnect();
@@ -197,7 +204,7 @@ impl<T: Transport> Log<T> {
     fn mark_down(&mut self, i: usize, why: String) {
         let s = &mut self.slots[i];
         if let Some(c) = s.conn.take() {
-            let _ = c.disconnect();
+            bury::bury(&self.peer, c);
         }
         s.inflight = 0;
         if s.health != Health::Down {
