@@ -47,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 mod broken;
+mod bury;
 mod check;
 mod format;
 mod replica;

@@ -119,7 +119,13 @@ pub struct Replica<T: Transport> {
     writer: Option<Conn<T>>,
     refused: Vec<Conn<T>>,
     takeovers: u64,
+    /// Incoming requests that failed in a row (see [`Replica::serve_once`]).
+    failed_requests: u32,
 }
+
+/// Incoming requests that may fail in a row before [`Replica::serve_once`] gives up on its
+/// endpoint.
+const MAX_FAILED_REQUESTS: u32 = 64;
 
 impl<T: Transport> std::fmt::Debug for Replica<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -209,6 +215,7 @@ impl<T: Transport> Replica<T> {
             writer: None,
             refused: Vec::new(),
             takeovers: 0,
+            failed_requests: 0,
         }
     }
 
@@ -266,19 +273,33 @@ impl<T: Transport> Replica<T> {
     }
 
     /// Waits up to `timeout` for one writer's connection request and answers it. Returns
-    /// whether a request was handled.
+    /// whether a request was handled. A request that fails on its way in (a provider error: its
+    /// writer gave up first, or its queues could not be built) is skipped: the replica pauses
+    /// for its poll interval and returns `Ok(false)`.
     ///
     /// # Errors
     /// [`LogError::Invalid`] if the replica is not listening; [`LogError::Rpma`] if the
-    /// endpoint fails (e.g. the node lost power); [`LogError::Replica`] if re-registering the
+    /// endpoint fails (e.g. the node lost power), or after 64 incoming requests failed in a row
+    /// with nothing served between them; [`LogError::Replica`] if re-registering the
     /// region failed (the replica cannot serve any more).
     pub fn serve_once(&mut self, timeout: Duration) -> Result<bool> {
         let ep = self.ep.as_ref().ok_or_else(|| LogError::Invalid("the replica is not listening".into()))?;
         let req = match ep.next_conn_req_timeout(None, timeout) {
             Ok(r) => r,
             Err(e) if e.kind() == ErrorKind::NoEvent => return Ok(false),
+            // A request that failed on its way in (its writer gave up and destroyed its side
+            // first, or the provider could not build its queues) is that writer's loss: the
+            // replica serves the next one. Only a run of failures with nothing served between
+            // them ends it (the endpoint itself is failing).
+            Err(e) if e.kind() == ErrorKind::Provider && self.failed_requests < MAX_FAILED_REQUESTS => {
+                self.failed_requests += 1;
+                let rt = self.peer.runtime();
+                rt.pause(rt.now() + timeout.min(self.opts.poll_interval));
+                return Ok(false);
+            }
             Err(e) => return Err(e.into()),
         };
+        self.failed_requests = 0;
         self.answer(req)?;
         Ok(true)
     }
@@ -369,7 +390,10 @@ impl<T: Transport> Replica<T> {
         // and nothing wrong with this replica, which serves the next request.
         let Ok(conn) = req.connect(Some(&reply)) else { return Ok(()) };
         if accepted {
-            self.writer = Some(conn);
+            // The old writer's connection may have a dead peer: released without waiting
+            if let Some(old) = self.writer.replace(conn) {
+                crate::bury::bury(&self.peer, old);
+            }
         } else {
             let _ = conn.disconnect();
             self.refused.push(conn);

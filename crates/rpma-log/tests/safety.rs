@@ -152,3 +152,23 @@ fn a_fenced_writer_is_not_taken_back_by_a_replica_that_lost_its_memory() {
     drop(w1);
     drop(w2);
 }
+
+/// A writer's connection request that fails on its way into the replica (here: the replica's
+/// queue pair cannot be built; on rxe, a writer that gave up and destroyed its side first) is
+/// that writer's loss: the replica serves the next writer (a replica once died of it in the
+/// cluster's nemesis run, `scripts/test-cluster.sh`).
+#[test]
+fn a_replica_serves_on_after_an_incoming_request_failed() {
+    let fabric = fabric(1);
+    let h = start(&fabric, 0, None, LEN).unwrap();
+    // The first queue pair is the writer's own; the second, the replica's for its request.
+    fabric.faults().fail_nth(2, 22, Some("rdma_create_qp"));
+    let first = Log::open(&writer_peer(&fabric), &addrs(1), opts().quorum(Quorum::All));
+    fabric.faults().count_calls(Some("nothing"));
+    assert!(first.is_err(), "the open whose request failed in the replica: {first:?}");
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(1), opts().quorum(Quorum::All))
+        .expect("the replica serves the next writer");
+    log.append(&payload(0)).unwrap();
+    assert_eq!(log.sync_all().unwrap(), 1);
+    assert!(!h.is_finished(), "the replica stopped serving");
+}

@@ -12,7 +12,6 @@ use rpma::{
 use crate::format::{self, Ask, Hello, Record, Status};
 use crate::{LogError, Lsn, Result};
 
-mod bury;
 #[cfg(test)]
 mod compare_tests;
 mod health;
@@ -142,11 +141,11 @@ impl<T: Transport> Log<T> {
         match conn.next_event_timeout(opts.timeout) {
             Ok(ConnEvent::Established) => {}
             Ok(ev) => {
-                bury::bury(peer, conn);
+                crate::bury::bury(peer, conn);
                 return Ok(Connected::Down(format!("connecting: {}", ev.as_str())));
             }
             Err(e) => {
-                bury::bury(peer, conn);
+                crate::bury::bury(peer, conn);
                 return Ok(Connected::Down(format!("connecting: {e}")));
             }
         }
@@ -204,7 +203,7 @@ impl<T: Transport> Log<T> {
     fn mark_down(&mut self, i: usize, why: String) {
         let s = &mut self.slots[i];
         if let Some(c) = s.conn.take() {
-            bury::bury(&self.peer, c);
+            crate::bury::bury(&self.peer, c);
         }
         s.inflight = 0;
         if s.health != Health::Down {
