@@ -579,6 +579,8 @@ mod verbs_only {
             rq_size: 10,
             max_sge: 1,
             max_inline: 0,
+            retry_count: 7,
+            ack_timeout: None,
             shared_channel: false,
             srq,
         }
