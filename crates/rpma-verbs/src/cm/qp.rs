@@ -303,6 +303,29 @@ impl VerbsQp {
         self.raw.as_ptr()
     }
 
+    /// The transport retry count and the local ACK timeout exponent of the queue pair, as the
+    /// device reports them (`ibv_query_qp`): what `ConnCfg::with_retry_count` and
+    /// `ConnCfg::with_ack_timeout` (or the connection manager's defaults) made of them once the
+    /// connection is established (before, the queue pair has not reached RTS and both are 0).
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `ibv_query_qp` fails.
+    pub fn retry_attrs(&self) -> Result<(u8, u8)> {
+        // SAFETY: [V2] all-zero bytes are a valid `ibv_qp_attr` and `ibv_qp_init_attr`
+        // (integers and null pointers).
+        let (mut attr, mut init): (ffi::ibv_qp_attr, ffi::ibv_qp_init_attr) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let mask = ffi::ibv_qp_attr_mask::IBV_QP_TIMEOUT.0 | ffi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT.0;
+        let mask = std::ffi::c_int::try_from(mask).unwrap_or(std::ffi::c_int::MAX);
+        // SAFETY: [V1, V2] the QP is alive until teardown, which needs `self` by value or drop;
+        // both out-pointers are writable for the call.
+        let r = call!("ibv_query_qp", libc::EIO, unsafe { ffi::ibv_query_qp(self.qp(), &mut attr, mask, &mut init) });
+        if r != 0 {
+            return Err(Error::provider("ibv_query_qp", ret_errno(r)));
+        }
+        Ok((attr.retry_cnt, attr.timeout))
+    }
+
     fn teardown(&self) -> Result<()> {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
