@@ -125,7 +125,36 @@ mod verbs_only {
             ("verbs_only__addresses_of_both_ends", addresses_of_both_ends),
             ("verbs_only__srq_of_another_device_refused_by_the_backend", srq_of_another_device),
             ("verbs_only__alloc_pd_native_ops_are_the_devices", alloc_pd_native_ops_are_the_devices),
+            (
+                "verbs_only__retry_count_and_ack_timeout_reach_the_queue_pairs",
+                retry_count_and_ack_timeout_reach_the_qps,
+            ),
         ]
+    }
+
+    /// `ConnCfg::with_retry_count` and `with_ack_timeout` as the device reports them on the
+    /// established queue pairs (`ibv_query_qp`): each side's ACK timeout is its own; the retry
+    /// count of both is the connecting side's (the CM carries it in its request, `rdma_accept`
+    /// ignores the accepting side's). Then a write still lands.
+    fn retry_count_and_ack_timeout_reach_the_qps(b: &VerbsBackend) {
+        use super::conformance::harness::pair_with;
+        use rpma::ConnCfg;
+
+        let t = b.transport();
+        let ccfg = ConnCfg::new().with_retry_count(2).with_ack_timeout(14);
+        let scfg = ConnCfg::new().with_retry_count(5).with_ack_timeout(16);
+        let p = pair_with(b, &t, Some(&ccfg), Some(&scfg), None, None);
+        assert_eq!(p.client.backend().retry_attrs().expect("client"), (2, 14));
+        assert_eq!(p.server.backend().retry_attrs().expect("server"), (2, 16));
+        let d = pair(b, &t);
+        let (client_retry, _) = d.client.backend().retry_attrs().expect("client");
+        assert_eq!(client_retry, rpma::DEFAULT_RETRY_COUNT, "librpma's 7 by default");
+        let target = mr(&p.speer, 64, Usage::WRITE_DST);
+        let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+        src.write(0, b"retry 2!").unwrap();
+        p.client.write(remote(&target).at(0), src.slice(0..8)).context(7).post().unwrap();
+        assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
+        assert_eq!(target.to_vec(0, 8).unwrap(), b"retry 2!");
     }
 
     /// docs/memory.md, "Fork": registered memory, a connection, then `fork()`; the child writes
@@ -579,6 +608,8 @@ mod verbs_only {
             rq_size: 10,
             max_sge: 1,
             max_inline: 0,
+            retry_count: 7,
+            ack_timeout: None,
             shared_channel: false,
             srq,
         }

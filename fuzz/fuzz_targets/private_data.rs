@@ -53,6 +53,10 @@ fuzz_target!(|input: Input| {
             rcq_size: 0,
             sq_size: 4,
             rq_size: 4,
+            max_sge: 1,
+            max_inline: 0,
+            retry_count: 7,
+            ack_timeout: None,
             shared_channel: false,
             srq: None,
         };

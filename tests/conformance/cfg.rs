@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use rpma::{
-    ConnCfg, ErrorKind, PeerCfg, Srq, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE,
-    DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, PEER_CFG_DESCRIPTOR_SIZE,
+    ConnCfg, ErrorKind, PeerCfg, Srq, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT, DEFAULT_RQ_SIZE,
+    DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, PEER_CFG_DESCRIPTOR_SIZE,
 };
 
 use super::harness::{assert_kind, peer, Backend, Case};
@@ -32,6 +32,8 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_cfg_rq_size__lifecycle,
         conn_cfg_get_compl_channel__get_default_success,
         conn_cfg_compl_channel__lifecycle,
+        conn_cfg_retry_count__lifecycle,
+        conn_cfg_ack_timeout__lifecycle,
         conn_cfg_setters__chain,
         conn_cfg_srq__lifecycle,
         conn_cfg_srq__clear,
@@ -58,6 +60,36 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
 
 /// Interesting `u32` values for size lifecycles (0, defaults, large, > INT_MAX, max).
 const SIZES: [u32; 7] = [0, 1, 10, 20, 4096, (i32::MAX as u32) + 1, u32::MAX];
+
+/// The transport retry count: 7 (librpma's) by default; the builder stores any `u8` (a value
+/// above 7 is refused when a request is made, conn.rs: conn_req_new__retry_count_above_7_E_INVAL).
+fn conn_cfg_retry_count__lifecycle<B: Backend>(_b: &B) {
+    assert_eq!(ConnCfg::<B::T>::new().retry_count(), 7);
+    assert_eq!(ConnCfg::<B::T>::new().retry_count(), DEFAULT_RETRY_COUNT);
+    for n in [0u8, 1, 3, 7, 8, u8::MAX] {
+        let cfg = ConnCfg::<B::T>::new().with_retry_count(n);
+        assert_eq!(cfg.retry_count(), n);
+        assert_eq!(cfg.clone().retry_count(), n);
+        assert_eq!(cfg.ack_timeout(), None, "the retry count leaves the ACK timeout unset");
+    }
+}
+
+/// The local ACK timeout exponent: unset (the CM's default) by default; the builder stores any
+/// `u8` (outside 1..=31 it is refused when a request is made, conn.rs:
+/// conn_req_new__ack_timeout_outside_1_31_E_INVAL).
+fn conn_cfg_ack_timeout__lifecycle<B: Backend>(_b: &B) {
+    assert_eq!(ConnCfg::<B::T>::new().ack_timeout(), None);
+    for n in [0u8, 1, 14, 31, 32, u8::MAX] {
+        let cfg = ConnCfg::<B::T>::new().with_ack_timeout(n);
+        assert_eq!(cfg.ack_timeout(), Some(n));
+        assert_eq!(cfg.clone().ack_timeout(), Some(n));
+        assert_eq!(cfg.retry_count(), DEFAULT_RETRY_COUNT, "the ACK timeout leaves the retry count");
+    }
+    let cfg = ConnCfg::<B::T>::new().with_ack_timeout(14).with_retry_count(0);
+    assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (0, Some(14)));
+    assert!(format!("{cfg:?}").contains("retry_count: 0"), "{cfg:?}");
+    assert!(format!("{cfg:?}").contains("ack_timeout: Some(14)"), "{cfg:?}");
+}
 
 fn conn_cfg_new__success<B: Backend>(_b: &B) {
     let cfg = ConnCfg::<B::T>::new();
@@ -226,12 +258,15 @@ fn conn_cfg_clone__copies_every_field<B: Backend>(b: &B) {
         .with_sq_size(3)
         .with_rq_size(4)
         .with_shared_channel(true)
+        .with_retry_count(5)
+        .with_ack_timeout(18)
         .with_srq(Some(&srq));
     let c = cfg.clone();
     assert_eq!(
         (c.timeout(), c.cq_size(), c.rcq_size(), c.sq_size(), c.rq_size(), c.shared_channel()),
         (Duration::from_millis(7), 1, 2, 3, 4, true)
     );
+    assert_eq!((c.retry_count(), c.ack_timeout()), (5, Some(18)));
     assert!(c.srq().is_some());
     // The original is unchanged by cloning.
     assert_eq!((cfg.timeout(), cfg.srq().is_some()), (Duration::from_millis(7), true));

@@ -57,6 +57,10 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         conn_req_new__queue_size_above_device_limit,
         conn_req_new__queue_size_at_device_limit,
         conn_req_new__timeout_above_i32_max_ms,
+        conn_req_new__retry_count_above_7_E_INVAL,
+        conn_req_new__ack_timeout_outside_1_31_E_INVAL,
+        ep_next_conn_req__retry_count_or_ack_timeout_out_of_range_E_INVAL,
+        conn__retry_count_0_ack_timeout_14_connects_and_writes,
         conn_req_new__srq_of_another_peer_E_INVAL,
         conn_req_connect__pdata_NULL_pdata_len_0,
         conn_req_connect_via_accept__pdata_len_0_rejects,
@@ -1470,6 +1474,81 @@ fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
             .delete()
             .unwrap();
     }
+}
+
+/// A transport retry count above 7 (a 3-bit field) is `Inval` naming the item, the value and
+/// the range; 0..=7 are accepted.
+fn conn_req_new__retry_count_above_7_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    for n in [8u8, 9, u8::MAX] {
+        let cfg = ConnCfg::new().with_retry_count(n);
+        let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a retry count above 7");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{n}: {e}");
+        assert!(e.to_string().contains(&format!("retry_count {n} is outside 0..=7")), "{e}");
+    }
+    for n in 0..=7u8 {
+        let cfg = ConnCfg::new().with_retry_count(n);
+        ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).unwrap_or_else(|e| panic!("{n}: {e}")).delete().unwrap();
+    }
+}
+
+/// A local ACK timeout exponent outside 1..=31 (0 would mean none) is `Inval` naming the item,
+/// the value and the range; 1..=31 are accepted, and so is leaving it unset.
+fn conn_req_new__ack_timeout_outside_1_31_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let p = peer(b, &t);
+    for n in [0u8, 32, u8::MAX] {
+        let cfg = ConnCfg::new().with_ack_timeout(n);
+        let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an ACK timeout outside 1..=31");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{n}: {e}");
+        assert!(e.to_string().contains(&format!("ack_timeout {n} is outside 1..=31")), "{e}");
+    }
+    for n in [1u8, 14, 31] {
+        let cfg = ConnCfg::new().with_ack_timeout(n);
+        ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).unwrap_or_else(|e| panic!("{n}: {e}")).delete().unwrap();
+    }
+}
+
+/// The passive side checks the same rules: a retry count or an ACK timeout out of range is
+/// `Inval` and the request stays pending, to be accepted with a valid configuration.
+fn ep_next_conn_req__retry_count_or_ack_timeout_out_of_range_E_INVAL<B: Backend>(b: &B) {
+    let t = b.transport();
+    let l = listening(b, &t);
+    let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
+    let client = req.connect(None).unwrap();
+    assert!(readable(l.ep.fd(), DEADLINE));
+    set_nonblocking(l.ep.fd());
+    for (what, cfg) in [
+        ("retry_count 8 is outside 0..=7", ConnCfg::new().with_retry_count(8)),
+        ("ack_timeout 0 is outside 1..=31", ConnCfg::new().with_ack_timeout(0)),
+        ("ack_timeout 32 is outside 1..=31", ConnCfg::new().with_ack_timeout(32)),
+    ] {
+        let e = l.ep.next_conn_req(Some(&cfg)).expect_err("out of range");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+    let cfg = ConnCfg::new().with_retry_count(7).with_ack_timeout(31);
+    let server = incoming(&l.ep, Some(&cfg)).connect(None).unwrap();
+    assert_eq!(event(&client), ConnEvent::Established);
+    assert_eq!(event(&server), ConnEvent::Established);
+}
+
+/// A connection whose queue pairs give up at the first unacknowledged try (retry count 0) with
+/// an ACK timeout of 4.096 us * 2^14 (about 67 ms) on both sides connects and writes: the
+/// settings reach the backend (on verbs, `rdma_conn_param.retry_count` and
+/// `RDMA_OPTION_ID_ACK_TIMEOUT`) and a live peer needs no retry.
+fn conn__retry_count_0_ack_timeout_14_connects_and_writes<B: Backend>(b: &B) {
+    let t = b.transport();
+    let cfg = ConnCfg::new().with_retry_count(0).with_ack_timeout(14);
+    assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (0, Some(14)));
+    let p = pair_with(b, &t, Some(&cfg), Some(&cfg), None, None);
+    let target = mr(&p.speer, 64, Usage::WRITE_DST);
+    let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
+    src.write(0, b"retry 0!").unwrap();
+    p.client.write(remote(&target).at(8), src.slice(0..8)).context(0x14).post().unwrap();
+    assert_wc(&next_wc(p.client.cq()), 0x14, WcOpcode::RdmaWrite);
+    assert_eq!(target.to_vec(8, 8).unwrap(), b"retry 0!");
 }
 
 /// An inverted range, and one ending at `usize::MAX` inclusive (its end does not fit a

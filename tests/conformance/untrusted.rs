@@ -263,6 +263,8 @@ fn queue_config<'a, T: Transport>() -> QueueConfig<'a, T> {
         rq_size: 10,
         max_sge: 1,
         max_inline: 0,
+        retry_count: rpma::DEFAULT_RETRY_COUNT,
+        ack_timeout: None,
         shared_channel: false,
         srq: None,
     }

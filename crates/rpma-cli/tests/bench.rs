@@ -274,6 +274,27 @@ fn a_client_with_nobody_to_meet_fails_and_verbs_needs_its_build_or_device() {
     assert!(!format!("{e:#}").is_empty());
 }
 
+/// `--retry-count` and `--ack-timeout` set the connections' retry count and ACK timeout: valid
+/// values run; a value out of range fails the run with rpma-core's message naming the item, the
+/// value and the range (the rule lives in rpma-core only).
+#[test]
+fn retry_count_and_ack_timeout_reach_the_connections() {
+    let v = json_of(&["--retry-count", "0", "--ack-timeout", "14", "--iters", "10", "--port", "7681", "--no-progress"]);
+    assert_run(&v["results"][0], "write", 8, 10);
+    for (flag, value, msg) in [
+        ("--retry-count", "8", "retry_count 8 is outside 0..=7"),
+        ("--ack-timeout", "0", "ack_timeout 0 is outside 1..=31"),
+        ("--ack-timeout", "32", "ack_timeout 32 is outside 1..=31"),
+    ] {
+        let e = bench::measure(&args(&[flag, value, "--iters", "10", "--port", "7682", "--no-progress"]))
+            .expect_err("out of range");
+        assert!(format!("{e:#}").contains(msg), "{flag} {value}: {e:#}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma")).args(["bench", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--retry-count <N>") && help.contains("--ack-timeout <N>"), "{help}");
+}
+
 #[test]
 fn the_rpma_binary_prints_the_json_report() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpma"))

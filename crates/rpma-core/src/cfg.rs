@@ -18,6 +18,9 @@ pub const DEFAULT_RQ_SIZE: u32 = 10;
 /// Default SRQ size and SRQ receive CQ size. librpma's code uses 20, its man page says 100;
 /// rpma-rs follows the code (docs/decisions.md #1), which is what every librpma program ran with.
 pub const DEFAULT_SRQ_SIZE: u32 = 20;
+/// Default transport retry count of a connection's queue pair: 7, the most the 3-bit field
+/// holds, which librpma always uses.
+pub const DEFAULT_RETRY_COUNT: u8 = 7;
 
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.
 ///
@@ -42,6 +45,8 @@ pub struct ConnCfg<T: Transport> {
     rq_size: u32,
     max_sge: u32,
     max_inline: u32,
+    retry_count: u8,
+    ack_timeout: Option<u8>,
     shared: bool,
     srq: Option<Srq<T>>,
 }
@@ -56,6 +61,8 @@ impl<T: Transport> fmt::Debug for ConnCfg<T> {
             .field("rq_size", &self.rq_size)
             .field("max_sge", &self.max_sge)
             .field("max_inline", &self.max_inline)
+            .field("retry_count", &self.retry_count)
+            .field("ack_timeout", &self.ack_timeout)
             .field("shared_channel", &self.shared)
             .field("srq", &self.srq.is_some())
             .finish()
@@ -72,6 +79,8 @@ impl<T: Transport> Default for ConnCfg<T> {
             rq_size: DEFAULT_RQ_SIZE,
             max_sge: 1,
             max_inline: 0,
+            retry_count: DEFAULT_RETRY_COUNT,
+            ack_timeout: None,
             shared: false,
             srq: None,
         }
@@ -86,8 +95,9 @@ impl<T: Transport> Clone for ConnCfg<T> {
 
 impl<T: Transport> ConnCfg<T> {
     /// `rpma_conn_cfg_new`: timeout 1000 ms, CQ 10, RCQ 0, SQ 10, RQ 10, channel not shared,
-    /// no SRQ; and (beyond librpma) one scatter-gather piece per operation and no inline
-    /// operations.
+    /// no SRQ; and (beyond librpma) one scatter-gather piece per operation, no inline
+    /// operations, transport retry count 7 ([`DEFAULT_RETRY_COUNT`]) and the connection
+    /// manager's ACK timeout, which are librpma's fixed values.
     #[doc(alias = "rpma_conn_cfg_new")]
     #[must_use]
     pub fn new() -> Self {
@@ -204,6 +214,51 @@ impl<T: Transport> ConnCfg<T> {
     #[must_use]
     pub const fn max_inline(&self) -> u32 {
         self.max_inline
+    }
+
+    /// How many times the queue pair retransmits an operation the peer does not acknowledge
+    /// (the transport retry count, `rdma_conn_param.retry_count`; default 7,
+    /// [`DEFAULT_RETRY_COUNT`], the value librpma always uses) before it gives up: the operation
+    /// then completes with an error and the connection breaks. Together with
+    /// [`ConnCfg::with_ack_timeout`] it bounds how long a connection to a dead or unreachable
+    /// peer keeps retrying (docs/semantics.md#dead-peers-retry-count-and-ack-timeout). A value
+    /// above 7 (a 3-bit field) is rejected with [`Inval`](crate::ErrorKind::Inval) when the
+    /// request is created.
+    ///
+    /// On IB and RoCE the connecting side's value is the one both queue pairs use: the
+    /// connection manager carries it in its request, and the accepting side's is not sent.
+    #[must_use]
+    pub const fn with_retry_count(mut self, retry_count: u8) -> Self {
+        self.retry_count = retry_count;
+        self
+    }
+
+    /// The transport retry count ([`ConnCfg::with_retry_count`]).
+    #[must_use]
+    pub const fn retry_count(&self) -> u8 {
+        self.retry_count
+    }
+
+    /// The local ACK timeout of the queue pair as an exponent: the queue pair waits about
+    /// 4.096 us * 2^`ack_timeout` for an acknowledgement before it retransmits
+    /// (`rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)` on the connection's CM id, before it
+    /// connects or accepts). Unset by default: the connection manager's own value, which librpma
+    /// always uses (on RoCE the kernel derives it from the CM's packet lifetime). A value
+    /// outside 1..=31 (0 would mean no timeout at all) is rejected with
+    /// [`Inval`](crate::ErrorKind::Inval) when the request is created.
+    ///
+    /// Each side sets its own queue pair's timeout: set it on both sides to bound both.
+    #[must_use]
+    pub const fn with_ack_timeout(mut self, ack_timeout: u8) -> Self {
+        self.ack_timeout = Some(ack_timeout);
+        self
+    }
+
+    /// The local ACK timeout exponent ([`ConnCfg::with_ack_timeout`]); `None`: the connection
+    /// manager's default.
+    #[must_use]
+    pub const fn ack_timeout(&self) -> Option<u8> {
+        self.ack_timeout
     }
 
     /// `rpma_conn_cfg_set_compl_channel`: one completion channel shared by the main CQ and the

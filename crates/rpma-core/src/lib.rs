@@ -65,7 +65,10 @@ mod wc;
 #[doc(hidden)]
 pub mod validate;
 
-pub use cfg::{ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE};
+pub use cfg::{
+    ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE,
+    DEFAULT_SRQ_SIZE,
+};
 pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
 pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
 pub use error::{Error, ErrorKind, Result};

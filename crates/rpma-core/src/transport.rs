@@ -161,6 +161,11 @@ pub struct QueueConfig<'a, T: Transport> {
     /// Inline bytes per send work request the connection's operations may use (at most the
     /// device's `max_inline_data`; a backend may create the QP with more for its own use).
     pub max_inline: u32,
+    /// The transport retry count of the queue pair (`rdma_conn_param.retry_count`, 0..=7).
+    pub retry_count: u8,
+    /// The local ACK timeout exponent of the queue pair (1..=31), set on the CM id before it
+    /// connects or accepts; `None`: the connection manager's default.
+    pub ack_timeout: Option<u8>,
     /// One completion channel for the main CQ and the receive CQ.
     pub shared_channel: bool,
     /// The shared receive queue to attach, if any: one created on the request's protection

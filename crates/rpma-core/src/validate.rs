@@ -20,6 +20,46 @@ pub fn queue_size(op: &'static str, what: &'static str, size: u32, max: u32) -> 
     Ok(())
 }
 
+/// The largest transport retry count (`rdma_conn_param.retry_count`, a 3-bit field).
+pub const MAX_RETRY_COUNT: u8 = 7;
+/// The smallest local ACK timeout exponent (0 would mean an infinite timeout).
+pub const MIN_ACK_TIMEOUT: u8 = 1;
+/// The largest local ACK timeout exponent (a 5-bit field).
+pub const MAX_ACK_TIMEOUT: u8 = 31;
+
+/// A connection's transport retry count: 0..=7.
+///
+/// # Errors
+/// `Inval`.
+pub fn retry_count(op: &'static str, retry_count: u8) -> Result<()> {
+    if retry_count > MAX_RETRY_COUNT {
+        return Err(Error::inval(
+            op,
+            &format!(
+                "retry_count {retry_count} is outside 0..={MAX_RETRY_COUNT} (the transport retry count of the queue pair)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A connection's local ACK timeout exponent, if set: 1..=31.
+///
+/// # Errors
+/// `Inval`.
+pub fn ack_timeout(op: &'static str, ack_timeout: Option<u8>) -> Result<()> {
+    match ack_timeout {
+        Some(n) if !(MIN_ACK_TIMEOUT..=MAX_ACK_TIMEOUT).contains(&n) => Err(Error::inval(
+            op,
+            &format!(
+                "ack_timeout {n} is outside {MIN_ACK_TIMEOUT}..={MAX_ACK_TIMEOUT} (the exponent of the local ACK timeout, \
+                 4.096 us * 2^n; 0 would mean none)"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (docs/decisions.md #4).
 ///
 /// # Errors

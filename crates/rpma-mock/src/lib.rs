@@ -37,6 +37,12 @@
 //!   so a poller of the event fd wakes too). An active side that goes away during setup makes
 //!   the passive side's accept fail (`ECONNREFUSED`, "the requesting side is gone"); once
 //!   accepted, its peer sees ESTABLISHED then CLOSED.
+//! - **No retransmission**: nothing is lost between two mock peers, so a queue pair never
+//!   retransmits; the retry count and the ACK timeout of a
+//!   [`ConnCfg`](rpma_core::ConnCfg) ([`with_retry_count`](rpma_core::ConnCfg::with_retry_count),
+//!   [`with_ack_timeout`](rpma_core::ConnCfg::with_ack_timeout)) are checked by rpma-core as on
+//!   any backend and then ignored. A peer that goes away is reported at once (CLOSED or LOST),
+//!   never after retries.
 //! - **Between processes**: with a rendezvous directory ([`MockFabricBuilder::rendezvous`] or
 //!   [`RENDEZVOUS_ENV`]), a listener also publishes a 0600 Unix socket there and a connection to
 //!   an address nobody listens on in this process goes to it, so processes on one host connect

@@ -82,6 +82,18 @@ pub struct BenchArgs {
     /// without progress before the run fails naming it: a lost peer cannot hang a phase.
     #[arg(long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = args::seconds, allow_negative_numbers = true)]
     pub timeout: f64,
+    /// How many times a connection's queue pair retransmits an operation the peer does not
+    /// acknowledge before it fails it and the connection breaks (`ConnCfg::with_retry_count`,
+    /// 0..=7; default 7, librpma's). On IB/RoCE the connecting side's value serves both queue
+    /// pairs.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub retry_count: Option<u8>,
+    /// The local ACK timeout of a connection's queue pair as an exponent: it waits about
+    /// 4.096 us * 2^N for an acknowledgement before it retransmits (`ConnCfg::with_ack_timeout`,
+    /// 1..=31; default: the connection manager's, as librpma). A dead peer is given up after
+    /// about (retry count + 1) * 4.096 us * 2^N.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub ack_timeout: Option<u8>,
     /// The address to listen on (server, loopback); for the mock, any of its addresses.
     #[arg(long, default_value = "127.0.0.1")]
     pub addr: String,

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use rpma::{ConnCfg, Transport};
 
 use super::args::BenchArgs;
 use super::flush_rule::FlushRule;
@@ -71,6 +72,8 @@ pub struct Plan {
     pub sleep_when_idle: bool,
     /// How long any wait may last without progress.
     pub timeout: Duration,
+    /// The connections' retry count and ACK timeout.
+    pub retry: Retry,
     /// The listening address (server and loopback).
     pub addr: String,
     /// The listening port.
@@ -90,6 +93,33 @@ pub struct Plan {
     pub flush_rules: Vec<FlushRule>,
     /// Drive the operations through the async API (`--async`).
     pub async_api: bool,
+}
+
+/// How long the benchmark's connections retry before they give up on a peer (`--retry-count`,
+/// `--ack-timeout`; `None`: [`ConnCfg`]'s default). The values are passed on as they are:
+/// rpma-core checks them when a connection request is made, so an out-of-range value fails the
+/// first connection (or, on a `--server`, the first request that comes) with rpma's message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retry {
+    /// `ConnCfg::with_retry_count`.
+    pub count: Option<u8>,
+    /// `ConnCfg::with_ack_timeout`.
+    pub ack_timeout: Option<u8>,
+}
+
+impl Retry {
+    /// `cfg` with these settings.
+    #[must_use]
+    pub fn apply<T: Transport>(self, cfg: ConnCfg<T>) -> ConnCfg<T> {
+        let cfg = match self.count {
+            Some(n) => cfg.with_retry_count(n),
+            None => cfg,
+        };
+        match self.ack_timeout {
+            Some(n) => cfg.with_ack_timeout(n),
+            None => cfg,
+        }
+    }
 }
 
 impl Plan {
@@ -217,6 +247,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         busy_poll: args.busy_poll,
         sleep_when_idle: args.sleep_when_idle,
         timeout: Duration::from_secs_f64(args.timeout),
+        retry: Retry { count: args.retry_count, ack_timeout: args.ack_timeout },
         addr: args.addr.clone(),
         port: args.port,
         role,
@@ -372,6 +403,22 @@ mod tests {
         assert!(err_of(&["--iters", "5", "--duration", "1"]).contains("cannot be used with"));
         assert!(err_of(&["--json", "--csv"]).contains("cannot be used with"));
         assert!(err_of(&["--server", "--connect", "10.0.0.1:7471"]).contains("cannot be used with"));
+    }
+
+    /// `--retry-count` and `--ack-timeout` reach the plan as given (rpma-core checks their
+    /// ranges when a connection is made) and the connection configuration as its settings.
+    #[test]
+    fn retry_count_and_ack_timeout_are_passed_on() {
+        assert_eq!(plan_of(&[]).unwrap().retry, Retry::default());
+        let p = plan_of(&["--retry-count", "0", "--ack-timeout", "14"]).unwrap();
+        assert_eq!(p.retry, Retry { count: Some(0), ack_timeout: Some(14) });
+        let cfg = p.retry.apply(ConnCfg::<rpma::mock::MockFabric>::new());
+        assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (0, Some(14)));
+        let cfg = Retry::default().apply(ConnCfg::<rpma::mock::MockFabric>::new());
+        assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (rpma::DEFAULT_RETRY_COUNT, None));
+        assert_eq!(plan_of(&["--retry-count", "8"]).unwrap().retry.count, Some(8), "checked by rpma-core");
+        assert!(err_of(&["--retry-count", "256"]).contains("--retry-count"));
+        assert!(err_of(&["--ack-timeout=-1"]).contains("--ack-timeout"));
     }
 
     #[test]

@@ -63,7 +63,8 @@ impl<T: Transport> Ep<T> {
     /// [`Inval`](crate::ErrorKind::Inval) if the next event is not a connection request, `cfg`'s
     /// SRQ was created on another peer than the endpoint's (another protection domain, or another
     /// device), `cfg` combines a shared completion channel with an SRQ that has its own receive
-    /// CQ, or a queue size exceeds the device's limit (a request refused for `cfg` stays pending);
+    /// CQ, a queue size exceeds the device's limit, the retry count exceeds 7 or the ACK timeout
+    /// is outside 1..=31 (a request refused for `cfg` stays pending);
     /// [`Provider`](crate::ErrorKind::Provider) if getting the event or building the queues fails;
     /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {

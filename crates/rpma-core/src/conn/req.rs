@@ -54,6 +54,8 @@ pub(super) fn queue_config<'a, T: Transport>(
     }
     validate::queue_size(op, "max_sge", c.max_sge(), caps.max_sge)?;
     validate::queue_size(op, "max_inline", c.max_inline(), caps.max_inline_data)?;
+    validate::retry_count(op, c.retry_count())?;
+    validate::ack_timeout(op, c.ack_timeout())?;
     Ok(QueueConfig {
         timeout_ms,
         cq_size: c.cq_size(),
@@ -62,6 +64,8 @@ pub(super) fn queue_config<'a, T: Transport>(
         rq_size: c.rq_size(),
         max_sge: c.max_sge(),
         max_inline: c.max_inline(),
+        retry_count: c.retry_count(),
+        ack_timeout: c.ack_timeout(),
         shared_channel: shared,
         srq: srq.as_ref().map(|s| &s.srq),
     })
@@ -108,7 +112,8 @@ impl<T: Transport> ConnReq<T> {
     /// [`Inval`](crate::ErrorKind::Inval) if `cfg`'s SRQ was created on another peer than `peer`
     /// (another protection domain, or another device), `cfg` combines a shared completion channel
     /// with an SRQ that has its own receive CQ, a queue size exceeds the device's limit
-    /// (`max_qp_wr`, `max_cqe`) or the timeout does not fit `i32` milliseconds;
+    /// (`max_qp_wr`, `max_cqe`), the timeout does not fit `i32` milliseconds, the retry count
+    /// exceeds 7 or the ACK timeout is outside 1..=31;
     /// [`Provider`](crate::ErrorKind::Provider) if resolving the address
     /// or route, or creating the CQs or QP, fails; [`NoMem`](crate::ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {

@@ -243,6 +243,7 @@ impl std::fmt::Debug for MockQp {
 
 fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<MockQp> {
     pd.alive("rdma_create_qp")?;
+    // `cfg.retry_count` and `cfg.ack_timeout` are ignored: the mock never retransmits.
     let f = &pd.fabric;
     let caps = &pd.caps;
     let shared_channel = if cfg.shared_channel { Some(new_channel(f)?) } else { None };

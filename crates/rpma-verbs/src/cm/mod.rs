@@ -317,7 +317,9 @@ impl RawEvent {
     }
 }
 
-fn conn_param(pdata: Option<&[u8]>) -> ffi::rdma_conn_param {
+/// The parameters of `rdma_connect`/`rdma_accept`: librpma's, with the connection's transport
+/// retry count (librpma's is always 7; `rdma_accept` ignores it).
+fn conn_param(pdata: Option<&[u8]>, retry_count: u8) -> ffi::rdma_conn_param {
     let (ptr, len) =
         pdata.map_or((std::ptr::null(), 0), |p| (p.as_ptr().cast(), u8::try_from(p.len()).unwrap_or(u8::MAX)));
     ffi::rdma_conn_param {
@@ -326,7 +328,7 @@ fn conn_param(pdata: Option<&[u8]>) -> ffi::rdma_conn_param {
         responder_resources: RDMA_MAX_RESP_RES,
         initiator_depth: RDMA_MAX_INIT_DEPTH,
         flow_control: 1,
-        retry_count: 7,
+        retry_count,
         rnr_retry_count: 7,
         srq: 0,
         qp_num: 0,

@@ -52,6 +52,39 @@ pub(crate) fn connect_request(
     Ok(qp)
 }
 
+/// `RDMA_OPTION_ID` of `<rdma/rdma_cma.h>` (an anonymous enum, not in the generated bindings):
+/// the level of `rdma_set_option` for options of the CM id itself.
+const RDMA_OPTION_ID: std::ffi::c_int = 0;
+/// `RDMA_OPTION_ID_ACK_TIMEOUT` of `<rdma/rdma_cma.h>` (as above): the local ACK timeout
+/// exponent of the id's QP, a `uint8_t`.
+const RDMA_OPTION_ID_ACK_TIMEOUT: std::ffi::c_int = 3;
+
+/// Sets the local ACK timeout exponent of the QP of `id` (`rdma_set_option`). The connection
+/// manager applies it when the QP moves to RTS, which happens in `rdma_connect`'s handshake or
+/// in `rdma_accept`: so it is set before either.
+///
+/// # Safety
+/// `id` is alive.
+unsafe fn set_ack_timeout(id: NonNull<ffi::rdma_cm_id>, ack_timeout: u8) -> Result<()> {
+    let mut value = ack_timeout;
+    // SAFETY: [V1, V2] a live id (the caller's promise); `value` is the `uint8_t` the option
+    // takes, valid for its stated length (1) during the call.
+    let r = call!("rdma_set_option", -1, unsafe {
+        ffi::rdma_set_option(
+            id.as_ptr(),
+            RDMA_OPTION_ID,
+            RDMA_OPTION_ID_ACK_TIMEOUT,
+            std::ptr::addr_of_mut!(value).cast(),
+            size_of::<u8>(),
+        )
+    });
+    if r != 0 {
+        return Err(Error::provider("rdma_set_option", errno())
+            .with_detail(&format!("setting the ACK timeout (RDMA_OPTION_ID_ACK_TIMEOUT) to {ack_timeout}")));
+    }
+    Ok(())
+}
+
 /// Creates the CQs and the QP of a request on `id`. On failure the id is left to the caller
 /// (it may have an event to ack first); everything else created here is released.
 pub(super) fn build_qp(
@@ -62,6 +95,10 @@ pub(super) fn build_qp(
     incoming: bool,
     req_pdata: Box<[u8]>,
 ) -> Result<VerbsQp> {
+    if let Some(t) = cfg.ack_timeout {
+        // SAFETY: [V1] the id is alive (the caller holds it).
+        unsafe { set_ack_timeout(id, t) }?;
+    }
     let ctx = pd.device().ctx();
     // SAFETY: [V1] the PD keeps its device context open.
     let fns = unsafe { PostFns::of(ctx) }?;
@@ -149,6 +186,7 @@ pub(super) fn build_qp(
         qp_num,
         evch: evch.into_raw(),
         incoming,
+        retry_count: cfg.retry_count,
         connected: AtomicBool::new(false),
         req_pdata,
         torn: AtomicBool::new(false),
@@ -227,6 +265,8 @@ pub struct VerbsQp {
     qp_num: u32,
     pub(super) evch: NonNull<ffi::rdma_event_channel>,
     incoming: bool,
+    /// The transport retry count `connect` passes on.
+    retry_count: u8,
     connected: AtomicBool,
     req_pdata: Box<[u8]>,
     torn: AtomicBool,
@@ -261,6 +301,29 @@ impl VerbsQp {
     #[inline(always)]
     const fn qp(&self) -> *mut ffi::ibv_qp {
         self.raw.as_ptr()
+    }
+
+    /// The transport retry count and the local ACK timeout exponent of the queue pair, as the
+    /// device reports them (`ibv_query_qp`): what `ConnCfg::with_retry_count` and
+    /// `ConnCfg::with_ack_timeout` (or the connection manager's defaults) made of them once the
+    /// connection is established (before, the queue pair has not reached RTS and both are 0).
+    ///
+    /// # Errors
+    /// [`Provider`](ErrorKind::Provider) if `ibv_query_qp` fails.
+    pub fn retry_attrs(&self) -> Result<(u8, u8)> {
+        // SAFETY: [V2] all-zero bytes are a valid `ibv_qp_attr` and `ibv_qp_init_attr`
+        // (integers and null pointers).
+        let (mut attr, mut init): (ffi::ibv_qp_attr, ffi::ibv_qp_init_attr) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let mask = ffi::ibv_qp_attr_mask::IBV_QP_TIMEOUT.0 | ffi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT.0;
+        let mask = std::ffi::c_int::try_from(mask).unwrap_or(std::ffi::c_int::MAX);
+        // SAFETY: [V1, V2] the QP is alive until teardown, which needs `self` by value or drop;
+        // both out-pointers are writable for the call.
+        let r = call!("ibv_query_qp", libc::EIO, unsafe { ffi::ibv_query_qp(self.qp(), &mut attr, mask, &mut init) });
+        if r != 0 {
+            return Err(Error::provider("ibv_query_qp", ret_errno(r)));
+        }
+        Ok((attr.retry_cnt, attr.timeout))
     }
 
     fn teardown(&self) -> Result<()> {
@@ -426,7 +489,7 @@ impl CmBackend<Verbs> for VerbsQp {
     }
 
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()> {
-        let mut param = conn_param(pdata);
+        let mut param = conn_param(pdata, self.retry_count);
         if self.incoming {
             // SAFETY: [V2] a live id of an incoming request with its QP; `param` and the private
             // data live across the call.

@@ -339,7 +339,12 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     let footprint = Footprint::of(plan);
     let mut per_thread: Vec<Vec<Lane<T>>> = (0..plan.threads).map(|_| Vec::new()).collect();
     for i in 0..plan.conns {
-        let shape = Shape { batch: plan.batch, sge: plan.sge, inline: if plan.inline { plan.max_size() } else { 0 } };
+        let shape = Shape {
+            batch: plan.batch,
+            sge: plan.sge,
+            inline: if plan.inline { plan.max_size() } else { 0 },
+            retry: plan.retry,
+        };
         let mut lane = connect(peer, addr, port, &footprint, plan.timeout, shape)?;
         lane.clock = plan.latency;
         per_thread[i % plan.threads].push(lane);

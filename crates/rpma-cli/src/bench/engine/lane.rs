@@ -15,10 +15,11 @@ use super::protocol::*;
 use super::wait::{self, Idle};
 use crate::bench::footprint::Footprint;
 use crate::bench::op::Op;
-use crate::bench::plan::{MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
+use crate::bench::plan::{Retry, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
 use crate::out::UsageError;
 
-/// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`).
+/// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`), and how long its
+/// connection retries.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Shape {
     /// One-sided operations per chain.
@@ -27,6 +28,8 @@ pub(super) struct Shape {
     pub(super) sge: usize,
     /// Inline bytes of writes and sends (0: none, the largest size with `--inline`).
     pub(super) inline: usize,
+    /// The connection's retry count and ACK timeout (`--retry-count`, `--ack-timeout`).
+    pub(super) retry: Retry,
 }
 
 /// Where an operation goes: posted at once, or pushed into a chain.
@@ -193,7 +196,7 @@ pub(super) fn connect<T: Transport>(
         ))
         .into());
     }
-    let cfg = conn_cfg::<T>(qd)
+    let cfg = conn_cfg::<T>(qd, shape.retry)
         .with_max_sge(u32::try_from(shape.sge).unwrap_or(u32::MAX))
         .with_max_inline(u32::try_from(shape.inline).unwrap_or(u32::MAX));
     let inbox = peer.alloc_mr(f.inbox_len(), Usage::WRITE_DST).context("registering the inbox")?;

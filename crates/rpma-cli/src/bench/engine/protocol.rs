@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{ConnCfg, MrLocal, MrRemote, Transport, Wc, WcStatus, MR_DESCRIPTOR_SIZE};
 
-use crate::bench::plan::MAX_QD;
+use crate::bench::plan::{Retry, MAX_QD};
 use crate::bench::sizes::MAX_SIZE;
 
 /// The immediate data of the message that ends a connection's service.
@@ -103,9 +103,9 @@ pub(super) fn parse_request(p: &[u8]) -> Result<(Request, MrRemote)> {
     ))
 }
 
-pub(super) fn conn_cfg<T: Transport>(qd: usize) -> ConnCfg<T> {
+pub(super) fn conn_cfg<T: Transport>(qd: usize, retry: Retry) -> ConnCfg<T> {
     let q = u32::try_from(qd).unwrap_or(u32::MAX);
-    ConnCfg::new().with_sq_size(2 * q + 2).with_rq_size(q + 2).with_cq_size(4 * q + 8)
+    retry.apply(ConnCfg::new().with_sq_size(2 * q + 2).with_rq_size(q + 2).with_cq_size(4 * q + 8))
 }
 
 /// What sources hold: any bytes do, the same for every operation.

@@ -55,7 +55,7 @@ impl<T: Transport> Served<T> {
 pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
     let (qd_limit, busy_poll, sleep_when_idle, timeout) = (plan.qd, plan.busy_poll, plan.sleep_when_idle, plan.timeout);
     wait::conn_request(ep, abort)?;
-    let cfg = conn_cfg::<T>(qd_limit);
+    let cfg = conn_cfg::<T>(qd_limit, plan.retry);
     let req = ep.next_conn_req(Some(&cfg)).context("receiving a connection request")?;
     let (r, inbox) = match parse_request(req.private_data()) {
         Ok((r, inbox)) if r.qd <= qd_limit => (r, inbox),

@@ -42,7 +42,7 @@ fn expect<T: Transport>(conn: &Conn<T>, want: ConnEvent, plan: &Plan, what: &str
 
 /// The client side: `--warmup` connections, then the measured ones, then the last ([`STOP`]).
 pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) -> Result<Vec<RunResult>> {
-    let cfg = conn_cfg::<T>(1);
+    let cfg = conn_cfg::<T>(1, plan.retry);
     let port = port.to_string();
     let one = |pdata: &[u8; MARK_LEN]| -> Result<()> {
         let req = ConnReq::new(peer, addr, &port, Some(&cfg)).context("client: creating a connection request")?;
@@ -100,7 +100,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
 
 /// The server side: accepts connections until the one marked [`STOP`] has closed.
 pub(super) fn serve<T: Transport>(ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
-    let cfg = conn_cfg::<T>(SERVER_QD);
+    let cfg = conn_cfg::<T>(SERVER_QD, plan.retry);
     loop {
         wait::conn_request(ep, abort)?;
         let req = ep.next_conn_req(Some(&cfg)).context("server: receiving a connection request")?;
