@@ -3,7 +3,8 @@
 # deferred modes), the per-rule and property tests, the examples and doc tests, the dependency
 # guard of the default build, and the races on raw memory under ThreadSanitizer and Miri (nightly).
 # On Soft-RoCE in a QEMU VM (scripts/test-verbs.sh): the verbs backend's conformance suite, the
-# wire interop with the C librpma, the process-death tests and rpma-capi's C programs on verbs.
+# wire interop with the C librpma, the process-death tests and rpma-capi's C programs on verbs;
+# on a cluster of four such guests (scripts/test-cluster.sh): rpma across links that fail.
 # Usage: scripts/test-all.sh   (from anywhere; the system packages it needs are installed when run
 # as root, else named: see scripts/test-verbs.sh)
 set -euo pipefail
@@ -66,6 +67,9 @@ RPMA_TEST_MOCK_WIRE=1 cargo test --test mock 2>&1 | tee -a "$log"
 
 step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
 scripts/test-verbs.sh 2>&1 | tee -a "$log"
+
+step "a cluster of four guests: scenarios and C librpma across nodes, loss, a pulled link, rpma-log under a nemesis (scripts/test-cluster.sh)"
+CLUSTER_PROFILES=debian12 CLUSTER_ROUNDS=4 scripts/test-cluster.sh 2>&1 | tee -a "$log"
 
 step "the side-by-side benchmark's C program builds against C librpma, and its script parses"
 cbench=$(mktemp -d)

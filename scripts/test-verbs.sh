@@ -27,8 +27,9 @@ cd "$(dirname "$0")/.."
 # Build: libibverbs/librdmacm headers, pkg-config and libclang (rdma-sys runs bindgen).
 # Tests: librpma-dev (the C peers of tests/interop.rs and verbs_scenarios), a C compiler, and the VM's packages.
 # ndctl: the debian12 guest (the host's /usr) makes the NVDIMM's devdax namespace with it.
+# vde2: the link between the guests of a cluster (scripts/softroce/cluster.sh, scripts/test-cluster.sh).
 PACKAGES=(pkg-config libclang-dev libibverbs-dev librdmacm-dev librpma-dev gcc libc6-dev
-          ibverbs-providers qemu-system-x86 qemu-system-data iproute2 ibverbs-utils xz-utils ndctl)
+          ibverbs-providers qemu-system-x86 qemu-system-data iproute2 ibverbs-utils xz-utils ndctl vde2)
 
 install_deps() {
     local missing=() p

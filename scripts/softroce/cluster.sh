@@ -19,7 +19,8 @@
 #   heal [I]             remove the drop filters and netem of node I (of every node running)
 #   kill I               a power cut of node I alone: SIGKILL of its QEMU (its NVDIMM file keeps
 #                        what reached it)
-#   start I              boot node I again (after kill), on the same NVDIMM file
+#   start I              boot node I again (after kill), on the same NVDIMM file; the jobs the
+#                        cut ended have status 137
 #   addr I               node I's address
 #   status               one line per node: up, down or booting
 #   down                 power every node off, stop the link
@@ -27,7 +28,8 @@
 # Knobs: SOFTROCE_CLUSTER (the cluster's directory: state, jobs' output, the link's socket;
 # default ${TMPDIR:-/tmp}/rpma-cluster), SOFTROCE_CLUSTER_NET (the link's /24, default 10.78.0),
 # SOFTROCE_PMEM (each node's NVDIMM, default 128M, on its own file
-# $SOFTROCE_CACHE/pmem-cluster-PROFILE-I.img; SOFTROCE_PMEM=none for none), SOFTROCE_MEM (per
+# $SOFTROCE_CACHE/pmem-cluster-PROFILE-I.img; SOFTROCE_PMEM=none for none; SOFTROCE_CLUSTER_FRESH=1:
+# blank ones, the files made again by `up`), SOFTROCE_MEM (per
 # node, default 1G), SOFTROCE_BOOT_TIMEOUT (default 300 s per node), CLUSTER_JOB_TIMEOUT (exec and
 # wait give up after it, default 1800 s), and the other SOFTROCE_* knobs of run.sh, which every
 # node gets (SOFTROCE_ACCEL, SOFTROCE_PROFILE, ...). A node's runner log is
@@ -71,8 +73,16 @@ up_ready() { running "$1" && [ -e "$DIR/node-$1/ready" ]; }
 boot() {
     local i=$1 d=$DIR/node-$1
     if running "$i"; then die "node $i is running (cluster.sh kill $i first)"; fi
-    rm -rf "$d/jobs" "$d/ready" "$d/stop" "$d/qemu.pid"
+    rm -f "$d/ready" "$d/stop" "$d/qemu.pid"
     mkdir -p "$d/jobs"
+    # the jobs the last boot left running or queued ended with it (a power cut): status 137, as
+    # SIGKILL; their output stays for whoever reads it
+    local f
+    for f in "$d/jobs"/*.run "$d/jobs"/*.cmd; do
+        [ -e "$f" ] || continue
+        [ -e "${f%.*}.rc" ] || echo 137 > "${f%.*}.rc"
+        [ "${f##*.}" = run ] || mv "$f" "${f%.cmd}.run"
+    done
     [ -p "$d/mon.in" ] || mkfifo "$d/mon.in"
     [ -p "$d/mon.out" ] || mkfifo "$d/mon.out"
     # the monitor's answers: drained while QEMU runs (cat ends when QEMU closes the FIFO)
@@ -88,7 +98,7 @@ boot() {
     env "${pmem[@]}" SOFTROCE_LINK="$DIR/switch" SOFTROCE_GUEST_IP="$(addr "$i")" \
         SOFTROCE_HOSTNAME="node$i" SOFTROCE_MONITOR="$d/mon" SOFTROCE_QEMU_PIDFILE="$d/qemu.pid" \
         SOFTROCE_RW="$DIR${SOFTROCE_RW:+:$SOFTROCE_RW}" SOFTROCE_TIMEOUT="${SOFTROCE_TIMEOUT:-86400}" \
-        SOFTROCE_BOOT_TIMEOUT="${SOFTROCE_BOOT_TIMEOUT:-300}" SOFTROCE_PROFILE="$PROFILE" \
+        SOFTROCE_BOOT_TIMEOUT="${SOFTROCE_BOOT_TIMEOUT:-300}" SOFTROCE_PROFILE="$PROFILE" SOFTROCE_SMP="${SOFTROCE_SMP:-2}" \
         SOFTROCE_PACKAGES="${SOFTROCE_PACKAGES:+$SOFTROCE_PACKAGES }iproute2" \
         setsid "$HERE/run.sh" "$LIB/node-agent.sh" "$d" </dev/null >"$d/runner.log" 2>&1 &
     echo $! > "$d/runner.pid"
@@ -156,6 +166,14 @@ cmd_up() {
     fi
     rm -rf "$DIR"
     mkdir -p "$DIR"
+    if [ "${SOFTROCE_CLUSTER_FRESH:-0}" = 1 ]; then
+        # blank NVDIMMs (each node's guest makes its devdax namespace again on first boot)
+        local f
+        for f in "$CACHE"/pmem-cluster-"$PROFILE"-*.img; do
+            [ -e "$f" ] || continue
+            flock -n "$f" rm -f "$f" || die "$f is in use by another VM (another cluster?)"
+        done
+    fi
     echo "$n" > "$DIR/nodes"
     echo "$PROFILE" > "$DIR/profile"
     # the link: a switch on a unix socket, QEMU's vde netdevs its only ports

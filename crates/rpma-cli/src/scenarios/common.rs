@@ -67,7 +67,7 @@ pub fn connect<T: Transport>(
     let mut attempt = 0;
     loop {
         let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
-        match next_event_within(&conn, ESTABLISH_TIMEOUT)? {
+        match next_event_within(&conn, establish_timeout())? {
             ConnEvent::Established => return Ok(conn),
             ev @ (ConnEvent::Rejected | ConnEvent::Unreachable) if attempt < retries => {
                 attempt += 1;
@@ -119,15 +119,27 @@ pub fn accept<T: Transport>(
         return Err(e);
     }
     let conn = req.connect(pdata)?;
-    match next_event_within(&conn, ESTABLISH_TIMEOUT)? {
+    match next_event_within(&conn, establish_timeout())? {
         ConnEvent::Established => Ok(conn),
         ev => bail!("rpma_conn_next_event returned an unexpected event: {ev}"),
     }
 }
 
 /// How long connecting and accepting wait for the connection's first event (ESTABLISHED, or
-/// why not): a peer that dies while the connection is being set up may leave no event at all.
+/// why not) by default: a peer that dies while the connection is being set up may leave no
+/// event at all.
 pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long connecting and accepting wait for the connection's first event:
+/// `RPMA_ESTABLISH_TIMEOUT_MS` if set (a link that loses packets needs more than the default: a
+/// lost connection-manager message is sent again after about 4 s on RoCE), else
+/// [`ESTABLISH_TIMEOUT`].
+pub fn establish_timeout() -> Duration {
+    std::env::var("RPMA_ESTABLISH_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(ESTABLISH_TIMEOUT, Duration::from_millis)
+}
 
 /// The connection's next event, if one comes within `timeout`.
 ///

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# scripts/test-cluster.sh [--long] [--broken RULE]: rpma-rs across real links, on a cluster of four
+# Soft-RoCE guests (scripts/softroce/cluster.sh), for each profile (CLUSTER_PROFILES, default
+# "debian12 debian13"):
+#   1. every scenario with its server on node 1 and its clients on nodes 2 and 3; C librpma
+#      across nodes both ways (example 05's flow on the NVDIMM: a C server and `rpma client`,
+#      `rpma server --pmem` and a C client);
+#   2. packet loss of 1 % and 5 %, and 10 ms delay with reordering, on both ends: the scenarios
+#      that check their bytes pass, and `rpma bench` reports the rate and the p50/p99 latency of
+#      write + flush and of the send ping-pong against the lossless link;
+#   3. a link pulled during a stream of writes: what each side reports, and after how long;
+#   4. rpma-log with three replicas on nodes 1-3 (NVDIMM) and writers on node 4 (and node 1 after
+#      a failover) under a nemesis (scripts/lib/nemesis.sh): partitions, one-way partitions,
+#      power cuts of one node and of two at once, packet loss, a replica that forgets, writer
+#      failovers; a checker over the recorded history (every acknowledged entry in every later
+#      recovery, never two entries acknowledged at one lsn, liveness). Last line per profile:
+#      `cluster: nodes N, partitions P, power cuts C, failovers F, acknowledged A, lost L`;
+#   5. failure detection and failover, measured during 4.
+# --long runs 30 nemesis rounds instead of CLUSTER_ROUNDS (default 8); --broken RULE gives every
+# writer one of rpma-log's rules switched off (rpma-log-power-cut cluster-write --broken) and
+# inverts the verdict: the run passes only if the checker finds the loss. CLUSTER_SEED repeats a
+# run's nemesis (printed); CLUSTER_PARTS (default "1 2 3 4") picks the parts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${CLUSTER_ROUNDS:-8} broken=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --long) rounds=30 ;;
+        --broken) broken=${2:?--broken needs a rule}; shift ;;
+        *) echo "usage: scripts/test-cluster.sh [--long] [--broken RULE]" >&2; exit 2 ;;
+    esac
+    shift
+done
+seed=${CLUSTER_SEED:-$(date +%s)}
+[[ $seed =~ ^[0-9]+$ ]] || { echo "test-cluster: CLUSTER_SEED must be a number" >&2; exit 2; }
+parts=${CLUSTER_PARTS:-1 2 3 4}
+C=$PWD/scripts/softroce/cluster.sh
+
+say() { echo "cluster: $*"; }
+fail() { echo "cluster: FAILED: $*" >&2; exit 1; }
+
+# The binaries, copied out of cargo's reach (another cargo command on the shared target dir may
+# rebuild them without the verbs feature while the guests run them).
+target_dir=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
+top=$(git rev-parse --show-toplevel 2>/dev/null || pwd -P)
+case $(cd "$target_dir" && pwd -P)/ in
+    "$top"/*) ;;
+    *) export SOFTROCE_RW=${SOFTROCE_RW:+$SOFTROCE_RW:}$target_dir ;;
+esac
+cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+work=$(mktemp -d "$target_dir/cluster.XXXXXX")
+cp "$target_dir/release/rpma" "$target_dir/release/rpma-log-power-cut" "$work/"
+R=$work/rpma T=$work/rpma-log-power-cut
+# shellcheck source=scripts/lib/nemesis.sh
+. scripts/lib/nemesis.sh
+
+cleanup() { "$C" down >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+# pair_start PORT SERVER_NODE 'SERVER ARGS' CLIENT_NODES 'CLIENT ARGS': starts `rpma server` and its
+# clients on other nodes; prints what pair_end needs (the port, then "node:job" words)
+pair_start() {
+    local port=$1 sn=$2 sargs=$3 cns=$4 cargs=$5 n jobs
+    # shellcheck disable=SC2086 # the argument strings are split on purpose
+    jobs="$port $sn:$("$C" spawn "$sn" $R server --addr "$("$C" addr "$sn")" --port "$port" $sargs)"
+    for n in $cns; do
+        # shellcheck disable=SC2086
+        jobs+=" $n:$("$C" spawn "$n" $R client --addr "$("$C" addr "$sn")" --port "$port" --retries 200 --retry-delay 100 $cargs)"
+    done
+    echo "$jobs"
+}
+# pair_end JOBS: every process of the pair must exit 0 (their output is shown when one does not);
+# the server is stopped if a client failed (it would wait for that client for ever)
+pair_end() {
+    local port j out ok=0 server
+    read -r port server j <<< "$1"
+    for j in $j; do
+        out=$("$C" wait "${j%%:*}" "${j#*:}" 2>&1) || { ok=1; echo "$out" | sed "s/^/  node ${j%%:*}: /" >&2; }
+    done
+    [ "$ok" = 0 ] || "$C" exec "${server%%:*}" pkill -f -- "server --addr [^ ]* --port $port " >/dev/null 2>&1 || true
+    out=$("$C" wait "${server%%:*}" "${server#*:}" 2>&1) && return "$ok"
+    # Under loss (LOSSY=1), a lost RTU leaves the server's connection in REP_SENT: a client that
+    # is done before the REP is sent again (about 4 s) disconnects first, and the server's first
+    # event is CLOSED, not ESTABLISHED (C librpma's rpma_conn_next_event answers the same).
+    # The client checked its bytes; the server's side is counted, not failed.
+    if [ "$ok" = 0 ] && [ "${LOSSY:-0}" = 1 ] && grep -q "unexpected event: Connection closed" <<< "$out"; then
+        LOST_RTU=$((LOST_RTU + 1)); return 0
+    fi
+    [ "$ok" = 1 ] || echo "$out" | sed "s/^/  node ${server%%:*}: /" >&2
+    return 1
+}
+LOST_RTU=0
+pair() { pair_end "$(pair_start "$@")"; }
+
+# scenarios [LABEL]: every scenario across nodes (server on node 1, clients on 2 and 3), four at
+# a time
+scenarios() {
+    local label=${1:-} s port=7600 sargs cargs cns t0=$SECONDS n=0 batch=() names=() k
+    for s in connection read-to-volatile read-to-persistent write-to-persistent flush-to-persistent \
+             multiple-connections atomic-write messages-ping-pong flush-to-persistent-gpspm send-with-imm \
+             write-with-imm receive-completion-queue messages-ping-pong-with-srq srq-ping-pong shared-channel \
+             multiple-connections-shared-channel flush-to-persistent-gpspm-shared-channel; do
+        port=$((port + 1)); cns=2; cargs=
+        sargs="-s $s"
+        case $s in
+            read-to-persistent|write-to-persistent|flush-to-persistent-gpspm*) sargs+=" --file /tmp/$s.pmem --file-create" ;;
+            flush-to-persistent) sargs+=" --pmem /dev/dax0.0 --file-offset $((96 << 20))" ;;
+            atomic-write) sargs+=" --pmem /dev/dax0.0 --file-offset $((100 << 20))"; cargs="--word hello --word rdma" ;;
+            send-with-imm) cargs="--word msg --imm 77" ;;
+            multiple-connections*|messages-ping-pong-with-srq) sargs+=" --clients 2"; cns="2 3" ;;
+        esac
+        batch+=("$(pair_start "$port" 1 "$sargs" "$cns" "-s $s $cargs")"); names+=("$s")
+        if [ ${#batch[@]} = 4 ] || [ "$s" = flush-to-persistent-gpspm-shared-channel ]; then
+            for k in "${!batch[@]}"; do
+                pair_end "${batch[k]}" || fail "scenario ${names[k]} across nodes${label:+ ($label)}"
+                n=$((n + 1))
+            done
+            batch=(); names=()
+        fi
+    done
+    say "$PROFILE: $n scenarios across nodes passed${label:+ ($label)} in $((SECONDS - t0)) s"
+}
+
+# interop: example 05's flow between C librpma and rpma on two nodes, both ways, on the NVDIMM
+interop() {
+    local ex=$work/ex05-$PROFILE out sj cj
+    "$C" exec 1 cc -O2 -Wall -Werror -o "$ex" tests/interop/ex05.c -lrpma -libverbs -lrdmacm ||
+        fail "tests/interop/ex05.c does not build against the guest's C librpma"
+    sj=$("$C" spawn 1 "$ex" server05 "$("$C" addr 1)" 7700 /dev/dax0.0 $((104 << 20)))
+    out=$("$C" exec 2 $R client -s flush-to-persistent --addr "$("$C" addr 1)" --port 7700 --retries 200 --retry-delay 100 2>&1) ||
+        fail "rpma client against the C server05: $out"
+    out=$("$C" wait 1 "$sj" 2>&1) || fail "C server05: $out"
+    grep -q "NEW Hello world!" <<< "$out" || fail "C server05 did not get the rpma client's bytes: $out"
+    sj=$("$C" spawn 2 $R server -s flush-to-persistent --addr "$("$C" addr 2)" --port 7701 --pmem /dev/dax0.0 --file-offset $((104 << 20)))
+    sleep 1
+    cj=$("$C" spawn 1 "$ex" client05 "$("$C" addr 2)" 7701)
+    out=$("$C" wait 1 "$cj" 2>&1) || fail "C client05 against rpma server --pmem: $out"
+    grep -q "FLUSHED PERSISTENT" <<< "$out" || fail "C client05 did not flush persistent: $out"
+    out=$("$C" wait 2 "$sj" 2>&1) || fail "rpma server --pmem against C client05: $out"
+    grep -q 'new value "Hello from C librpma!"' <<< "$out" || fail "rpma server did not hold the C client's bytes: $out"
+    say "$PROFILE: C librpma across nodes, both ways (example 05 on the NVDIMM): passed"
+}
+
+# bench LABEL: write + flush and the send ping-pong from node 2 to node 1; prints a table row
+# per operation (LABEL, rate, p50 and p99 in microseconds)
+bench() {
+    local label=$1 port=$2 iters=$3 sj out
+    # shellcheck disable=SC2086 # the knobs are split on purpose
+    sj=$("$C" spawn 1 $R bench --backend verbs --server --addr "$("$C" addr 1)" --port "$port" --qd 1 --timeout 120 --no-progress $BENCH_KNOBS)
+    sleep 1
+    # shellcheck disable=SC2086
+    out=$("$C" exec 2 $R bench --backend verbs --connect "$("$C" addr 1):$port" --op write-flush,send --size 64 \
+        --iters "$iters" --qd 1 --timeout 120 --no-progress --csv $BENCH_KNOBS 2>&1) || fail "rpma bench ($label): $out"
+    "$C" wait 1 "$sj" >/dev/null 2>&1 || fail "rpma bench --server ($label)"
+    awk -F, -v l="$label" '$1 == "verbs" {
+        printf "cluster: %s:   %-34s %-12s %8.0f ops/s   p50 %9.1f us   p99 %9.1f us\n", ENVIRON["PROFILE"], l, $3, $20, $13 / 1000, $15 / 1000 }' <<< "$out"
+}
+
+# loss: the scenarios that check their bytes and the bench under loss, delay and reordering
+# CLUSTER_BENCH_KNOBS: the benches' retry settings (default: an ACK timeout of 67 ms, which a lossy
+# link needs: with the connection manager's default a lost packet costs about a second)
+BENCH_KNOBS=${CLUSTER_BENCH_KNOBS---ack-timeout 14}
+loss() {
+    say "$PROFILE: rpma bench, node 2 -> node 1, 64 bytes, queue depth 1${BENCH_KNOBS:+, $BENCH_KNOBS}:"
+    bench "lossless" 7710 300
+    local cond port=7711
+    # a lost connection-manager message is sent again after about 4 s: the scenarios wait longer
+    # than their default 5 s for a connection's first event
+    export RPMA_ESTABLISH_TIMEOUT_MS=30000
+    for cond in "loss 1%" "loss 5%" "delay 10ms 2ms reorder 25% 50%"; do
+        # shellcheck disable=SC2086
+        "$C" netem 1 $cond && "$C" netem 2 $cond && "$C" netem 3 $cond
+        for s in write-to-persistent messages-ping-pong atomic-write; do
+            local sargs="-s $s" cargs=
+            case $s in
+                write-to-persistent) sargs+=" --file /tmp/loss.pmem --file-create" ;;
+                atomic-write) sargs+=" --pmem /dev/dax0.0 --file-offset $((100 << 20))"; cargs="--word hello --word rdma" ;;
+            esac
+            port=$((port + 1))
+            LOSSY=1 pair "$port" 1 "$sargs" 2 "-s $s $cargs" || fail "$s with $cond"
+        done
+        port=$((port + 1))
+        bench "$cond" "$port" "${CLUSTER_LOSSY_ITERS:-100}"
+        "$C" heal
+    done
+    unset RPMA_ESTABLISH_TIMEOUT_MS
+    say "$PROFILE: loss and delay: every client's bytes right; servers that saw CLOSED first (a lost RTU): $LOST_RTU"
+}
+
+# link_down PORT WAIT 'RETRY ARGS': a stream of writes from node 2 to node 1 (both sides with
+# RETRY ARGS: rpma bench --retry-count/--ack-timeout); node 2's cable is pulled after 3 s: what
+# each side reports and when (the host's clock; lines are seen within 0.1 s), waiting up to WAIT
+# seconds (0: the client must have ended by then, else it is only reported)
+link_down() {
+    local port=$1 wait=$2 knobs=$3 sj cj t0 tc='' ts='' out_c out_s must=1
+    [ "$wait" != 0 ] || { must=0; wait=30; }
+    # shellcheck disable=SC2086 # the knobs are split on purpose
+    sj=$("$C" spawn 1 $R bench --backend verbs --server --addr "$("$C" addr 1)" --port "$port" --qd 1 --timeout 120 --no-progress $knobs)
+    sleep 1
+    # shellcheck disable=SC2086
+    cj=$("$C" spawn 2 $R bench --backend verbs --connect "$("$C" addr 1):$port" --op write --size 64 --duration 60 \
+        --qd 1 --timeout 120 --no-progress $knobs)
+    sleep 3
+    "$C" link 2 down
+    t0=$EPOCHREALTIME
+    out_c=$("$C" out 2 "$cj") out_s=$("$C" out 1 "$sj")
+    while [ -z "$tc" ] || [ -z "$ts" ]; do
+        [ -n "$tc" ] || [ ! -e "${out_c%.out}.rc" ] || tc=$EPOCHREALTIME
+        [ -n "$ts" ] || [ ! -e "${out_s%.out}.rc" ] || ts=$EPOCHREALTIME
+        if awk "BEGIN { exit !($EPOCHREALTIME - $t0 > $wait) }"; then break; fi
+        sleep 0.1
+    done
+    "$C" link 2 up
+    local rc_c rc_s
+    rc_c=$(cat "${out_c%.out}.rc" 2>/dev/null || echo "still running after $wait s")
+    rc_s=$(cat "${out_s%.out}.rc" 2>/dev/null || echo "still running after $wait s")
+    say "$PROFILE: link down (${knobs:-defaults}): client (node 2, cable pulled) ended ${tc:+$(awk "BEGIN { printf \"%.1f\", $tc - $t0 }") s after}, status $rc_c:"
+    tail -n 2 "${out_c%.out}.err" "$out_c" 2>/dev/null | { grep -v '^==>\|^$' || true; } | sed 's/^/cluster:     /'
+    say "$PROFILE: link down (${knobs:-defaults}): server (node 1) ended ${ts:+$(awk "BEGIN { printf \"%.1f\", $ts - $t0 }") s after}, status $rc_s:"
+    tail -n 2 "${out_s%.out}.err" "$out_s" 2>/dev/null | { grep -v '^==>\|^$' || true; } | sed 's/^/cluster:     /'
+    if [ "$must" = 1 ]; then
+        [ -n "$tc" ] || fail "the client did not report the pulled link within $wait s"
+        [ "$rc_c" != 0 ] || fail "the client's writes on a pulled link reported success"
+    fi
+    # the link back: a new connection works
+    pair $((port + 1)) 1 "-s write-to-persistent --file /tmp/after.pmem --file-create" 2 "-s write-to-persistent" ||
+        fail "write-to-persistent after the link came back"
+    "$C" exec 1 pkill -f "rpma bench" >/dev/null 2>&1 || true
+    "$C" exec 2 pkill -f "rpma bench" >/dev/null 2>&1 || true
+}
+
+rc=0
+for PROFILE in ${CLUSTER_PROFILES:-debian12 debian13}; do
+    # blank NVDIMMs: the nemesis's replicas that forget come back on blank regions
+    export PROFILE SOFTROCE_PROFILE=$PROFILE SOFTROCE_CLUSTER=$work/$PROFILE SOFTROCE_CLUSTER_FRESH=1
+    t_up=$SECONDS
+    "$C" up 4
+    say "$PROFILE: 4 nodes up in $((SECONDS - t_up)) s"
+    for p in $parts; do
+        case $p in
+            1) scenarios; interop ;;
+            2) loss ;;
+            3) link_down 7790 0 ""; link_down 7792 30 "--retry-count 1 --ack-timeout 14" ;;
+            4) nemesis_run "$rounds" "$seed" "$broken" || rc=1 ;;
+            *) fail "no part $p (CLUSTER_PARTS: 1 2 3 4)" ;;
+        esac
+    done
+    "$C" down
+done
+exit "$rc"
