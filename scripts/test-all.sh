@@ -69,7 +69,7 @@ step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, proc
 scripts/test-verbs.sh 2>&1 | tee -a "$log"
 
 step "a cluster of four guests: scenarios and C librpma across nodes, loss, a pulled link, rpma-log under a nemesis (scripts/test-cluster.sh)"
-CLUSTER_PROFILES=debian12 CLUSTER_PARTS="1 2 3" scripts/test-cluster.sh 2>&1 | tee -a "$log"
+CLUSTER_PROFILES=debian12 CLUSTER_PARTS="1 2 3" CLUSTER_BUILD=debug timeout 1500 scripts/test-cluster.sh 2>&1 | tee -a "$log"
 
 step "the side-by-side benchmark's C program builds against C librpma, and its script parses"
 cbench=$(mktemp -d)

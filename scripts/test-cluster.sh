@@ -19,7 +19,8 @@
 # --long runs 30 nemesis rounds instead of CLUSTER_ROUNDS (default 8); --broken RULE gives every
 # writer one of rpma-log's rules switched off (rpma-log-power-cut cluster-write --broken) and
 # inverts the verdict: the run passes only if the checker finds the loss. CLUSTER_SEED repeats a
-# run's nemesis (printed); CLUSTER_PARTS (default "1 2 3 4") picks the parts.
+# run's nemesis (printed); CLUSTER_PARTS (default "1 2 3 4") picks the parts; CLUSTER_BUILD=debug
+# runs debug binaries (quicker to build; the bench's figures are then a debug build's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,9 +49,15 @@ case $(cd "$target_dir" && pwd -P)/ in
     "$top"/*) ;;
     *) export SOFTROCE_RW=${SOFTROCE_RW:+$SOFTROCE_RW:}$target_dir ;;
 esac
-cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+# CLUSTER_BUILD: release (default: the bench figures mean something) or debug (quicker to build)
+build=${CLUSTER_BUILD:-release}
+case $build in
+    release) cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut ;;
+    debug) cargo build -q -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut ;;
+    *) echo "test-cluster: CLUSTER_BUILD must be release or debug" >&2; exit 2 ;;
+esac
 work=$(mktemp -d "$target_dir/cluster.XXXXXX")
-cp "$target_dir/release/rpma" "$target_dir/release/rpma-log-power-cut" "$work/"
+cp "$target_dir/$build/rpma" "$target_dir/$build/rpma-log-power-cut" "$work/"
 R=$work/rpma T=$work/rpma-log-power-cut
 # shellcheck source=scripts/lib/nemesis.sh
 . scripts/lib/nemesis.sh
