@@ -47,7 +47,6 @@
 #![forbid(unsafe_code)]
 
 mod broken;
-mod bury;
 mod check;
 mod format;
 mod replica;

@@ -390,10 +390,7 @@ impl<T: Transport> Replica<T> {
         // and nothing wrong with this replica, which serves the next request.
         let Ok(conn) = req.connect(Some(&reply)) else { return Ok(()) };
         if accepted {
-            // The old writer's connection may have a dead peer: released without waiting
-            if let Some(old) = self.writer.replace(conn) {
-                crate::bury::bury(&self.peer, old);
-            }
+            self.writer = Some(conn);
         } else {
             let _ = conn.disconnect();
             self.refused.push(conn);

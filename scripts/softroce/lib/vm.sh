@@ -44,11 +44,13 @@ run_vm() {
     # qemu (and the tails below) die with us (pdeathsig), even if we are killed with SIGKILL
     local guard=()
     if command -v setpriv >/dev/null; then guard=(setpriv --pdeathsig KILL --); fi
+    # no_timer_check: a vCPU starved by the host's load (several guests booting at once under TCG)
+    # failed the kernel's IO-APIC timer check ("IO-APIC + timer doesn't work!", a panic at boot)
     "${guard[@]}" qemu-system-x86_64 "${accel[@]}" -M "q35$MACHINE_OPTS" -m "$mem$MEM_OPTS" -smp "$smp" \
         -nodefaults -no-user-config -display none -no-reboot -nic none \
         -bios /usr/share/qemu/qboot.rom -serial "file:$CTL/console.log" \
         -kernel "$KIMAGE" -initrd "$INITRD" \
-        -append "console=ttyS0 quiet loglevel=4 cryptomgr.notests=1 panic=-1 oops=panic mitigations=off tsc=reliable${SOFTROCE_APPEND:+ $SOFTROCE_APPEND}" \
+        -append "console=ttyS0 quiet loglevel=4 cryptomgr.notests=1 panic=-1 oops=panic mitigations=off tsc=reliable no_timer_check${SOFTROCE_APPEND:+ $SOFTROCE_APPEND}" \
         "${QEMU_SHARES[@]}" "${PMEM_ARGS[@]}" "${NODE_ARGS[@]}" </dev/null >"$CTL/qemu.log" 2>&1 &
     QPID=$!
     if [ -n "${SOFTROCE_QEMU_PIDFILE:-}" ]; then echo "$QPID" > "$SOFTROCE_QEMU_PIDFILE"; fi

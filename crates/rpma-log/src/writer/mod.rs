@@ -140,14 +140,8 @@ impl<T: Transport> Log<T> {
         };
         match conn.next_event_timeout(opts.timeout) {
             Ok(ConnEvent::Established) => {}
-            Ok(ev) => {
-                crate::bury::bury(peer, conn);
-                return Ok(Connected::Down(format!("connecting: {}", ev.as_str())));
-            }
-            Err(e) => {
-                crate::bury::bury(peer, conn);
-                return Ok(Connected::Down(format!("connecting: {e}")));
-            }
+            Ok(ev) => return Ok(Connected::Down(format!("connecting: {}", ev.as_str()))),
+            Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
         }
         let Some(reply) = format::decode_reply(conn.private_data()) else {
             let _ = conn.disconnect();
@@ -203,7 +197,7 @@ impl<T: Transport> Log<T> {
     fn mark_down(&mut self, i: usize, why: String) {
         let s = &mut self.slots[i];
         if let Some(c) = s.conn.take() {
-            crate::bury::bury(&self.peer, c);
+            let _ = c.disconnect();
         }
         s.inflight = 0;
         if s.health != Health::Down {

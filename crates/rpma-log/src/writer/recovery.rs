@@ -64,8 +64,8 @@ impl<T: Transport> Log<T> {
                 }
                 Some(p) if round < 8 => {
                     // Another writer took some over: come back above its epoch.
-                    for c in conns.drain(..).flatten() {
-                        crate::bury::bury(peer, c.0);
+                    for c in conns.iter().flatten() {
+                        let _ = c.0.disconnect();
                     }
                     epoch = p + 1;
                 }
@@ -74,11 +74,6 @@ impl<T: Transport> Log<T> {
         }
         let up = conns.iter().flatten().count();
         if up < open_quorum {
-            // Released without waiting: a replica that stops answering now would hold the
-            // caller for the connection manager's retries (crate::bury).
-            for c in conns.into_iter().flatten() {
-                crate::bury::bury(peer, c.0);
-            }
             return Err(no_quorum(up, open_quorum, replicas, &reasons));
         }
         // The capacity: every replica's must agree.
