@@ -220,12 +220,25 @@ link_down() {
     local port=$1 wait=$2 knobs=$3 sj cj t0 tc='' ts='' out_c out_s must=1
     [ "$wait" != 0 ] || { must=0; wait=30; }
     # shellcheck disable=SC2086 # the knobs are split on purpose
+    # no queue pair of an earlier client is left on node 2 (the one below is recognised by its RTS)
+    local t=$SECONDS
+    while "$C" exec 2 sh -c 'rdma res show qp | grep -q "type RC"' >/dev/null 2>&1; do
+        [ $((SECONDS - t)) -lt 90 ] || fail "an earlier RC queue pair stays on node 2"
+        sleep 1
+    done
     sj=$("$C" spawn 1 $R bench --backend verbs --server --addr "$("$C" addr 1)" --port "$port" --qd 1 --timeout 120 --no-progress $knobs)
     serving 1 "$sj"
     # shellcheck disable=SC2086
     cj=$("$C" spawn 2 $R bench --backend verbs --connect "$("$C" addr 1):$port" --op write --size 64 --duration 60 \
         --qd 1 --timeout 120 --no-progress $knobs)
-    sleep 3
+    # the client is connected (its queue pair in RTS) and writing, then the cable goes
+    t=$SECONDS
+    until "$C" exec 2 sh -c 'rdma res show qp | grep -q "type RC state RTS"' >/dev/null 2>&1; do
+        [ $((SECONDS - t)) -lt 60 ] || fail "the bench client on node 2 did not connect within 60 s"
+        [ ! -e "$("$C" out 2 "$cj" | sed 's/\.out$/.rc/')" ] || fail "the bench client on node 2 ended: $(cat "$("$C" out 2 "$cj" | sed 's/\.out$/.err/')")"
+        sleep 0.5
+    done
+    sleep 2
     "$C" link 2 down
     t0=$EPOCHREALTIME
     out_c=$("$C" out 2 "$cj") out_s=$("$C" out 1 "$sj")
