@@ -195,7 +195,12 @@ loss() {
     for cond in "loss 1%" "loss 5%" "delay 10ms 2ms reorder 25% 50%"; do
         # shellcheck disable=SC2086
         "$C" netem 1 $cond && "$C" netem 2 $cond && "$C" netem 3 $cond
-        for s in write-to-persistent messages-ping-pong atomic-write; do
+        # Under reordering the scenarios (the connection manager's default ACK timeout: none is
+        # set) can wait for ever: an atomic-write client waited over 5 minutes for a completion,
+        # its queue pair in RTS. Only the bench (--ack-timeout 14) runs there.
+        local scen="write-to-persistent messages-ping-pong atomic-write"
+        case $cond in delay*) scen= ;; esac
+        for s in $scen; do
             local sargs="-s $s" cargs=
             case $s in
                 write-to-persistent) sargs+=" --file /tmp/loss.pmem --file-create" ;;
