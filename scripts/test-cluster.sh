@@ -195,11 +195,14 @@ loss() {
     for cond in "loss 1%" "loss 5%" "delay 10ms 2ms reorder 25% 50%"; do
         # shellcheck disable=SC2086
         "$C" netem 1 $cond && "$C" netem 2 $cond && "$C" netem 3 $cond
-        # Under reordering the scenarios (the connection manager's default ACK timeout: none is
-        # set) can wait for ever: an atomic-write client waited over 5 minutes for a completion,
-        # its queue pair in RTS. Only the bench (--ack-timeout 14) runs there.
+        # The scenarios keep the connection manager's default ACK timeout, and on rxe a lost last
+        # packet can then leave them waiting for ever: a ping-pong client after its last send
+        # (5 % loss), an atomic-write client under reordering, each over 2 minutes with its queue
+        # pair in RTS. They run under loss only with CLUSTER_LOSSY_SCENARIOS=1; the bench
+        # (--ack-timeout 14) always runs.
         local scen="write-to-persistent messages-ping-pong atomic-write"
         case $cond in delay*) scen= ;; esac
+        [ "${CLUSTER_LOSSY_SCENARIOS:-0}" = 1 ] || scen=
         for s in $scen; do
             local sargs="-s $s" cargs=
             case $s in
@@ -214,7 +217,9 @@ loss() {
         "$C" heal
     done
     unset RPMA_ESTABLISH_TIMEOUT_MS
-    say "$PROFILE: loss and delay: every client's bytes right; servers that saw CLOSED first (a lost RTU): $LOST_RTU"
+    if [ "${CLUSTER_LOSSY_SCENARIOS:-0}" = 1 ]; then
+        say "$PROFILE: loss: every client's bytes right; servers that saw CLOSED first (a lost RTU): $LOST_RTU"
+    fi
 }
 
 # link_down PORT WAIT 'RETRY ARGS': a stream of writes from node 2 to node 1 (both sides with
