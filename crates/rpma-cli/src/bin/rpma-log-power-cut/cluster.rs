@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use rpma::verbs::Verbs;
 use rpma::{ContextType, Device, Peer};
-use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, ReplicaAddr};
+use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum};
 
-use super::{parse, LOG_ID};
+use super::{parse, replica_set, Rng, LOG_ID};
 
 /// The payload of entry `lsn` appended by the incarnation tagged `tag`: 16 to 108 bytes, the lsn
 /// and the tag first, then bytes derived from both.
@@ -70,17 +70,6 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = o.flush();
 }
 
-/// xorshift64*: the group sizes, from the seed.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// The incarnation; `args` are the arguments after `cluster-write`.
 pub fn run(args: &[String]) -> Result<ExitCode, String> {
     let usage =
@@ -101,10 +90,7 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
             _ => return Err(usage.to_owned()),
         }
     }
-    let set: Vec<ReplicaAddr> = replicas
-        .split(',')
-        .map(|r| r.rsplit_once(':').map(|(a, p)| ReplicaAddr::new(a, p)).ok_or(format!("bad replica `{r}`")))
-        .collect::<Result<_, _>>()?;
+    let set = replica_set(replicas)?;
     let t = Verbs::new();
     let dev = Device::lookup(&t, &set[0].addr, ContextType::Remote).map_err(|e| format!("Device::lookup: {e}"))?;
     let peer = Peer::new(&dev).map_err(|e| format!("Peer::new: {e}"))?;

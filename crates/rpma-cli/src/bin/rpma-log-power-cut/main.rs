@@ -74,6 +74,29 @@ fn parse<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, String> {
     s.parse().map_err(|_| format!("bad {what} `{s}`"))
 }
 
+/// The replicas of `ADDR:PORT,...`.
+#[cfg(feature = "verbs")]
+fn replica_set(replicas: &str) -> Result<Vec<rpma_log::ReplicaAddr>, String> {
+    replicas
+        .split(',')
+        .map(|r| r.rsplit_once(':').map(|(a, p)| rpma_log::ReplicaAddr::new(a, p)).ok_or(format!("bad replica `{r}`")))
+        .collect()
+}
+
+/// xorshift64*: the group sizes of the writers, from their seed.
+#[cfg(feature = "verbs")]
+struct Rng(u64);
+
+#[cfg(feature = "verbs")]
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
 /// `regions`: the offline check of the 3 regions.
 fn regions(path: &str, size: &str, acked: &str) -> Result<ExitCode, String> {
     let size = rpma_cli::bench::parse_size(size)?;
@@ -127,28 +150,14 @@ mod writer {
 
     use rpma::verbs::Verbs;
     use rpma::{ContextType, Device, Peer};
-    use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, ReplicaAddr};
+    use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum};
 
-    use super::{parse, payload, LOG_ID};
-
-    /// xorshift64*: the group sizes, from the seed.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-        }
-    }
+    use super::{parse, payload, replica_set, Rng, LOG_ID};
 
     pub fn run(replicas: &str, acked: &str, seed: &str, check_only: bool) -> Result<ExitCode, String> {
         let acked: u64 = parse("ACKED", acked)?;
         let seed: u64 = parse("SEED", seed)?;
-        let set: Vec<ReplicaAddr> = replicas
-            .split(',')
-            .map(|r| r.rsplit_once(':').map(|(a, p)| ReplicaAddr::new(a, p)).ok_or(format!("bad replica `{r}`")))
-            .collect::<Result<_, _>>()?;
+        let set = replica_set(replicas)?;
         let t = Verbs::new();
         let dev = Device::lookup(&t, &set[0].addr, ContextType::Remote).map_err(|e| format!("Device::lookup: {e}"))?;
         let peer = Peer::new(&dev).map_err(|e| format!("Peer::new: {e}"))?;
