@@ -5,14 +5,14 @@
 //! On the in-memory mock fabric (server and client are tasks of one runtime):
 //!
 //! ```sh
-//! cargo run --features tokio --example async_echo
+//! cargo run -p rpma-examples --features tokio --example async_echo
 //! ```
 //!
 //! On an RDMA device (both sides in this process, over the device owning the address):
 //!
 //! ```sh
-//! RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_echo
-//! RPMA_BACKEND=verbs RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_echo
+//! RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=10.77.0.1 cargo run -p rpma-examples --features verbs,tokio --example async_echo
+//! RPMA_BACKEND=verbs RPMA_TEST_ADDR=10.77.0.1 cargo run -p rpma-examples --features verbs,tokio --example async_echo
 //! ```
 //!
 //! Exits non-zero if anything fails or an echo differs from its message.
@@ -23,14 +23,12 @@ use std::time::Duration;
 use rpma::any::WithTransport;
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{ConnReq, ContextType, Device, Ep, Peer, Transport, Usage};
+use rpma_examples::backend;
 
 const PORT: &str = "7311";
 const MSG: usize = 64;
 /// Longest a wait may take before the run fails: a lost peer cannot hang the example.
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-#[path = "common/backend.rs"]
-mod backend;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -102,7 +100,7 @@ async fn run<T: Transport>(transport: T, addr: &str) -> Res<()> {
     Ok(())
 }
 
-/// On the backend and address of `backend::from_env` (examples/common/backend.rs).
+/// On the backend and address of `backend::from_env` (examples/src/backend.rs).
 fn main() -> Res<()> {
     let (backend, addr) = backend::from_env()?;
     println!("async_echo on {backend} ({addr})");

@@ -9,14 +9,14 @@
 //! On the in-memory mock fabric (servers and client are tasks of one runtime):
 //!
 //! ```sh
-//! cargo run --features tokio --example async_replicated_write
+//! cargo run -p rpma-examples --features tokio --example async_replicated_write
 //! ```
 //!
 //! On an RDMA device (all three in this process, over the device owning the address):
 //!
 //! ```sh
-//! RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_replicated_write
-//! RPMA_BACKEND=verbs RPMA_TEST_ADDR=10.77.0.1 cargo run --features verbs,tokio --example async_replicated_write
+//! RPMA_TEST_DEVICE=rxe0 RPMA_TEST_ADDR=10.77.0.1 cargo run -p rpma-examples --features verbs,tokio --example async_replicated_write
+//! RPMA_BACKEND=verbs RPMA_TEST_ADDR=10.77.0.1 cargo run -p rpma-examples --features verbs,tokio --example async_replicated_write
 //! ```
 //!
 //! Exits non-zero if anything fails or a server's memory misses a record.
@@ -30,15 +30,13 @@ use rpma::tokio::{connect, AsyncConn, AsyncEp};
 use rpma::{
     ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, PeerCfg, Transport, Usage, MR_DESCRIPTOR_SIZE,
 };
+use rpma_examples::backend;
 
 const PORTS: [&str; 2] = ["7321", "7322"];
 const RECORD: usize = 64;
 const RECORDS: usize = 32;
 /// Longest a wait may take before the run fails: a lost peer cannot hang the example.
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-#[path = "common/backend.rs"]
-mod backend;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -129,7 +127,7 @@ async fn run<T: Transport>(transport: T, addr: &str) -> Res<()> {
     Ok(())
 }
 
-/// On the backend and address of `backend::from_env` (examples/common/backend.rs).
+/// On the backend and address of `backend::from_env` (examples/src/backend.rs).
 fn main() -> Res<()> {
     let (backend, addr) = backend::from_env()?;
     println!("async_replicated_write on {backend} ({addr})");

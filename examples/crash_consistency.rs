@@ -8,7 +8,7 @@
 //! After every power cut the check reads what the log's region kept: every acknowledged record
 //! is committed (tail at least its number) and every committed record passes its checksum.
 //!
-//! `cargo run --example crash_consistency` checks every crash point with the unflushed bytes
+//! `cargo run -p rpma-examples --example crash_consistency` checks every crash point with the unflushed bytes
 //! lost, then torn (per 64-byte line, several seeds), and ends with
 //! `crash points: N, violations: 0`. With `--buggy visibility` (the tail flushed to visibility
 //! instead of persistence) or `--buggy no-data-flush` (the record's flush left out) it finds

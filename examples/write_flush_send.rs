@@ -1,7 +1,7 @@
 //! A client writes into a server's memory, flushes it to persistence, reads it back, and the
 //! two exchange a message, on the in-memory mock fabric (server and client are threads).
 //!
-//! Run with `cargo run --example write_flush_send`.
+//! Run with `cargo run -p rpma-examples --example write_flush_send`.
 
 use std::thread;
 

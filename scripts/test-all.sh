@@ -82,15 +82,15 @@ step "the C ABI's instruction count against the Rust API (scripts/bench-capi.sh,
 scripts/bench-capi.sh 2000
 
 step "examples run (on the mock; scripts/test-verbs.sh runs the async ones on rxe)"
-cargo run -q --example write_flush_send
-cargo run -q --features tokio --example async_echo
-cargo run -q --features tokio --example async_replicated_write
+cargo run -q -p rpma-examples --example write_flush_send
+cargo run -q -p rpma-examples --features tokio --example async_echo
+cargo run -q -p rpma-examples --features tokio --example async_replicated_write
 
 step "power cuts on the mock: a log at every crash point (docs/persistence.md); the buggy variants must be caught"
-cargo run -q --example crash_consistency
+cargo run -q -p rpma-examples --example crash_consistency
 for bug in visibility no-data-flush; do
     rc=0
-    out=$(cargo run -q --example crash_consistency -- --buggy "$bug") || rc=$?
+    out=$(cargo run -q -p rpma-examples --example crash_consistency -- --buggy "$bug") || rc=$?
     printf '%s\n' "$out" | tail -2
     if [ "$rc" != 1 ]; then
         echo "error: crash_consistency --buggy $bug exited $rc: it must find violations and exit 1" >&2

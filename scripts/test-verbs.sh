@@ -106,7 +106,7 @@ export RPMA_CAPI_LIB=$target_dir/debug/librpma.so
     [ -z "${SOFTROCE_PMEM-256M}" ] || build -p rpma-log --features verbs --test verbs
     # rpma-tokio on the device, and the async examples (docs/async.md)
     build -p rpma --features verbs,tokio --test tokio_backends
-    build_examples -p rpma --features verbs,tokio --example async_echo --example async_replicated_write
+    build_examples -p rpma-examples --features verbs,tokio --example async_echo --example async_replicated_write
     # the C programs on our librpma.so (RPMA_BACKEND=verbs), and against Debian's librpma
     build -p rpma-capi --test c_verbs
 } > "$list"

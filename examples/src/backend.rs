@@ -1,5 +1,5 @@
-//! The backend an example runs on, and the address it listens and connects on (shared by the
-//! async examples through `#[path]`: a file here is no example of its own).
+//! The backend an example runs on, and the address it listens and connects on (the async
+//! examples').
 
 use rpma::any::Backend;
 
