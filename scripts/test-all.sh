@@ -42,6 +42,9 @@ if cargo tree -e normal -p rpma --prefix none | grep -E -- '-sys( |$)'; then
     exit 1
 fi
 
+step "every crate packages for crates.io (metadata, a version on each path dependency; cargo publish --workspace publishes them in dependency order)"
+cargo package -q --workspace --no-verify --allow-dirty
+
 step "the facade builds without any backend"
 cargo check -q -p rpma --no-default-features
 

@@ -26,6 +26,17 @@
 //! (`rpma::mock::Peer`, `rpma::verbs::Conn`, ...). [`any`] chooses the backend at run time,
 //! from a name or `RPMA_BACKEND`, once, and runs such generic code on it.
 //!
+//! ## Depending on it
+//!
+//! From a checkout of rpma-rs, or from its repository (cargo finds the crate in its workspace):
+//!
+//! ```toml
+//! [dependencies]
+//! rpma = { path = "../rpma-rs" }
+//! # or, with RDMA devices as well as the mock:
+//! rpma = { git = "https://example.invalid/rpma-rs", features = ["verbs"] }
+//! ```
+//!
 //! ## A server and a client: write, flush, send and receive
 //!
 //! ```

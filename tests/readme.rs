@@ -52,3 +52,48 @@ fn readme_is_this_test() {
         me[begin..end].lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
     assert_eq!(block, snippet, "README.md's \"Using it\" block differs from tests/readme.rs");
 }
+
+/// Each dependency line of the README and of the crate docs of `rpma` and `rpma-log` names a
+/// crate where it says: a `path` below the checkout (`../rpma-rs`) holds a package of that name,
+/// and a `git` URL is the workspace's `repository`.
+#[test]
+fn dependency_lines_name_the_crates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = include_str!("../Cargo.toml");
+    let repository = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("Cargo.toml's [workspace.package] has a repository");
+    let mut lines = 0;
+    for (file, text) in [
+        ("README.md", include_str!("../README.md")),
+        ("src/lib.rs", include_str!("../src/lib.rs")),
+        ("crates/rpma-log/src/lib.rs", include_str!("../crates/rpma-log/src/lib.rs")),
+    ] {
+        for line in text.lines().map(|l| l.trim_start_matches("//!").trim()) {
+            let Some((name, spec)) = line.split_once(" = { ") else { continue };
+            if !name.starts_with("rpma") {
+                continue;
+            }
+            lines += 1;
+            let value = |key: &str| {
+                spec.split_once(&format!("{key} = \""))
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map(|(value, _)| value)
+            };
+            if let Some(path) = value("path") {
+                let below = path.strip_prefix("../rpma-rs").unwrap_or_else(|| panic!("{file}: {line}"));
+                let dir = root.join(below.trim_start_matches('/'));
+                let package = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+                assert!(
+                    package.contains(&format!("\nname = \"{name}\"\n")),
+                    "{file}: {line}: no package {name} in {dir:?}"
+                );
+            } else {
+                assert_eq!(value("git"), Some(repository), "{file}: {line}");
+            }
+        }
+    }
+    assert!(lines >= 8, "only {lines} dependency lines found");
+}
