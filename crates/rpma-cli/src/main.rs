@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use rpma::any::{AnyTransport, Backend, WithTransport};
 use rpma_cli::backend::{dispatch, dispatch_between_processes, BackendKind};
 use rpma_cli::devices::{self, DeviceInfo};
@@ -578,7 +578,23 @@ fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
 }
 
+/// The command a command line runs, as its help is asked for: `rpma`, then each word of the
+/// line that names a subcommand of the one before (`rpma log bench` for `rpma log bench
+/// --bogus`), up to the first that does not.
+fn command_of(args: impl IntoIterator<Item = std::ffi::OsString>) -> String {
+    let mut cmd = Cli::command();
+    let mut path = cmd.get_name().to_owned();
+    for arg in args.into_iter().skip(1) {
+        let Some(sub) = arg.to_str().and_then(|a| cmd.find_subcommand(a)).cloned() else { break };
+        path.push(' ');
+        path.push_str(sub.get_name());
+        cmd = sub;
+    }
+    path
+}
+
 fn main() -> ExitCode {
+    let command = command_of(std::env::args_os());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -586,7 +602,7 @@ fn main() -> ExitCode {
             if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
                 // Help on a closed pipe or a full device: nothing more to say, as for any output.
                 let text = e.render().to_string();
-                return out::exit_code(out::text(&text).map(|()| ExitCode::SUCCESS));
+                return out::exit_code(out::text(&text).map(|()| ExitCode::SUCCESS), &command);
             }
             let msg = if matches!(e.kind(), K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand) {
                 "a command is required: demo, devices, server, client, scenarios, bench or log".to_owned()
@@ -596,7 +612,7 @@ fn main() -> ExitCode {
                 let lines: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
                 lines.join(" ").trim_start_matches("error: ").to_owned()
             };
-            err_line(format_args!("rpma: {msg} (see 'rpma --help')"));
+            err_line(format_args!("rpma: {msg} (see '{command} --help')"));
             return ExitCode::from(2);
         }
     };
@@ -609,5 +625,5 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
         Cmd::Log(a) => rpma_cli::log_cmd::run(a).map(|()| ExitCode::SUCCESS),
     };
-    out::exit_code(r)
+    out::exit_code(r, &command)
 }

@@ -90,9 +90,10 @@ pub fn err_line(args: fmt::Arguments<'_>) {
 }
 
 /// The exit status of a command's result, with the error (if any) on stderr in one line,
-/// prefixed `rpma: `: 0 (quietly) on a closed pipe, 2 for a [`UsageError`], 1 otherwise.
+/// prefixed `rpma: `: 0 (quietly) on a closed pipe, 2 for a [`UsageError`] (which points to
+/// `{command} --help`, e.g. `rpma log bench --help`), 1 otherwise.
 #[must_use]
-pub fn exit_code(r: anyhow::Result<ExitCode>) -> ExitCode {
+pub fn exit_code(r: anyhow::Result<ExitCode>, command: &str) -> ExitCode {
     let r = r.and_then(|code| flush().map(|()| code));
     match r {
         Ok(code) => code,
@@ -100,7 +101,7 @@ pub fn exit_code(r: anyhow::Result<ExitCode>) -> ExitCode {
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
             if e.downcast_ref::<UsageError>().is_some() {
-                err_line(format_args!("rpma: {msg} (see 'rpma --help')"));
+                err_line(format_args!("rpma: {msg} (see '{command} --help')"));
                 ExitCode::from(2)
             } else {
                 err_line(format_args!("rpma: error: {msg}"));

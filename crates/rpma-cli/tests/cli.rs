@@ -88,6 +88,27 @@ fn bad_arguments_give_one_line_and_exit_code_2() {
     }
 }
 
+/// A usage error points to the help of the command it was given to, whether clap or the
+/// command's own checks refused it.
+#[test]
+fn usage_errors_point_to_their_commands_help() {
+    for (args, help) in [
+        (&["--bogus"][..], "(see 'rpma --help')"),
+        (&["frobnicate"], "(see 'rpma --help')"),
+        (&["bench", "--bogus"], "(see 'rpma bench --help')"),
+        (&["bench", "--iters", "0"], "(see 'rpma bench --help')"),
+        (&["log"], "(see 'rpma log --help')"),
+        (&["log", "bench", "--bogus"], "(see 'rpma log bench --help')"),
+        (&["log", "serve"], "(see 'rpma log serve --help')"),
+        (&["client", "-s", "08", "--addr", "10.77.0.1", "--rounds", "0"], "(see 'rpma client --help')"),
+    ] {
+        let o = rpma(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.trim_end().ends_with(help), "{args:?}: {help:?} not at the end of {err}");
+    }
+}
+
 /// Arguments that parse but do not fit together (or cannot run) are usage errors too: exit 2
 /// with a message naming the problem.
 #[test]

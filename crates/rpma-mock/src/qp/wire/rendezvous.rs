@@ -41,9 +41,14 @@ pub(crate) fn socket_path(dir: &Path, addr: &str, port: u16) -> PathBuf {
 /// `Provider` (`EACCES`) if it is not a directory, belongs to another user or is open to
 /// group or others; the errno of a failed creation.
 pub(crate) fn private_dir(dir: &Path, op: &'static str) -> Result<()> {
-    let io_err = |e: io::Error, what: &str| {
-        Error::provider(op, e.raw_os_error().unwrap_or(EACCES))
-            .with_detail(&format!("mock rendezvous directory {}: {what}: {e}", dir.display()))
+    // The errno is the error's own text (`errno 17 (File exists ...)`); an error without one
+    // says what it is in the detail.
+    let io_err = |e: io::Error, what: &str| match e.raw_os_error() {
+        Some(errno) => {
+            Error::provider(op, errno).with_detail(&format!("mock rendezvous directory {}: {what}", dir.display()))
+        }
+        None => Error::provider(op, EACCES)
+            .with_detail(&format!("mock rendezvous directory {}: {what}: {e}", dir.display())),
     };
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io_err(e, "cannot create it"))?;
     let m = std::fs::metadata(dir).map_err(|e| io_err(e, "cannot inspect it"))?;
@@ -205,5 +210,24 @@ pub(crate) fn dial(dir: &Path, addr: &str, port: u16) -> Result<Option<UnixStrea
         }
         Err(e) => Err(Error::provider(OP, e.raw_os_error().unwrap_or(EACCES))
             .with_detail(&format!("cannot reach {}: {e}", path.display()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rendezvous path that is a file: the error names the directory and what failed, and
+    /// the errno's text once.
+    #[test]
+    fn a_directory_that_cannot_be_made_says_why_once() {
+        let file = std::env::temp_dir().join(format!("rpma-rendezvous-test-{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let e = private_dir(&file, "rpma_ep_listen").unwrap_err();
+        std::fs::remove_file(&file).unwrap();
+        let text = e.to_string();
+        assert_eq!(e.errno(), Some(17), "{text}");
+        assert!(text.contains(&format!("mock rendezvous directory {}: cannot create it", file.display())), "{text}");
+        assert_eq!(text.matches("File exists").count(), 1, "{text}");
     }
 }
