@@ -234,9 +234,11 @@ fn a_connection_life_in_spans_and_events() {
             (e.name.as_str(), e.level, e.span.as_ref().and_then(|s| s.1.get("side")).map(String::as_str), &e.fields)
         })
         .collect();
-    let step = |s: &str| fields(&[("step", s)]);
-    let cm = |s: &str| fields(&[("event", s)]);
+    let step = |s: &str| fields(&[("step", s), ("message", "connection step")]);
+    let cm = |s: &str| fields(&[("event", s), ("message", "connection event")]);
     let failed = fields(&[
+        ("message", "completion failed"),
+        ("conn", &format!("{} qp {}: ? -> {ADDR}:{PORT}", run.device, run.client_qp)),
         ("status", "RemAccessErr"),
         ("status_raw", "10"),
         ("wr_id", "3"),
@@ -297,4 +299,83 @@ fn no_event_for_successful_completions() {
         assert_eq!(capture.0.lock().unwrap().events.len(), before, "an event for a successful operation");
         assert_eq!(client.stats().errors, 0);
     });
+}
+
+/// A writer into a buffer the test reads afterwards.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What `tracing_subscriber::fmt` prints of the scenario at `level` and below.
+fn fmt_output(level: Level) -> (Run, String) {
+    let out = Shared::default();
+    let writer = out.clone();
+    let subscriber =
+        tracing_subscriber::fmt().with_max_level(level).without_time().with_writer(move || writer.clone()).finish();
+    let run = tracing::subscriber::with_default(subscriber, scenario);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    (run, text)
+}
+
+/// The events of docs/observability.md's table: name and message.
+fn documented_events() -> Vec<(String, String)> {
+    include_str!("../docs/observability.md")
+        .lines()
+        .filter_map(|l| l.strip_prefix("| event | "))
+        .map(|row| {
+            let cols: Vec<&str> = row.split(" | ").collect();
+            let name = cols[0].split('`').nth(1).expect("a name in backquotes").to_owned();
+            (name, cols[1].to_owned())
+        })
+        .collect()
+}
+
+/// The documented messages are what `fmt` prints, and each is the message of its named event
+/// in the code.
+#[test]
+fn fmt_prints_the_documented_messages() {
+    let events = documented_events();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["rpma.conn_step", "rpma.cm_event", "rpma.failed_completion", "rpma.leak"]);
+    let (_, text) = fmt_output(Level::DEBUG);
+    let sources = [
+        include_str!("../crates/rpma-core/src/trace.rs"),
+        include_str!("../crates/rpma-core/src/cq_trace.rs"),
+        include_str!("../crates/rpma-verbs/src/leak.rs"),
+    ];
+    for (name, message) in &events {
+        // The event's macro call, from its name to its end, holds the message.
+        let in_code = sources.iter().any(|src| {
+            src.match_indices(&format!("name: \"{name}\"")).any(|(i, _)| {
+                src[i..].split_once(");").is_some_and(|(call, _)| call.contains(&format!("\"{message}\"")))
+            })
+        });
+        assert!(in_code, "{name}: no event with the message {message:?} in the code");
+        if name != "rpma.leak" {
+            assert!(text.contains(&format!("rpma: {message} ")), "{name}: {message:?} not printed:\n{text}");
+        }
+    }
+    assert!(!text.contains("rpma.failed_completion"), "fmt prints no event name:\n{text}");
+}
+
+/// With a filter at WARN (`RUST_LOG=rpma=warn`) the connection's INFO span is gone: the failed
+/// completion still names its connection.
+#[test]
+fn a_warning_names_its_connection_without_its_span() {
+    let (run, text) = fmt_output(Level::WARN);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "one warning, the failed write:\n{text}");
+    assert!(!lines[0].contains("rpma.conn{"), "no span at WARN: {}", lines[0]);
+    let conn = format!("conn=\"{} qp {}: ? -> {ADDR}:{PORT}\"", run.device, run.client_qp);
+    assert!(lines[0].contains("WARN rpma: completion failed"), "{}", lines[0]);
+    assert!(lines[0].contains(&conn), "{conn} not in {}", lines[0]);
 }

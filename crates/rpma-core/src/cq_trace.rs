@@ -19,7 +19,7 @@ pub use off::CqTrace;
 #[cfg(feature = "tracing")]
 mod on {
     use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
+    use std::sync::{Arc, OnceLock};
 
     use tracing::Span;
 
@@ -32,7 +32,8 @@ mod on {
     #[derive(Debug, Default)]
     pub struct CqTrace {
         errors: AtomicU64,
-        span: OnceLock<Span>,
+        /// The connection's span and who it is (its `conn` text), once attached.
+        owner: OnceLock<(Span, Arc<str>)>,
     }
 
     impl CqTrace {
@@ -44,7 +45,7 @@ mod on {
         /// A CQ's trace, attached to no connection yet.
         #[must_use]
         pub const fn new() -> Self {
-            Self { errors: AtomicU64::new(0), span: OnceLock::new() }
+            Self { errors: AtomicU64::new(0), owner: OnceLock::new() }
         }
 
         /// Reports `wc`, a completion the poll returns, if it failed: a test of its status.
@@ -59,27 +60,33 @@ mod on {
         }
 
         /// The cold path of a failed completion: the count of
-        /// [`ConnStats::errors`](crate::ConnStats) and a `rpma.failed_completion` event.
+        /// [`ConnStats::errors`](crate::ConnStats) and a `rpma.failed_completion` event, which
+        /// names its connection itself (`conn`): a filter at `WARN` drops the `INFO` span.
         #[cold]
         #[inline(never)]
         fn failed(&self, w: &Wc) {
             self.errors.fetch_add(1, Ordering::Relaxed);
-            let parent = self.span.get().and_then(Span::id);
+            let owner = self.owner.get();
+            let parent = owner.and_then(|(span, _)| span.id());
+            let conn = owner.map(|(_, conn)| &**conn);
             tracing::warn!(
                 name: "rpma.failed_completion",
                 target: "rpma",
                 parent: parent,
+                conn,
                 status = ?w.status(),
                 status_raw = w.status().raw(),
                 wr_id = w.wr_id(),
                 qp_num = w.qp_num(),
                 vendor_err = w.vendor_err(),
+                "completion failed"
             );
         }
 
-        /// Makes `span` the parent of this CQ's events (the first one attached stays).
-        pub(crate) fn attach(&self, span: &Span) {
-            let _ = self.span.set(span.clone());
+        /// Makes `span` the parent of this CQ's events and `conn` the connection they name
+        /// (the first one attached stays).
+        pub(crate) fn attach(&self, span: &Span, conn: &Arc<str>) {
+            let _ = self.owner.set((span.clone(), Arc::clone(conn)));
         }
 
         /// The failed completions counted so far.

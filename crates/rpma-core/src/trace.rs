@@ -8,16 +8,21 @@
 //! passive connection, the one connected to for an active one) and `qp_num`. The span is entered around the
 //! connection's setup and teardown calls (requesting, connecting or accepting, rejecting, taking
 //! a CM event, disconnecting, deleting; a passive connection's span begins once its request is
-//! taken) and is the parent of the connection's events:
-//! - `rpma.cm_event` (`INFO`; `WARN` for lost, rejected, unreachable and unexpected events):
-//!   field `event` (the [`ConnEvent`]'s text, or `unexpected` with `raw`);
-//! - `rpma.conn_step` (`DEBUG`): field `step` (`requested`, `received`, `connect`, `accept`, `reject`,
-//!   `disconnect`, `delete`);
-//! - `rpma.failed_completion` (`WARN`): fields `status`, `status_raw`, `wr_id`, `qp_num`,
-//!   `vendor_err`, for every completion polled whose status is not success (also from a shared
-//!   receive queue's CQ, whose events have no connection span as parent). Not the opcode: an
-//!   error completion leaves it undefined and a provider may not write it (rule V7 of
-//!   docs/memory.md: through the C ABI the array may be uninitialised).
+//! taken) and is the parent of the connection's events (each named, and with the message a
+//! formatting subscriber prints):
+//! - `rpma.cm_event`, "connection event" (`INFO`; `WARN` for lost, rejected, unreachable and
+//!   unexpected events): field `event` (the [`ConnEvent`]'s text, or `unexpected` with `raw`);
+//! - `rpma.conn_step`, "connection step" (`DEBUG`): field `step` (`requested`, `received`,
+//!   `connect`, `accept`, `reject`, `disconnect`, `delete`);
+//! - `rpma.failed_completion`, "completion failed" (`WARN`): fields `status`, `status_raw`,
+//!   `wr_id`, `qp_num`, `vendor_err`, for every completion polled whose status is not success
+//!   (also from a shared receive queue's CQ, whose events have no connection span as parent).
+//!   Not the opcode: an error completion leaves it undefined and a provider may not write it
+//!   (rule V7 of docs/memory.md: through the C ABI the array may be uninitialised).
+//!
+//! A `WARN` event of a connection also names it in its field `conn` (device, queue pair, local
+//! and remote address: `mock0 qp 3: ? -> 127.0.0.1:7204`), since a filter at `WARN`
+//! (`RUST_LOG=rpma=warn`) drops the `INFO` span.
 //!
 //! Of each polled completion only what the provider always writes is read: the status, and of a
 //! failed one `wr_id`, `qp_num` and `vendor_err`. The backend's CQ reports them from inside its
@@ -74,6 +79,8 @@ impl Step {
 
 #[cfg(feature = "tracing")]
 mod on {
+    use std::sync::{Arc, OnceLock};
+
     use tracing::field::Empty;
     use tracing::Span;
 
@@ -98,9 +105,32 @@ mod on {
         pub errors: u64,
     }
 
-    /// A connection's span.
+    /// A connection's span, and who the connection is for its `WARN` events (`conn`): a
+    /// filter at `WARN` (`RUST_LOG=rpma=warn`) drops the `INFO` span, and an event must still
+    /// say which connection it is about.
     pub(crate) struct ConnTrace {
         span: Span,
+        /// Boxed: a `Conn` grows by a pointer only.
+        id: Box<Identity>,
+    }
+
+    /// What makes a connection's `conn` field.
+    #[derive(Default)]
+    struct Identity {
+        device: Box<str>,
+        /// The addresses the application gave (`""` for none): the endpoint's on a passive
+        /// connection, the one connected to on an active one.
+        given: (Box<str>, Box<str>),
+        /// Set once the queue pair is attached (before that there is no connection to name).
+        conn: OnceLock<Arc<str>>,
+    }
+
+    /// The `conn` field: the device, the queue pair and the connection's two addresses, this
+    /// side's first, `?` for one not known (`rxe0 qp 17: 10.77.0.2:41234 -> 10.77.0.1:7204`,
+    /// `mock0 qp 3: ? -> 127.0.0.1:7204`).
+    fn who(device: &str, qp_num: u32, local: &str, remote: &str) -> Arc<str> {
+        let or_unknown = |a: &str| if a.is_empty() { "?".to_owned() } else { a.to_owned() };
+        format!("{device} qp {qp_num}: {} -> {}", or_unknown(local), or_unknown(remote)).into()
     }
 
     /// An endpoint's address, given to the spans of the connections it accepts.
@@ -128,26 +158,34 @@ mod on {
     }
 
     impl ConnTrace {
-        const fn with(span: Span) -> Self {
-            Self { span }
+        fn with(backend: &str, device: &str, side: &str, local: &str, remote: &str) -> Self {
+            Self {
+                span: span(backend, device, side, local, remote),
+                id: Box::new(Identity {
+                    device: device.into(),
+                    given: (local.into(), remote.into()),
+                    conn: OnceLock::new(),
+                }),
+            }
         }
 
         /// The trace of an outgoing connection of `peer` to `addr:port`.
         pub(crate) fn active<T: Transport>(peer: &Peer<T>, addr: &str, port: &str) -> Self {
             let device = peer.inner.device.name();
-            Self::with(span(peer.transport().name(), &device, "active", "", &format!("{addr}:{port}")))
+            Self::with(peer.transport().name(), &device, "active", "", &format!("{addr}:{port}"))
         }
 
         /// The trace of a connection of `peer` accepted by the endpoint `ep`.
         pub(crate) fn passive<T: Transport>(peer: &Peer<T>, ep: &EpTrace) -> Self {
             let device = peer.inner.device.name();
-            Self::with(span(peer.transport().name(), &device, "passive", &ep.local, ""))
+            Self::with(peer.transport().name(), &device, "passive", &ep.local, "")
         }
 
-        /// Records the connection's queue pair in its span (its number, and the addresses the
-        /// backend knows of it) and makes the span the parent of its CQs' events.
+        /// Records the connection's queue pair in its span and in `conn` (its number, and the
+        /// addresses the backend knows of it) and makes the span the parent of its CQs' events.
         pub(crate) fn attach<T: Transport>(&self, qp: &T::Qp) {
-            self.span.record("qp_num", qp.qp_num());
+            let qp_num = qp.qp_num();
+            self.span.record("qp_num", qp_num);
             let (local, remote) = qp.addrs();
             if let Some(a) = local {
                 self.span.record("local", tracing::field::display(a));
@@ -155,9 +193,13 @@ mod on {
             if let Some(a) = remote {
                 self.span.record("remote", tracing::field::display(a));
             }
-            qp.cq().trace().attach(&self.span);
+            // The addresses as the span now holds them: the backend's, else the ones given.
+            let local = local.map_or_else(|| self.id.given.0.to_string(), |a| a.to_string());
+            let remote = remote.map_or_else(|| self.id.given.1.to_string(), |a| a.to_string());
+            let conn = self.id.conn.get_or_init(|| who(&self.id.device, qp_num, &local, &remote));
+            qp.cq().trace().attach(&self.span, conn);
             if let Some(rcq) = qp.rcq() {
-                rcq.trace().attach(&self.span);
+                rcq.trace().attach(&self.span, conn);
             }
         }
 
@@ -168,7 +210,7 @@ mod on {
 
         /// A step of the connection's life.
         pub(crate) fn step(&self, step: Step) {
-            tracing::debug!(name: "rpma.conn_step", target: "rpma", parent: &self.span, step = step.as_str());
+            tracing::debug!(name: "rpma.conn_step", target: "rpma", parent: &self.span, step = step.as_str(), "connection step");
         }
 
         /// A CM event taken from the connection's channel.
@@ -176,10 +218,11 @@ mod on {
             let e = event.as_str();
             match event {
                 ConnEvent::Established | ConnEvent::Closed | ConnEvent::Undefined => {
-                    tracing::info!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = e);
+                    tracing::info!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = e, "connection event");
                 }
                 ConnEvent::Lost | ConnEvent::Rejected | ConnEvent::Unreachable => {
-                    tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = e);
+                    let conn = self.id.conn.get().map(|c| &**c);
+                    tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, conn, event = e, "connection event");
                 }
             }
         }
@@ -187,13 +230,15 @@ mod on {
         /// A CM event the connection does not expect (it is acknowledged and reported as
         /// `Unknown`).
         pub(crate) fn unexpected_event(&self, raw: u32) {
-            tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, event = "unexpected", raw);
+            let conn = self.id.conn.get().map(|c| &**c);
+            tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, conn, event = "unexpected", raw, "connection event");
         }
 
         /// This trace, leaving a disabled span behind (a request handing its trace to its
         /// connection).
         pub(crate) fn take(&mut self) -> Self {
-            std::mem::replace(self, Self::with(Span::none()))
+            let none = Self { span: Span::none(), id: Box::default() };
+            std::mem::replace(self, none)
         }
 
         /// What the CQs of the connection's queue pair `qp` counted.

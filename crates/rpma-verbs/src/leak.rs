@@ -6,7 +6,7 @@
 //! event channel, its SRQ and its PD (hence the device context) are kept forever (rules V1, V4).
 //! Each such leak is logged at level `Error` through rpma-core's log function and counted here,
 //! for the life of the process; with the `tracing` feature it is also an `ERROR` event
-//! `rpma.leak` (target `rpma`, in the current span) with the fields `what` (`region` or `qp`),
+//! `rpma.leak`, "resource leaked" (target `rpma`, in the current span) with the fields `what` (`region` or `qp`),
 //! `addr` and `len` (a region) or `qp_num` (a queue pair), and `why`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +42,7 @@ pub(crate) fn region(addr: u64, len: usize, why: &dyn std::fmt::Display) {
     REGIONS.fetch_add(1, Ordering::SeqCst);
     BYTES.fetch_add(len as u64, Ordering::SeqCst);
     #[cfg(feature = "tracing")]
-    tracing::error!(name: "rpma.leak", target: "rpma", what = "region", addr, len, why = %why);
+    tracing::error!(name: "rpma.leak", target: "rpma", what = "region", addr, len, why = %why, "resource leaked");
     rpma_core::rpma_log!(Error, "leaking memory region {addr:#x} ({len} bytes): {why}");
 }
 
@@ -50,6 +50,6 @@ pub(crate) fn region(addr: u64, len: usize, why: &dyn std::fmt::Display) {
 pub(crate) fn qp(qp_num: u32, why: &dyn std::fmt::Display) {
     QPS.fetch_add(1, Ordering::SeqCst);
     #[cfg(feature = "tracing")]
-    tracing::error!(name: "rpma.leak", target: "rpma", what = "qp", qp_num, why = %why);
+    tracing::error!(name: "rpma.leak", target: "rpma", what = "qp", qp_num, why = %why, "resource leaked");
     rpma_core::rpma_log!(Error, "leaking queue pair {qp_num} with its CQs, CM id and protection domain: {why}");
 }
