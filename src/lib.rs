@@ -141,7 +141,7 @@
 #[cfg(feature = "tracing")]
 pub use rpma_core::ConnStats;
 pub use rpma_core::{
-    descriptor, log, op, runtime, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
+    descriptor, logging, op, runtime, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
     ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Op, Peer, PeerCfg,
     Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, Result, Srq, SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
     ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT,

@@ -25,7 +25,7 @@ pub(crate) type CResult<T = ()> = Result<T, c_int>;
 pub(crate) fn code(e: Error) -> c_int {
     if let (Some(call), Some(errno)) = (e.failed_call(), e.errno()) {
         // librpma logs every failed provider call it makes, with the call and its errno, at
-        // ERROR level through the log function (issue 35).
+        // ERROR level through the log function.
         log_provider_failure(&e, call, errno);
     }
     e.code()
@@ -36,13 +36,13 @@ pub(crate) fn code(e: Error) -> c_int {
 #[cold]
 #[inline(never)]
 fn log_provider_failure(e: &Error, call: &str, errno: c_int) {
-    if rpma_core::log::enabled(rpma_core::log::LogLevel::Error) {
+    if rpma_core::logging::enabled(rpma_core::logging::LogLevel::Error) {
         let why = std::io::Error::from_raw_os_error(errno);
         // The OS's text without Rust's " (os error N)".
         let why = why.to_string();
         let why = why.split(" (os error").next().unwrap_or_default();
-        rpma_core::log::emit(
-            rpma_core::log::LogLevel::Error,
+        rpma_core::logging::emit(
+            rpma_core::logging::LogLevel::Error,
             file!(),
             line!(),
             e.op(),

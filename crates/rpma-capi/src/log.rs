@@ -1,6 +1,6 @@
 //! Logging: `rpma_log_set_function`, `rpma_log_set_threshold`, `rpma_log_get_threshold`.
 //!
-//! The thresholds are rpma-core's (`rpma_core::log`). The default log function of this library
+//! The thresholds are rpma-core's (`rpma_core::logging`). The default log function of this library
 //! writes to stderr, in librpma's line format, the messages at or below the auxiliary
 //! threshold and, since there is no syslog destination here, every ERROR and FATAL message
 //! that passes the primary threshold (docs/capi.md).
@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::panic::catch_unwind;
 use std::sync::Arc;
 
-use rpma_core::log::{self as rlog, LogLevel, LogRecord, Threshold};
+use rpma_core::logging::{self as rlog, LogLevel, LogRecord, Threshold};
 
 use crate::ffi::{code, guard, nonnull, put, CResult};
 
@@ -54,9 +54,9 @@ fn default_function(rec: &LogRecord<'_>) {
 /// a failed provider call is logged by [`crate::ffi::code`].
 macro_rules! librpma_log {
     ($level:ident, $func:expr, $($arg:tt)+) => {
-        if ::rpma_core::log::enabled(::rpma_core::log::LogLevel::$level) {
-            ::rpma_core::log::emit(
-                ::rpma_core::log::LogLevel::$level,
+        if ::rpma_core::logging::enabled(::rpma_core::logging::LogLevel::$level) {
+            ::rpma_core::logging::emit(
+                ::rpma_core::logging::LogLevel::$level,
                 file!(),
                 line!(),
                 $func,
@@ -154,7 +154,7 @@ impl Drop for Defer {
 /// [`guard`](crate::ffi::guard) for a function that may log while it holds a handle's lock (a connection's
 /// `rpma_conn_disconnect` and `rpma_conn_next_event` log at NOTICE level): the messages for the
 /// C log function are held back until the body returned, every lock released, so a log
-/// function may call back into the same handle (issue 32; librpma has no such lock). See
+/// function may call back into the same handle (librpma has no such lock). See
 /// [`Defer`].
 pub(crate) fn guard_deferring_log(body: impl FnOnce() -> CResult) -> c_int {
     let _held = Defer::new();

@@ -351,7 +351,7 @@ pub fn rust_name(op: &str) -> Option<&'static str> {
         "rpma_srq_new" => "Srq::new",
         "rpma_srq_delete" => "Srq::delete",
         "rpma_srq_recv" => "Srq::recv",
-        "rpma_log_set_threshold" => "log::set_threshold",
+        "rpma_log_set_threshold" => "logging::set_threshold",
         _ => return None,
     })
 }

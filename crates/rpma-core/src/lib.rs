@@ -50,7 +50,7 @@ mod conn;
 mod cq_trace;
 pub mod descriptor;
 mod error;
-pub mod log;
+pub mod logging;
 mod mr;
 mod offer;
 pub mod op;

@@ -68,7 +68,7 @@
 //!
 //! ## Logging
 //! Every message goes through rpma-core's log module (`rpma_log!`), so librpma's threshold and
-//! log function (`rpma_core::log`) govern them with the rest of rpma-rs.
+//! log function (`rpma_core::logging`) govern them with the rest of rpma-rs.
 //!
 //! ## Non-blocking fds
 //! As with librpma, set `O_NONBLOCK` on an endpoint's, connection's or completion channel's fd

@@ -182,13 +182,13 @@ fn default_function(rec: &LogRecord<'_>) {
 #[macro_export]
 macro_rules! rpma_log {
     ($lvl:ident in $func:expr, $($arg:tt)+) => {
-        if $crate::log::enabled($crate::log::LogLevel::$lvl) {
-            $crate::log::emit($crate::log::LogLevel::$lvl, file!(), line!(), $func, format_args!($($arg)+));
+        if $crate::logging::enabled($crate::logging::LogLevel::$lvl) {
+            $crate::logging::emit($crate::logging::LogLevel::$lvl, file!(), line!(), $func, format_args!($($arg)+));
         }
     };
     ($lvl:ident, $($arg:tt)+) => {
-        if $crate::log::enabled($crate::log::LogLevel::$lvl) {
-            $crate::log::emit($crate::log::LogLevel::$lvl, file!(), line!(), module_path!(), format_args!($($arg)+));
+        if $crate::logging::enabled($crate::logging::LogLevel::$lvl) {
+            $crate::logging::emit($crate::logging::LogLevel::$lvl, file!(), line!(), module_path!(), format_args!($($arg)+));
         }
     };
 }

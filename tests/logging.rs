@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use rpma::log::{self, LogLevel, LogRecord, Threshold};
+use rpma::logging::{self, LogLevel, LogRecord, Threshold};
 use rpma::mock::MockFabric;
 use rpma::{ContextType, Device, Ep, ErrorKind, Peer};
 
@@ -81,28 +81,28 @@ fn log__all() {
     } else {
         (LogLevel::Warning, LogLevel::Disabled)
     };
-    assert_eq!(log::threshold(Threshold::Primary), primary, "default primary threshold");
-    assert_eq!(log::threshold(Threshold::Aux), aux, "default aux threshold");
+    assert_eq!(logging::threshold(Threshold::Primary), primary, "default primary threshold");
+    assert_eq!(logging::threshold(Threshold::Aux), aux, "default aux threshold");
 
     // --- set/get for both thresholds, every level ---
     for t in [Threshold::Primary, Threshold::Aux] {
         for l in ALL_LEVELS {
-            log::set_threshold(t, l).unwrap();
-            assert_eq!(log::threshold(t), l, "{t:?}");
+            logging::set_threshold(t, l).unwrap();
+            assert_eq!(logging::threshold(t), l, "{t:?}");
         }
     }
     // The two thresholds are independent.
-    log::set_threshold(Threshold::Primary, LogLevel::Info).unwrap();
-    log::set_threshold(Threshold::Aux, LogLevel::Fatal).unwrap();
-    assert_eq!(log::threshold(Threshold::Primary), LogLevel::Info);
-    assert_eq!(log::threshold(Threshold::Aux), LogLevel::Fatal);
+    logging::set_threshold(Threshold::Primary, LogLevel::Info).unwrap();
+    logging::set_threshold(Threshold::Aux, LogLevel::Fatal).unwrap();
+    assert_eq!(logging::threshold(Threshold::Primary), LogLevel::Info);
+    assert_eq!(logging::threshold(Threshold::Aux), LogLevel::Fatal);
 
     // --- enabled(): a level passes iff it is not Disabled and <= the primary threshold ---
     for th in ALL_LEVELS {
-        log::set_threshold(Threshold::Primary, th).unwrap();
+        logging::set_threshold(Threshold::Primary, th).unwrap();
         for l in ALL_LEVELS {
             let expected = l != LogLevel::Disabled && (l as i32) <= (th as i32);
-            assert_eq!(log::enabled(l), expected, "level {l:?} under {th:?}");
+            assert_eq!(logging::enabled(l), expected, "level {l:?} under {th:?}");
         }
     }
 
@@ -134,7 +134,7 @@ fn log__all() {
 
     let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
     let sink = Arc::clone(&captured);
-    log::set_function(Some(Arc::new(move |r: &LogRecord<'_>| {
+    logging::set_function(Some(Arc::new(move |r: &LogRecord<'_>| {
         sink.lock().unwrap().push(Captured {
             level: r.level,
             file: r.file,
@@ -143,8 +143,8 @@ fn log__all() {
             message: r.message.to_string(),
         });
     })));
-    log::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
-    log::set_threshold(Threshold::Aux, LogLevel::Warning).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
+    logging::set_threshold(Threshold::Aux, LogLevel::Warning).unwrap();
 
     let msg = listen(&peer, 7001);
     let got = notices(&captured, &msg);
@@ -158,18 +158,18 @@ fn log__all() {
     assert_eq!(c.function, "rpma_ep_listen");
 
     // The aux threshold is only a hint: it does not filter what reaches the function.
-    log::set_threshold(Threshold::Aux, LogLevel::Disabled).unwrap();
+    logging::set_threshold(Threshold::Aux, LogLevel::Disabled).unwrap();
     let msg = listen(&peer, 7002);
     assert_eq!(notices(&captured, &msg).len(), 1, "aux threshold must not filter");
 
     // Exactly at the threshold: delivered.
-    log::set_threshold(Threshold::Primary, LogLevel::Notice).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Notice).unwrap();
     let msg = listen(&peer, 7003);
     assert_eq!(notices(&captured, &msg).len(), 1, "Notice passes a Notice threshold");
 
     // --- messages above the primary threshold never reach the function ---
     for (i, th) in [LogLevel::Warning, LogLevel::Error, LogLevel::Fatal, LogLevel::Disabled].into_iter().enumerate() {
-        log::set_threshold(Threshold::Primary, th).unwrap();
+        logging::set_threshold(Threshold::Primary, th).unwrap();
         let before = captured.lock().unwrap().len();
         let msg = listen(&peer, 7010 + i as u32);
         assert!(notices(&captured, &msg).is_empty(), "Notice delivered under {th:?}");
@@ -183,7 +183,7 @@ fn log__all() {
 
     // Peer::new's lines (the mock has neither native flush nor native atomic write): librpma's
     // INFO line, word for word, from rpma_peer_new; the flush's at DEBUG.
-    log::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
     let before = captured.lock().unwrap().len();
     let _p2 = Peer::new(&dev).unwrap();
     let lines: Vec<_> = captured.lock().unwrap()[before..].to_vec();
@@ -197,14 +197,14 @@ fn log__all() {
         lines.iter().any(|c| c.level == LogLevel::Debug && c.message.starts_with("Native flush is not supported")),
         "{lines:?}"
     );
-    log::set_threshold(Threshold::Primary, LogLevel::Info).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Info).unwrap();
 
     // Nothing reached the `log` facade while the custom function was installed.
     assert!(FACADE.0.lock().unwrap().iter().all(|r| !r.2.starts_with("Waiting for incoming")));
 
     // --- set_function(None) restores the default (forwarding to the `log` facade) ---
-    log::set_function(None);
-    log::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
+    logging::set_function(None);
+    logging::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
     let before = captured.lock().unwrap().len();
     let msg = listen(&peer, 7030);
     assert_eq!(captured.lock().unwrap().len(), before, "the custom function still called");
@@ -220,15 +220,15 @@ fn log__all() {
         assert!(line.is_some_and(|l| l > 0));
     }
     // The default function drops messages above the primary threshold too.
-    log::set_threshold(Threshold::Primary, LogLevel::Warning).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Warning).unwrap();
     let msg = listen(&peer, 7032);
     assert!(FACADE.0.lock().unwrap().iter().all(|r| r.2 != msg));
-    log::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
+    logging::set_threshold(Threshold::Primary, LogLevel::Debug).unwrap();
 
     // A function can be installed again after the default was restored.
     let count = Arc::new(Mutex::new(0usize));
     let c2 = Arc::clone(&count);
-    log::set_function(Some(Arc::new(move |r: &LogRecord<'_>| {
+    logging::set_function(Some(Arc::new(move |r: &LogRecord<'_>| {
         if r.level == LogLevel::Notice {
             *c2.lock().unwrap() += 1;
         }
@@ -237,9 +237,9 @@ fn log__all() {
     assert!(*count.lock().unwrap() >= 1);
 
     // --- restore the defaults ---
-    log::set_function(None);
-    log::set_threshold(Threshold::Primary, primary).unwrap();
-    log::set_threshold(Threshold::Aux, aux).unwrap();
-    assert_eq!(log::threshold(Threshold::Primary), primary);
-    assert_eq!(log::threshold(Threshold::Aux), aux);
+    logging::set_function(None);
+    logging::set_threshold(Threshold::Primary, primary).unwrap();
+    logging::set_threshold(Threshold::Aux, aux).unwrap();
+    assert_eq!(logging::threshold(Threshold::Primary), primary);
+    assert_eq!(logging::threshold(Threshold::Aux), aux);
 }
