@@ -25,8 +25,8 @@ pub const DEFAULT_RETRY_COUNT: u8 = 7;
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.
 ///
 /// ```
-/// # use rpma_core::ConnCfg;
-/// # fn f<T: rpma_core::Transport>() {
+/// # use rpma::ConnCfg;
+/// # fn f<T: rpma::Transport>() {
 /// let cfg = ConnCfg::<T>::new().with_sq_size(64).with_cq_size(64).with_timeout(std::time::Duration::from_secs(2));
 /// assert_eq!(cfg.sq_size(), 64);
 /// # }

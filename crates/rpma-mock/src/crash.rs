@@ -91,11 +91,51 @@ impl std::error::Error for CrashFailure {}
 /// completions are errors, the connections are lost) and it should record, as it goes, what it
 /// was told is durable (its acknowledgements), which the check compares with the regions.
 ///
-/// ```
-/// use rpma_mock::{CrashPoints, MockFabric, Unflushed};
+/// A writer on node `app` writes 8 bytes into a region of node `pm` and persists them; every
+/// cut of `pm`'s power must leave them there once the flush completed:
 ///
-/// let explore = CrashPoints::new(MockFabric::builder().device("pm", &["10.0.0.2"]), "pm").seeds(2);
-/// # let _ = explore;
+/// ```
+/// use rpma::mock::{ConnReq, CrashPoints, Device, Ep, MockFabric, Peer, Reboot};
+/// use rpma::{CompletionFlags, ContextType, FlushType, Offer, PeerCfg, Usage};
+///
+/// /// Whether the write was acknowledged: its persistent flush completed.
+/// fn persist(fabric: &MockFabric) -> rpma::Result<bool> {
+///     let pm = Peer::new(&Device::lookup(fabric, "10.0.0.2", ContextType::Local)?)?;
+///     let region = pm.alloc_mr(4096, Usage::WRITE_DST | Usage::FLUSH_TYPES)?;
+///     let ep = Ep::listen(&pm, "10.0.0.2", "7204")?;
+///     let app = Peer::new(&Device::lookup(fabric, "10.0.0.1", ContextType::Local)?)?;
+///     let src = app.alloc_mr(8, Usage::WRITE_SRC)?;
+///     src.write(0, b"durable!")?;
+///     let conn = ConnReq::new(&app, "10.0.0.2", "7204", None)?.connect(None)?;
+///     let offer = Offer::encode(&region, &PeerCfg::new().with_direct_write_to_pmem(true));
+///     let _server = ep.next_conn_req(None)?.connect(Some(&offer))?;
+///     conn.next_event()?;
+///     let remote = Offer::decode(conn.private_data())?.apply_to(&conn);
+///     conn.write(remote.at(0), src.slice(..)).flags(CompletionFlags::ON_ERROR).post()?;
+///     conn.flush(remote.slice(0..8), FlushType::Persistent).post()?;
+///     loop {
+///         if let Some(wc) = conn.cq().next_wc()? {
+///             return Ok(wc.is_success());
+///         }
+///     }
+/// }
+///
+/// /// After the cut: an acknowledged write is in `pm`'s region.
+/// fn check(reboot: Reboot, acked: bool) -> Result<(), String> {
+///     let mut bytes = [0; 8];
+///     if let Some(region) = reboot.cut.regions().first() {
+///         region.memory().volatile().read(0, &mut bytes).map_err(|e| e.to_string())?;
+///     }
+///     if acked && &bytes != b"durable!" {
+///         return Err(format!("acknowledged, then lost: {bytes:?}"));
+///     }
+///     Ok(())
+/// }
+///
+/// let fabric = MockFabric::builder().device("pm", &["10.0.0.2"]).device("app", &["10.0.0.1"]);
+/// let report = CrashPoints::new(fabric, "pm").run(|f| persist(f).unwrap_or(false), check)?;
+/// assert!(report.points > 1 && report.violations.is_empty(), "{report:?}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct CrashPoints {

@@ -18,13 +18,12 @@
 //! - **events**: [`AsyncConn::next_event`], or both with [`AsyncConn::next`].
 //!
 //! ```
-//! use rpma_core::{ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, Usage};
-//! use rpma_mock::MockFabric;
-//! use rpma_core::op;
-//! use rpma_tokio::{connect, AsyncEp};
+//! use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
+//! use rpma::tokio::{connect, AsyncEp};
+//! use rpma::{op, ContextType, FlushType, MrRemote, Usage};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> rpma_core::Result<()> {
+//! # async fn main() -> rpma::Result<()> {
 //! let fabric = MockFabric::new();
 //! let peer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
 //! let target = peer.alloc_mr(4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY)?;

@@ -63,9 +63,8 @@ impl<T: Transport> Peer<T> {
     /// [`MrLocal::dereg`] gives it back.
     ///
     /// ```
-    /// # fn f<T: rpma_core::Transport>(peer: &rpma_core::Peer<T>) -> rpma_core::Result<()> {
-    /// use rpma_core::Usage;
-    /// use rpma_mem::Memory;
+    /// # fn f<T: rpma::Transport>(peer: &rpma::Peer<T>) -> rpma::Result<()> {
+    /// use rpma::{Memory, Usage};
     /// let mr = peer.reg_mr(Memory::from_vec(vec![0; 4096]), Usage::WRITE_SRC)?;
     /// let v = mr.dereg()?.map(|m| m.into_vec());
     /// # Ok(()) }

@@ -4,8 +4,8 @@
 //! (docs/simulation.md).
 //!
 //! ```
-//! use rpma_mock::sim::Sim;
-//! use rpma_mock::MockFabric;
+//! use rpma::mock::sim::Sim;
+//! use rpma::mock::MockFabric;
 //!
 //! let sim = Sim::new(42);
 //! let fabric = MockFabric::builder().device("a", &["10.0.0.1"]).simulation(&sim).build();
