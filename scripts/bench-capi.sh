@@ -6,7 +6,7 @@
 #         writes, each through post_op() (rpma_write, signaled) and poll_cq() (rpma_cq_get_wc);
 #   Rust  rpma bench --backend mock --op write --size 8 --qd 1: the same writes through its
 #         post_op and poll_cq (the Rust API).
-# Prints the instructions per call of each function for both and the ratio C / Rust (issue 16's
+# Prints the instructions per call of each function for both and the ratio C / Rust (the
 # target: at most 1.05).
 #
 # Usage: scripts/bench-capi.sh [N]   (default 20000; needs gcc and valgrind)

@@ -25,8 +25,8 @@
 #              same C program (benches/c/librpma_bench.c, both sides on the library compared,
 #              LD_LIBRARY_PATH): the p50 latencies and the message rate of the librpma section,
 #              and callgrind's instructions per post and per poll of read, write, flush and send
-#              (issue 16: a C program on our librpma is not slower than on Debian's)
-#   setup      connection setup (issue 35): `rpma bench --op connect` against the C program's
+#              (the target: a C program on our librpma is not slower than on Debian's)
+#   setup      connection setup: `rpma bench --op connect` against the C program's
 #              `connect` on C librpma, server and client processes each: per connection, the
 #              client's request, connect, ESTABLISHED, disconnect, CLOSED and delete, and the
 #              server's accept of it; SETUP_ITERS connections (after 100 of warm-up), the p50 of
@@ -46,7 +46,7 @@
 # an echo runs as soon as its message arrives.
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
-# round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets (issue 12): latency ratio vs
+# round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets: latency ratio vs
 # C librpma <= 1.00, message rate >= 1.0x C at qd 128 and >= 1.3x with batches of 16,
 # instructions per post and per poll <= C's. The VM is emulated (QEMU TCG): absolute numbers are
 # far from hardware; the ratios compare the programs on the same device. The last lines are a

@@ -1,4 +1,4 @@
-//! A connection as a state machine (issue 6): proptest generates sequences of operations on a
+//! A connection as a state machine: proptest generates sequences of operations on a
 //! connected pair (writes, reads, atomic writes, lying writes, sends, receives, polls of both
 //! CQs, disconnects from either side, a cut link, deregistration of the target region, event
 //! reads), runs them on the mock, and checks every outcome against a small reference model:

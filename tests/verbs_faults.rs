@@ -1,4 +1,4 @@
-//! Fault sweep of the verbs transport on a real RDMA device (issue 6).
+//! Fault sweep of the verbs transport on a real RDMA device.
 //!
 //! One client/server flow on one thread — device lookup, two peers, a file-mapped (on tmpfs,
 //! see `file_dir`) and two page-aligned regions, listen, connection request with a receive posted, connect/accept,

@@ -1360,7 +1360,7 @@ fn srq_delete__success<B: Backend>(b: &B) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// queue sizes against the device's limits, timeouts, ranges (issue 11)
+// queue sizes against the device's limits, timeouts, ranges
 
 /// `limit + 1` (every device's limits are far below `u32::MAX`).
 fn above(limit: u32) -> u32 {

@@ -121,7 +121,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         recv__unordered_set,
         recv__rq_size_exceeded,
         recv__zero_copy_read_via_as_mut_slice,
-        // the memory of operations in flight (issue 11)
+        // the memory of operations in flight
         as_mut_slice__recv_in_flight_E_AGAIN,
         as_mut_slice__send_in_flight_E_AGAIN,
         volatile__sees_remote_write_after_completion,
@@ -1325,7 +1325,7 @@ fn recv__unordered_set<B: Backend>(b: &B) {
 
 // ---------------------------------------------------------------------------------------------
 // The memory of operations: zero copy through `as_mut_slice`, regions held by operations in
-// flight, the volatile view of remotely written bytes (issue 11)
+// flight, the volatile view of remotely written bytes
 // ---------------------------------------------------------------------------------------------
 
 /// A source filled in place through `as_mut_slice` (no copy) is what the peer's region gets; the

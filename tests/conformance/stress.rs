@@ -1,4 +1,4 @@
-//! Multi-threaded stress (issue 6; THREAD_SAFETY, docs/semantics.md#thread-safety): many threads
+//! Multi-threaded stress (THREAD_SAFETY, docs/semantics.md#thread-safety): many threads
 //! share one peer per side, the memory regions and every connection (each behind a `Mutex`: a
 //! connection is `Send`, not `Sync`), and post mixed operations
 //! (write, read, atomic write, flush, write with imm, send, send with imm, recv) on connections

@@ -1,4 +1,4 @@
-//! Untrusted remote peer (issue 6): the peer lies — a descriptor with a wrong rkey, an address
+//! Untrusted remote peer: the peer lies — a descriptor with a wrong rkey, an address
 //! or a length past its region, a usage it did not grant, oversized private data, a message
 //! larger than the posted receive. The local side must get an error completion or a clear
 //! error, and no byte outside what the operation may touch changes: every case checks whole

@@ -1,4 +1,4 @@
-//! What ten common mistakes say (issue 35): the Rust item (the C function following where there
+//! What ten common mistakes say: the Rust item (the C function following where there
 //! is one), the numbers involved, and the fix where there is one.
 
 use super::*;

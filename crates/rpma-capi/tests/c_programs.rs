@@ -94,7 +94,7 @@ fn dereg_of_a_region_in_use_fails_and_keeps_the_handle() {
     run_ok("dereg", "dereg.c", true);
 }
 
-/// dereg_race.c (issue 32): a client thread loops 32 MiB writes (+ flush) and reads on the
+/// dereg_race.c: a client thread loops 32 MiB writes (+ flush) and reads on the
 /// server's region while the server deregisters it and then makes the buffer inaccessible or
 /// reuses it: `rpma_mr_dereg` returns 0 only once no access by the peer can touch the buffer
 /// any more (no fault, no byte of the reused buffer changed), on the immediate and the deferred
@@ -110,7 +110,7 @@ fn dereg_returns_0_only_once_no_peer_reaches_the_buffer() {
     );
 }
 
-/// log_reentry.c (issue 32): a log function that calls back into the connection whose
+/// log_reentry.c: a log function that calls back into the connection whose
 /// `rpma_conn_disconnect` / `rpma_conn_next_event` is logging returns (the program's alarm ends
 /// a hang after 30 s, status 2), in both mock modes.
 #[test]
@@ -119,14 +119,14 @@ fn a_log_function_may_call_back_into_the_logging_connection() {
     run_ok_with("log-reentry-deferred", "log_reentry.c", true, &[("RPMA_MOCK_MODE", "deferred")]);
 }
 
-/// provider_log.c (issue 35): a failed provider call is logged through the log function as
+/// provider_log.c: a failed provider call is logged through the log function as
 /// librpma logs it (an address no device owns).
 #[test]
 fn a_failed_provider_call_is_logged_as_librpma_logs_it() {
     run_ok("provider-log", "provider_log.c", true);
 }
 
-/// refusal_log.c (issue 35): the arguments librpma refuses with a log line (descriptors too
+/// refusal_log.c: the arguments librpma refuses with a log line (descriptors too
 /// short or without a usage, a shared channel with an SRQ's own receive CQ, the three refused
 /// flushes) and its INFO lines (the peer's direct write to PMem) are logged as librpma logs
 /// them: level, message and function, one line per call (tests/c_verbs.rs runs it on Debian's

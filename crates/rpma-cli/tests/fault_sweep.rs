@@ -1,4 +1,4 @@
-//! Every scenario on the mock with each provider call failed in turn (issue 6).
+//! Every scenario on the mock with each provider call failed in turn.
 //!
 //! For each scenario a clean run on a fresh fabric counts the provider calls both sides make
 //! (N); then, for k = 1..=N, a run on a fresh fabric fails call k with `EIO`. Every run must end

@@ -345,7 +345,7 @@ impl MrBackend for MockMr {
         let r = self.pd.fabric.faults.check("ibv_dereg_mr");
         let shared = self.shared.take().expect("region present until deregistered");
         self.unpublish(&shared);
-        // No peer-side access can start now; wait for those that did before (issue 32): the
+        // No peer-side access can start now; wait for those that did before: the
         // memory comes back only once nothing of the mock can reach it, so a caller may free or
         // reuse it at once (rpma-capi's `rpma_mr_dereg` returns 0 then, rule C1). The file is
         // synced after the last write landed.

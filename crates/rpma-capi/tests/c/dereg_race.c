@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rpma_mr_dereg of a region a peer is reaching right now (issue 32): a client thread loops
+ * rpma_mr_dereg of a region a peer is reaching right now: a client thread loops
  * large one-sided operations on the server's region (a 32 MiB rpma_write followed by a flush to
  * visibility, or a 32 MiB rpma_read) while the server thread deregisters the region mid-loop.
  * Once rpma_mr_dereg returned 0 the buffer is the program's again (librpma's contract), so the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A log function that calls back into the connection whose call is logging (issue 32):
+ * A log function that calls back into the connection whose call is logging:
  * rpma_conn_disconnect and rpma_conn_next_event log at NOTICE level; the log function then
  * calls rpma_conn_get_qp_num, rpma_conn_get_private_data and rpma_conn_get_event_fd on the same
  * connection. Each call returns (no deadlock on the connection's lock: the library calls the

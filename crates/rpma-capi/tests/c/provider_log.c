@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A failed provider call is logged as librpma logs it (issue 35): at ERROR level, through the
+ * A failed provider call is logged as librpma logs it: at ERROR level, through the
  * log function, "<call>() failed: <strerror(errno)>", from the librpma function that made it.
  * - an address no device owns: rpma_utils_get_ibv_context fails (RPMA_E_PROVIDER) and says why;
  * - with PROVIDER_LOG_ADVISE=fails (a device without ibv_advise_mr, e.g. rxe): rpma_mr_advise

@@ -1,5 +1,5 @@
 //! The hand-written baseline of `rpma log bench --baseline`: the log's work done with the plain
-//! rpma API, as well as it can be done, against regions of this process (issue 36, "Speed").
+//! rpma API, as well as it can be done, against regions of this process.
 //!
 //! - `qd1`: one append + sync at a time: to every replica, with every replica's posts before
 //!   any wait, a write of the entry, a flush of it, an 8-byte atomic write of the commit

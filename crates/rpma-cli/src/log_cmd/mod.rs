@@ -11,7 +11,7 @@
 //!   table or JSON (`--json`; each result has `synced_appends_per_s`). With `--baseline` it
 //!   measures, in the same process and against regions of its own, the same work written by
 //!   hand with the plain rpma API (`log_cmd/baseline.rs`), each mode alternating with the log's for
-//!   `--rounds` rounds, and reports the ratios of the medians (issue 36, "Speed").
+//!   `--rounds` rounds, and reports the ratios of the medians.
 //!
 //! One file a concept: the command line (`options`), the replica (`serve`), the writer's
 //! measurement (`bench`), the hand-written baseline (`baseline`) and the report (`report`).
