@@ -201,19 +201,51 @@ pub mod tokio {
 }
 
 /// The in-memory transport ([`MockFabric`](rpma_mock::MockFabric)) and the API's types over it.
+///
+/// Here: the fabric, its builder and devices, the test controls (modes, faults, partitions,
+/// power cuts and crash points, the simulation) and the API's types over the mock. The
+/// backend's own objects, which rpma-core drives through the backend contract, are in
+/// [`mock::backend`].
 #[cfg(feature = "mock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mock")))]
 pub mod mock {
-    pub use rpma_mock::*;
+    pub use rpma_mock::{
+        default_rendezvous_dir, sim, CrashFailure, CrashPoint, CrashPoints, CrashReport, Direction, Event, Faults,
+        LiveCounts, MockDevice, MockFabric, MockFabricBuilder, Mode, PersistentMemory, PowerCut, Reboot, Recovered,
+        Unflushed, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV, RENDEZVOUS_ENV,
+    };
     backend_aliases!(MockFabric, "mock");
+
+    /// The mock backend's own objects (what its [`Transport`](crate::Transport) hands
+    /// rpma-core): for writing or testing a backend, not for using the API.
+    pub mod backend {
+        pub use rpma_mock::{Kind, MockCq, MockListener, MockMr, MockPd, MockQp, MockSrq};
+    }
 }
 
 /// The RDMA transport over libibverbs + librdmacm (`Verbs`) and the API's types over it.
+///
+/// Here: the transport, its process-wide switches (native operations, the persistent flush
+/// rule, fork safety), its leak and operation counts, and the API's types over it. The
+/// backend's own objects are in `verbs::backend`.
 #[cfg(feature = "verbs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "verbs")))]
 pub mod verbs {
-    pub use rpma_verbs::*;
+    #[cfg(feature = "verbs-fault-injection")]
+    pub use rpma_verbs::faults;
+    pub use rpma_verbs::{
+        fork_safety, leaks, native_only, op_counts, persistent_flush, set_native_only, set_persistent_flush,
+        ForkSafety, Leaks, NativeOnly, OpCounts, PersistentFlush, Verbs,
+    };
     backend_aliases!(Verbs, "verbs");
+
+    /// The verbs backend's own objects (what its [`Transport`](crate::Transport) hands
+    /// rpma-core): for writing or testing a backend, not for using the API.
+    pub mod backend {
+        pub use rpma_verbs::{
+            CqEvents, SharedCqEvents, VerbsCq, VerbsDevice, VerbsListener, VerbsMr, VerbsPd, VerbsQp, VerbsSrq,
+        };
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::*;
 
-use rpma::mock::{CrashPoints, MockFabricBuilder, Mode, PersistentMemory, PowerCut, Unflushed, LINE, WORD};
+use rpma::mock::{CrashPoints, MockFabricBuilder, Mode, PersistentMemory, PowerCut, Unflushed};
 use rpma::PeerCfg;
 
 const WRITER: &str = "10.0.0.1";
@@ -213,7 +213,9 @@ fn power_cut__unflushed_kept_policy_keeps_what_peers_saw() {
 
 #[test]
 fn power_cut__unflushed_torn_policies_tear_whole_words_or_lines_and_replay_per_seed() {
-    for (policy, unit) in [(Unflushed::Torn { seed: 0 }, WORD), (Unflushed::TornLines { seed: 0 }, LINE)] {
+    for (policy, unit) in
+        [(Unflushed::Torn { seed: 0 }, Unflushed::WORD), (Unflushed::TornLines { seed: 0 }, Unflushed::LINE)]
+    {
         let torn = |seed: u64| {
             let r = rig_on(builder(Mode::Immediate).unflushed(policy.with_seed(seed)).build(), "7305", true);
             r.write(0, &[0xFF; LEN]);

@@ -7,13 +7,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 
-/// The cache line [`Unflushed::TornLines`] decides on.
-pub const LINE: usize = 64;
-
-/// The unit [`Unflushed::Torn`] decides on: the 8 aligned bytes whose failure atomicity x86
-/// persistent memory promises.
-pub const WORD: usize = 8;
-
 /// Which registered regions the persistence model treats as persistent memory
 /// ([`MockFabricBuilder::persistent_memory`](crate::MockFabricBuilder::persistent_memory)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +30,7 @@ pub enum Unflushed {
     /// All kept: a region comes back as its peers last saw it (a platform whose CPU caches and
     /// NIC buffers are inside the persistence domain, e.g. eADR).
     Kept,
-    /// Torn: each aligned 8-byte word ([`WORD`], by memory address) independently old (durable)
+    /// Torn: each aligned 8-byte word ([`Unflushed::WORD`], by memory address) independently old (durable)
     /// or new (as last seen), drawn from `seed`, so the case replays: the failure atomicity x86
     /// persistent memory promises (8 aligned bytes, not a cache line). An aligned 8-byte write
     /// never tears.
@@ -45,7 +38,7 @@ pub enum Unflushed {
         /// The seed of the draws (printed with every cut and every crash point).
         seed: u64,
     },
-    /// Torn per 64-byte line ([`LINE`], by memory address): each line independently old or
+    /// Torn per 64-byte line ([`Unflushed::LINE`], by memory address): each line independently old or
     /// new, drawn from `seed` (coarser than [`Unflushed::Torn`]: what a platform that writes
     /// whole lines back would leave).
     TornLines {
@@ -55,6 +48,13 @@ pub enum Unflushed {
 }
 
 impl Unflushed {
+    /// The cache line [`Unflushed::TornLines`] decides on.
+    pub const LINE: usize = 64;
+
+    /// The unit [`Unflushed::Torn`] decides on: the 8 aligned bytes whose failure atomicity x86
+    /// persistent memory promises.
+    pub const WORD: usize = 8;
+
     /// The seed of a torn policy.
     #[must_use]
     pub const fn seed(self) -> Option<u64> {
@@ -155,7 +155,7 @@ impl Durable {
             Unflushed::Lost => image.to_vec(),
             Unflushed::Kept => visible.to_vec(),
             Unflushed::Torn { .. } | Unflushed::TornLines { .. } => {
-                let unit = if matches!(unflushed, Unflushed::Torn { .. }) { WORD } else { LINE };
+                let unit = if matches!(unflushed, Unflushed::Torn { .. }) { Unflushed::WORD } else { Unflushed::LINE };
                 let now = visible.to_vec();
                 let mut out = image.to_vec();
                 // Units by memory address: the first may be shorter.
@@ -219,7 +219,9 @@ mod tests {
         let m = region(&[0; 4096]);
         let d = Durable::of(m.volatile());
         m.volatile().fill(0xFF);
-        for (policy, unit) in [(Unflushed::Torn { seed: 0 }, WORD), (Unflushed::TornLines { seed: 0 }, LINE)] {
+        for (policy, unit) in
+            [(Unflushed::Torn { seed: 0 }, Unflushed::WORD), (Unflushed::TornLines { seed: 0 }, Unflushed::LINE)]
+        {
             let draw = |seed| d.recover(m.volatile(), policy.with_seed(seed), &mut fastrand::Rng::with_seed(seed));
             let a = draw(7);
             assert_eq!(a, draw(7), "the same seed tears the same units");
@@ -229,8 +231,8 @@ mod tests {
             }
             assert!(a.contains(&0) && a.contains(&0xFF), "some units old, some new");
             // Some 64-byte line mixes old and new words under the 8-byte policy.
-            if unit == WORD {
-                assert!(a.chunks(LINE).any(|l| l.contains(&0) && l.contains(&0xFF)), "no line tears inside");
+            if unit == Unflushed::WORD {
+                assert!(a.chunks(Unflushed::LINE).any(|l| l.contains(&0) && l.contains(&0xFF)), "no line tears inside");
             }
         }
     }

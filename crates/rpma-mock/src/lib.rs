@@ -127,7 +127,7 @@ pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGR
 pub use counters::{Kind, LiveCounts};
 pub use cq::MockCq;
 pub use crash::{CrashFailure, CrashPoint, CrashPoints, CrashReport, Reboot};
-pub use durable::{PersistentMemory, Unflushed, LINE, WORD};
+pub use durable::{PersistentMemory, Unflushed};
 pub use event::Event;
 pub use faults::Faults;
 pub use mem::MockMr;
