@@ -15,7 +15,10 @@
 #   netem I ARGS|off     `tc qdisc replace dev eth0 root netem ARGS` on node I (loss 5%, delay
 #                        10ms 2ms reorder 25% ...), or remove it
 #   partition I J [--one-way]  drop every IP packet from I to J (and from J to I), leaving the
-#                        other nodes connected (a drop filter on eth0's egress, clsact + u32)
+#                        other nodes connected (a drop filter on the receiver's eth0 ingress,
+#                        clsact + u32: packets leave their sender as on a wire that loses them; a
+#                        drop at the sender's egress would fail rxe's transmit, which rxe then
+#                        retries for ever without counting a retry)
 #   heal [I]             remove the drop filters and netem of node I (of every node running)
 #   kill I               a power cut of node I alone: SIGKILL of its QEMU (its NVDIMM file keeps
 #                        what reached it)
@@ -280,14 +283,14 @@ cmd_partition() {
     local i=${1:?usage: cluster.sh partition I J [--one-way]} j=${2:?usage: cluster.sh partition I J [--one-way]}
     node_dir "$i" >/dev/null; node_dir "$j" >/dev/null
     [ "$i" != "$j" ] || die "a node cannot be partitioned from itself"
-    on "$i" tc filter add dev eth0 egress protocol ip prio 1 u32 match ip dst "$(addr "$j")/32" action drop
+    on "$j" tc filter add dev eth0 ingress protocol ip prio 1 u32 match ip src "$(addr "$i")/32" action drop
     if [ "${3:-}" != --one-way ]; then
-        on "$j" tc filter add dev eth0 egress protocol ip prio 1 u32 match ip dst "$(addr "$i")/32" action drop
+        on "$i" tc filter add dev eth0 ingress protocol ip prio 1 u32 match ip src "$(addr "$j")/32" action drop
     fi
 }
 
 heal_node() {
-    on "$1" sh -c 'tc filter del dev eth0 egress 2>/dev/null; tc qdisc del dev eth0 root 2>/dev/null; true'
+    on "$1" sh -c 'tc filter del dev eth0 ingress 2>/dev/null; tc qdisc del dev eth0 root 2>/dev/null; true'
 }
 
 cmd_heal() {
