@@ -42,7 +42,9 @@ NEM_DETECT=() NEM_FAILOVER=() NEM_LIVE=()
 nem_now() { echo "$EPOCHREALTIME"; }
 nem_since() { awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $1 }"; }
 nem_replicas() { echo "$("$C" addr 1):$NEM_PORT,$("$C" addr 2):$NEM_PORT,$("$C" addr 3):$NEM_PORT"; }
-nem_up() { "$C" status | grep -q "^node $1 .* up$"; }
+# (grep reads the whole status: with -q it would stop at node 1's line, and under pipefail the
+# SIGPIPE of the status's later lines would say "not up")
+nem_up() { "$C" status | grep "^node $1 .* up$" >/dev/null; }
 # nem_ended TAG: the incarnation has ended: it printed ERROR (its process may linger while the
 # kernel finishes releasing a connection to a dead peer), its status is written, or its node is gone
 nem_ended() {
@@ -80,7 +82,7 @@ nem_writer() {
     NEM_W=$tag NEM_WNODE=$node
     echo "INC $tag node $node $*" >> "$NEM_DIR/history"
 }
-nem_start() { sed -n 's/^START \([0-9]*\)$/\1/p' "${NEM_OUT[$1]}" 2>/dev/null | head -n 1; }
+nem_start() { sed -n 's/^START \([0-9]*\) .*$/\1/p' "${NEM_OUT[$1]}" 2>/dev/null | head -n 1; }
 nem_last_ack() { { grep '^ACK ' "${NEM_OUT[$1]}" 2>/dev/null || true; } | tail -n 1 | cut -d' ' -f2; }
 
 # nem_opened TAG [SECONDS]: wait until the incarnation opened (0) or ended without opening (1)
@@ -126,9 +128,15 @@ nem_progress() {
 nem_partition() { "$C" partition "$@"; NEM_P=$((NEM_P + 1)); }
 nem_restart() { # NODE...: boot the nodes (in parallel) and start their replicas on their NVDIMM
     local i
-    for i in "$@"; do "$C" start "$i" >/dev/null & done
+    for i in "$@"; do "$C" start "$i" >&2 & done
     wait
-    for i in "$@"; do nem_up "$i" || fail "node $i did not come back"; nem_replica "$i"; done
+    for i in "$@"; do
+        if ! nem_up "$i"; then
+            tail -n 40 "$SOFTROCE_CLUSTER/node-$i/runner.log" 2>/dev/null | sed "s/^/  node $i runner: /" >&2
+            fail "node $i did not come back ($("$C" status | grep "^node $i "))"
+        fi
+        nem_replica "$i"
+    done
 }
 # (not in $(...): a subshell's RANDOM does not advance this shell's, and runs must repeat by seed)
 nem_pick() { NEM_R=$((1 + RANDOM % 3)); }                 # a replica node
@@ -148,24 +156,27 @@ ep_one_way() {
     NEM_NOTE="one-way $NEM_WNODE -> $r"
 }
 ep_failover() {
-    local old=$NEM_W from=$NEM_WNODE to t0 j
+    local old=$NEM_W from=$NEM_WNODE to t0 j n
     to=$([ "$from" = 4 ] && echo 1 || echo 4)
     t0=$(nem_now)
     for j in 2 3; do nem_partition "$from" "$j"; done
     sleep 0.5
     nem_writer "$to"
-    nem_opened "$NEM_W" 60 || true
+    # the first acknowledgement of a new writer on the other node, the partition still in place
+    # (one that could not open is followed by another)
+    n=$SECONDS
+    until [ "$(nem_acks "$NEM_W")" -gt 0 ] || [ $((SECONDS - n)) -gt 90 ]; do
+        ! nem_ended "$NEM_W" || nem_writer "$to"
+        sleep 0.1
+    done
+    [ "$(nem_acks "$NEM_W")" = 0 ] || NEM_FAILOVER+=("$(nem_since "$t0")")
     sleep 1
     "$C" heal
     # the old writer tries to go on: it must be refused (it ends) or, if it still acknowledges,
     # the checker sees two writers at one lsn
-    local t1=$SECONDS
-    until nem_ended "$old" || [ $((SECONDS - t1)) -gt 30 ]; do sleep 0.1; done
+    n=$SECONDS
+    until nem_ended "$old" || [ $((SECONDS - n)) -gt 30 ]; do sleep 0.1; done
     nem_ended "$old" || nem_stop "$old"
-    # the new writer's first acknowledgement
-    local n=$SECONDS
-    until [ "$(nem_acks "$NEM_W")" -gt 0 ] || nem_ended "$NEM_W" || [ $((SECONDS - n)) -gt 60 ]; do sleep 0.1; done
-    [ "$(nem_acks "$NEM_W")" = 0 ] || NEM_FAILOVER+=("$(nem_since "$t0")")
     NEM_F=$((NEM_F + 1))
     NEM_NOTE="failover node $from (writer $old) -> node $to (writer $NEM_W)"
 }
@@ -212,7 +223,7 @@ ep_amnesia() {
     local n0; n0=$(nem_acks "$NEM_W") t=$SECONDS
     until [ "$(nem_acks "$NEM_W")" -ge $((n0 + 3)) ] || nem_ended "$NEM_W" || [ $((SECONDS - t)) -gt 30 ]; do sleep 0.1; done
     "$C" kill "$a"; NEM_CUTS=$((NEM_CUTS + 1))
-    "$C" start "$a" >/dev/null
+    "$C" start "$a" >/dev/null || fail "node $a did not come back"
     NEM_SLOT[$a]=$(( ${NEM_SLOT[$a]:-0} + 32 ))
     nem_replica "$a"
     # the writer has one replica it may use (b): it fails within its timeout
@@ -303,7 +314,7 @@ nemesis_run() {
     nem_opened "$NEM_W" 120 || { cat "${NEM_OUT[$NEM_W]}" "${NEM_OUT[$NEM_W]%.out}.err" >&2; fail "the final recovery did not open"; }
     nem_check
     local med
-    med() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "min %s, median %s, max %s s (%d)", v[1], v[int((NR + 1) / 2)], v[NR], NR; else printf "none" }'; }
+    med() { printf '%s\n' "$@" | sort -n | awk 'NF { v[++n] = $1 } END { if (n) printf "min %s, median %s, max %s s (%d)", v[1], v[int((n + 1) / 2)], v[n], n; else printf "none" }'; }
     say "$PROFILE: a replica's node powered off -> the writer reports it down: $(med "${NEM_DETECT[@]}")"
     say "$PROFILE: writer partitioned -> the new writer's first acknowledged sync: $(med "${NEM_FAILOVER[@]}")"
     say "$PROFILE: a round healed -> a writer acknowledges again: $(med "${NEM_LIVE[@]}")"
