@@ -62,7 +62,23 @@ impl WithTransport for Serve<'_> {
                 flag.store(true, Ordering::Release);
             });
         }
-        replica.serve(&stop)?;
+        // Each writer taking the log over is reported with how long its request took here
+        // (fencing the previous writer, the promise, the answer).
+        while !stop.load(Ordering::Acquire) {
+            let (t0, before) = (std::time::Instant::now(), replica.takeovers());
+            if replica.serve_once(ReplicaOptions::default().poll_interval)? && replica.takeovers() > before {
+                let st = replica.state()?;
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                outln!(
+                    "rpma log serve: takeover {} (epoch {}) answered in {:.1} ms, at {:.3} s since the epoch",
+                    replica.takeovers(),
+                    st.promised,
+                    t0.elapsed().as_secs_f64() * 1e3,
+                    now.as_secs_f64()
+                )?;
+                crate::out::flush()?;
+            }
+        }
         let takeovers = replica.takeovers();
         let st = replica.state()?;
         replica.into_memory().context("giving the region back")?;

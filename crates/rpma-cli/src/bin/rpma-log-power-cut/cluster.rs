@@ -7,12 +7,15 @@
 //! of one writer: `OPEN head H next N epoch E`, then `RUN A B T` for the entries `A..B` the
 //! incarnation tagged T appended (each entry is checked whole: its lsn, its tag and every byte
 //! derived from both), `BAD lsn` for an entry that is not one a writer appended there, and
-//! `OPENED`. The host's checker compares the runs with the acknowledgements it saw. Then (without
-//! `--check-only`) it appends entries tagged TAG, synced in groups of 1 to 32, printing
-//! `START n` and `ACK n` after each sync (every entry below n acknowledged), and `HEALTH i STATE
+//! `OPENED`. The host's checker compares the runs with the acknowledgements it saw. Without
+//! `--check-only` it appends entries tagged TAG, synced in groups of 1 to 32, printing `START n`
+//! (before the runs: its first group is synced before the history is checked, so that a
+//! failover's time does not include the checking) and `ACK n` after each sync (every entry
+//! below n acknowledged), and `HEALTH i STATE
 //! reason` for each change of a replica's health a sync saw, until an operation
 //! fails: it prints `ERROR ...` and exits 3 (the nemesis made it fail: the host starts another
-//! incarnation). Exits 2 on usage errors.
+//! incarnation). Exits 2 on usage errors. Every line ends with ` @S`, the seconds since the
+//! incarnation started.
 //!
 //! `--broken RULE,...` (a build with the `testing` feature) switches rules of rpma-log's writer
 //! off ([`rpma_log::Broken`]): `blank_replicas_vote`, `repair_before_read_quorum`,
@@ -62,11 +65,16 @@ fn broken(names: &str) -> Result<rpma_log::Broken, String> {
     Ok(b)
 }
 
-/// Prints a line and flushes it (the host reads the lines as they come).
+/// When the incarnation started (its lines say how long after).
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Prints a line, then ` @S` (the seconds since the incarnation started), and flushes it (the
+/// host reads the lines as they come).
 fn say(line: std::fmt::Arguments<'_>) {
+    let at = STARTED.get_or_init(std::time::Instant::now).elapsed().as_secs_f64();
     let out = std::io::stdout();
     let mut o = out.lock();
-    let _ = writeln!(o, "{line}");
+    let _ = writeln!(o, "{line} @{at:.3}");
     let _ = o.flush();
 }
 
@@ -75,6 +83,7 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
     let usage =
         "usage: rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken RULE,...]";
     let [replicas, tag, seed, timeout, rest @ ..] = args else { return Err(usage.to_owned()) };
+    STARTED.get_or_init(std::time::Instant::now);
     let tag: u64 = parse("TAG", tag)?;
     let seed: u64 = parse("SEED", seed)?;
     let timeout = Duration::from_millis(parse("TIMEOUT_MS", timeout)?);
@@ -110,6 +119,17 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
         Err(e) => return fail("open", e),
     };
     say(format_args!("OPEN head {} next {} epoch {}", report.head_lsn, report.next_lsn, report.epoch));
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut lsn = report.next_lsn;
+    // A writer's first sync comes before the history is checked (the checking reads every
+    // entry, one round trip each, and must not count in the failover's time); entries below
+    // `next` do not change meanwhile.
+    if !check_only {
+        say(format_args!("START {}", report.next_lsn));
+        if let Err(e) = group(&mut log, &mut rng, &mut lsn, tag) {
+            return fail(&e.0, e.1);
+        }
+    }
     let mut run: Option<(u64, u64, u64)> = None; // (first lsn, end, tag)
     for lsn in report.head_lsn..report.next_lsn {
         let entry = match log.read(lsn) {
@@ -135,25 +155,33 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
     if check_only {
         return Ok(ExitCode::SUCCESS);
     }
-    say(format_args!("START {}", report.next_lsn));
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut lsn = report.next_lsn;
     loop {
-        for _ in 0..1 + rng.below(32) {
-            match log.append(&payload(lsn, tag)) {
-                Ok(l) if l == lsn => lsn += 1,
-                Ok(l) => return Err(format!("append: lsn {l}, expected {lsn}")),
-                Err(e) => return fail(&format!("append {lsn}"), e),
-            }
+        if let Err(e) = group(&mut log, &mut rng, &mut lsn, tag) {
+            return fail(&e.0, e.1);
         }
-        let synced = log.sync(lsn - 1);
-        for e in log.health_events() {
-            say(format_args!("HEALTH {} {:?} {}", e.replica, e.health, e.reason.as_deref().unwrap_or("")));
+    }
+}
+
+/// Appends a group of 1 to 32 entries tagged `tag` from `lsn` on and syncs them: prints the
+/// health changes the sync saw and `ACK n`; the failed operation's name and error otherwise.
+fn group(log: &mut Log<Verbs>, rng: &mut Rng, lsn: &mut u64, tag: u64) -> Result<(), (String, LogError)> {
+    for _ in 0..1 + rng.below(32) {
+        match log.append(&payload(*lsn, tag)) {
+            Ok(l) if l == *lsn => *lsn += 1,
+            Ok(l) => return Err((format!("append {lsn}"), LogError::Invalid(format!("lsn {l}, expected {lsn}")))),
+            Err(e) => return Err((format!("append {lsn}"), e)),
         }
-        match synced {
-            Ok(n) => say(format_args!("ACK {n}")),
-            Err(e) => return fail(&format!("sync to {lsn}"), e),
+    }
+    let synced = log.sync(*lsn - 1);
+    for e in log.health_events() {
+        say(format_args!("HEALTH {} {:?} {}", e.replica, e.health, e.reason.as_deref().unwrap_or("")));
+    }
+    match synced {
+        Ok(n) => {
+            say(format_args!("ACK {n}"));
+            Ok(())
         }
+        Err(e) => Err((format!("sync to {lsn}"), e)),
     }
 }
 
