@@ -147,8 +147,12 @@ mod verbs_only {
         assert_eq!(p.client.backend().retry_attrs().expect("client"), (2, 14));
         assert_eq!(p.server.backend().retry_attrs().expect("server"), (2, 16));
         let d = pair(b, &t);
-        let (client_retry, _) = d.client.backend().retry_attrs().expect("client");
+        let (client_retry, client_timeout) = d.client.backend().retry_attrs().expect("client");
+        let (_, server_timeout) = d.server.backend().retry_attrs().expect("server");
         assert_eq!(client_retry, rpma::DEFAULT_RETRY_COUNT, "librpma's 7 by default");
+        // What the connection manager chose when no ACK timeout was set (docs/semantics.md,
+        // "Dead peers": 0 means no retransmission timer at all).
+        eprintln!("default local ACK timeout exponent: client {client_timeout}, server {server_timeout}");
         let target = mr(&p.speer, 64, Usage::WRITE_DST);
         let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
         src.write(0, b"retry 2!").unwrap();
