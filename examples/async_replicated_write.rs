@@ -27,9 +27,7 @@ use std::time::Duration;
 use rpma::any::WithTransport;
 use rpma::op;
 use rpma::tokio::{connect, AsyncConn, AsyncEp};
-use rpma::{
-    ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, PeerCfg, Transport, Usage, MR_DESCRIPTOR_SIZE,
-};
+use rpma::{ConnReq, ContextType, Device, Ep, FlushType, MrRemote, Peer, PeerCfg, Transport, Usage};
 use rpma_examples::backend;
 
 const PORTS: [&str; 2] = ["7321", "7322"];
@@ -81,8 +79,8 @@ async fn replica<T: Transport>(peer: &Peer<T>, addr: &str, port: &str) -> Res<Re
     let conn = connect(ConnReq::new(peer, addr, port, None)?, None).await?;
     conn.set_timeout(Some(TIMEOUT))?;
     let pdata = conn.with_conn(|c| c.private_data().to_vec());
-    let log = MrRemote::from_descriptor(pdata.get(..MR_DESCRIPTOR_SIZE).ok_or("no region descriptor")?)?;
-    let pcfg = PeerCfg::from_descriptor(pdata.get(MR_DESCRIPTOR_SIZE..).ok_or("no peer configuration")?)?;
+    let log = MrRemote::from_descriptor(pdata.get(..MrRemote::DESCRIPTOR_SIZE).ok_or("no region descriptor")?)?;
+    let pcfg = PeerCfg::from_descriptor(pdata.get(MrRemote::DESCRIPTOR_SIZE..).ok_or("no peer configuration")?)?;
     conn.with_conn(|c| c.apply_remote_peer_cfg(&pcfg));
     Ok(Replica { conn, log })
 }

@@ -144,9 +144,6 @@ pub use rpma_core::{
     descriptor, logging, op, runtime, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
     ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Op, Peer, PeerCfg,
     Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, Result, Srq, SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
-    ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT, DEFAULT_BATCH, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT,
-    DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, MR_DESCRIPTOR_SIZE, OFFER_SIZE,
-    PEER_CFG_DESCRIPTOR_SIZE,
 };
 pub use rpma_mem::{
     cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice,

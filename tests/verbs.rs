@@ -149,7 +149,7 @@ mod verbs_only {
         let d = pair(b, &t);
         let (client_retry, client_timeout) = d.client.backend().retry_attrs().expect("client");
         let (_, server_timeout) = d.server.backend().retry_attrs().expect("server");
-        assert_eq!(client_retry, rpma::DEFAULT_RETRY_COUNT, "librpma's 7 by default");
+        assert_eq!(client_retry, rpma::verbs::ConnCfg::DEFAULT_RETRY_COUNT, "librpma's 7 by default");
         // What the connection manager chose when no ACK timeout was set (docs/semantics.md,
         // "Dead peers": 0 means no retransmission timer at all).
         eprintln!("default local ACK timeout exponent: client {client_timeout}, server {server_timeout}");

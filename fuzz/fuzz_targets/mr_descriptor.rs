@@ -6,14 +6,14 @@
 
 use libfuzzer_sys::fuzz_target;
 use rpma::descriptor::MrDescriptor;
-use rpma::{ErrorKind, MrRemote, MR_DESCRIPTOR_SIZE};
+use rpma::{ErrorKind, MrRemote};
 
 fuzz_target!(|data: &[u8]| {
     match MrRemote::from_descriptor(data) {
         Ok(r) => {
-            assert!(data.len() >= MR_DESCRIPTOR_SIZE && data[20] != 0);
+            assert!(data.len() >= MrRemote::DESCRIPTOR_SIZE && data[20] != 0);
             let d = r.descriptor();
-            assert_eq!(d.encode()[..], data[..MR_DESCRIPTOR_SIZE]);
+            assert_eq!(d.encode()[..], data[..MrRemote::DESCRIPTOR_SIZE]);
             assert_eq!(r.addr(), u64::from_le_bytes(data[0..8].try_into().unwrap()));
             assert_eq!(r.len(), u64::from_le_bytes(data[8..16].try_into().unwrap()));
             assert_eq!(r.rkey(), u32::from_le_bytes(data[16..20].try_into().unwrap()));
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
-            assert!(data.len() < MR_DESCRIPTOR_SIZE || data[20] == 0);
+            assert!(data.len() < MrRemote::DESCRIPTOR_SIZE || data[20] == 0);
         }
     }
 });

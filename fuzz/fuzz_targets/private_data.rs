@@ -11,7 +11,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
 use rpma::transport::{CmBackend, QueueConfig};
-use rpma::{ConnEvent, ContextType, ErrorKind, Transport, DEFAULT_TIMEOUT};
+use rpma::{ConnEvent, ContextType, ErrorKind, Transport};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7100";
@@ -48,7 +48,7 @@ fuzz_target!(|input: Input| {
     if input.raw {
         let pd = Arc::new(f.alloc_pd(dev.backend(), &caps).unwrap());
         let cfg = QueueConfig {
-            timeout_ms: i32::try_from(DEFAULT_TIMEOUT.as_millis()).unwrap(),
+            timeout_ms: i32::try_from(rpma::mock::ConnCfg::DEFAULT_TIMEOUT.as_millis()).unwrap(),
             cq_size: 4,
             rcq_size: 0,
             sq_size: 4,

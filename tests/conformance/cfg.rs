@@ -12,10 +12,7 @@
 
 use std::time::Duration;
 
-use rpma::{
-    ConnCfg, ErrorKind, PeerCfg, Srq, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT, DEFAULT_RQ_SIZE,
-    DEFAULT_SQ_SIZE, DEFAULT_SRQ_SIZE, DEFAULT_TIMEOUT, PEER_CFG_DESCRIPTOR_SIZE,
-};
+use rpma::{ConnCfg, ErrorKind, PeerCfg, Srq, SrqCfg};
 
 use super::harness::{assert_kind, peer, Backend, Case};
 use crate::cases;
@@ -65,7 +62,7 @@ const SIZES: [u32; 7] = [0, 1, 10, 20, 4096, (i32::MAX as u32) + 1, u32::MAX];
 /// above 7 is refused when a request is made, conn.rs: conn_req_new__retry_count_above_7_E_INVAL).
 fn conn_cfg_retry_count__lifecycle<B: Backend>(_b: &B) {
     assert_eq!(ConnCfg::<B::T>::new().retry_count(), 7);
-    assert_eq!(ConnCfg::<B::T>::new().retry_count(), DEFAULT_RETRY_COUNT);
+    assert_eq!(ConnCfg::<B::T>::new().retry_count(), ConnCfg::<B::T>::DEFAULT_RETRY_COUNT);
     for n in [0u8, 1, 3, 7, 8, u8::MAX] {
         let cfg = ConnCfg::<B::T>::new().with_retry_count(n);
         assert_eq!(cfg.retry_count(), n);
@@ -83,7 +80,7 @@ fn conn_cfg_ack_timeout__lifecycle<B: Backend>(_b: &B) {
         let cfg = ConnCfg::<B::T>::new().with_ack_timeout(n);
         assert_eq!(cfg.ack_timeout(), Some(n));
         assert_eq!(cfg.clone().ack_timeout(), Some(n));
-        assert_eq!(cfg.retry_count(), DEFAULT_RETRY_COUNT, "the ACK timeout leaves the retry count");
+        assert_eq!(cfg.retry_count(), ConnCfg::<B::T>::DEFAULT_RETRY_COUNT, "the ACK timeout leaves the retry count");
     }
     let cfg = ConnCfg::<B::T>::new().with_ack_timeout(14).with_retry_count(0);
     assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (0, Some(14)));
@@ -94,15 +91,15 @@ fn conn_cfg_ack_timeout__lifecycle<B: Backend>(_b: &B) {
 fn conn_cfg_new__success<B: Backend>(_b: &B) {
     let cfg = ConnCfg::<B::T>::new();
     assert_eq!(cfg.timeout(), Duration::from_millis(1000));
-    assert_eq!(cfg.timeout(), DEFAULT_TIMEOUT);
+    assert_eq!(cfg.timeout(), ConnCfg::<B::T>::DEFAULT_TIMEOUT);
     assert_eq!(cfg.cq_size(), 10);
-    assert_eq!(cfg.cq_size(), DEFAULT_CQ_SIZE);
+    assert_eq!(cfg.cq_size(), ConnCfg::<B::T>::DEFAULT_CQ_SIZE);
     assert_eq!(cfg.rcq_size(), 0);
-    assert_eq!(cfg.rcq_size(), DEFAULT_RCQ_SIZE);
+    assert_eq!(cfg.rcq_size(), ConnCfg::<B::T>::DEFAULT_RCQ_SIZE);
     assert_eq!(cfg.sq_size(), 10);
-    assert_eq!(cfg.sq_size(), DEFAULT_SQ_SIZE);
+    assert_eq!(cfg.sq_size(), ConnCfg::<B::T>::DEFAULT_SQ_SIZE);
     assert_eq!(cfg.rq_size(), 10);
-    assert_eq!(cfg.rq_size(), DEFAULT_RQ_SIZE);
+    assert_eq!(cfg.rq_size(), ConnCfg::<B::T>::DEFAULT_RQ_SIZE);
     assert!(!cfg.shared_channel());
     assert!(cfg.srq().is_none());
     // Default is the same as new.
@@ -295,7 +292,7 @@ fn srq_cfg_new__success<B: Backend>(_b: &B) {
     let c = SrqCfg::new();
     assert_eq!(c.rq_size(), 20);
     assert_eq!(c.rcq_size(), 20);
-    assert_eq!(DEFAULT_SRQ_SIZE, 20);
+    assert_eq!(SrqCfg::DEFAULT_SIZE, 20);
     let d = SrqCfg::default();
     assert_eq!((d.rq_size(), d.rcq_size()), (20, 20));
     assert_eq!(c, d);
@@ -373,7 +370,7 @@ fn peer_cfg_direct_write_to_pmem__lifecycle<B: Backend>(_b: &B) {
 fn peer_cfg_get_desc_size__success<B: Backend>(_b: &B) {
     let c = PeerCfg::new();
     assert_eq!(c.descriptor_size(), 1);
-    assert_eq!(PEER_CFG_DESCRIPTOR_SIZE, 1);
+    assert_eq!(PeerCfg::DESCRIPTOR_SIZE, 1);
     assert_eq!(c.descriptor().len(), c.descriptor_size());
 }
 

@@ -1591,7 +1591,7 @@ fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
     let log = mr(&speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
     let client = ConnReq::new(&cpeer, &b.addr(), &port, None).expect("conn_req_new").connect(None).expect("connect");
     let pdata = rpma::Offer::encode(&log, &PeerCfg::new().with_direct_write_to_pmem(true));
-    assert_eq!(pdata.len(), rpma::OFFER_SIZE);
+    assert_eq!(pdata.len(), rpma::Offer::SIZE);
     let _server = ep.next_conn_req(None).expect("request").connect(Some(&pdata)).expect("accept");
     assert_eq!(client.next_event().expect("event"), ConnEvent::Established);
     let offer = rpma::Offer::decode(client.private_data()).expect("an offer");

@@ -13,7 +13,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rpma::{Advice, ErrorKind, Memory, MrRemote, Usage, ADVISE_FLAG_FLUSH, MR_DESCRIPTOR_SIZE};
+use rpma::{Advice, ErrorKind, Memory, MrRemote, Usage};
 
 use super::harness::{assert_kind, mr, peer, remote, Backend, Case};
 use crate::cases;
@@ -239,7 +239,7 @@ fn get_descriptor_size__success<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let m = mr(&p, 4096, RW);
     assert_eq!(m.descriptor_size(), 21);
-    assert_eq!(MR_DESCRIPTOR_SIZE, 21);
+    assert_eq!(MrRemote::DESCRIPTOR_SIZE, 21);
     assert_eq!(m.descriptor().len(), 21);
 }
 
@@ -275,7 +275,7 @@ fn remote_from_descriptor__invalid_desc_size<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let d = mr(&p, 4096, RW).descriptor();
-    for n in 0..MR_DESCRIPTOR_SIZE {
+    for n in 0..MrRemote::DESCRIPTOR_SIZE {
         assert_kind(MrRemote::from_descriptor(&d[..n]), ErrorKind::Inval);
     }
 }
@@ -503,8 +503,8 @@ fn advise__success<B: Backend>(b: &B) {
     let m = mr(&p, 8192, RW);
     for (off, len, advice, flags) in [
         (0, 8192, Advice::Prefetch, 0),
-        (4096, 4096, Advice::Prefetch, ADVISE_FLAG_FLUSH),
-        (0, 100, Advice::PrefetchWrite, ADVISE_FLAG_FLUSH),
+        (4096, 4096, Advice::Prefetch, Advice::FLAG_FLUSH),
+        (0, 100, Advice::PrefetchWrite, Advice::FLAG_FLUSH),
         (100, 100, Advice::PrefetchNoFault, 0),
     ] {
         let r = m.advise(off, len, advice, flags);

@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 
 use rpma::descriptor::MrDescriptor;
 use rpma::transport::{CmBackend, ListenerBackend, MrBackend, QueueConfig};
-use rpma::{
-    ConnEvent, ConnReq, ContextType, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Transport, Usage, WcStatus,
-    DEFAULT_TIMEOUT,
-};
+use rpma::{ConnEvent, ConnReq, ContextType, Ep, ErrorKind, FlushType, MrLocal, MrRemote, Transport, Usage, WcStatus};
 
 use super::harness::{mr, next_wc, pair, peer, remote, Backend, Case, Pair};
 use crate::cases;
@@ -256,14 +253,15 @@ fn untrusted__send_with_imm_larger_than_posted_receive<B: Backend>(b: &B) {
 
 fn queue_config<'a, T: Transport>() -> QueueConfig<'a, T> {
     QueueConfig {
-        timeout_ms: i32::try_from(DEFAULT_TIMEOUT.as_millis()).expect("the default timeout fits i32 ms"),
+        timeout_ms: i32::try_from(rpma::ConnCfg::<T>::DEFAULT_TIMEOUT.as_millis())
+            .expect("the default timeout fits i32 ms"),
         cq_size: 10,
         rcq_size: 0,
         sq_size: 10,
         rq_size: 10,
         max_sge: 1,
         max_inline: 0,
-        retry_count: rpma::DEFAULT_RETRY_COUNT,
+        retry_count: rpma::ConnCfg::<T>::DEFAULT_RETRY_COUNT,
         ack_timeout: None,
         shared_channel: false,
         srq: None,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma::{
     CompletionFlags, Conn, ConnEvent, ConnReq, ContextType, Device, Ep, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
-    Transport, Usage, Wc, WcOpcode, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    Transport, Usage, Wc, WcOpcode,
 };
 
 /// Bytes of each region (the size both sides expect in the other's descriptor).
@@ -17,7 +17,7 @@ pub const MEM_LEN: usize = 4096;
 /// Bytes of every protocol message.
 pub const MSG_LEN: usize = 32;
 /// Private data sent by both sides: MR descriptor + peer-config descriptor.
-pub const PDATA_LEN: usize = MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE;
+pub const PDATA_LEN: usize = MrRemote::DESCRIPTOR_SIZE + PeerCfg::DESCRIPTOR_SIZE;
 const CHUNK: usize = 256;
 
 // server memory layout
@@ -130,11 +130,13 @@ fn decode_pdata(pd: &[u8], want_usage: Usage, want_direct: bool) -> Res<(MrRemot
     if pd[21] != u8::from(want_direct) {
         return Err(format!("peer-config descriptor: {:#04x}, expected {:#04x}", pd[21], u8::from(want_direct)));
     }
-    let remote = MrRemote::from_descriptor(&pd[..MR_DESCRIPTOR_SIZE]).map_err(ctx("MrRemote::from_descriptor"))?;
+    let remote =
+        MrRemote::from_descriptor(&pd[..MrRemote::DESCRIPTOR_SIZE]).map_err(ctx("MrRemote::from_descriptor"))?;
     if remote.len() != MEM_LEN as u64 || remote.usage() != want_usage {
         return Err(format!("decoded remote MR: {} bytes, usage {:?}", remote.len(), remote.usage()));
     }
-    let pcfg = PeerCfg::from_descriptor(&pd[MR_DESCRIPTOR_SIZE..PDATA_LEN]).map_err(ctx("PeerCfg::from_descriptor"))?;
+    let pcfg =
+        PeerCfg::from_descriptor(&pd[MrRemote::DESCRIPTOR_SIZE..PDATA_LEN]).map_err(ctx("PeerCfg::from_descriptor"))?;
     if pcfg.direct_write_to_pmem() != want_direct {
         return Err(format!(
             "peer config: direct_write_to_pmem {}, expected {want_direct}",

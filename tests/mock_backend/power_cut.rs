@@ -50,10 +50,10 @@ fn rig_on(f: MockFabric, port: &str, dwtp: bool) -> Rig {
     nonblock(replica.event_fd());
     assert_eq!(next_event(&writer), ConnEvent::Established);
     assert_eq!(next_event(&replica), ConnEvent::Established);
-    let remote = MrRemote::from_descriptor(&writer.private_data()[..rpma::MR_DESCRIPTOR_SIZE]).unwrap();
+    let remote = MrRemote::from_descriptor(&writer.private_data()[..MrRemote::DESCRIPTOR_SIZE]).unwrap();
     if dwtp {
         writer.apply_remote_peer_cfg(
-            &PeerCfg::from_descriptor(&writer.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap(),
+            &PeerCfg::from_descriptor(&writer.private_data()[MrRemote::DESCRIPTOR_SIZE..]).unwrap(),
         );
     }
     Rig { f, rpeer, log, src, writer, replica, remote, _ep: ep, _wpeer: wpeer }

@@ -6,14 +6,15 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rpma_core::{
-    ConnCfg, Error, ErrorKind, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE, DEFAULT_TIMEOUT,
-};
+use rpma_core::{ConnCfg, Error, ErrorKind};
 
 use crate::backend::{on_backend, Backed, Backend, SrqCloneType};
 use crate::ffi::{code, give, guard, handle, nonnull, put, take, CResult, E_INVAL};
 use crate::log::librpma_log;
 use crate::srq::RpmaSrq;
+
+/// Where the defaults of a configuration are read: they are the same for every transport.
+type Defaults = ConnCfg<rpma_mock::MockFabric>;
 
 /// `struct rpma_conn_cfg`.
 pub struct RpmaConnCfg {
@@ -89,13 +90,13 @@ pub(crate) unsafe fn cfg_or_default<T: Backend>(cfg: *const RpmaConnCfg) -> CRes
 pub unsafe extern "C" fn rpma_conn_cfg_new(cfg_ptr: *mut *mut RpmaConnCfg) -> c_int {
     guard(|| {
         nonnull(cfg_ptr)?;
-        let ms = i32::try_from(DEFAULT_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+        let ms = i32::try_from(Defaults::DEFAULT_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
         let c = RpmaConnCfg {
             timeout_ms: AtomicI32::new(ms),
-            cq_size: AtomicU32::new(DEFAULT_CQ_SIZE),
-            rcq_size: AtomicU32::new(DEFAULT_RCQ_SIZE),
-            sq_size: AtomicU32::new(DEFAULT_SQ_SIZE),
-            rq_size: AtomicU32::new(DEFAULT_RQ_SIZE),
+            cq_size: AtomicU32::new(Defaults::DEFAULT_CQ_SIZE),
+            rcq_size: AtomicU32::new(Defaults::DEFAULT_RCQ_SIZE),
+            sq_size: AtomicU32::new(Defaults::DEFAULT_SQ_SIZE),
+            rq_size: AtomicU32::new(Defaults::DEFAULT_RQ_SIZE),
             shared: AtomicBool::new(false),
             srq: Mutex::new(None),
         };

@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use rpma_core::{Advice, MrRemote, Usage, MR_DESCRIPTOR_SIZE};
+use rpma_core::{Advice, MrRemote, Usage};
 use rpma_mem::Memory;
 
 use rpma_core::rpma_log;
@@ -152,7 +152,7 @@ pub unsafe extern "C" fn rpma_mr_get_descriptor_size(mr: *const RpmaMrLocal, des
         unsafe { handle(mr) }?;
         nonnull(desc_size)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(desc_size, MR_DESCRIPTOR_SIZE) };
+        unsafe { put(desc_size, MrRemote::DESCRIPTOR_SIZE) };
         Ok(())
     })
 }
@@ -205,21 +205,22 @@ pub unsafe extern "C" fn rpma_mr_remote_from_descriptor(
     guard(|| {
         nonnull(desc)?;
         nonnull(mr_ptr)?;
-        if desc_size < MR_DESCRIPTOR_SIZE {
+        if desc_size < MrRemote::DESCRIPTOR_SIZE {
             librpma_log!(
                 Error,
                 FN,
-                "incorrect size of the descriptor: {desc_size} bytes (should be at least: {MR_DESCRIPTOR_SIZE} bytes)"
+                "incorrect size of the descriptor: {desc_size} bytes (should be at least: {} bytes)",
+                MrRemote::DESCRIPTOR_SIZE
             );
             return Err(E_INVAL);
         }
         // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
-        let len = desc_size.min(MR_DESCRIPTOR_SIZE);
+        let len = desc_size.min(MrRemote::DESCRIPTOR_SIZE);
         // SAFETY: [C1] desc is readable for desc_size >= len bytes.
         let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let mr = MrRemote::from_descriptor(bytes).map_err(|e| {
             // The usage byte follows the address (8 bytes), the size (8) and the rkey (4).
-            if bytes[MR_DESCRIPTOR_SIZE - 1] == 0 {
+            if bytes[MrRemote::DESCRIPTOR_SIZE - 1] == 0 {
                 librpma_log!(Error, FN, "usage type of memory is not set");
             }
             code(e)

@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rpma_core::{PeerCfg, PEER_CFG_DESCRIPTOR_SIZE};
+use rpma_core::PeerCfg;
 
 use crate::ffi::{code, give, guard, handle, nonnull, put, take, E_INVAL};
 use crate::log::librpma_log;
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn rpma_peer_cfg_get_descriptor_size(pcfg: *const RpmaPeer
         unsafe { handle(pcfg) }?;
         nonnull(desc_size)?;
         // SAFETY: [C1] checked non-NULL out-parameter.
-        unsafe { put(desc_size, PEER_CFG_DESCRIPTOR_SIZE) };
+        unsafe { put(desc_size, PeerCfg::DESCRIPTOR_SIZE) };
         Ok(())
     })
 }
@@ -125,16 +125,17 @@ pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
     guard(|| {
         nonnull(desc)?;
         nonnull(pcfg_ptr)?;
-        if desc_size < PEER_CFG_DESCRIPTOR_SIZE {
+        if desc_size < PeerCfg::DESCRIPTOR_SIZE {
             librpma_log!(
                 Error,
                 FN,
-                "incorrect size of the descriptor: {desc_size} bytes (should be at least {PEER_CFG_DESCRIPTOR_SIZE} bytes)"
+                "incorrect size of the descriptor: {desc_size} bytes (should be at least {} bytes)",
+                PeerCfg::DESCRIPTOR_SIZE
             );
             return Err(E_INVAL);
         }
         // Only the descriptor's bytes are read, whatever desc_size claims beyond them.
-        let len = desc_size.min(PEER_CFG_DESCRIPTOR_SIZE);
+        let len = desc_size.min(PeerCfg::DESCRIPTOR_SIZE);
         // SAFETY: [C1] desc is readable for desc_size >= len bytes.
         let bytes = unsafe { std::slice::from_raw_parts(desc.cast::<u8>(), len) };
         let cfg = PeerCfg::from_descriptor(bytes).map_err(code)?;

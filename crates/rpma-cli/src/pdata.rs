@@ -10,7 +10,8 @@
 //! 28 bytes (the transport may zero-pad private data past what the peer sent).
 
 use anyhow::{bail, ensure, Result};
-use rpma::{PeerCfg, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
+use rpma::MrRemote;
+use rpma::PeerCfg;
 
 /// `sizeof(struct common_data)`.
 pub const COMMON_DATA_SIZE: usize = 28;
@@ -31,7 +32,7 @@ pub struct CommonData {
 impl CommonData {
     /// A container with a memory region descriptor and no peer configuration.
     #[must_use]
-    pub fn new(data_offset: u16, mr_desc: &[u8; MR_DESCRIPTOR_SIZE]) -> Self {
+    pub fn new(data_offset: u16, mr_desc: &[u8; MrRemote::DESCRIPTOR_SIZE]) -> Self {
         Self { data_offset, mr_desc: mr_desc.to_vec(), pcfg_desc: None }
     }
 
@@ -70,10 +71,15 @@ impl CommonData {
         let data_offset = u16::from_ne_bytes([pdata[0], pdata[1]]);
         let (mr, pc) = (usize::from(pdata[2]), usize::from(pdata[3]));
         ensure!(mr + pc <= DESCRIPTORS_MAX_SIZE, "private data: descriptor sizes {mr} + {pc} exceed 24 bytes");
-        ensure!(mr == MR_DESCRIPTOR_SIZE, "private data: MR descriptor size {mr} != {MR_DESCRIPTOR_SIZE}");
         ensure!(
-            pc == 0 || pc == PEER_CFG_DESCRIPTOR_SIZE,
-            "private data: peer-cfg descriptor size {pc} != {PEER_CFG_DESCRIPTOR_SIZE}"
+            mr == MrRemote::DESCRIPTOR_SIZE,
+            "private data: MR descriptor size {mr} != {}",
+            MrRemote::DESCRIPTOR_SIZE
+        );
+        ensure!(
+            pc == 0 || pc == PeerCfg::DESCRIPTOR_SIZE,
+            "private data: peer-cfg descriptor size {pc} != {}",
+            PeerCfg::DESCRIPTOR_SIZE
         );
         let d = &pdata[4..4 + DESCRIPTORS_MAX_SIZE];
         Ok(Self { data_offset, mr_desc: d[..mr].to_vec(), pcfg_desc: (pc > 0).then(|| d[mr..mr + pc].to_vec()) })
@@ -86,7 +92,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_layout() {
-        let desc: [u8; MR_DESCRIPTOR_SIZE] = core::array::from_fn(|i| i as u8 + 1);
+        let desc: [u8; MrRemote::DESCRIPTOR_SIZE] = core::array::from_fn(|i| i as u8 + 1);
         let pcfg = PeerCfg::new().with_direct_write_to_pmem(true);
         let c = CommonData::new(17, &desc).with_pcfg(&pcfg);
         let b = c.encode().unwrap();

@@ -8,19 +8,19 @@ use crate::transport::Transport;
 use crate::types::DEFAULT_TIMEOUT;
 
 /// Default main CQ size.
-pub const DEFAULT_CQ_SIZE: u32 = 10;
+pub(crate) const DEFAULT_CQ_SIZE: u32 = 10;
 /// Default receive CQ size (0: no separate receive CQ).
-pub const DEFAULT_RCQ_SIZE: u32 = 0;
+pub(crate) const DEFAULT_RCQ_SIZE: u32 = 0;
 /// Default send queue size.
-pub const DEFAULT_SQ_SIZE: u32 = 10;
+pub(crate) const DEFAULT_SQ_SIZE: u32 = 10;
 /// Default receive queue size.
-pub const DEFAULT_RQ_SIZE: u32 = 10;
+pub(crate) const DEFAULT_RQ_SIZE: u32 = 10;
 /// Default SRQ size and SRQ receive CQ size. librpma's code uses 20, its man page says 100;
 /// rpma-rs follows the code (docs/decisions.md #1), which is what every librpma program ran with.
-pub const DEFAULT_SRQ_SIZE: u32 = 20;
+pub(crate) const DEFAULT_SRQ_SIZE: u32 = 20;
 /// Default transport retry count of a connection's queue pair: 7, the most the 3-bit field
 /// holds, which librpma always uses.
-pub const DEFAULT_RETRY_COUNT: u8 = 7;
+pub(crate) const DEFAULT_RETRY_COUNT: u8 = 7;
 
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.
 ///
@@ -94,9 +94,24 @@ impl<T: Transport> Clone for ConnCfg<T> {
 }
 
 impl<T: Transport> ConnCfg<T> {
+    /// `RPMA_DEFAULT_TIMEOUT_MS`: the default connection-establishment timeout, 1000 ms.
+    #[doc(alias = "RPMA_DEFAULT_TIMEOUT_MS")]
+    pub const DEFAULT_TIMEOUT: Duration = DEFAULT_TIMEOUT;
+    /// The default main CQ size, 10.
+    pub const DEFAULT_CQ_SIZE: u32 = DEFAULT_CQ_SIZE;
+    /// The default receive CQ size, 0: no separate receive CQ.
+    pub const DEFAULT_RCQ_SIZE: u32 = DEFAULT_RCQ_SIZE;
+    /// The default send queue size, 10.
+    pub const DEFAULT_SQ_SIZE: u32 = DEFAULT_SQ_SIZE;
+    /// The default receive queue size, 10.
+    pub const DEFAULT_RQ_SIZE: u32 = DEFAULT_RQ_SIZE;
+    /// The default transport retry count of a connection's queue pair: 7, the most the 3-bit
+    /// field holds, which librpma always uses.
+    pub const DEFAULT_RETRY_COUNT: u8 = DEFAULT_RETRY_COUNT;
+
     /// `rpma_conn_cfg_new`: timeout 1000 ms, CQ 10, RCQ 0, SQ 10, RQ 10, channel not shared,
     /// no SRQ; and (beyond librpma) one scatter-gather piece per operation, no inline
-    /// operations, transport retry count 7 ([`DEFAULT_RETRY_COUNT`]) and the connection
+    /// operations, transport retry count 7 ([`ConnCfg::DEFAULT_RETRY_COUNT`]) and the connection
     /// manager's ACK timeout, which are librpma's fixed values.
     #[doc(alias = "rpma_conn_cfg_new")]
     #[must_use]
@@ -218,7 +233,7 @@ impl<T: Transport> ConnCfg<T> {
 
     /// How many times the queue pair retransmits an operation the peer does not acknowledge
     /// (the transport retry count, `rdma_conn_param.retry_count`; default 7,
-    /// [`DEFAULT_RETRY_COUNT`], the value librpma always uses) before it gives up: the operation
+    /// [`ConnCfg::DEFAULT_RETRY_COUNT`], the value librpma always uses) before it gives up: the operation
     /// then completes with an error and the connection breaks. Together with
     /// [`ConnCfg::with_ack_timeout`] it bounds how long a connection to a dead or unreachable
     /// peer keeps retrying (docs/semantics.md#dead-peers-retry-count-and-ack-timeout). A value
@@ -311,7 +326,12 @@ impl Default for SrqCfg {
 }
 
 impl SrqCfg {
-    /// `rpma_srq_cfg_new`: RQ size 20, receive CQ size 20 ([`DEFAULT_SRQ_SIZE`]).
+    /// The default size of a shared receive queue and of its receive CQ, 20. librpma's code
+    /// uses 20, its man page says 100; rpma-rs follows the code (docs/decisions.md #1), which
+    /// is what every librpma program ran with.
+    pub const DEFAULT_SIZE: u32 = DEFAULT_SRQ_SIZE;
+
+    /// `rpma_srq_cfg_new`: RQ size 20, receive CQ size 20 ([`SrqCfg::DEFAULT_SIZE`]).
     #[doc(alias = "rpma_srq_cfg_new")]
     #[must_use]
     pub fn new() -> Self {

@@ -4,10 +4,10 @@
 use crate::error::{Error, Result};
 use crate::types::Usage;
 
-/// Size of a memory-region descriptor (`rpma_mr_get_descriptor_size()`).
-pub const MR_DESCRIPTOR_SIZE: usize = 21;
-/// Size of a peer-configuration descriptor (`rpma_peer_cfg_get_descriptor_size()`).
-pub const PEER_CFG_DESCRIPTOR_SIZE: usize = 1;
+/// Size of a memory-region descriptor ([`MrRemote::DESCRIPTOR_SIZE`](crate::MrRemote::DESCRIPTOR_SIZE)).
+pub(crate) const MR_DESCRIPTOR_SIZE: usize = 21;
+/// Size of a peer-configuration descriptor ([`PeerCfg::DESCRIPTOR_SIZE`](crate::PeerCfg::DESCRIPTOR_SIZE)).
+pub(crate) const PEER_CFG_DESCRIPTOR_SIZE: usize = 1;
 
 /// The decoded content of a memory-region descriptor.
 ///

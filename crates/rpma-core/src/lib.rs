@@ -65,22 +65,15 @@ mod wc;
 #[doc(hidden)]
 pub mod validate;
 
-pub use cfg::{
-    ConnCfg, SrqCfg, DEFAULT_CQ_SIZE, DEFAULT_RCQ_SIZE, DEFAULT_RETRY_COUNT, DEFAULT_RQ_SIZE, DEFAULT_SQ_SIZE,
-    DEFAULT_SRQ_SIZE,
-};
+pub use cfg::{ConnCfg, SrqCfg};
 pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
-pub use descriptor::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
 pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
-pub use offer::{Offer, OFFER_SIZE};
-pub use op::{Batch, LocalSlice, Op, Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, DEFAULT_BATCH};
+pub use offer::Offer;
+pub use op::{Batch, LocalSlice, Op, Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice};
 pub use peer::{Device, Peer, PeerCfg};
 #[cfg(feature = "tracing")]
 pub use trace::ConnStats;
 pub use transport::{Capabilities, Transport};
-pub use types::{
-    Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage, ADVISE_FLAG_FLUSH, ATOMIC_WRITE_ALIGNMENT,
-    DEFAULT_TIMEOUT,
-};
+pub use types::{Advice, CompletionFlags, ConnEvent, ContextType, FlushType, Usage};
 pub use wc::{Wc, WcOpcode, WcStatus, WC_LAYOUT};

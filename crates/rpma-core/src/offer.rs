@@ -9,7 +9,7 @@ use crate::transport::Transport;
 
 /// The bytes of an [`Offer`] in private data: a region descriptor, then a peer configuration
 /// descriptor (librpma's examples send the same two, in this order).
-pub const OFFER_SIZE: usize = MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE;
+pub(crate) const OFFER_SIZE: usize = MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE;
 
 /// What a server offers the client it accepts: its region (where to read, write and flush) and
 /// its peer configuration (whether it writes directly to persistent memory, which a persistent
@@ -33,6 +33,10 @@ pub struct Offer {
 }
 
 impl Offer {
+    /// The bytes of an offer in private data: a region descriptor, then a peer configuration
+    /// descriptor.
+    pub const SIZE: usize = OFFER_SIZE;
+
     /// The private data offering `mr` with `peer_cfg`.
     #[must_use]
     pub fn encode<T: Transport>(mr: &MrLocal<T>, peer_cfg: &PeerCfg) -> [u8; OFFER_SIZE] {
@@ -45,7 +49,7 @@ impl Offer {
     /// The offer in `pdata` (private data may be zero-padded past it).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `pdata` is shorter than [`OFFER_SIZE`] (the
+    /// [`Inval`](crate::ErrorKind::Inval) if `pdata` is shorter than [`Offer::SIZE`] (the
     /// message gives both lengths) or holds no valid descriptors (the peer is untrusted).
     pub fn decode(pdata: &[u8]) -> Result<Self> {
         const OP: &str = "Offer::decode";

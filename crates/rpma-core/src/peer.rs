@@ -193,6 +193,9 @@ pub struct PeerCfg {
 }
 
 impl PeerCfg {
+    /// The size of a peer configuration's descriptor (`rpma_peer_cfg_get_descriptor_size()`).
+    pub const DESCRIPTOR_SIZE: usize = PEER_CFG_DESCRIPTOR_SIZE;
+
     /// `rpma_peer_cfg_new`: `direct_write_to_pmem = false`.
     #[must_use]
     pub fn new() -> Self {

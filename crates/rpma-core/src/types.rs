@@ -174,14 +174,16 @@ pub enum Advice {
     PrefetchNoFault,
 }
 
-/// `IBV_ADVISE_MR_FLAG_FLUSH`: a flag of [`MrLocal::advise`](crate::MrLocal::advise).
-pub const ADVISE_FLAG_FLUSH: u32 = 1;
+impl Advice {
+    /// `IBV_ADVISE_MR_FLAG_FLUSH`: a flag of [`MrLocal::advise`](crate::MrLocal::advise).
+    pub const FLAG_FLUSH: u32 = 1;
+}
 
-/// `RPMA_DEFAULT_TIMEOUT_MS`: the default connection-establishment timeout, 1000 ms.
-#[doc(alias = "RPMA_DEFAULT_TIMEOUT_MS")]
-pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1000);
-/// `RPMA_ATOMIC_WRITE_ALIGNMENT`: alignment and size of [`Conn::atomic_write`](crate::Conn::atomic_write).
-pub const ATOMIC_WRITE_ALIGNMENT: usize = 8;
+/// `RPMA_DEFAULT_TIMEOUT_MS` ([`ConnCfg::DEFAULT_TIMEOUT`](crate::ConnCfg::DEFAULT_TIMEOUT)).
+pub(crate) const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1000);
+/// `RPMA_ATOMIC_WRITE_ALIGNMENT`
+/// ([`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT)).
+pub(crate) const ATOMIC_WRITE_ALIGNMENT: usize = 8;
 
 #[cfg(test)]
 mod tests {

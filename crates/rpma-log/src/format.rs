@@ -354,8 +354,11 @@ pub(crate) fn decode_reply(b: &[u8]) -> Option<Reply> {
     // Transports may pad private data with zeroes: the checksum covers the fixed part and the
     // bytes the status says follow.
     let status = get_u32(b, 8);
-    let rest_len =
-        if status == Status::Accepted as u32 { rpma::MR_DESCRIPTOR_SIZE + rpma::PEER_CFG_DESCRIPTOR_SIZE } else { 0 };
+    let rest_len = if status == Status::Accepted as u32 {
+        rpma::MrRemote::DESCRIPTOR_SIZE + rpma::PeerCfg::DESCRIPTOR_SIZE
+    } else {
+        0
+    };
     let rest = b.get(REPLY_FIXED..REPLY_FIXED + rest_len)?;
     if checksum(&[&b[..40], rest]) != get_u64(b, 40) {
         return None;
@@ -489,7 +492,7 @@ mod tests {
         unknown[40..48].copy_from_slice(&sum.to_le_bytes());
         assert_eq!(decode_hello(&unknown), None, "an unknown request kind passed");
         assert_eq!(decode_hello(&bad[..10]), None);
-        let rest = vec![7u8; rpma::MR_DESCRIPTOR_SIZE + rpma::PEER_CFG_DESCRIPTOR_SIZE];
+        let rest = vec![7u8; rpma::MrRemote::DESCRIPTOR_SIZE + rpma::PeerCfg::DESCRIPTOR_SIZE];
         let r = encode_reply(Status::Accepted, 1, 2, 4096, &rest);
         let mut padded = r.clone();
         padded.extend_from_slice(&[0; 20]);

@@ -329,7 +329,7 @@ impl MrBackend for MockMr {
         if !self.pd.caps.advise_mr {
             return Err(Error::new(ErrorKind::NoSupp, "ibv_advise_mr"));
         }
-        if flags & !rpma_core::ADVISE_FLAG_FLUSH != 0 {
+        if flags & !Advice::FLAG_FLUSH != 0 {
             return Err(Error::inval("ibv_advise_mr", "unknown advise flags"));
         }
         if advice == Advice::PrefetchWrite && !self.shared().access.local_write {

@@ -262,7 +262,7 @@ async fn cancel__drop_op_future_before_its_first_poll() {
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     src.write(0, b"xxxxxxxx").unwrap();
     drop(p.client.write(remote(&dst).at(0), src.slice(0..8)));
-    assert_eq!((p.client.in_flight(), p.client.sq_free()), (0, rpma_core::DEFAULT_SQ_SIZE));
+    assert_eq!((p.client.in_flight(), p.client.sq_free()), (0, ConnCfg::<MockFabric>::DEFAULT_SQ_SIZE));
     assert_eq!(dst.to_vec(0, 8).unwrap(), [0; 8], "nothing was posted");
 }
 

@@ -415,7 +415,10 @@ mod tests {
         let cfg = p.retry.apply(ConnCfg::<rpma::mock::MockFabric>::new());
         assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (0, Some(14)));
         let cfg = Retry::default().apply(ConnCfg::<rpma::mock::MockFabric>::new());
-        assert_eq!((cfg.retry_count(), cfg.ack_timeout()), (rpma::DEFAULT_RETRY_COUNT, None));
+        assert_eq!(
+            (cfg.retry_count(), cfg.ack_timeout()),
+            (ConnCfg::<rpma::mock::MockFabric>::DEFAULT_RETRY_COUNT, None)
+        );
         assert_eq!(plan_of(&["--retry-count", "8"]).unwrap().retry.count, Some(8), "checked by rpma-core");
         assert!(err_of(&["--retry-count", "256"]).contains("--retry-count"));
         assert!(err_of(&["--ack-timeout=-1"]).contains("--ack-timeout"));

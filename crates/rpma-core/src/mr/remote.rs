@@ -15,6 +15,14 @@ pub struct MrRemote {
 }
 
 impl MrRemote {
+    /// The size of a region's descriptor (`rpma_mr_get_descriptor_size()`): what
+    /// [`MrLocal::descriptor`](crate::MrLocal::descriptor) gives and
+    /// [`MrRemote::from_descriptor`] takes.
+    pub const DESCRIPTOR_SIZE: usize = crate::descriptor::MR_DESCRIPTOR_SIZE;
+    /// `RPMA_ATOMIC_WRITE_ALIGNMENT`: the alignment and size of an atomic write into a remote
+    /// region ([`Conn::atomic_write`](crate::Conn::atomic_write)).
+    pub const ATOMIC_WRITE_ALIGNMENT: usize = crate::types::ATOMIC_WRITE_ALIGNMENT;
+
     /// `rpma_mr_remote_from_descriptor`.
     #[doc(alias = "rpma_mr_remote_from_descriptor")]
     ///

@@ -72,7 +72,7 @@ impl<T: Transport> Conn<T> {
     /// length and the region's size), the local region lacks the usage the operation needs or
     /// belongs to another peer, the remote region was not registered for the access, or the
     /// length exceeds the device's maximum message size; for an atomic write, an offset that is
-    /// not a multiple of [`ATOMIC_WRITE_ALIGNMENT`](crate::ATOMIC_WRITE_ALIGNMENT); for
+    /// not a multiple of [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT); for
     /// scatter-gather, no pieces, an empty piece or more pieces than the connection's
     /// [`max_sge`](crate::ConnCfg::with_max_sge); for inline data, none or more than the
     /// connection's [`max_inline`](crate::ConnCfg::with_max_inline);

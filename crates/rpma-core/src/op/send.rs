@@ -155,7 +155,7 @@ impl<T: Transport> Conn<T> {
     }
 
     /// `rpma_atomic_write`: writes the 8 bytes `value` atomically at `dst` (an offset multiple of
-    /// [`ATOMIC_WRITE_ALIGNMENT`](crate::ATOMIC_WRITE_ALIGNMENT)): a native atomic write, or an
+    /// [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT)): a native atomic write, or an
     /// inline 8-byte write fenced behind earlier reads and flushes ("write data; flush;
     /// atomic-write the commit pointer; flush").
     #[doc(alias = "rpma_atomic_write")]

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use rpma::{
     CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage,
-    MR_DESCRIPTOR_SIZE,
 };
 
 use crate::format::{self, Ask, Hello, Record, Status};
@@ -162,8 +161,8 @@ impl<T: Transport> Log<T> {
                 return Ok(Connected::Down(format!("it refused the writer (status {s})")));
             }
         }
-        let remote = MrRemote::from_descriptor(&reply.rest[..MR_DESCRIPTOR_SIZE])?;
-        let pcfg = PeerCfg::from_descriptor(&reply.rest[MR_DESCRIPTOR_SIZE..])?;
+        let remote = MrRemote::from_descriptor(&reply.rest[..MrRemote::DESCRIPTOR_SIZE])?;
+        let pcfg = PeerCfg::from_descriptor(&reply.rest[MrRemote::DESCRIPTOR_SIZE..])?;
         if opts.flush == FlushMode::Persistent && !pcfg.direct_write_to_pmem() {
             let _ = conn.disconnect();
             return Ok(Connected::Down(

@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use rpma::op::{Operation, SendKind, SendQueue};
 use rpma::{
     Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
-    Transport, Usage, Wc, MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE,
+    Transport, Usage, Wc,
 };
 
 use super::protocol::*;
@@ -211,11 +211,11 @@ pub(super) fn connect<T: Transport>(
         ),
     }
     let pd = conn.private_data();
-    let Some(desc) = pd.get(..MR_DESCRIPTOR_SIZE) else {
+    let Some(desc) = pd.get(..MrRemote::DESCRIPTOR_SIZE) else {
         bail!("client: the server's private data ({} bytes) holds no region descriptor", pd.len());
     };
     let remote = MrRemote::from_descriptor(desc).context("client: the server's region descriptor")?;
-    if let Some(p) = pd.get(MR_DESCRIPTOR_SIZE..MR_DESCRIPTOR_SIZE + PEER_CFG_DESCRIPTOR_SIZE) {
+    if let Some(p) = pd.get(MrRemote::DESCRIPTOR_SIZE..MrRemote::DESCRIPTOR_SIZE + PeerCfg::DESCRIPTOR_SIZE) {
         conn.apply_remote_peer_cfg(&PeerCfg::from_descriptor(p).context("client: the server's peer configuration")?);
     }
     let remote_len = remote.len() as usize;

@@ -146,14 +146,14 @@ mod tests {
     use crate::bench::plan::MAX_QD;
     use crate::bench::sizes::MAX_SIZE;
     use crate::native::{OpCounts, OpPath};
-    use rpma::{MrRemote, MR_DESCRIPTOR_SIZE};
+    use rpma::MrRemote;
     use std::time::Duration;
 
     /// A region descriptor: 64 bytes, usage 1.
-    const DESC: [u8; MR_DESCRIPTOR_SIZE] = {
-        let mut d = [0u8; MR_DESCRIPTOR_SIZE];
+    const DESC: [u8; MrRemote::DESCRIPTOR_SIZE] = {
+        let mut d = [0u8; MrRemote::DESCRIPTOR_SIZE];
         d[8] = 64;
-        d[MR_DESCRIPTOR_SIZE - 1] = 1;
+        d[MrRemote::DESCRIPTOR_SIZE - 1] = 1;
         d
     };
 
@@ -169,7 +169,10 @@ mod tests {
         assert!(parse_request(&[1, 2, 3]).is_err());
         assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &DESC)[..20]).is_err(), "no inbox");
         assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &DESC)[..36]).is_err(), "no sizes");
-        assert!(parse_request(&request_pdata(req(8, 1, 0, 0), &[0; MR_DESCRIPTOR_SIZE])).is_err(), "a bad inbox");
+        assert!(
+            parse_request(&request_pdata(req(8, 1, 0, 0), &[0; MrRemote::DESCRIPTOR_SIZE])).is_err(),
+            "a bad inbox"
+        );
         assert!(parse_request(&request_pdata(req(0, 1, 0, 0), &DESC)).is_ok(), "a send-only run: no target");
         assert!(parse_request(&request_pdata(req(8, 0, 0, 0), &DESC)).is_err());
         assert!(parse_request(&request_pdata(req(MAX_SIZE + 1, 1, 0, 0), &DESC)).is_err());

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use rpma::{ConnCfg, MrLocal, MrRemote, Transport, Wc, WcStatus, MR_DESCRIPTOR_SIZE};
+use rpma::{ConnCfg, MrLocal, MrRemote, Transport, Wc, WcStatus};
 
 use crate::bench::plan::{Retry, MAX_QD};
 use crate::bench::sizes::MAX_SIZE;
@@ -19,7 +19,7 @@ pub(super) const PP_ID: u64 = 1 << 59;
 pub(super) const PP_CTL_ID: u64 = SEND_TAG | (1 << 41);
 /// Request private data: target size, queue depth, the client's inbox descriptor, the server's
 /// receive size and source size.
-pub(super) const REQUEST_LEN: usize = 12 + MR_DESCRIPTOR_SIZE + 8;
+pub(super) const REQUEST_LEN: usize = 12 + MrRemote::DESCRIPTOR_SIZE + 8;
 // A request fits RDMA CM's private data of a connect (56 bytes).
 const _: () = assert!(REQUEST_LEN <= 56);
 pub(super) const RECV_TAG: u64 = 1 << 62;
@@ -70,9 +70,9 @@ pub(super) fn request_pdata(r: Request, inbox: &[u8]) -> [u8; REQUEST_LEN] {
     let mut p = [0u8; REQUEST_LEN];
     p[..8].copy_from_slice(&(r.target_max as u64).to_le_bytes());
     p[8..12].copy_from_slice(&(r.qd as u32).to_le_bytes());
-    let n = inbox.len().min(MR_DESCRIPTOR_SIZE);
+    let n = inbox.len().min(MrRemote::DESCRIPTOR_SIZE);
     p[12..12 + n].copy_from_slice(&inbox[..n]);
-    let at = 12 + MR_DESCRIPTOR_SIZE;
+    let at = 12 + MrRemote::DESCRIPTOR_SIZE;
     p[at..at + 4].copy_from_slice(&(r.recv_max as u32).to_le_bytes());
     p[at + 4..at + 8].copy_from_slice(&(r.source_max as u32).to_le_bytes());
     p
@@ -80,7 +80,7 @@ pub(super) fn request_pdata(r: Request, inbox: &[u8]) -> [u8; REQUEST_LEN] {
 
 /// Reads a client's request (untrusted: bounded like the command line) and its inbox.
 pub(super) fn parse_request(p: &[u8]) -> Result<(Request, MrRemote)> {
-    let at = 12 + MR_DESCRIPTOR_SIZE;
+    let at = 12 + MrRemote::DESCRIPTOR_SIZE;
     let (Some(m), Some(q), Some(d), Some(r), Some(s)) =
         (p.get(..8), p.get(8..12), p.get(12..at), p.get(at..at + 4), p.get(at + 4..REQUEST_LEN))
     else {
