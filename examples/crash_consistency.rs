@@ -16,8 +16,9 @@
 
 use std::process::ExitCode;
 
+use rpma::descriptor::Offer;
 use rpma::mock::{ConnReq, CrashFailure, CrashPoints, Device, Ep, MockFabric, Peer, Reboot, Unflushed};
-use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, Offer, PeerCfg, Usage};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, PeerCfg, Usage};
 
 const WRITER: &str = "10.0.0.1";
 const REPLICA: &str = "10.0.0.2";

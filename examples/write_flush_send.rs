@@ -5,8 +5,9 @@
 
 use std::thread;
 
+use rpma::descriptor::Offer;
 use rpma::mock::{Conn, ConnCfg, ConnReq, Device, Ep, MockFabric, Peer};
-use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, Offer, PeerCfg, Usage, WcOpcode, WcStatus};
+use rpma::{CompletionFlags, ConnEvent, ContextType, FlushType, PeerCfg, Usage, WcOpcode, WcStatus};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7204";

@@ -107,7 +107,7 @@
 //! Registered memory is owned by the region ([`Memory`]: heap, aligned, huge pages, your `Vec`
 //! or `Box`, a file or devdax mapping, or raw memory under an `unsafe` contract) and handed back
 //! by [`MrLocal::dereg`]. Bytes a device or a peer may change are reached through a
-//! [`VolatileSlice`] (copies), never through a reference; a plain `&mut [u8]`
+//! [`VolatileSlice`](mem::VolatileSlice) (copies), never through a reference; a plain `&mut [u8]`
 //! ([`MrLocal::as_mut_slice`]) needs `&mut` on the region, no remote access granted and no
 //! operation in flight. The rules are in `docs/memory.md`.
 //!
@@ -141,13 +141,19 @@
 #[cfg(feature = "tracing")]
 pub use rpma_core::ConnStats;
 pub use rpma_core::{
-    descriptor, logging, op, runtime, Advice, Batch, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
-    ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, Offer, Op, Peer, PeerCfg,
-    Post, PostRecv, RecvBatch, RemoteAt, RemoteSlice, Result, Srq, SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
+    descriptor, logging, op, runtime, Advice, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
+    ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Result, Srq, SrqCfg,
+    Transport, Usage, Wc, WcOpcode, WcStatus,
 };
-pub use rpma_mem::{
-    cpu_persist_method, MapOptions, MapSync, MemError, Memory, MemoryKind, PersistMethod, VolatileSlice,
-};
+pub use rpma_mem::Memory;
+
+/// Memory below the registered regions ([`Memory`] is at the root): the views of bytes a NIC
+/// or a peer may write ([`VolatileSlice`](mem::VolatileSlice)), file and devdax mappings
+/// ([`MapOptions`](mem::MapOptions)), and how this CPU makes stores persistent
+/// ([`cpu_persist_method`](mem::cpu_persist_method)); docs/memory.md.
+pub mod mem {
+    pub use rpma_mem::{cpu_persist_method, MapOptions, MapSync, MemError, MemoryKind, PersistMethod, VolatileSlice};
+}
 
 pub mod any;
 
@@ -262,8 +268,8 @@ mod tests {
         send_sync::<SrqCfg>();
         send_sync::<Wc>();
         send_sync::<Memory>();
-        send_sync::<VolatileSlice<'static>>();
-        send_sync::<MapOptions>();
+        send_sync::<mem::VolatileSlice<'static>>();
+        send_sync::<mem::MapOptions>();
         #[cfg(feature = "mock")]
         {
             send_sync::<mock::Device>();
@@ -276,9 +282,9 @@ mod tests {
             send_sync::<mock::Srq>();
             send_sync::<mock::MockFabric>();
             type M = mock::MockFabric;
-            send_sync::<LocalSlice<'static, M>>();
-            send_sync::<RemoteAt<'static>>();
-            send_sync::<RemoteSlice<'static>>();
+            send_sync::<op::LocalSlice<'static, M>>();
+            send_sync::<op::RemoteAt<'static>>();
+            send_sync::<op::RemoteSlice<'static>>();
         }
         #[cfg(feature = "verbs")]
         {

@@ -4,7 +4,8 @@
 #![allow(missing_docs)]
 
 use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
-use rpma::{op, CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Op, Usage};
+use rpma::op::Op;
+use rpma::{op, CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Usage};
 
 #[test]
 fn an_immediate_value_on_a_read_does_not_compile_in_the_sync_api() {

@@ -452,11 +452,11 @@ mod verbs_only {
         };
         // 2 MiB slots of the device: cases that run at the same time use different ones
         // (verbs.rs 0-3, interop 4-11, the CLI's tests 16-31)
-        let opts = rpma::MapOptions::new().offset(slot << 21).len(len).map_sync(rpma::MapSync::Never);
+        let opts = rpma::mem::MapOptions::new().offset(slot << 21).len(len).map_sync(rpma::mem::MapSync::Never);
         // SAFETY: [M5] nobody truncates a devdax device (it has a fixed size); [M3] no slice of
         // this memory is made while it is registered.
         let m = unsafe { opts.map(&path) }.unwrap_or_else(|e| panic!("RPMA_TEST_PMEM={path:?}: {e}"));
-        assert_eq!(m.kind(), rpma::MemoryKind::DevDax, "RPMA_TEST_PMEM={path:?} is not a devdax device");
+        assert_eq!(m.kind(), rpma::mem::MemoryKind::DevDax, "RPMA_TEST_PMEM={path:?} is not a devdax device");
         Some(m)
     }
 
@@ -572,7 +572,7 @@ mod verbs_only {
         let path = std::path::Path::new("/dev/shm").join(format!("rpma-verbs-file-{}", std::process::id()));
         // SAFETY: [M5] the file is this test's own, in /dev/shm; nothing truncates or writes it
         // while it is mapped.
-        let mem = unsafe { rpma::MapOptions::new().create(true).len(4096).map(&path) }.expect("map");
+        let mem = unsafe { rpma::mem::MapOptions::new().create(true).len(4096).map(&path) }.expect("map");
         let dst = p.speer.reg_mr(mem, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY).expect("register the mapping");
         let mut src = mr(&p.cpeer, 4096, Usage::WRITE_SRC);
         src.as_mut_slice().unwrap()[..12].copy_from_slice(b"in the file!");

@@ -42,8 +42,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use rpma::mem::MapOptions;
 use rpma::verbs::{faults, leaks, Conn, ConnReq, Cq, Device, Ep, MrLocal, Peer, Verbs};
-use rpma::{ConnEvent, ContextType, ErrorKind, FlushType, MapOptions, MrRemote, Usage};
+use rpma::{ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Usage};
 
 /// How long one wait for an event or a completion may take.
 const WAIT: Duration = Duration::from_secs(20);
@@ -86,7 +87,7 @@ enum Failure {
     /// An rpma call failed.
     Rpma(&'static str, rpma::Error),
     /// Mapping the file failed (rpma-mem; no provider call).
-    Mem(&'static str, rpma::MemError),
+    Mem(&'static str, rpma::mem::MemError),
     /// A wait ran out of time (a hang).
     Timeout(&'static str),
     /// Something other than expected came back.

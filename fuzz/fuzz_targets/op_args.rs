@@ -13,10 +13,8 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rpma::descriptor::MrDescriptor;
 use rpma::mock::{ConnReq, Device, Ep, MockFabric, MrLocal, Peer};
-use rpma::{
-    CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, LocalSlice, MrRemote, PeerCfg, RemoteSlice, Usage,
-    Wc,
-};
+use rpma::{CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, PeerCfg, Usage, Wc};
+use rpma::op::{LocalSlice, RemoteSlice};
 
 const ADDR: &str = "127.0.0.1";
 const PORT: &str = "7200";

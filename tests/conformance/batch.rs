@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use rpma::descriptor::MrDescriptor;
+use rpma::op::{Batch, LocalSlice, RecvBatch};
 use rpma::{
-    Batch, CompletionFlags, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, PeerCfg,
-    RecvBatch, Transport, Usage, WcOpcode, WcStatus,
+    CompletionFlags, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, PeerCfg, Transport, Usage,
+    WcOpcode, WcStatus,
 };
 
 use super::harness::{assert_kind, assert_no_wc, mr, next_wc, pair, pair_with, peer, remote, Backend, Case, Pair};

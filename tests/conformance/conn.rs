@@ -1590,11 +1590,11 @@ fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
     let ep = Ep::listen(&speer, &b.addr(), &port).expect("listen");
     let log = mr(&speer, 4096, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
     let client = ConnReq::new(&cpeer, &b.addr(), &port, None).expect("conn_req_new").connect(None).expect("connect");
-    let pdata = rpma::Offer::encode(&log, &PeerCfg::new().with_direct_write_to_pmem(true));
-    assert_eq!(pdata.len(), rpma::Offer::SIZE);
+    let pdata = rpma::descriptor::Offer::encode(&log, &PeerCfg::new().with_direct_write_to_pmem(true));
+    assert_eq!(pdata.len(), rpma::descriptor::Offer::SIZE);
     let _server = ep.next_conn_req(None).expect("request").connect(Some(&pdata)).expect("accept");
     assert_eq!(client.next_event().expect("event"), ConnEvent::Established);
-    let offer = rpma::Offer::decode(client.private_data()).expect("an offer");
+    let offer = rpma::descriptor::Offer::decode(client.private_data()).expect("an offer");
     assert!(offer.peer_cfg.direct_write_to_pmem());
     let remote = offer.apply_to(&client);
     assert_eq!(remote, rpma::MrRemote::from_descriptor(&log.descriptor()).expect("descriptor"));
@@ -1604,7 +1604,7 @@ fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
     client.flush(remote.slice(0..7), FlushType::Persistent).context(1).post().expect("allowed by the applied cfg");
     assert_eq!(next_wc(client.cq()).status(), WcStatus::Success);
     assert_eq!(log.to_vec(0, 7).expect("read"), b"offered");
-    assert_eq!(rpma::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::Inval);
+    assert_eq!(rpma::descriptor::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::Inval);
 }
 
 /// A post on a connection that was closed is taken, and its completion (even unsignaled) is

@@ -22,9 +22,10 @@ use std::sync::atomic::Ordering;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rpma::descriptor::MrDescriptor;
+use rpma::op::{LocalSlice, RemoteAt};
 use rpma::{
-    CompletionFlags, Conn, ConnCfg, ErrorKind, FlushType, LocalSlice, MrLocal, MrRemote, PeerCfg, RemoteAt, Transport,
-    Usage, Wc, WcOpcode, WcStatus,
+    CompletionFlags, Conn, ConnCfg, ErrorKind, FlushType, MrLocal, MrRemote, PeerCfg, Transport, Usage, Wc, WcOpcode,
+    WcStatus,
 };
 
 use super::harness::{assert_kind, assert_no_wc, mr, next_wc, pair, pair_with, remote, Backend, Case, Pair};

@@ -71,11 +71,11 @@ fn server_mem<T: Transport>(peer: &Peer<T>) -> Res<MrLocal<T>> {
     let Some((path, off)) = pmem() else {
         return alloc(peer, MEM_LEN, usage_server());
     };
-    let opts = rpma::MapOptions::new().offset(off).len(MEM_LEN).map_sync(rpma::MapSync::Never);
+    let opts = rpma::mem::MapOptions::new().offset(off).len(MEM_LEN).map_sync(rpma::mem::MapSync::Never);
     // SAFETY: [M5] a devdax device is never truncated; [M3] no slice of it is made while it is
     // registered.
     let m = unsafe { opts.map(&path) }.map_err(|e| format!("mapping {path} at {off}: {e}"))?;
-    if m.kind() != rpma::MemoryKind::DevDax {
+    if m.kind() != rpma::mem::MemoryKind::DevDax {
         return Err(format!("RPMA_INTEROP_PMEM={path} is not a devdax device"));
     }
     m.volatile().write(0, &[0; MEM_LEN]).map_err(|e| format!("zeroing {path}: {e}"))?;

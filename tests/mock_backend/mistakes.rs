@@ -3,7 +3,7 @@
 
 use super::*;
 
-use rpma::Offer;
+use rpma::descriptor::Offer;
 
 /// The error's text, after asserting its kind.
 #[track_caller]

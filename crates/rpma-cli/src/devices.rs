@@ -229,9 +229,9 @@ fn flush_path(backend: &str, native: bool) -> &'static str {
 /// `Memory::persist`): the CPU's cache write-back instruction; `msync` for a file mapping
 /// without `MAP_SYNC`.
 fn persist_line() -> String {
-    let m = rpma::cpu_persist_method();
+    let m = rpma::mem::cpu_persist_method();
     let how = match m {
-        rpma::PersistMethod::Clwb | rpma::PersistMethod::ClflushOpt => " + sfence",
+        rpma::mem::PersistMethod::Clwb | rpma::mem::PersistMethod::ClflushOpt => " + sfence",
         _ => "",
     };
     format!("{m}{how} (devdax, MAP_SYNC files); msync (other file mappings)")

@@ -10,7 +10,8 @@
 
 use std::path::Path;
 
-use rpma::{MapOptions, MapSync, MemError, Memory};
+use rpma::mem::{MapOptions, MapSync, MemError};
+use rpma::Memory;
 
 /// Maps `len` bytes of the file at `path` from byte `offset` (created and extended with zeros
 /// first if `create`), shared with the file ([`MapOptions::map`]); `MAP_SYNC` where the file

@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
+use rpma::mem::{MapOptions, MemError};
 use rpma::mock::MockFabric;
-use rpma::{FlushType, MapOptions, MemError, Memory};
+use rpma::{FlushType, Memory};
 use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Report, Scenario, ServerOpts, SrqRcq};
 
 fn demo(s: Scenario) -> Vec<String> {

@@ -1,8 +1,12 @@
 //! Wire formats: the 21-byte memory-region descriptor and the 1-byte peer-config descriptor
-//! (docs/semantics.md#descriptors), byte-compatible with librpma 0.9 - 1.3.
+//! (docs/semantics.md#descriptors), byte-compatible with librpma 0.9 - 1.3, and the [`Offer`]
+//! that carries both in private data.
 
 use crate::error::{Error, Result};
 use crate::types::Usage;
+
+/// Both descriptors of a server's offer in private data, made and read in one call.
+pub use crate::offer::Offer;
 
 /// Size of a memory-region descriptor ([`MrRemote::DESCRIPTOR_SIZE`](crate::MrRemote::DESCRIPTOR_SIZE)).
 pub(crate) const MR_DESCRIPTOR_SIZE: usize = 21;

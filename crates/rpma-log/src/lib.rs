@@ -97,7 +97,7 @@ pub enum LogError {
     Rpma(#[from] rpma::Error),
     /// Memory could not be allocated or reached.
     #[error("memory: {0}")]
-    Memory(#[from] rpma::MemError),
+    Memory(#[from] rpma::mem::MemError),
     /// An argument is invalid (the message says which and why).
     #[error("invalid argument: {0}")]
     Invalid(String),

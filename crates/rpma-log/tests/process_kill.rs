@@ -13,8 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use rpma::mem::MapOptions;
 use rpma::mock::{Device, MockFabric, Peer};
-use rpma::{ContextType, MapOptions, Memory};
+use rpma::{ContextType, Memory};
 use rpma_log::{Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaOptions};
 
 const LOG_ID: u64 = 0x5EED_0036;

@@ -21,8 +21,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use rpma::mem::{MapOptions, MapSync, MemoryKind};
 use rpma::verbs::{set_persistent_flush, PersistentFlush, Verbs};
-use rpma::{ContextType, Device, MapOptions, MapSync, Memory, MemoryKind, Peer};
+use rpma::{ContextType, Device, Memory, Peer};
 use rpma_log::{FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaOptions};
 
 const LOG_ID: u64 = 0x5EED_7E5B;

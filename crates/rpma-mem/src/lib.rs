@@ -29,7 +29,8 @@
 //!
 //! ```
 //! use std::sync::atomic::Ordering;
-//! use rpma::{Memory, MemoryKind};
+//! use rpma::mem::MemoryKind;
+//! use rpma::Memory;
 //!
 //! let mut mem = Memory::from_vec(vec![0u8; 4096]);
 //! let v = mem.volatile(); // what a NIC writes, what a peer reads
@@ -44,7 +45,7 @@
 //! let ptr = mem.as_ptr();
 //! let back = mem.into_vec().unwrap(); // the same allocation, not a copy
 //! assert_eq!(back.as_ptr(), ptr.cast_const());
-//! # Ok::<(), rpma::MemError>(())
+//! # Ok::<(), rpma::mem::MemError>(())
 //! ```
 //!
 //! The crate is for Linux (`mmap`, `MAP_SYNC`, `MAP_HUGETLB`, sysfs).

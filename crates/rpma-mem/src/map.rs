@@ -31,14 +31,14 @@ pub enum MapSync {
 /// How to map a regular file or a devdax character device (a builder taken by value).
 ///
 /// ```no_run
-/// use rpma::{MapOptions, MapSync};
+/// use rpma::mem::{MapOptions, MapSync};
 ///
 /// let opts = MapOptions::new().create(true).len(1 << 20).map_sync(MapSync::IfSupported);
 /// // SAFETY: [M5] nobody truncates /tmp/pool while it is mapped.
 /// let mem = unsafe { opts.map("/tmp/pool") }?;
 /// mem.volatile().write(0, b"hello")?;
 /// mem.flush(0, 5)?;
-/// # Ok::<(), rpma::MemError>(())
+/// # Ok::<(), rpma::mem::MemError>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct MapOptions {

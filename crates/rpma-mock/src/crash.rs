@@ -96,7 +96,8 @@ impl std::error::Error for CrashFailure {}
 ///
 /// ```
 /// use rpma::mock::{ConnReq, CrashPoints, Device, Ep, MockFabric, Peer, Reboot};
-/// use rpma::{CompletionFlags, ContextType, FlushType, Offer, PeerCfg, Usage};
+/// use rpma::{CompletionFlags, ContextType, FlushType, PeerCfg, Usage};
+/// use rpma::descriptor::Offer;
 ///
 /// /// Whether the write was acknowledged: its persistent flush completed.
 /// fn persist(fabric: &MockFabric) -> rpma::Result<bool> {

@@ -11,9 +11,10 @@ use std::time::Duration;
 use super::{file_lock, Stop};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rpma::mem::MemError;
 use rpma::{
-    Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Cq, Device, Ep, MemError, Memory, MrLocal, Peer, Transport, Usage,
-    Wc, WcOpcode, WcStatus,
+    Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Cq, Device, Ep, Memory, MrLocal, Peer, Transport, Usage, Wc,
+    WcOpcode, WcStatus,
 };
 
 /// `KILOBYTE`.

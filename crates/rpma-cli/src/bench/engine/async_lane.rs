@@ -94,7 +94,7 @@ impl<T: Transport> AsyncLane<T> {
 
     /// The awaited operation `seq` at `off` (a `write-flush`'s flush: its write is posted
     /// first, unsignaled, by [`AsyncLane::worker`]).
-    fn awaited(&self, op: Op, size: usize, off: usize, seq: u64) -> rpma::Result<rpma::Op<AnyKind<'_, T>>> {
+    fn awaited(&self, op: Op, size: usize, off: usize, seq: u64) -> rpma::Result<rpma::op::Op<AnyKind<'_, T>>> {
         let r = &self.remote;
         let local = self.local.slice(off..off + size);
         Ok(match op {

@@ -5,10 +5,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use rpma::op::{Operation, SendKind, SendQueue};
+use rpma::op::{Batch, LocalSlice, Operation, Post, SendKind, SendQueue};
 use rpma::{
-    Batch, CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, LocalSlice, MrLocal, MrRemote, Peer, PeerCfg, Post,
-    Transport, Usage, Wc,
+    CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc,
 };
 
 use super::protocol::*;
