@@ -5,22 +5,6 @@ use std::time::Duration;
 
 use crate::conn::Srq;
 use crate::transport::Transport;
-use crate::types::DEFAULT_TIMEOUT;
-
-/// Default main CQ size.
-pub(crate) const DEFAULT_CQ_SIZE: u32 = 10;
-/// Default receive CQ size (0: no separate receive CQ).
-pub(crate) const DEFAULT_RCQ_SIZE: u32 = 0;
-/// Default send queue size.
-pub(crate) const DEFAULT_SQ_SIZE: u32 = 10;
-/// Default receive queue size.
-pub(crate) const DEFAULT_RQ_SIZE: u32 = 10;
-/// Default SRQ size and SRQ receive CQ size. librpma's code uses 20, its man page says 100;
-/// rpma-rs follows the code (docs/decisions.md #1), which is what every librpma program ran with.
-pub(crate) const DEFAULT_SRQ_SIZE: u32 = 20;
-/// Default transport retry count of a connection's queue pair: 7, the most the 3-bit field
-/// holds, which librpma always uses.
-pub(crate) const DEFAULT_RETRY_COUNT: u8 = 7;
 
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.
 ///
@@ -72,14 +56,14 @@ impl<T: Transport> fmt::Debug for ConnCfg<T> {
 impl<T: Transport> Default for ConnCfg<T> {
     fn default() -> Self {
         Self {
-            timeout: DEFAULT_TIMEOUT,
-            cq_size: DEFAULT_CQ_SIZE,
-            rcq_size: DEFAULT_RCQ_SIZE,
-            sq_size: DEFAULT_SQ_SIZE,
-            rq_size: DEFAULT_RQ_SIZE,
+            timeout: Self::DEFAULT_TIMEOUT,
+            cq_size: Self::DEFAULT_CQ_SIZE,
+            rcq_size: Self::DEFAULT_RCQ_SIZE,
+            sq_size: Self::DEFAULT_SQ_SIZE,
+            rq_size: Self::DEFAULT_RQ_SIZE,
             max_sge: 1,
             max_inline: 0,
-            retry_count: DEFAULT_RETRY_COUNT,
+            retry_count: Self::DEFAULT_RETRY_COUNT,
             ack_timeout: None,
             shared: false,
             srq: None,
@@ -96,18 +80,18 @@ impl<T: Transport> Clone for ConnCfg<T> {
 impl<T: Transport> ConnCfg<T> {
     /// `RPMA_DEFAULT_TIMEOUT_MS`: the default connection-establishment timeout, 1000 ms.
     #[doc(alias = "RPMA_DEFAULT_TIMEOUT_MS")]
-    pub const DEFAULT_TIMEOUT: Duration = DEFAULT_TIMEOUT;
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
     /// The default main CQ size, 10.
-    pub const DEFAULT_CQ_SIZE: u32 = DEFAULT_CQ_SIZE;
+    pub const DEFAULT_CQ_SIZE: u32 = 10;
     /// The default receive CQ size, 0: no separate receive CQ.
-    pub const DEFAULT_RCQ_SIZE: u32 = DEFAULT_RCQ_SIZE;
+    pub const DEFAULT_RCQ_SIZE: u32 = 0;
     /// The default send queue size, 10.
-    pub const DEFAULT_SQ_SIZE: u32 = DEFAULT_SQ_SIZE;
+    pub const DEFAULT_SQ_SIZE: u32 = 10;
     /// The default receive queue size, 10.
-    pub const DEFAULT_RQ_SIZE: u32 = DEFAULT_RQ_SIZE;
+    pub const DEFAULT_RQ_SIZE: u32 = 10;
     /// The default transport retry count of a connection's queue pair: 7, the most the 3-bit
     /// field holds, which librpma always uses.
-    pub const DEFAULT_RETRY_COUNT: u8 = DEFAULT_RETRY_COUNT;
+    pub const DEFAULT_RETRY_COUNT: u8 = 7;
 
     /// `rpma_conn_cfg_new`: timeout 1000 ms, CQ 10, RCQ 0, SQ 10, RQ 10, channel not shared,
     /// no SRQ; and (beyond librpma) one scatter-gather piece per operation, no inline
@@ -321,7 +305,7 @@ pub struct SrqCfg {
 
 impl Default for SrqCfg {
     fn default() -> Self {
-        Self { rq_size: DEFAULT_SRQ_SIZE, rcq_size: DEFAULT_SRQ_SIZE }
+        Self { rq_size: Self::DEFAULT_SIZE, rcq_size: Self::DEFAULT_SIZE }
     }
 }
 
@@ -329,7 +313,7 @@ impl SrqCfg {
     /// The default size of a shared receive queue and of its receive CQ, 20. librpma's code
     /// uses 20, its man page says 100; rpma-rs follows the code (docs/decisions.md #1), which
     /// is what every librpma program ran with.
-    pub const DEFAULT_SIZE: u32 = DEFAULT_SRQ_SIZE;
+    pub const DEFAULT_SIZE: u32 = 20;
 
     /// `rpma_srq_cfg_new`: RQ size 20, receive CQ size 20 ([`SrqCfg::DEFAULT_SIZE`]).
     #[doc(alias = "rpma_srq_cfg_new")]

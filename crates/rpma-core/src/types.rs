@@ -179,12 +179,6 @@ impl Advice {
     pub const FLAG_FLUSH: u32 = 1;
 }
 
-/// `RPMA_DEFAULT_TIMEOUT_MS` ([`ConnCfg::DEFAULT_TIMEOUT`](crate::ConnCfg::DEFAULT_TIMEOUT)).
-pub(crate) const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1000);
-/// `RPMA_ATOMIC_WRITE_ALIGNMENT`
-/// ([`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT)).
-pub(crate) const ATOMIC_WRITE_ALIGNMENT: usize = 8;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mr::remote::MrRemote;
 use crate::transport::{Capabilities, LocalBuf, RemoteBuf};
-use crate::types::{CompletionFlags, FlushType, Usage, ATOMIC_WRITE_ALIGNMENT};
+use crate::types::{CompletionFlags, FlushType, Usage};
 
 /// A queue or CQ size against the device's limit (librpma passed it on and the provider failed;
 /// rpma-rs refuses it first, so no backend tries to allocate an absurd queue).
@@ -230,7 +230,7 @@ fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) ->
 /// `Inval`.
 #[inline(always)]
 pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
-    if offset % ATOMIC_WRITE_ALIGNMENT != 0 {
+    if offset % MrRemote::ATOMIC_WRITE_ALIGNMENT != 0 {
         return Err(atomic_offset_error(op, offset));
     }
     Ok(())
@@ -243,8 +243,9 @@ fn atomic_offset_error(op: &'static str, offset: usize) -> Error {
     Error::inval(
         op,
         &format!(
-            "dst_offset {offset} is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT ({ATOMIC_WRITE_ALIGNMENT}): an atomic \
-             write covers one aligned 8-byte word"
+            "dst_offset {offset} is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT ({}): an atomic \
+             write covers one aligned 8-byte word",
+            MrRemote::ATOMIC_WRITE_ALIGNMENT
         ),
     )
 }

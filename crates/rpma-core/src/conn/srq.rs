@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::cfg::{SrqCfg, DEFAULT_SRQ_SIZE};
+use crate::cfg::SrqCfg;
 use crate::error::Result;
 use crate::peer::{Peer, PeerInner};
 use crate::transport::{SrqBackend, Transport};
@@ -44,7 +44,7 @@ impl<T: Transport> Srq<T> {
     /// [`NoMem`](crate::ErrorKind::NoMem).
     pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
         const OP: &str = "rpma_srq_new";
-        let (rq, rcq) = cfg.map_or((DEFAULT_SRQ_SIZE, DEFAULT_SRQ_SIZE), |c| (c.rq_size(), c.rcq_size()));
+        let (rq, rcq) = cfg.map_or((SrqCfg::DEFAULT_SIZE, SrqCfg::DEFAULT_SIZE), |c| (c.rq_size(), c.rcq_size()));
         validate::queue_size(OP, "rq_size", rq, peer.inner.caps.max_srq_wr)?;
         validate::queue_size(OP, "rcq_size", rcq, peer.inner.caps.max_cqe)?;
         let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("rpma_srq_new"))?;
