@@ -237,7 +237,7 @@ mod verbs_only {
         assert_eq!(next_event(&p.client), ConnEvent::Closed);
     }
 
-    /// Native flush and atomic write (issue 13): the path taken follows the detected
+    /// Native flush and atomic write: the path taken follows the detected
     /// capabilities, proven by rpma-verbs' counters; `RPMA_TEST_EXPECT_NATIVE=flush,atomic_write`
     /// (scripts/test-verbs.sh on debian13) makes missing detection a failure.
     mod native {
