@@ -71,8 +71,10 @@ RPMA_TEST_MOCK_WIRE=1 cargo test --test mock 2>&1 | tee -a "$log"
 step "tests on Soft-RoCE in a VM (verbs conformance suite, librpma interop, process death)"
 scripts/test-verbs.sh 2>&1 | tee -a "$log"
 
-step "a cluster of four guests: scenarios and C librpma across nodes, loss, a pulled link, rpma-log under a nemesis (scripts/test-cluster.sh)"
-CLUSTER_PROFILES=debian12 CLUSTER_PARTS="1 2 3" CLUSTER_BUILD=debug timeout 1500 scripts/test-cluster.sh 2>&1 | tee -a "$log"
+step "a cluster of four guests: scenarios and C librpma across nodes, loss, a pulled link and a partition, rpma-log under a nemesis of 3 rounds (scripts/test-cluster.sh)"
+# (the nemesis's seed is fixed here: a cut of two nodes, a replica that forgets, a failover;
+# other seeds and more rounds: CLUSTER_SEED, --long, docs/reliability.md)
+CLUSTER_PROFILES=debian12 CLUSTER_ROUNDS=3 CLUSTER_SEED=11 CLUSTER_BUILD=debug timeout 1800 scripts/test-cluster.sh 2>&1 | tee -a "$log"
 
 step "the side-by-side benchmark's C program builds against C librpma, and its script parses"
 cbench=$(mktemp -d)
