@@ -28,8 +28,9 @@ use rpma_core::transport::{CqBackend, CqSlot, CqTrace};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
-use crate::engine::{Progress, Watched};
+use crate::engine::Progress;
 use crate::notify::{new_notifier, Notifier};
+use crate::sim::Sched;
 use crate::{FabricInner, Mode};
 
 const EIO: i32 = 5;
@@ -102,6 +103,46 @@ struct Foreign {
     len: AtomicUsize,
     armed: AtomicBool,
     overrun: AtomicBool,
+}
+
+/// The queue pairs whose connections a poll or a wait of one completion queue progresses
+/// (deferred mode; in a simulation, a poll is a scheduling point instead, and the
+/// simulation's steps execute the work).
+#[derive(Default)]
+pub(crate) struct Watched {
+    qps: Mutex<Vec<Weak<dyn Progress>>>,
+    simulated: bool,
+}
+
+impl Watched {
+    /// The list of a CQ of a fabric that is `simulated` or not.
+    pub(crate) fn new(simulated: bool) -> Self {
+        Self { qps: Mutex::new(Vec::new()), simulated }
+    }
+
+    /// A poll or a wait of the CQ progresses `qp`'s connection from now on.
+    pub(crate) fn add(&self, qp: Weak<dyn Progress>) {
+        let mut g = self.qps.lock().unwrap_or_else(PoisonError::into_inner);
+        g.retain(|w| w.strong_count() > 0);
+        g.push(qp);
+    }
+
+    /// Runs the deferred work of the connections watched (a step, or all of it if `drain`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn progress(&self, drain: bool) {
+        if self.simulated {
+            if !drain {
+                Sched::point("poll");
+            }
+            return;
+        }
+        let qps: Vec<Arc<dyn Progress>> =
+            self.qps.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+        for q in qps {
+            q.progress_conn(drain);
+        }
+    }
 }
 
 pub(crate) struct CqShared {
