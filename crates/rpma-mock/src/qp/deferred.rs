@@ -21,10 +21,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
 use rpma_core::{WcOpcode, WcStatus};
 
+use super::cm::cm_timer_fired;
 use super::pieces::{gather_range, ByteSide, LocalSide, Piece, Source};
 use super::recv::{arrive, Msg, Sender};
 use super::responder::{execute_op, opcodes, write_offset};
-use super::{cm_timer_fired, QpShared, CONNECTED};
+use super::{QpShared, CONNECTED};
 use crate::engine::{Progress, StepDone};
 use crate::event::Event;
 use crate::mem::MrShared;
