@@ -176,7 +176,7 @@ impl<T: Transport> Log<T> {
                 Ok(ConnEvent::Lost) => self.mark_down(i, "its connection was lost".into()),
                 Ok(ConnEvent::Closed) => self.mark_down(i, "it closed its connection".into()),
                 Ok(ev) => self.mark_down(i, format!("unexpected connection event: {}", ev.as_str())),
-                Err(e) if e.kind() == rpma::ErrorKind::NoEvent => {}
+                Err(e) if e.kind() == ErrorKind::NoEvent => {}
                 Err(e) => self.mark_down(i, format!("taking its connection events: {e}")),
             }
         }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use rpma::{
-    CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage,
+    CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage,
 };
 
 use crate::format::{self, Ask, Hello, Record, Status};
@@ -128,9 +128,17 @@ impl<T: Transport> Log<T> {
         (epoch, writer_id, ask): (u64, u64, Ask),
     ) -> Result<Connected<T>> {
         let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id, ask });
-        let cfg = ConnCfg::new().with_sq_size(SQ).with_cq_size(SQ).with_timeout(opts.timeout);
+        let mut cfg = ConnCfg::new().with_sq_size(SQ).with_cq_size(SQ).with_timeout(opts.timeout);
+        if let Some(n) = opts.ack_timeout {
+            cfg = cfg.with_ack_timeout(n);
+        }
+        if let Some(n) = opts.retry_count {
+            cfg = cfg.with_retry_count(n);
+        }
         let req = match ConnReq::new(peer, &r.addr, &r.port, Some(&cfg)) {
             Ok(req) => req,
+            // A setting of the options out of range is the caller's, whichever replica.
+            Err(e) if e.kind() == ErrorKind::Inval => return Err(e.into()),
             Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
         };
         let conn = match req.connect(Some(&hello)) {

@@ -89,6 +89,12 @@ pub struct LogOptions {
     /// The wait after a failed reconnect of a replica, doubled after each failure, and its
     /// longest ([`LogOptions::reconnect_backoff`]).
     pub backoff: (Duration, Duration),
+    /// The local ACK timeout exponent of the writer's connections
+    /// ([`rpma::ConnCfg::with_ack_timeout`]; `None`: the connection manager's).
+    pub ack_timeout: Option<u8>,
+    /// The transport retry count of the writer's connections
+    /// ([`rpma::ConnCfg::with_retry_count`]; `None`: 7).
+    pub retry_count: Option<u8>,
     /// Tests only (feature `testing`): rules of the protocol switched off.
     #[cfg(feature = "testing")]
     pub broken: crate::Broken,
@@ -106,6 +112,8 @@ impl LogOptions {
             timeout: Duration::from_secs(5),
             reconnect_in_background: false,
             backoff: (Duration::from_millis(10), Duration::from_secs(2)),
+            ack_timeout: None,
+            retry_count: None,
             #[cfg(feature = "testing")]
             broken: crate::Broken::none(),
         }
@@ -177,6 +185,25 @@ impl LogOptions {
     #[must_use]
     pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the local ACK timeout exponent of the writer's connections: each unacknowledged
+    /// operation is sent again after about 4.096 us * 2^`exponent`. On a link that loses packets
+    /// a lost one costs that long; the connection manager's own value on rxe is 2.1 s (kernel
+    /// 6.1) or 0.54 s (6.12) (docs/semantics.md, "Dead peers"). A value outside 1..=31 makes
+    /// [`Log::open`](crate::Log::open) fail with the connection's `Inval`.
+    #[must_use]
+    pub const fn ack_timeout(mut self, exponent: u8) -> Self {
+        self.ack_timeout = Some(exponent);
+        self
+    }
+
+    /// Sets the transport retry count of the writer's connections (0..=7; above 7
+    /// [`Log::open`](crate::Log::open) fails with the connection's `Inval`).
+    #[must_use]
+    pub const fn retry_count(mut self, count: u8) -> Self {
+        self.retry_count = Some(count);
         self
     }
 }

@@ -1,9 +1,9 @@
-//! `rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken
-//! RULE,...]`: one writer incarnation of `scripts/test-cluster.sh`'s nemesis run, on a node of
+//! `rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--ack-timeout
+//! N] [--broken RULE,...]`: one writer incarnation of `scripts/test-cluster.sh`'s nemesis run, on a node of
 //! the cluster, its replicas on other nodes.
 //!
 //! It opens the log (majority quorum, persistent flushes, writer id TAG, the reconnect thread on,
-//! every wait bounded by TIMEOUT_MS) and prints what the recovery holds, entry by entry, as runs
+//! every wait bounded by TIMEOUT_MS, `--ack-timeout`: its connections' ACK timeout exponent) and prints what the recovery holds, entry by entry, as runs
 //! of one writer: `OPEN head H next N epoch E`, then `RUN A B T` for the entries `A..B` the
 //! incarnation tagged T appended (each entry is checked whole: its lsn, its tag and every byte
 //! derived from both), `BAD lsn` for an entry that is not one a writer appended there, and
@@ -81,7 +81,7 @@ fn say(line: std::fmt::Arguments<'_>) {
 /// The incarnation; `args` are the arguments after `cluster-write`.
 pub fn run(args: &[String]) -> Result<ExitCode, String> {
     let usage =
-        "usage: rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--broken RULE,...]";
+        "usage: rpma-log-power-cut cluster-write REPLICAS TAG SEED TIMEOUT_MS [--check-only] [--ack-timeout N] [--broken RULE,...]";
     let [replicas, tag, seed, timeout, rest @ ..] = args else { return Err(usage.to_owned()) };
     STARTED.get_or_init(std::time::Instant::now);
     let tag: u64 = parse("TAG", tag)?;
@@ -92,6 +92,7 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
     while let Some(a) = rest.next() {
         match a.as_str() {
             "--check-only" => check_only = true,
+            "--ack-timeout" => opts = opts.ack_timeout(parse("--ack-timeout", rest.next().ok_or(usage)?)?),
             #[cfg(feature = "testing")]
             "--broken" => opts = opts.broken(broken(rest.next().ok_or(usage)?)?),
             #[cfg(not(feature = "testing"))]
