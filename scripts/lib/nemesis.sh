@@ -32,6 +32,9 @@
 NEM_LOG_ID=0x52504d414c4f4743
 NEM_PORT=7480
 NEM_TIMEOUT_MS=8000
+# CLUSTER_LOG_KNOBS: the writers' connection settings (default: an ACK timeout of 268 ms; with the
+# connection manager's, 2.1 s on debian12, each packet a loaded link lost cost that long)
+NEM_KNOBS=${CLUSTER_LOG_KNOBS---ack-timeout 16}
 declare -A NEM_SLOT=()       # replica node -> the offset of its region on the NVDIMM (MiB)
 declare -A NEM_OUT=()        # incarnation tag -> its stdout (on the host)
 declare -A NEM_NODE=()       # incarnation tag -> its node
@@ -75,8 +78,9 @@ nem_writer() {
     for ((t = 1; t < tag; t++)); do
         echo "BEFORE $tag $t $(nem_start "$t") $(nem_last_ack "$t")" >> "$NEM_DIR/history"
     done
+    # shellcheck disable=SC2086 # the knobs are split on purpose
     job=$("$C" spawn "$node" "$T" cluster-write "$(nem_replicas)" "$tag" "$((NEM_SEED + tag))" "$NEM_TIMEOUT_MS" \
-        ${NEM_BROKEN:+--broken "$NEM_BROKEN"} "$@")
+        $NEM_KNOBS ${NEM_BROKEN:+--broken "$NEM_BROKEN"} "$@")
     NEM_OUT[$tag]=$("$C" out "$node" "$job")
     NEM_NODE[$tag]=$node
     NEM_W=$tag NEM_WNODE=$node
@@ -158,8 +162,9 @@ ep_one_way() {
 ep_failover() {
     local old=$NEM_W from=$NEM_WNODE to t0 j n
     to=$([ "$from" = 4 ] && echo 1 || echo 4)
-    t0=$(nem_now)
     for j in 2 3; do nem_partition "$from" "$j"; done
+    # the clock starts once the old writer is cut off (each filter is a command in a guest)
+    t0=$(nem_now)
     sleep 0.5
     nem_writer "$to"
     # the first acknowledgement of a new writer on the other node, the partition still in place
@@ -295,9 +300,19 @@ nemesis_run() {
     for i in 1 2 3; do NEM_SLOT[$i]=0; nem_replica "$i" --format; done
     nem_writer 4
     nem_opened "$NEM_W" 60 || fail "the first writer did not open: $(cat "${NEM_OUT[$NEM_W]}")"
-    local live=0 episodes=(isolate one_way failover cut1 cut2 loss amnesia)
+    local live=0 episodes=(isolate one_way failover cut1 cut2 loss amnesia) chosen=()
+    # CLUSTER_EPISODES: the rounds' episodes, in order (one case: CLUSTER_EPISODES=cut1)
+    if [ -n "${CLUSTER_EPISODES:-}" ]; then
+        read -r -a chosen <<< "$CLUSTER_EPISODES"
+        for what in "${chosen[@]}"; do
+            [[ " ${episodes[*]} " == *" $what "* ]] || fail "CLUSTER_EPISODES: no episode $what (${episodes[*]})"
+        done
+        rounds=${#chosen[@]}
+        say "$PROFILE: the rounds' episodes: ${chosen[*]} (CLUSTER_EPISODES)"
+    fi
     for ((NEM_ROUND = 1; NEM_ROUND <= rounds; NEM_ROUND++)); do
-        if [ "$NEM_ROUND" = 1 ] && [ -n "$broken" ]; then what=amnesia
+        if [ ${#chosen[@]} -gt 0 ]; then what=${chosen[NEM_ROUND - 1]}
+        elif [ "$NEM_ROUND" = 1 ] && [ -n "$broken" ]; then what=amnesia
         elif [ "$NEM_ROUND" = 2 ]; then what=amnesia          # at least once in every run
         elif [ "$NEM_ROUND" = 3 ]; then what=failover
         else what=${episodes[RANDOM % ${#episodes[@]}]}; fi
