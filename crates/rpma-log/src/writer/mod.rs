@@ -5,7 +5,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use rpma::{
-    CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage,
+    CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
+    Transport, Usage,
 };
 
 use crate::format::{self, Ask, Hello, Record, Status};
