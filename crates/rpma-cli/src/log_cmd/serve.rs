@@ -69,14 +69,16 @@ impl WithTransport for Serve<'_> {
             if replica.serve_once(ReplicaOptions::default().poll_interval)? && replica.takeovers() > before {
                 let st = replica.state()?;
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-                outln!(
+                // A report nobody reads any more (its reader closed the pipe) does not stop the
+                // replica: it serves on.
+                let _ = outln!(
                     "rpma log serve: takeover {} (epoch {}) answered in {:.1} ms, at {:.3} s since the epoch",
                     replica.takeovers(),
                     st.promised,
                     t0.elapsed().as_secs_f64() * 1e3,
                     now.as_secs_f64()
-                )?;
-                crate::out::flush()?;
+                );
+                let _ = crate::out::flush();
             }
         }
         let takeovers = replica.takeovers();
