@@ -66,7 +66,7 @@ impl WithTransport for Serve<'_> {
         // (fencing the previous writer, the promise, the answer).
         while !stop.load(Ordering::Acquire) {
             let (t0, before) = (std::time::Instant::now(), replica.takeovers());
-            if replica.serve_once(ReplicaOptions::default().poll_interval)? && replica.takeovers() > before {
+            if replica.serve_once(opts.poll_interval)? && replica.takeovers() > before {
                 let st = replica.state()?;
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
                 // A report nobody reads any more (its reader closed the pipe) does not stop the
