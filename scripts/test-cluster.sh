@@ -8,7 +8,9 @@
 #   2. packet loss of 1 % and 5 %, and 10 ms delay with reordering, on both ends: the scenarios
 #      that check their bytes pass, and `rpma bench` reports the rate and the p50/p99 latency of
 #      write + flush and of the send ping-pong against the lossless link;
-#   3. a link pulled during a stream of writes: what each side reports, and after how long;
+#   3. a link pulled, or two nodes partitioned, during a stream of writes: what each side reports,
+#      and after how long, through the Rust API (sync and async) and the C library (rpma-capi's
+#      librpma.so against the guest's C librpma);
 #   4. rpma-log with three replicas on nodes 1-3 (NVDIMM) and writers on node 4 (and node 1 after
 #      a failover) under a nemesis (scripts/lib/nemesis.sh): partitions, one-way partitions,
 #      power cuts of one node and of two at once, packet loss, a replica that forgets, writer
@@ -42,6 +44,14 @@ parts=${CLUSTER_PARTS:-1 2 3 4}
 C=$PWD/scripts/softroce/cluster.sh
 
 say() { echo "cluster: $*"; }
+# gkill NODE PATTERN: SIGTERM to every process on NODE whose command line matches PATTERN (grep's
+# basic regex; the guests of debian13 have no pkill)
+gkill() {
+    # shellcheck disable=SC2016 # expanded in the guest
+    "$C" exec "$1" sh -c 'for p in /proc/[0-9]*; do
+        [ "${p#/proc/}" != $$ ] && tr "\0" " " < "$p/cmdline" 2>/dev/null | grep -q -- "$0" && kill "${p#/proc/}" 2>/dev/null
+    done; true' "$2" >/dev/null 2>&1 || true
+}
 fail() { echo "cluster: FAILED: $*" >&2; exit 1; }
 
 # The binaries, copied out of cargo's reach (another cargo command on the shared target dir may
@@ -55,12 +65,16 @@ esac
 # CLUSTER_BUILD: release (default: the bench figures mean something) or debug (quicker to build)
 build=${CLUSTER_BUILD:-release}
 case $build in
-    release) cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut ;;
-    debug) cargo build -q -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut ;;
+    release) cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+             cargo build -q --release -p rpma-capi ;;
+    debug) cargo build -q -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+           cargo build -q -p rpma-capi ;;
     *) echo "test-cluster: CLUSTER_BUILD must be release or debug" >&2; exit 2 ;;
 esac
 work=$(mktemp -d "$target_dir/cluster.XXXXXX")
 cp "$target_dir/$build/rpma" "$target_dir/$build/rpma-log-power-cut" "$work/"
+# rpma-capi's librpma.so under its SONAME, for part 3's C programs (LD_LIBRARY_PATH)
+mkdir "$work/capi" && cp "$target_dir/$build/librpma.so" "$work/capi/librpma.so.0"
 R=$work/rpma T=$work/rpma-log-power-cut
 # shellcheck source=scripts/lib/nemesis.sh
 . scripts/lib/nemesis.sh
@@ -93,7 +107,7 @@ pair_end() {
     for j in $j; do
         out=$("$C" wait "${j%%:*}" "${j#*:}" 2>&1) || { ok=1; echo "$out" | sed "s/^/  node ${j%%:*}: /" >&2; }
     done
-    [ "$ok" = 0 ] || "$C" exec "${server%%:*}" pkill -f -- "server --addr [^ ]* --port $port " >/dev/null 2>&1 || true
+    [ "$ok" = 0 ] || gkill "${server%%:*}" "server --addr [^ ]* --port $port "
     out=$("$C" wait "${server%%:*}" "${server#*:}" 2>&1) && return "$ok"
     # Under loss (LOSSY=1), a lost RTU leaves the server's connection in REP_SENT: a client that
     # is done before the REP is sent again (about 4 s) disconnects first, and the server's first
@@ -230,25 +244,39 @@ loss() {
     fi
 }
 
-# link_down PORT WAIT 'RETRY ARGS' [partition|link] [CLIENT ARGS...]: a stream of writes from node 2 to node 1 (both
-# sides with RETRY ARGS: rpma bench --retry-count/--ack-timeout); node 2's cable is pulled after
-# 3 s (with `partition`: nodes 1 and 2 are partitioned instead, their links up: the connection
-# manager's messages then leave and go unanswered): what each side reports and when (the host's
-# clock; lines are seen within 0.1 s), waiting up to WAIT seconds (0: the client must have ended
-# by then, else it is only reported). The client's end includes releasing its connection.
-# CLIENT ARGS go to the client only (--async: the same stream through rpma::tokio).
-link_down() {
-    local port=$1 wait=$2 knobs=$3 how=${4:-link} sj cj t0 tc='' ts='' out_c out_s must=1 what=
-    shift $(($# < 4 ? $# : 4))
-    what=$([ "$how" = partition ] && echo "partition 2|1" || echo "link down")${1:+ (client $*)}
-    [ "$wait" != 0 ] || { must=0; wait=30; }
-    # shellcheck disable=SC2086 # the knobs are split on purpose
-    # no queue pair of an earlier client is left on node 2 (the one below is recognised by its RTS)
+# no_qp_left: no queue pair of an earlier client is left on node 2 (the next one is recognised by
+# its RTS)
+no_qp_left() {
     local t=$SECONDS
     while "$C" exec 2 sh -c 'rdma res show qp | grep -q "type RC"' >/dev/null 2>&1; do
         [ $((SECONDS - t)) -lt 90 ] || fail "an earlier RC queue pair stays on node 2"
         sleep 1
     done
+}
+
+# cut HOW / uncut HOW: node 2's cable pulled (link) or nodes 1 and 2 partitioned (partition)
+cut() { if [ "$1" = partition ]; then "$C" partition 2 1; else "$C" link 2 down; fi; }
+uncut() { if [ "$1" = partition ]; then "$C" heal; else "$C" link 2 up; fi; }
+
+# link_down PORT WAIT 'RETRY ARGS' [partition|link] [CLIENT ARGS...]: a stream of writes from node 2 to node 1 (both
+# sides with RETRY ARGS: rpma bench --retry-count/--ack-timeout); node 2's cable is pulled after
+# 3 s (with `partition`: nodes 1 and 2 are partitioned instead, their links up: the connection
+# manager's messages then leave and go unanswered): what each side reports and when (the host's
+# clock; lines are seen within 0.1 s), waiting up to WAIT seconds: the client must have ended
+# by then (0: only reported, after 30 s; forever:N: the client must still be writing after N s,
+# and finish its stream once the cut is undone). The client's end includes releasing its
+# connection. CLIENT ARGS go to the client only (--async: the same stream through rpma::tokio).
+link_down() {
+    local port=$1 wait=$2 knobs=$3 how=${4:-link} sj cj t0 tc='' ts='' out_c out_s must=1 what=
+    shift $(($# < 4 ? $# : 4))
+    what=$([ "$how" = partition ] && echo "partition 2|1" || echo "link down")${1:+ (client $*)}
+    case $wait in
+        0) must=0; wait=30 ;;
+        forever:*) must=forever; wait=${wait#forever:} ;;
+    esac
+    # shellcheck disable=SC2086 # the knobs are split on purpose
+    no_qp_left
+    local t
     sj=$("$C" spawn 1 $R bench --backend verbs --server --addr "$("$C" addr 1)" --port "$port" --qd 1 --timeout 120 --no-progress $knobs)
     serving 1 "$sj"
     # shellcheck disable=SC2086
@@ -265,7 +293,7 @@ link_down() {
     # (node 2's packets are dropped first: the client's writes, then its disconnect request, go
     # unanswered; a partition takes two commands in the guests, so the clock starts before them)
     t0=$EPOCHREALTIME
-    if [ "$how" = partition ]; then "$C" partition 2 1; else "$C" link 2 down; fi
+    cut "$how"
     out_c=$("$C" out 2 "$cj") out_s=$("$C" out 1 "$sj")
     while [ -z "$tc" ] || [ -z "$ts" ]; do
         [ -n "$tc" ] || [ ! -e "${out_c%.out}.rc" ] || tc=$EPOCHREALTIME
@@ -273,7 +301,7 @@ link_down() {
         if awk "BEGIN { exit !($EPOCHREALTIME - $t0 > $wait) }"; then break; fi
         sleep 0.1
     done
-    if [ "$how" = partition ]; then "$C" heal; else "$C" link 2 up; fi
+    uncut "$how"
     local rc_c rc_s
     rc_c=$(cat "${out_c%.out}.rc" 2>/dev/null || echo "still running after $wait s")
     rc_s=$(cat "${out_s%.out}.rc" 2>/dev/null || echo "still running after $wait s")
@@ -293,11 +321,81 @@ link_down() {
         grep -q "\($want\)" "${out_c%.out}.err" ||
             fail "the client's writes did not end with $want after the $what (status $rc_c)"
     fi
+    if [ "$must" = forever ]; then
+        # rxe retries a retry count of 7 for ever (its completer never counts 7 down): the queue
+        # pair outlives the cut and the stream goes on once it is undone
+        [ -z "$tc" ] || fail "the client ended $(awk "BEGIN { printf \"%.1f\", $tc - $t0 }") s into the $what (status $rc_c): a retry count of 7 is not for ever"
+        out_c=$("$C" wait 2 "$cj" 2>&1) || fail "the client did not finish its stream after the $what was undone: $out_c"
+        say "$PROFILE: $what (${knobs:-defaults}): the client finished its stream after the cut was undone"
+    fi
     # the link back: a new connection works
     pair $((port + 1)) 1 "-s write-to-persistent --file /tmp/after.pmem --file-create" 2 "-s write-to-persistent" ||
         fail "write-to-persistent after the link came back"
-    "$C" exec 1 pkill -f "rpma bench" >/dev/null 2>&1 || true
-    "$C" exec 2 pkill -f "rpma bench" >/dev/null 2>&1 || true
+    gkill 1 "rpma bench"
+    gkill 2 "rpma bench"
+}
+
+# c_link_down PORT HOW LIB WAIT: tests/interop/ex05.c's stream05 on node 2 writes and flushes to the
+# C server05 on node 1 (the guest's C librpma) through LIB (ours: rpma-capi's librpma.so; c: the
+# guest's C librpma), awaiting each completion up to WAIT s; the cable is pulled (HOW link) or
+# the nodes partitioned (partition) 2 s into the stream. Prints what the C program saw and sets
+# C_SAW to how it ended (WC <status> | POST | NO COMPLETION) and the connection event it saw.
+c_link_down() {
+    local port=$1 how=$2 lib=$3 wait=$4 sj cj t0 tc='' out env=() what
+    what=$([ "$how" = partition ] && echo "partition 2|1" || echo "link down")
+    [ "$lib" = c ] || env=(env "LD_LIBRARY_PATH=$work/capi" RPMA_BACKEND=verbs)
+    no_qp_left
+    sj=$("$C" spawn 1 "$EX" server05 "$("$C" addr 1)" "$port" /dev/dax0.0 $((108 << 20)))
+    out=$("$C" out 1 "$sj") t0=$SECONDS
+    until grep -q LISTENING "$out" 2>/dev/null; do
+        [ ! -e "${out%.out}.rc" ] || fail "C server05 on node 1 ended: $(cat "$out" "${out%.out}.err")"
+        [ $((SECONDS - t0)) -lt 60 ] || fail "C server05 on node 1 did not listen within 60 s"
+        sleep 0.1
+    done
+    cj=$("$C" spawn 2 "${env[@]}" "$EX" stream05 "$("$C" addr 1)" "$port" "$wait")
+    out=$("$C" out 2 "$cj") t0=$SECONDS
+    until grep -q STREAMING "$out" 2>/dev/null; do
+        [ ! -e "${out%.out}.rc" ] || fail "C stream05 ($lib) on node 2 ended: $(cat "$out" "${out%.out}.err")"
+        [ $((SECONDS - t0)) -lt 60 ] || fail "C stream05 ($lib) on node 2 did not stream within 60 s"
+        sleep 0.1
+    done
+    sleep 2
+    t0=$EPOCHREALTIME
+    cut "$how"
+    while [ ! -e "${out%.out}.rc" ]; do
+        awk "BEGIN { exit !($EPOCHREALTIME - $t0 > $wait + 40) }" && break
+        sleep 0.1
+    done
+    [ -e "${out%.out}.rc" ] && tc=$EPOCHREALTIME
+    uncut "$how"
+    gkill 1 "server05 [^ ]* $port "
+    "$C" wait 1 "$sj" >/dev/null 2>&1 || true
+    [ -n "$tc" ] || fail "C stream05 ($lib) did not end within $((wait + 40)) s of the $what (its release hangs?)"
+    say "$PROFILE: $what, the C library's face ($([ "$lib" = c ] && echo "the guest's C librpma" || echo "rpma-capi's librpma.so"), each completion awaited up to $wait s): stream05 ended $(awk "BEGIN { printf \"%.1f\", $tc - $t0 }") s after, status $(cat "${out%.out}.rc"):"
+    grep -v "^STREAMING" "$out" | sed 's/^/cluster:     /'
+    grep -q "^DELETED" "$out" || fail "C stream05 ($lib) did not release its connection: $(cat "$out" "${out%.out}.err")"
+    C_SAW=$(grep -o "^WC [A-Za-z ]*\|^POST\|^NO COMPLETION" "$out" | head -n 1 | sed 's/ *$//')
+    [ -n "$C_SAW" ] || fail "C stream05 ($lib) reported no end: $(cat "$out" "${out%.out}.err")"
+    C_SAW+=$(sed -n 's/^EVENT \(.*\) after .*/, then the event \1/p' "$out")
+}
+
+# c_face: the C library's face of part 3: rpma-capi's librpma.so answers as the guest's C librpma
+# (the C API has no retry setting: librpma's retry count is 7, which rxe retries for ever; a pulled
+# cable on kernel 6.12 flushes the queue pairs)
+c_face() {
+    local how theirs
+    EX=$work/ex05-$PROFILE
+    "$C" exec 1 cc -O2 -Wall -Werror -o "$EX" tests/interop/ex05.c -lrpma -libverbs -lrdmacm ||
+        fail "tests/interop/ex05.c does not build against the guest's C librpma"
+    "$C" exec 2 env "LD_LIBRARY_PATH=$work/capi" ldd "$EX" | grep -q "$work/capi/librpma.so.0" ||
+        fail "stream05 does not load rpma-capi's librpma.so.0 from $work/capi"
+    for how in link partition; do
+        c_link_down 7780 "$how" c 8; theirs=$C_SAW
+        c_link_down 7782 "$how" ours 8
+        [ "$C_SAW" = "$theirs" ] ||
+            fail "$how: stream05 on rpma-capi's librpma.so saw \"$C_SAW\", on the guest's C librpma \"$theirs\""
+        say "$PROFILE: $how: the C library's face: both libraries: $C_SAW"
+    done
 }
 
 # the retry settings of part 3's second and third cases: about 3 * 268 ms before RetryExcErr
@@ -316,7 +414,9 @@ for PROFILE in ${CLUSTER_PROFILES:-debian12 debian13}; do
             # (an ACK timeout of 67 ms with one retry also ended healthy connections on a loaded
             # host: a guest not scheduled for 134 ms missed its ACKs)
             3) link_down 7790 0 ""; link_down 7792 30 "$LINK_KNOBS"; link_down 7794 30 "$LINK_KNOBS" partition
-               link_down 7796 30 "$LINK_KNOBS" partition --async ;;
+               link_down 7796 30 "$LINK_KNOBS" partition --async
+               link_down 7798 forever:20 "--retry-count 7 --ack-timeout 16" partition
+               c_face ;;
             4) nemesis_run "$rounds" "$seed" "$broken" || rc=1 ;;
             *) fail "no part $p (CLUSTER_PARTS: 1 2 3 4)" ;;
         esac

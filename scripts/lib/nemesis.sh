@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # scripts/lib/nemesis.sh: part 4 of scripts/test-cluster.sh, rpma-log on a cluster under a nemesis.
-# Sourced; uses the caller's C (cluster.sh), R (rpma), T (rpma-log-power-cut), PROFILE, say, fail.
+# Sourced; uses the caller's C (cluster.sh), R (rpma), T (rpma-log-power-cut), PROFILE, say, fail, gkill.
 #
 # Replicas: `rpma log serve` on nodes 1, 2 and 3 (port 7480), each on a 32 MiB region of its
 # node's NVDIMM, at offset 0; after it forgot, on the next blank region (32 or 64 MiB: the
@@ -103,7 +103,7 @@ nem_opened() {
 # nem_stop TAG: end an incarnation that is still running (SIGTERM to it on its node)
 nem_stop() {
     nem_ended "$1" && return 0
-    "$C" exec "${NEM_NODE[$1]}" pkill -f "cluster-write [^ ]* $1 " >/dev/null 2>&1 || true
+    gkill "${NEM_NODE[$1]}" "cluster-write [^ ]* $1 "
     local t0=$SECONDS
     until nem_ended "$1" || [ $((SECONDS - t0)) -gt 20 ]; do sleep 0.1; done
 }

@@ -16,11 +16,29 @@
  *                                          server's data_offset, flushes them PERSISTENT (as the
  *                                          server's peer configuration allows), checks the
  *                                          completion, disconnects
+ *   ex05 stream05 ADDR PORT WAIT           client05's write + flush again and again, one at a time,
+ *                                          for at most 120 s; each completion awaited the way a C
+ *                                          application with a deadline does (poll() on
+ *                                          rpma_cq_get_fd, then rpma_cq_wait and rpma_cq_get_wc).
+ *                                          Prints "STREAMING" at the first completion; then one of
+ *                                          "WC <status> after <ms> ms" (an error completion, <ms>
+ *                                          since the last good one), "POST <error> after <ms> ms" (a
+ *                                          post refused) or "NO COMPLETION in <WAIT> s";
+ *                                          "EVENT <event> after <ms> ms" when the connection
+ *                                          reports one (while it waits, or within 5 s after), and
+ *                                          "DELETED in <ms> ms" once rpma_conn_disconnect and
+ *                                          rpma_conn_delete returned.
+ *                                          Exits 0 after an error completion or post, 3 after no
+ *                                          completion, 4 if the stream was never cut.
+ *                                          (scripts/test-cluster.sh part 3: the C library's face of a
+ *                                          pulled cable and of a partition.)
  *
  * Any error prints "FAIL ..." on stderr and exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <infiniband/verbs.h>
 #include <librpma.h>
 #include <stdarg.h>
@@ -123,7 +141,18 @@ static int server(const char *addr, const char *port, const char *path, const ch
 	return 0;
 }
 
-static int client(const char *addr, const char *port)
+/* client05's connection: the server's region and the flush type its peer configuration allows */
+struct link05 {
+	struct rpma_peer *peer;
+	uint8_t *src;
+	struct rpma_mr_local *src_mr;
+	struct rpma_conn *conn;
+	struct rpma_mr_remote *dst;
+	uint16_t data_offset;
+	enum rpma_flush_type flush;
+};
+
+static void connect05(const char *addr, const char *port, struct link05 *l)
 {
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	uint8_t *src;
@@ -167,8 +196,25 @@ static int client(const char *addr, const char *port)
 		if (direct)
 			flush = RPMA_FLUSH_TYPE_PERSISTENT;
 	}
-	CK(rpma_write(conn, dst, data_offset, src_mr, 0, HELLO_STR_SIZE, RPMA_F_COMPLETION_ON_ERROR, NULL));
-	CK(rpma_flush(conn, dst, data_offset, HELLO_STR_SIZE, flush, RPMA_F_COMPLETION_ALWAYS,
+	*l = (struct link05){peer, src, src_mr, conn, dst, data_offset, flush};
+}
+
+static void release05(struct link05 *l)
+{
+	CK(rpma_mr_remote_delete(&l->dst));
+	CK(rpma_mr_dereg(&l->src_mr));
+	CK(rpma_peer_delete(&l->peer));
+	free(l->src);
+}
+
+static int client(const char *addr, const char *port)
+{
+	struct link05 l;
+	connect05(addr, port, &l);
+	struct rpma_conn *conn = l.conn;
+	enum rpma_flush_type flush = l.flush;
+	CK(rpma_write(conn, l.dst, l.data_offset, l.src_mr, 0, HELLO_STR_SIZE, RPMA_F_COMPLETION_ON_ERROR, NULL));
+	CK(rpma_flush(conn, l.dst, l.data_offset, HELLO_STR_SIZE, flush, RPMA_F_COMPLETION_ALWAYS,
 		      (void *)5));
 	struct rpma_cq *cq;
 	struct ibv_wc wc;
@@ -183,11 +229,105 @@ static int client(const char *addr, const char *port)
 	CK(rpma_conn_disconnect(conn));
 	expect_event(conn, RPMA_CONN_CLOSED);
 	CK(rpma_conn_delete(&conn));
-	CK(rpma_mr_remote_delete(&dst));
-	CK(rpma_mr_dereg(&src_mr));
-	CK(rpma_peer_delete(&peer));
-	free(src);
+	release05(&l);
 	return 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* waits up to ms for fd a or fd b to be readable: bit 0 set if a is, bit 1 if b is */
+static int readable(int a, int b, double ms)
+{
+	struct pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+	int r = poll(p, 2, ms > 0 ? (int)ms : 0);
+	if (r < 0 && errno != EINTR)
+		fail("poll: %s", strerror(errno));
+	return r > 0 ? ((p[0].revents & POLLIN) ? 1 : 0) | ((p[1].revents & POLLIN) ? 2 : 0) : 0;
+}
+
+/* reads the connection's next event and prints it with the time since the last good completion */
+static void report_event(struct rpma_conn *conn, double last, int *events)
+{
+	enum rpma_conn_event ev;
+	CK(rpma_conn_next_event(conn, &ev));
+	printf("EVENT %s after %.0f ms\n", rpma_utils_conn_event_2str(ev), now_ms() - last);
+	fflush(stdout);
+	(*events)++;
+}
+
+static int stream(const char *addr, const char *port, const char *wait_s)
+{
+	double wait = strtod(wait_s, NULL) * 1e3;
+	struct link05 l;
+	connect05(addr, port, &l);
+	struct rpma_cq *cq;
+	int cq_fd, ev_fd, rc = 4, events = 0;
+	CK(rpma_conn_get_cq(l.conn, &cq));
+	CK(rpma_cq_get_fd(cq, &cq_fd));
+	CK(rpma_conn_get_event_fd(l.conn, &ev_fd));
+	double start = now_ms(), last = start;
+	unsigned long n = 0;
+	struct ibv_wc wc;
+	while (rc == 4 && now_ms() - start < 120e3) {
+		int p = rpma_write(l.conn, l.dst, l.data_offset, l.src_mr, 0, HELLO_STR_SIZE,
+				   RPMA_F_COMPLETION_ON_ERROR, NULL);
+		if (!p)
+			p = rpma_flush(l.conn, l.dst, l.data_offset, HELLO_STR_SIZE, l.flush,
+				       RPMA_F_COMPLETION_ALWAYS, (void *)(uintptr_t)n);
+		if (p) {
+			printf("POST %s after %.0f ms (%lu flushed before)\n", rpma_err_2str(p), now_ms() - last, n);
+			rc = 0;
+			break;
+		}
+		for (;;) {
+			int r = rpma_cq_get_wc(cq, 1, &wc, NULL);
+			if (r == 0)
+				break;
+			if (r != RPMA_E_NO_COMPLETION)
+				CK(r);
+			double left = wait - (now_ms() - last);
+			if (left <= 0) {
+				printf("NO COMPLETION in %s s (%lu flushed before)\n", wait_s, n);
+				rc = 3;
+				break;
+			}
+			/* the CQ is armed (rpma_cq_wait re-arms it): a completion makes cq_fd readable;
+			 * a connection event (if any comes) is reported when it comes */
+			int ready = readable(cq_fd, events ? -1 : ev_fd, left);
+			if (ready & 2)
+				report_event(l.conn, last, &events);
+			if (ready & 1)
+				CK(rpma_cq_wait(cq));
+		}
+		if (rc == 3)
+			break;
+		if (wc.status != IBV_WC_SUCCESS) {
+			printf("WC %s after %.0f ms (%lu flushed before)\n", ibv_wc_status_str(wc.status),
+			       now_ms() - last, n);
+			rc = 0;
+			break;
+		}
+		if (n++ == 0) {
+			printf("STREAMING\n");
+			fflush(stdout);
+		}
+		last = now_ms();
+	}
+	if (!events && readable(-1, ev_fd, 5e3))
+		report_event(l.conn, last, &events);
+	double cut = now_ms();
+	int r = rpma_conn_disconnect(l.conn);
+	if (r)
+		printf("rpma_conn_disconnect: %s\n", rpma_err_2str(r));
+	CK(rpma_conn_delete(&l.conn));
+	printf("DELETED in %.0f ms\n", now_ms() - cut);
+	release05(&l);
+	return rc;
 }
 
 int main(int argc, char *argv[])
@@ -200,6 +340,11 @@ int main(int argc, char *argv[])
 		role = "client05";
 		return client(argv[2], argv[3]);
 	}
-	fprintf(stderr, "usage: %s server05 ADDR PORT DEVDAX OFFSET | client05 ADDR PORT\n", argv[0]);
+	if (argc == 5 && strcmp(argv[1], "stream05") == 0) {
+		role = "stream05";
+		return stream(argv[2], argv[3], argv[4]);
+	}
+	fprintf(stderr, "usage: %s server05 ADDR PORT DEVDAX OFFSET | client05 ADDR PORT | stream05 ADDR PORT WAIT\n",
+		argv[0]);
 	return 2;
 }
