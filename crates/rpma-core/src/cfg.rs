@@ -226,6 +226,11 @@ impl<T: Transport> ConnCfg<T> {
     ///
     /// On IB and RoCE the connecting side's value is the one both queue pairs use: the
     /// connection manager carries it in its request, and the accepting side's is not sent.
+    ///
+    /// Soft-RoCE (rxe) retries a count of 7 for ever: its completer never counts 7 down (the
+    /// specification gives 7 that meaning for the RNR retry count only). With the default, a
+    /// queue pair on rxe never reports an unreachable peer and outlives a partition of any
+    /// length; 6 or less has it reported.
     #[must_use]
     pub const fn with_retry_count(mut self, retry_count: u8) -> Self {
         self.retry_count = retry_count;
