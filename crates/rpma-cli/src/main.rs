@@ -9,11 +9,13 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use rpma::any::{AnyTransport, Backend, WithTransport};
-use rpma_cli::backend::{dispatch, dispatch_between_processes, BackendKind};
 use rpma_cli::devices::{self, DeviceInfo};
-use rpma_cli::out::{self, err_line};
+use rpma_cli::out;
 use rpma_cli::outln;
-use rpma_cli::scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
+use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
+use rpma_scenarios::stderr::err_line;
+use rpma_scenarios::usage::usage;
+use rpma_scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
 
 /// `rpma --version`: the version and the backends this binary has. The facade's features decide
 /// them (a workspace build may give it verbs though this crate's `verbs` feature is off), so they
@@ -132,7 +134,7 @@ struct Conn {
     #[arg(long)]
     addr: String,
     /// The server's port (1 to 65535: the rpma API cannot tell which port 0 would pick).
-    #[arg(long, default_value_t = 7204, value_parser = rpma_cli::args::port, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 7204, value_parser = rpma_scenarios::args::port, allow_negative_numbers = true)]
     port: u16,
     /// Use this file as the side's memory (the first bytes hold the examples' signature):
     /// read-to-persistent, write-to-persistent, flush-to-persistent, atomic-write and
@@ -154,7 +156,7 @@ struct Conn {
     pmem: Option<PathBuf>,
     /// Where the side's memory starts in the --file or --pmem (bytes; a multiple of the page
     /// size, or of the devdax device's alignment, 2 MiB usually).
-    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = rpma_scenarios::args::u64_arg, allow_negative_numbers = true)]
     file_offset: u64,
 }
 
@@ -192,22 +194,22 @@ struct ClientArgs {
     #[arg(long = "word", value_name = "WORD")]
     words: Vec<String>,
     /// send-with-imm, write-with-imm: the immediate data (0 to 4294967295).
-    #[arg(long, default_value_t = 1234, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1234, value_parser = rpma_scenarios::args::u32_arg, allow_negative_numbers = true)]
     imm: u32,
     /// Ping-pong scenarios: the first value sent.
-    #[arg(long, default_value_t = 0, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0, value_parser = rpma_scenarios::args::u64_arg, allow_negative_numbers = true)]
     counter: u64,
     /// Ping-pong scenarios: the number of round trips.
-    #[arg(long, default_value_t = 3, value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 3, value_parser = rpma_scenarios::args::u64_arg, allow_negative_numbers = true)]
     rounds: u64,
     /// multiple-connections: the name to expose (at most 31 bytes are sent).
     #[arg(long)]
     name: Option<String>,
     /// Connection attempts repeated when the server rejects or cannot be reached yet.
-    #[arg(long, default_value_t = 10, value_parser = rpma_cli::args::u32_arg, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 10, value_parser = rpma_scenarios::args::u32_arg, allow_negative_numbers = true)]
     retries: u32,
     /// Milliseconds between connection attempts.
-    #[arg(long, default_value_t = 500, value_name = "MS", value_parser = rpma_cli::args::u64_arg, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 500, value_name = "MS", value_parser = rpma_scenarios::args::u64_arg, allow_negative_numbers = true)]
     retry_delay: u64,
 }
 
@@ -243,7 +245,7 @@ fn check_conn(c: &Conn, server: bool) -> Result<()> {
 /// the arguments agree, the file system does not).
 fn check_file(c: &Conn, server: bool) -> Result<()> {
     if let (Some(path), Some(len)) = (&c.file, c.scenario.file_len(server)) {
-        rpma_cli::scenarios::common::check_file(path, len, c.file_create)?;
+        rpma_scenarios::common::check_file(path, len, c.file_create)?;
     }
     Ok(())
 }
@@ -265,7 +267,7 @@ impl WithTransport for Client {
 }
 
 fn server(mut a: ServerArgs) -> Result<ExitCode> {
-    check_server(&a).map_err(|e| out::usage(&e))?;
+    check_server(&a).map_err(|e| usage(&e))?;
     let pmem = a.conn.pmem.is_some();
     a.conn.take_pmem();
     check_file(&a.conn, true)?;
@@ -323,7 +325,7 @@ fn check_client(a: &ClientArgs) -> Result<()> {
 }
 
 fn client(mut a: ClientArgs) -> Result<ExitCode> {
-    check_client(&a).map_err(|e| out::usage(&e))?;
+    check_client(&a).map_err(|e| usage(&e))?;
     let pmem = a.conn.pmem.is_some();
     a.conn.take_pmem();
     check_file(&a.conn, false)?;
@@ -351,7 +353,7 @@ fn client(mut a: ClientArgs) -> Result<ExitCode> {
 #[cfg(feature = "mock")]
 fn demo(a: DemoArgs) -> Result<ExitCode> {
     use anyhow::Context;
-    use rpma_cli::scenarios::DemoEnv;
+    use rpma_scenarios::DemoEnv;
 
     let list: Vec<Scenario> = if a.scenarios.is_empty() { ALL.to_vec() } else { a.scenarios };
     let tmp;
@@ -369,7 +371,7 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
         return demo_processes(&list, &dir);
     }
     if a.power_cut {
-        let list = if list.len() == ALL.len() { rpma_cli::scenarios::power_cut::SCENARIOS.to_vec() } else { list };
+        let list = if list.len() == ALL.len() { rpma_scenarios::power_cut::SCENARIOS.to_vec() } else { list };
         return demo_power_cut(&list, &dir);
     }
     let native = if a.native { "with" } else { "without" };
@@ -385,7 +387,7 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
     for s in &list {
         // A fresh fabric per scenario: nothing of one run can leak into the next.
         let fabric = fabric().context("the mock fabric")?;
-        let env = DemoEnv::new(&dir);
+        let env = DemoEnv::new(&dir, rpma_cli::file_map::map_file);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
         outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
@@ -411,7 +413,7 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
 #[cfg(feature = "mock")]
 fn demo_processes(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> {
     use anyhow::Context;
-    use rpma_cli::processes::Launch;
+    use rpma_scenarios::processes::Launch;
 
     // A bad RPMA_MOCK_MODE ends the demo before any process starts.
     let mode = rpma::mock::MockFabric::try_new().context("the mock fabric")?.mode();
@@ -450,7 +452,7 @@ fn demo_processes(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> 
 }
 
 /// `rpma demo --power-cut`: each persistence scenario under every crash point of its server's
-/// node (rpma_cli::scenarios::power_cut).
+/// node (rpma_scenarios::power_cut).
 #[cfg(feature = "mock")]
 fn demo_power_cut(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> {
     outln!(
@@ -460,7 +462,7 @@ fn demo_power_cut(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> 
     )?;
     let mut failed = Vec::new();
     for s in list {
-        let r = rpma_cli::scenarios::power_cut::lines(*s, dir);
+        let r = rpma_scenarios::power_cut::lines(*s, dir, rpma_cli::file_map::map_file);
         let verdict = if matches!(r, Ok((true, _))) { "PASS" } else { "FAIL" };
         outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
         match r {

@@ -8,6 +8,9 @@ use std::fmt;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use rpma_scenarios::stderr::err_line;
+use rpma_scenarios::usage::UsageError;
+
 /// Stdout could not be written.
 #[derive(Debug)]
 pub struct OutputError(pub io::Error);
@@ -23,24 +26,6 @@ impl std::error::Error for OutputError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.0)
     }
-}
-
-/// A command line that cannot run (exit status 2, as clap's own usage errors).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// Wraps an error of the arguments' checks as a [`UsageError`] (its causes on one line).
-#[must_use]
-pub fn usage(e: &anyhow::Error) -> anyhow::Error {
-    UsageError(format!("{e:#}")).into()
 }
 
 /// Writes `args` and a newline to stdout.
@@ -80,13 +65,6 @@ macro_rules! outln {
 #[must_use]
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
-}
-
-/// Writes one line to stderr; a stderr that cannot be written is ignored (there is nowhere
-/// left to report it).
-pub fn err_line(args: fmt::Arguments<'_>) {
-    let mut e = io::stderr().lock();
-    let _ = e.write_fmt(args).and_then(|()| e.write_all(b"\n"));
 }
 
 /// The exit status of a command's result, with the error (if any) on stderr in one line,

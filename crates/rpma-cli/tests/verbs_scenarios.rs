@@ -24,11 +24,11 @@ use std::time::Duration;
 use libtest_mimic::{Arguments, Failed, Trial};
 use rpma::verbs::{Device, Verbs};
 use rpma::ContextType;
-use rpma_cli::processes::{self, scenario_args, Launch, Proc};
-use rpma_cli::scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
-use rpma_cli::scenarios::s06_multiple_connections::MAX_NAME_SIZE;
-use rpma_cli::scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
-use rpma_cli::scenarios::{DemoEnv, Scenario, ALL};
+use rpma_scenarios::common::{hello_bytes, FLUSH_ID, HELLO_STR_OFFSET, HELLO_STR_SIZE, SIGNATURE};
+use rpma_scenarios::processes::{self, scenario_args, Launch, Proc};
+use rpma_scenarios::s06_multiple_connections::MAX_NAME_SIZE;
+use rpma_scenarios::s09_flush_to_persistent_gpspm::{encode_response, FlushRequest};
+use rpma_scenarios::{DemoEnv, Scenario, ALL};
 
 /// How long one scenario may take (either way of running it) before it counts as hung.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -70,10 +70,24 @@ fn env(listing: bool) -> Result<Option<Env>, String> {
     Ok(Some(Env { addr, next_port: AtomicU32::new(base) }))
 }
 
+/// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file
+/// (what the `rpma` command does too, with its own `map_file`).
+fn map_file(
+    path: &Path,
+    offset: u64,
+    len: usize,
+    create: bool,
+    _pmem: bool,
+) -> Result<rpma::Memory, rpma::mem::MemError> {
+    // SAFETY: [M5] the demo's files are in this test's own temporary directory; nothing
+    // truncates or writes them while they are mapped.
+    unsafe { rpma::mem::MapOptions::new().create(create).offset(offset).len(len).map(path) }
+}
+
 /// Both sides in this process (the scenario's demo), bounded by [`TIMEOUT`].
 fn in_process(s: Scenario, env: &Env) -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let denv = DemoEnv { addr: env.addr.clone(), port: env.port(), dir: dir.path().to_path_buf() };
+    let denv = DemoEnv { addr: env.addr.clone(), port: env.port(), dir: dir.path().to_path_buf(), map_file };
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name(s.name())

@@ -1,8 +1,8 @@
 //! The arguments of `rpma bench` as the command line gives them (checked into a
 //! [`Plan`](super::plan::Plan) by [`plan`](super::plan::plan)).
 
-use crate::args;
-use crate::backend::BackendKind;
+use rpma_scenarios::args;
+use rpma_scenarios::backend::BackendKind;
 
 use super::flush_rule::FlushRule;
 use super::op::Op;

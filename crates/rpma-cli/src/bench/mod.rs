@@ -34,7 +34,7 @@ mod sizes;
 use anyhow::{Context, Result};
 use rpma::any::WithTransport;
 
-use crate::backend::{dispatch, dispatch_between_processes, BackendKind};
+use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
 
 pub use args::{format, BenchArgs, DEFAULT_CQ_MOD, DEFAULT_PORT, DEFAULT_TIMEOUT_S};
 pub use flush_rule::FlushRule;
@@ -60,7 +60,7 @@ impl WithTransport for Work<'_> {
 /// # Errors
 /// Invalid arguments, an unavailable backend, or any failure of a connection or an operation.
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
+    let plan = plan(args).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     if plan.role == Role::Loopback {
         dispatch(args.backend, Work(&plan, args.backend))
     } else {
@@ -75,7 +75,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
 /// # Errors
 /// As [`measure`].
 pub fn measure_on<T: rpma::Transport>(transport: T, args: &BenchArgs) -> Result<BenchReport> {
-    let plan = plan(args).map_err(|e| crate::out::usage(&e))?;
+    let plan = plan(args).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     Work(&plan, args.backend).run(transport)
 }
 

@@ -10,8 +10,8 @@ use super::args::BenchArgs;
 use super::flush_rule::FlushRule;
 use super::op::{Op, ASYNC_OPS};
 use super::sizes::MAX_SIZE;
-use crate::args;
-use crate::backend::BackendKind;
+use rpma_scenarios::args;
+use rpma_scenarios::backend::BackendKind;
 
 /// The largest queue depth accepted.
 pub const MAX_QD: usize = 4096;

@@ -5,7 +5,7 @@ use std::io::Write;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::native::{OpPath, Source};
+use rpma_scenarios::native::{OpPath, Source};
 
 /// The version of the JSON schema (`docs/bench.md`).
 pub const SCHEMA_VERSION: u32 = 6;

@@ -83,7 +83,7 @@ impl<T: Transport> Baseline<T> {
         for (i, memory) in memories.into_iter().enumerate() {
             ring = ring.min(memory.len().saturating_sub(DATA));
             let port = (usize::from(port) + i).to_string();
-            let speer = crate::scenarios::common::server_peer(t, addr)?;
+            let speer = rpma_scenarios::common::server_peer(t, addr)?;
             let usage =
                 Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
             let mr = speer.reg_mr(memory, usage).context("baseline: registering a region")?;

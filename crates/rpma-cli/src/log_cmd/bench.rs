@@ -9,9 +9,9 @@ use rpma::any::WithTransport;
 use rpma::{Memory, Peer, Transport, Usage};
 use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaHandle, ReplicaOptions};
 
-use crate::backend::{dispatch, dispatch_between_processes};
 use crate::bench::Latency;
-use crate::scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile};
+use rpma_scenarios::backend::{dispatch, dispatch_between_processes};
+use rpma_scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile};
 
 use super::baseline;
 use super::options::*;
@@ -80,7 +80,7 @@ fn check_bench(a: &LogBenchArgs) -> Result<()> {
 /// Bad arguments (usage errors), replicas that cannot be served or reached, or a log operation
 /// that fails during the measurement.
 pub fn bench(a: &LogBenchArgs) -> Result<LogBenchReport> {
-    check_bench(a).map_err(|e| crate::out::usage(&e))?;
+    check_bench(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     match a.replicas {
         Replicas::SelfHosted(_) => dispatch(a.backend, Bench(a)),
         Replicas::Remote(_) => dispatch_between_processes(a.backend, Bench(a)),
@@ -92,7 +92,7 @@ pub fn bench(a: &LogBenchArgs) -> Result<LogBenchReport> {
 /// # Errors
 /// As [`bench()`].
 pub fn bench_on<T: Transport>(transport: T, a: &LogBenchArgs) -> Result<LogBenchReport> {
-    check_bench(a).map_err(|e| crate::out::usage(&e))?;
+    check_bench(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     Bench(a).run(transport)
 }
 

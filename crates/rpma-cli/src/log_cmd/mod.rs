@@ -1,7 +1,7 @@
 //! `rpma log`: the replicated persistent log of `rpma-log` (docs/log.md) from the command line.
 //!
 //! - `rpma log serve` runs one replica: it owns a region (`--pmem PATH`, `--file PATH` or DRAM of
-//!   `--size` bytes, set up by the scenarios' [`Mem`](crate::scenarios::common::Mem)), formats
+//!   `--size` bytes, set up by the scenarios' [`Mem`](rpma_scenarios::common::Mem)), formats
 //!   it as an empty log (or opens the log it already holds) and answers writers' connection
 //!   requests on `--addr`:`--port` until it is killed (or `--duration` ends).
 //! - `rpma log bench` runs a writer against `--replicas ADDR:PORT,...` (replicas served by `rpma
@@ -38,7 +38,7 @@ pub use serve::serve;
 /// As [`serve`] and [`bench()`]; bad arguments are usage errors.
 pub fn run(a: LogArgs) -> Result<()> {
     match a.cmd {
-        None => Err(crate::out::usage(&anyhow::anyhow!("`rpma log` needs a command: serve or bench"))),
+        None => Err(rpma_scenarios::usage::usage(&anyhow::anyhow!("`rpma log` needs a command: serve or bench"))),
         Some(LogCmd::Serve(s)) => serve(&s),
         Some(LogCmd::Bench(b)) => {
             let report = bench(&b)?;

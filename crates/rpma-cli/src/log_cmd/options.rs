@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use rpma_log::{Quorum, ReplicaAddr};
 
-use crate::args;
-use crate::backend::BackendKind;
 use crate::bench::parse_size;
+use rpma_scenarios::args;
+use rpma_scenarios::backend::BackendKind;
 
 /// The log id `rpma log serve` and `rpma log bench` use unless `--log-id` says otherwise.
 pub const DEFAULT_LOG_ID: u64 = 0x5250_4d41_4c4f_4701;

@@ -9,9 +9,9 @@ use rpma::any::WithTransport;
 use rpma::{Memory, Peer, Transport, Usage};
 use rpma_log::{Replica, ReplicaOptions};
 
-use crate::backend::dispatch_between_processes;
 use crate::outln;
-use crate::scenarios::common::{server_peer, FileSource, Mem, MemFile};
+use rpma_scenarios::backend::dispatch_between_processes;
+use rpma_scenarios::common::{server_peer, FileSource, Mem, MemFile};
 
 use super::options::*;
 
@@ -123,7 +123,7 @@ fn header_is_blank(m: &Memory) -> Result<bool> {
 /// Bad arguments (usage errors), a region that cannot be had or holds something else than an
 /// empty region or this log, or a failing endpoint.
 pub fn serve(a: &ServeArgs) -> Result<()> {
-    check_serve(a).map_err(|e| crate::out::usage(&e))?;
+    check_serve(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     dispatch_between_processes(a.backend, Serve(a))
 }
 

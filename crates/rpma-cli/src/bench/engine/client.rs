@@ -21,7 +21,7 @@ use crate::bench::footprint::Footprint;
 use crate::bench::op::Op;
 use crate::bench::plan::{Amount, Plan};
 use crate::bench::report::{Baseline, Latency, RunResult};
-use crate::native::{op_counts, OpCounts, OpPath};
+use rpma_scenarios::native::{op_counts, OpCounts, OpPath};
 
 /// Runs one phase on a thread's lanes; returns the operations completed and when the thread's
 /// phase started and ended.

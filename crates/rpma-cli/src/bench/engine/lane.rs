@@ -15,7 +15,7 @@ use super::wait::{self, Idle};
 use crate::bench::footprint::Footprint;
 use crate::bench::op::Op;
 use crate::bench::plan::{Retry, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
-use crate::out::UsageError;
+use rpma_scenarios::usage::UsageError;
 
 /// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`), and how long its
 /// connection retries.
@@ -206,7 +206,7 @@ pub(super) fn connect<T: Transport>(
         ConnEvent::Established => {}
         ev => bail!(
             "client: the connection to {addr}:{port} was not established: {}",
-            crate::scenarios::common::not_established(ev)
+            rpma_scenarios::common::not_established(ev)
         ),
     }
     let pd = conn.private_data();

@@ -26,8 +26,8 @@ use rpma::{ContextType, Device, Ep, Peer, Transport};
 use super::op::Op;
 use super::plan::{Plan, Role};
 use super::report::{BenchReport, RunResult, SCHEMA_VERSION};
-use crate::backend::BackendKind;
-use crate::native::Source;
+use rpma_scenarios::backend::BackendKind;
+use rpma_scenarios::native::Source;
 
 mod async_lane;
 mod client;
@@ -59,7 +59,7 @@ fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, port: u16) 
 
 /// Where the report's `op_path`s come from on transport `T`.
 fn op_path_source<T: Transport>() -> Source {
-    if crate::native::op_counts::<T>().is_some() {
+    if rpma_scenarios::native::op_counts::<T>().is_some() {
         Source::Counters
     } else {
         Source::Capabilities
@@ -84,12 +84,12 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let ep =
                 Ep::listen(&peer, &plan.addr, &port).with_context(|| format!("listening on {}:{port}", plan.addr))?;
             if plan.ops == [Op::Connect] {
-                crate::out::err_line(format_args!(
+                rpma_scenarios::stderr::err_line(format_args!(
                     "rpma bench: serving connection setups (--op connect) on {}:{port}",
                     plan.addr
                 ));
             } else {
-                crate::out::err_line(format_args!(
+                rpma_scenarios::stderr::err_line(format_args!(
                     "rpma bench: serving {} connection(s) on {}:{port}",
                     plan.conns, plan.addr
                 ));
@@ -145,8 +145,8 @@ mod tests {
     use crate::bench::op::Op;
     use crate::bench::plan::MAX_QD;
     use crate::bench::sizes::MAX_SIZE;
-    use crate::native::{OpCounts, OpPath};
     use rpma::MrRemote;
+    use rpma_scenarios::native::{OpCounts, OpPath};
     use std::time::Duration;
 
     /// A region descriptor: 64 bytes, usage 1.

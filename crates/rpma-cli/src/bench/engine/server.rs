@@ -10,7 +10,7 @@ use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Tra
 use super::protocol::*;
 use super::wait::{self, ClientGaveUp, Idle};
 use crate::bench::plan::{Plan, Role};
-use crate::scenarios::common::poll_event;
+use rpma_scenarios::common::poll_event;
 
 /// One accepted connection with its memory.
 pub(super) struct Served<T: Transport> {

@@ -35,7 +35,7 @@ pub(super) const SERVER_QD: usize = 128;
 fn expect<T: Transport>(conn: &Conn<T>, want: ConnEvent, plan: &Plan, what: &str) -> Result<()> {
     match wait::next_event(conn, plan.timeout, what)? {
         ev if ev == want => Ok(()),
-        ev if want == ConnEvent::Established => bail!("{what}: {}", crate::scenarios::common::not_established(ev)),
+        ev if want == ConnEvent::Established => bail!("{what}: {}", rpma_scenarios::common::not_established(ev)),
         ev => bail!("{what}: connection event {ev:?}, expected {want:?}"),
     }
 }

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rpma::mock::MockFabric;
-use rpma_cli::scenarios::{ClientOpts, Ready, Scenario, ServerOpts, Stop};
+use rpma_scenarios::{ClientOpts, Ready, Scenario, ServerOpts, Stop};
 
 /// How long one run (both sides) may take.
 /// (Longer than the scenarios' `ESTABLISH_TIMEOUT`, which a side whose peer died while

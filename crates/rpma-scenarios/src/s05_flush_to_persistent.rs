@@ -101,9 +101,10 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts) -> Result<ServerReport> {
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
     let (path, at, mapped) = (mem.path().map(Path::to_path_buf), mem.data_offset, mem.is_mapped());
-    let in_file = path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at)).transpose()?;
+    let in_file = path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at, o.map_file)).transpose()?;
     mem.dereg()?;
-    let file_after = path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at)).transpose()?;
+    let file_after =
+        path.as_deref().map(|p| super::common::file_string(p, o.file_offset, at, o.map_file)).transpose()?;
     ep.shutdown()?;
     Ok(ServerReport { old, new, in_file, file_after, mapped, direct_write_to_pmem: o.direct_write_to_pmem })
 }

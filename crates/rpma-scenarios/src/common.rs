@@ -370,7 +370,9 @@ pub type InitFn<'a, T> = &'a dyn Fn(&MrLocal<T>, usize) -> Result<usize>;
 /// Maps `len` bytes of the file at `path` (creating and extending it if `create`) as memory, so
 /// that the registered memory is the file itself (librpma's `pmem_map_file`).
 ///
-/// The `rpma` command sets [`crate::file_map::map_file`]; without one a `--file` is backed by a
+/// Mapping a file is `unsafe` (rule M5 of `docs/memory.md`): a program gives its own function,
+/// whose promise it makes to its user (the `rpma` command's says that nothing else truncates or
+/// writes a `--file` while it runs); without one a `--file` is backed by a
 /// copy ([`Mem::file`]).
 pub type MapFile =
     fn(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> std::result::Result<Memory, MemError>;
@@ -695,15 +697,16 @@ impl<T: Transport> Mem<T> {
 
 /// The C string at `offset` of a side's memory as its file holds it (read back from the file
 /// itself, not the region), the memory starting at `file_offset` of the file: read from a
-/// regular file, through a new mapping from a devdax device (which has no `read`).
+/// regular file, through a new mapping by `map` from a devdax device (which has no `read`).
 ///
 /// # Errors
-/// If the file cannot be read or mapped.
-pub fn file_string(path: &Path, file_offset: u64, offset: usize) -> Result<String> {
+/// If the file cannot be read or mapped (a devdax device without `map`).
+pub fn file_string(path: &Path, file_offset: u64, offset: usize, map: Option<MapFile>) -> Result<String> {
     let mut b = vec![0u8; HELLO_STR_SIZE];
     let meta = std::fs::metadata(path).with_context(|| format!("examining {}", path.display()))?;
     if meta.file_type().is_char_device() {
-        let m = crate::file_map::map_file(path, file_offset, offset + HELLO_STR_SIZE, false, false)
+        let map = map.ok_or_else(|| anyhow!("{} is read through a mapping, and none was given", path.display()))?;
+        let m = map(path, file_offset, offset + HELLO_STR_SIZE, false, false)
             .with_context(|| format!("mapping {}", path.display()))?;
         m.volatile().read(offset, &mut b).with_context(|| format!("reading {}", path.display()))?;
     } else {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::scenarios::Scenario;
+use crate::Scenario;
 
 /// A process with its output (stdout and stderr) going to a file.
 #[derive(Debug)]

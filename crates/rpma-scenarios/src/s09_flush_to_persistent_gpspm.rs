@@ -253,7 +253,8 @@ pub fn server<T: Transport>(t: &T, o: &ServerOpts, shared: bool) -> Result<Serve
     wait_on(&conn, false, WcOpcode::Send, shared)?;
     wait_close_and_disconnect(conn)?;
     let new = mem.string_at(mem.data_offset, HELLO_STR_SIZE)?;
-    let in_file = mem.path().map(|p| super::common::file_string(p, o.file_offset, mem.data_offset)).transpose()?;
+    let in_file =
+        mem.path().map(|p| super::common::file_string(p, o.file_offset, mem.data_offset, o.map_file)).transpose()?;
     mem.dereg()?;
     msg.dereg()?;
     ep.shutdown()?;

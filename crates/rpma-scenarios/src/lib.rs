@@ -1,5 +1,10 @@
-//! The librpma examples as scenarios: one module per example, each with a `server` and a
-//! `client` function generic over the transport and a `demo` that runs both in one process.
+//! # rpma-scenarios: librpma's examples as scenarios
+//!
+//! One module per example of librpma (01 to 13, plus the SRQ ping-pong and the shared completion
+//! channel variants), each with a `server` and a `client` function generic over any
+//! [`rpma::Transport`] that return a report, and a `demo` that runs both sides in one process
+//! and checks what each side saw against the other. [`Scenario`] names them; the `rpma` command
+//! runs them (`rpma demo`, `rpma server`, `rpma client`), and so do the tests and fault sweeps.
 //!
 //! | scenario | librpma example | what flows |
 //! |---|---|---|
@@ -21,6 +26,24 @@
 //! | `srq-ping-pong` | 08srq-simple-messages-ping-pong-with-srq | one connection through an SRQ; receive completions on the SRQ's CQ, the main CQ or the connection's receive CQ |
 //! | `shared-channel` | 12scch-receive-completion-queue | as 12 with one completion channel for both CQs (`rpma_conn_wait`) |
 
+//!
+//! Every scenario keeps the data flow and the private-data layout of the librpma example it
+//! follows: the 28-byte `common_data` container ([`pdata::CommonData`]) with the memory region
+//! descriptor, the optional peer-configuration descriptor and the data offset, in native byte
+//! order; the same message slots, offsets, sizes and operation contexts.
+//!
+//! The crate is also the toolkit that the command's other parts (the benchmark `rpma-bench`, the
+//! `rpma log` command) share with the scenarios: [`common`] (peers, connections, memory and
+//! files as the examples set them up), [`native`] (whether flushes and atomic writes went native
+//! or emulated), [`backend`] (`--backend mock|verbs` and running work on the chosen transport),
+//! [`args`] (the command line's value parsers), [`usage`] (usage errors, exit status 2),
+//! [`stderr`] (notes on stderr) and [`processes`] (a scenario's sides as processes of the
+//! `rpma` binary).
+//!
+//! Nothing here maps a file itself: mapping is `unsafe` (rule M5 of `docs/memory.md`), so a
+//! program that wants `--file` mapped gives its own [`common::MapFile`].
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -30,10 +53,15 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use rpma::Transport;
 
+pub mod args;
+pub mod backend;
 pub mod common;
 mod file_lock;
+pub mod native;
+pub mod pdata;
 #[cfg(feature = "mock")]
 pub mod power_cut;
+pub mod processes;
 pub mod promise;
 pub mod s01_connection;
 pub mod s02_read_to_volatile;
@@ -49,6 +77,8 @@ pub mod s11_write_with_imm;
 pub mod s12_receive_completion_queue;
 pub mod s13_messages_ping_pong_with_srq;
 pub mod srq_ping_pong;
+pub mod stderr;
+pub mod usage;
 
 /// What a side of a scenario saw, as lines for a person to read.
 pub trait Report: std::fmt::Debug + Send {
@@ -268,7 +298,8 @@ impl ClientOpts {
     }
 }
 
-/// Where a demo runs: the address and port on the fabric and a directory for files.
+/// Where a demo runs: the address and port on the fabric, a directory for files and how to
+/// map them.
 #[derive(Clone, Debug)]
 pub struct DemoEnv {
     /// The server's address.
@@ -277,13 +308,15 @@ pub struct DemoEnv {
     pub port: String,
     /// A directory for the scenarios' files.
     pub dir: PathBuf,
+    /// Maps the files of `dir` (see [`common::MapFile`]).
+    pub map_file: common::MapFile,
 }
 
 impl DemoEnv {
-    /// `127.0.0.1:7204` with files in `dir`.
+    /// `127.0.0.1:7204` with files in `dir`, mapped by `map_file`.
     #[must_use]
-    pub fn new(dir: &std::path::Path) -> Self {
-        Self { addr: "127.0.0.1".into(), port: "7204".into(), dir: dir.to_path_buf() }
+    pub fn new(dir: &std::path::Path, map_file: common::MapFile) -> Self {
+        Self { addr: "127.0.0.1".into(), port: "7204".into(), dir: dir.to_path_buf(), map_file }
     }
 
     /// Server options for this environment (files in `dir` are created as needed and mapped:
@@ -292,7 +325,7 @@ impl DemoEnv {
     pub fn server(&self) -> ServerOpts {
         let mut s = ServerOpts::new(&self.addr, &self.port);
         s.file_create = true;
-        s.map_file = Some(crate::file_map::map_file);
+        s.map_file = Some(self.map_file);
         s
     }
 
@@ -303,7 +336,7 @@ impl DemoEnv {
         let mut c = ClientOpts::new(&self.addr, &self.port);
         c.retry_delay = Duration::from_millis(20);
         c.file_create = true;
-        c.map_file = Some(crate::file_map::map_file);
+        c.map_file = Some(self.map_file);
         c
     }
 }

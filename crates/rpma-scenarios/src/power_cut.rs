@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rpma::mock::{CrashFailure, CrashPoints, MockFabric, MockFabricBuilder, Reboot, Unflushed};
 
+use super::common::MapFile;
 use super::promise::{Promise, Promises};
 use super::{run_pair, ClientOpts, Scenario, ServerOpts};
 
@@ -49,12 +50,12 @@ fn fabric(unflushed: Unflushed) -> MockFabricBuilder {
 }
 
 /// Runs `s` once per crash point of the server's node under each policy, with the runs' files
-/// in `dir`.
+/// in `dir`, mapped by `map_file`.
 ///
 /// # Errors
 /// If `s` is not a persistence scenario, or the exploration itself fails (a scenario without
 /// events, a directory that cannot be made).
-pub fn run(s: Scenario, dir: &Path) -> Result<Outcome> {
+pub fn run(s: Scenario, dir: &Path, map_file: MapFile) -> Result<Outcome> {
     anyhow::ensure!(SCENARIOS.contains(&s), "{} makes nothing durable: --power-cut runs 04, 05, 07 and 09", s.name());
     let runs = AtomicU64::new(0);
     let checked = AtomicU64::new(0);
@@ -65,7 +66,7 @@ pub fn run(s: Scenario, dir: &Path) -> Result<Outcome> {
             .run_all(
                 |f| {
                     let n = runs.fetch_add(1, Ordering::Relaxed);
-                    one_run(s, f, &dir.join(format!("{}-{n}", s.name())))
+                    one_run(s, f, &dir.join(format!("{}-{n}", s.name())), map_file)
                 },
                 |reboot, promises| check(&reboot, &promises?, &checked),
             )
@@ -80,12 +81,12 @@ pub fn run(s: Scenario, dir: &Path) -> Result<Outcome> {
 
 /// One run of `s` on `f`, the server's file in `dir`: the promises its client recorded (the
 /// run itself may fail after a power cut, as it should).
-fn one_run(s: Scenario, f: &MockFabric, dir: &Path) -> Result<Vec<Promise>, String> {
+fn one_run(s: Scenario, f: &MockFabric, dir: &Path, map_file: MapFile) -> Result<Vec<Promise>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let mut so = ServerOpts::new(SERVER_ADDR, PORT);
     so.file = Some(PathBuf::from(dir).join("server.pmem"));
     so.file_create = true;
-    so.map_file = Some(crate::file_map::map_file);
+    so.map_file = Some(map_file);
     so.direct_write_to_pmem = true;
     let mut co = ClientOpts::new(SERVER_ADDR, PORT);
     co.words = ["rpma", "appends", "atomically"].map(String::from).to_vec();
@@ -111,12 +112,13 @@ fn check(reboot: &Reboot, promises: &[Promise], checked: &AtomicU64) -> Result<(
     Ok(())
 }
 
-/// The lines `rpma demo --power-cut` prints for one scenario.
+/// The lines `rpma demo --power-cut` prints for one scenario (its files in `dir`, mapped by
+/// `map_file`).
 ///
 /// # Errors
 /// As [`run`].
-pub fn lines(s: Scenario, dir: &Path) -> Result<(bool, Vec<String>)> {
-    let o = run(s, dir).with_context(|| format!("{} under power cuts", s.name()))?;
+pub fn lines(s: Scenario, dir: &Path, map_file: MapFile) -> Result<(bool, Vec<String>)> {
+    let o = run(s, dir, map_file).with_context(|| format!("{} under power cuts", s.name()))?;
     let mut v = vec![format!(
         "crash points: {} ({} events, each with unflushed bytes lost and torn under {TORN_SEEDS} seeds), promises \
          checked: {}, violations: {}",

@@ -8,11 +8,13 @@ use std::path::Path;
 use rpma::mem::{MapOptions, MemError};
 use rpma::mock::MockFabric;
 use rpma::{FlushType, Memory};
-use rpma_cli::scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Report, Scenario, ServerOpts, SrqRcq};
+use rpma_scenarios::{self as sc, run_pair, ClientFn, DemoEnv, Report, Scenario, ServerOpts, SrqRcq};
 
 fn demo(s: Scenario) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let lines = s.demo(&MockFabric::new(), &DemoEnv::new(dir.path())).unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
+    let lines = s
+        .demo(&MockFabric::new(), &DemoEnv::new(dir.path(), map_file))
+        .unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
     assert!(!lines.is_empty());
     lines
 }
@@ -63,7 +65,7 @@ fn s07_atomic_write() {
 /// (09 posts no RDMA flush at all: the server persists on request), with the counts.
 #[test]
 fn flushes_and_atomic_writes_report_the_native_path() {
-    use rpma_cli::native::{OpCounts, OpPath, Source};
+    use rpma_scenarios::native::{OpCounts, OpPath, Source};
     let dir = tempfile::tempdir().unwrap();
     let e = env(dir.path());
     let t = MockFabric::builder().native(true, true).build();
@@ -187,7 +189,7 @@ fn one<R: Send + 'static>(f: impl FnOnce() -> anyhow::Result<R> + Send + 'static
 }
 
 fn env(dir: &Path) -> DemoEnv {
-    DemoEnv::new(dir)
+    DemoEnv::new(dir, map_file)
 }
 
 #[test]
@@ -246,7 +248,7 @@ fn s05_without_direct_write_the_flush_is_visibility_and_the_file_waits_for_dereg
 }
 
 /// `--file` as librpma's examples map it (`pmem_map_file`): the registered memory is the file
-/// (what the `rpma` command does too, with `rpma_cli::file_map::map_file`).
+/// (what the `rpma` command does too, with its own `map_file`).
 fn map_file(path: &Path, offset: u64, len: usize, create: bool, _pmem: bool) -> Result<Memory, MemError> {
     // SAFETY: [M5] the file is in this test's own temporary directory; nothing truncates it
     // while it is mapped.
@@ -587,7 +589,7 @@ fn a_failing_server_s_error_is_in_the_demo_s_error() {
         let dir = tempfile::tempdir().unwrap();
         let f = MockFabric::new();
         f.faults().fail_nth(1, EIO, Some("rdma_accept"));
-        let e = s.demo(&f, &DemoEnv::new(dir.path())).expect_err("the server's accept failed");
+        let e = s.demo(&f, &DemoEnv::new(dir.path(), map_file)).expect_err("the server's accept failed");
         let msg = format!("{e:#}");
         assert!(msg.contains("the server failed") || msg.starts_with("server"), "{}: {msg}", s.name());
         assert!(msg.contains("injected fault"), "{}: the server's own error is missing: {msg}", s.name());
@@ -601,11 +603,11 @@ fn a_failing_server_s_error_is_in_the_demo_s_error() {
 fn power_cut_every_crash_point_keeps_what_the_client_was_told_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     for s in sc::power_cut::SCENARIOS {
-        let o = sc::power_cut::run(s, dir.path()).unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
+        let o = sc::power_cut::run(s, dir.path(), map_file).unwrap_or_else(|e| panic!("{}: {e:#}", s.name()));
         assert!(o.violations.is_empty(), "{}: {}", s.name(), o.violations[0]);
         assert!(o.events > 0 && o.points >= o.events, "{}: {o:?}", s.name());
         assert!(o.promises > 0, "{}: no promise was ever checked: {o:?}", s.name());
     }
-    let e = sc::power_cut::run(Scenario::MessagesPingPong, dir.path()).expect_err("08 makes nothing durable");
+    let e = sc::power_cut::run(Scenario::MessagesPingPong, dir.path(), map_file).expect_err("08 makes nothing durable");
     assert!(e.to_string().contains("--power-cut runs 04, 05, 07 and 09"), "{e}");
 }
