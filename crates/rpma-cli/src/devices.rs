@@ -21,67 +21,67 @@ use serde::Serialize;
 
 /// What rpma needs to know about a device.
 #[derive(Clone, Debug, Serialize)]
-pub struct DeviceInfo {
+pub(crate) struct DeviceInfo {
     /// The backend that reported it.
-    pub backend: String,
+    pub(crate) backend: String,
     /// The device name.
-    pub name: String,
+    pub(crate) name: String,
     /// The IP addresses that reach it (what `--addr` takes).
-    pub addresses: Vec<String>,
+    pub(crate) addresses: Vec<String>,
     /// Its ports (empty on the mock, which models none).
-    pub ports: Vec<PortInfo>,
+    pub(crate) ports: Vec<PortInfo>,
     /// Capabilities and limits, if they could be queried.
-    pub capabilities: Option<CapsInfo>,
+    pub(crate) capabilities: Option<CapsInfo>,
     /// Why the capabilities are missing, if they are.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// A port of a verbs device (from sysfs).
 #[derive(Clone, Debug, Serialize)]
-pub struct PortInfo {
+pub(crate) struct PortInfo {
     /// The port number.
-    pub port: u32,
+    pub(crate) port: u32,
     /// The state (`ACTIVE`, `DOWN`, ...).
-    pub state: String,
+    pub(crate) state: String,
     /// `InfiniBand` or `Ethernet` (RoCE).
-    pub link_layer: String,
+    pub(crate) link_layer: String,
     /// The non-zero GIDs of the port.
-    pub gids: Vec<String>,
+    pub(crate) gids: Vec<String>,
     /// The network interfaces behind the port's GIDs.
-    pub netdevs: Vec<String>,
+    pub(crate) netdevs: Vec<String>,
 }
 
 /// [`Capabilities`] for output.
 #[derive(Clone, Debug, Serialize)]
 #[allow(clippy::struct_excessive_bools)]
-pub struct CapsInfo {
+pub(crate) struct CapsInfo {
     /// Maximum message size of one operation.
-    pub max_msg_size: u64,
+    pub(crate) max_msg_size: u64,
     /// On-demand paging for RC reads and writes.
-    pub odp: bool,
+    pub(crate) odp: bool,
     /// Native RDMA Atomic Write (else an 8-byte write fenced by the earlier operations). On
     /// verbs from rpma-verbs' run-time probe (kernel capability bit and provider support).
-    pub native_atomic_write: bool,
+    pub(crate) native_atomic_write: bool,
     /// Native RDMA Flush (else emulated with an 8-byte read after the write: APM). On verbs from
     /// rpma-verbs' run-time probe (both flush capability bits and provider support).
-    pub native_flush: bool,
+    pub(crate) native_flush: bool,
     /// Maximum work requests of a shared receive queue.
-    pub max_srq_wr: u32,
+    pub(crate) max_srq_wr: u32,
     /// Maximum work requests of a send or receive queue.
-    pub max_qp_wr: u32,
+    pub(crate) max_qp_wr: u32,
     /// Maximum entries of a completion queue.
-    pub max_cqe: u32,
+    pub(crate) max_cqe: u32,
     /// Maximum inline data of a send.
-    pub max_inline_data: u32,
+    pub(crate) max_inline_data: u32,
     /// Maximum private data with a connection request.
-    pub max_private_data_connect: usize,
+    pub(crate) max_private_data_connect: usize,
     /// Maximum private data with an accept.
-    pub max_private_data_accept: usize,
+    pub(crate) max_private_data_accept: usize,
     /// `ibv_advise_mr` is available.
-    pub advise_mr: bool,
+    pub(crate) advise_mr: bool,
     /// The device is iWARP.
-    pub iwarp: bool,
+    pub(crate) iwarp: bool,
 }
 
 impl From<&Capabilities> for CapsInfo {
@@ -106,7 +106,7 @@ impl From<&Capabilities> for CapsInfo {
 /// The devices of a mock fabric.
 #[cfg(feature = "mock")]
 #[must_use]
-pub fn mock_devices(fabric: &rpma::mock::MockFabric) -> Vec<DeviceInfo> {
+pub(crate) fn mock_devices(fabric: &rpma::mock::MockFabric) -> Vec<DeviceInfo> {
     fabric
         .devices()
         .iter()
@@ -125,7 +125,7 @@ pub fn mock_devices(fabric: &rpma::mock::MockFabric) -> Vec<DeviceInfo> {
 ///
 /// # Errors
 /// If no device owns `addr` or the query fails.
-pub fn query<T: Transport>(t: &T, addr: &str) -> Result<(String, CapsInfo)> {
+pub(crate) fn query<T: Transport>(t: &T, addr: &str) -> Result<(String, CapsInfo)> {
     let dev = Device::lookup(t, addr, ContextType::Local)?;
     Ok((dev.name(), CapsInfo::from(&dev.capabilities()?)))
 }
@@ -161,7 +161,7 @@ fn addresses_of(netdev: &str) -> Vec<String> {
 /// The RDMA devices the kernel knows (sysfs `class/infiniband` under `sysfs_root`), with ports,
 /// GIDs, network interfaces and their addresses; capabilities are left empty.
 #[must_use]
-pub fn sysfs_devices(sysfs_root: &Path) -> Vec<DeviceInfo> {
+pub(crate) fn sysfs_devices(sysfs_root: &Path) -> Vec<DeviceInfo> {
     let class = sysfs_root.join("class/infiniband");
     sorted_dir(&class)
         .into_iter()
@@ -239,7 +239,7 @@ fn persist_line() -> String {
 
 /// The human-readable listing.
 #[must_use]
-pub fn render(devs: &[DeviceInfo]) -> String {
+pub(crate) fn render(devs: &[DeviceInfo]) -> String {
     let mut s = String::new();
     if devs.is_empty() {
         s.push_str("no RDMA devices found\n");

@@ -5,7 +5,9 @@
 //! (rule M5 of `docs/memory.md`: another program truncating the file would make an access raise
 //! SIGBUS, and another writer would change bytes under a plain slice). The command passes the
 //! promise on to its user, as every program that maps a file does: `rpma server --help` and
-//! `docs/cli.md` say that nothing else may truncate or write a `--file` while `rpma` runs.
+//! `docs/cli.md` say that nothing else may truncate or write a `--file` while `rpma` runs. The
+//! scenarios, the benchmark's `--pmem` and `rpma log` map through [`map_file`], which the
+//! command hands them (`rpma_scenarios::common::MapFile`).
 #![allow(unsafe_code)]
 
 use std::path::Path;
@@ -21,13 +23,13 @@ use rpma::Memory;
 /// # Errors
 /// A missing or too short file without `create`, a directory or special file, a misaligned
 /// offset, no `MAP_SYNC` with `pmem`, or a failing `open`/`mmap` ([`MemError`]).
-pub fn map_file(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> Result<Memory, MemError> {
+pub(crate) fn map_file(path: &Path, offset: u64, len: usize, create: bool, pmem: bool) -> Result<Memory, MemError> {
     let sync = if pmem { MapSync::Required } else { MapSync::IfSupported };
     let options = MapOptions::new().offset(offset).len(len).create(create).map_sync(sync);
     // SAFETY: [M5] the user of `--file` promises that no other program truncates or writes the
     // file while this process maps it (documented in `rpma server --help` and docs/cli.md); this
     // process itself reaches the bytes only through the registered region (M2/M3 as for any
     // region) and never shortens the file: it extends a file only holding the lock on its range,
-    // and only ever lengthens it (scenarios::common). A devdax device is never truncated.
+    // and only ever lengthens it (rpma_scenarios::common). A devdax device is never truncated.
     unsafe { options.map(path) }
 }

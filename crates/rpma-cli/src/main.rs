@@ -1,17 +1,41 @@
-//! The `rpma` command: `rpma demo`, `rpma devices`, `rpma server`, `rpma client`,
-//! `rpma scenarios`, `rpma bench`, `rpma log`. See `rpma --help`, `rpma <command> --help` and docs/cli.md.
-#![forbid(unsafe_code)]
+//! # rpma-cli: the `rpma` command
+//!
+//! The front door of rpma-rs; `rpma --help`, `rpma <command> --help` and docs/cli.md say how to
+//! use it:
+//!
+//! - `rpma demo` runs every scenario in one process on the in-memory mock fabric (server and
+//!   client as threads) and prints what was written, flushed, read and received;
+//! - `rpma devices` shows what rpma needs to know about the RDMA devices (capabilities, limits,
+//!   addresses);
+//! - `rpma server` / `rpma client` run one side of a scenario so that two processes talk: over
+//!   verbs (two machines too; the other side may be the C program built from librpma's example
+//!   of the same number), or over the mock's cross-process mode on one host (as
+//!   `rpma demo --two-process` does);
+//! - `rpma scenarios` lists the scenarios, `rpma bench` benchmarks the data path, `rpma log`
+//!   serves and measures the replicated log.
+//!
+//! The crate is the command alone: its arguments (clap), its output and the dispatch to the
+//! crates that do the work: the scenarios (librpma's examples) and their toolkit are
+//! `rpma-scenarios`, the benchmark's engine is `rpma-bench`, the replicated log is `rpma-log`.
+//! Here are the device information (`devices`), the `rpma log` command (`log_cmd`: a replica's
+//! serving loop, and the writer's measurement with its hand-written baseline), the command's
+//! output (`out`) and its one `unsafe` call (`file_map`: mapping a `--file`).
+// One module maps `--file` (an `unsafe` call of rpma-mem, rule M5); everything else is safe.
+#![deny(unsafe_code)]
+
+mod devices;
+mod file_map;
+mod log_cmd;
+mod out;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use devices::DeviceInfo;
 use rpma::any::{AnyTransport, Backend, WithTransport};
-use rpma_cli::devices::{self, DeviceInfo};
-use rpma_cli::out;
-use rpma_cli::outln;
 use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
 use rpma_scenarios::stderr::err_line;
 use rpma_scenarios::usage::usage;
@@ -74,10 +98,10 @@ enum Cmd {
     Scenarios,
     /// Benchmark the data path (read, write, flush, atomic write, send/recv ping-pongs):
     /// latency percentiles, bandwidth and message rate, as a table, JSON or CSV.
-    Bench(rpma_cli::bench::BenchArgs),
+    Bench(rpma_bench::BenchArgs),
     /// The replicated persistent log (rpma-log): `rpma log serve` runs a replica, `rpma log
     /// bench` a writer measuring append + sync and group commit (docs/log.md).
-    Log(rpma_cli::log_cmd::LogArgs),
+    Log(log_cmd::LogArgs),
 }
 
 #[derive(Args, Debug)]
@@ -275,7 +299,7 @@ fn server(mut a: ServerArgs) -> Result<ExitCode> {
     let mut o = ServerOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
-    o.map_file = Some(rpma_cli::file_map::map_file);
+    o.map_file = Some(file_map::map_file);
     o.file_offset = a.conn.file_offset;
     o.pmem = pmem;
     o.direct_write_to_pmem = a.direct_pmem_write || (pmem && s == Scenario::FlushToPersistent);
@@ -333,7 +357,7 @@ fn client(mut a: ClientArgs) -> Result<ExitCode> {
     let mut o = ClientOpts::new(&a.conn.addr, &a.conn.port.to_string());
     o.file = a.conn.file;
     o.file_create = a.conn.file_create;
-    o.map_file = Some(rpma_cli::file_map::map_file);
+    o.map_file = Some(file_map::map_file);
     o.file_offset = a.conn.file_offset;
     o.pmem = pmem;
     o.words = a.words;
@@ -352,7 +376,6 @@ fn client(mut a: ClientArgs) -> Result<ExitCode> {
 
 #[cfg(feature = "mock")]
 fn demo(a: DemoArgs) -> Result<ExitCode> {
-    use anyhow::Context;
     use rpma_scenarios::DemoEnv;
 
     let list: Vec<Scenario> = if a.scenarios.is_empty() { ALL.to_vec() } else { a.scenarios };
@@ -387,7 +410,7 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
     for s in &list {
         // A fresh fabric per scenario: nothing of one run can leak into the next.
         let fabric = fabric().context("the mock fabric")?;
-        let env = DemoEnv::new(&dir, rpma_cli::file_map::map_file);
+        let env = DemoEnv::new(&dir, file_map::map_file);
         let r = s.demo(&fabric, &env);
         let verdict = if r.is_ok() { "PASS" } else { "FAIL" };
         outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
@@ -412,7 +435,6 @@ fn demo(a: DemoArgs) -> Result<ExitCode> {
 /// binary on the mock's cross-process mode, meeting in a rendezvous directory of this run.
 #[cfg(feature = "mock")]
 fn demo_processes(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> {
-    use anyhow::Context;
     use rpma_scenarios::processes::Launch;
 
     // A bad RPMA_MOCK_MODE ends the demo before any process starts.
@@ -462,7 +484,7 @@ fn demo_power_cut(list: &[Scenario], dir: &std::path::Path) -> Result<ExitCode> 
     )?;
     let mut failed = Vec::new();
     for s in list {
-        let r = rpma_scenarios::power_cut::lines(*s, dir, rpma_cli::file_map::map_file);
+        let r = rpma_scenarios::power_cut::lines(*s, dir, file_map::map_file);
         let verdict = if matches!(r, Ok((true, _))) { "PASS" } else { "FAIL" };
         outln!("{:<40} {:<42} {verdict}", s.name(), format!("({})", s.example()))?;
         match r {
@@ -575,6 +597,16 @@ fn scenarios_cmd() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `rpma bench`: runs the benchmark and prints its report on stdout (a `--server` prints none).
+fn bench(args: &rpma_bench::BenchArgs) -> Result<ExitCode> {
+    let report = rpma_bench::measure(args, Some(file_map::map_file))?;
+    if !args.server {
+        let mut out = std::io::stdout().lock();
+        report.write(rpma_bench::format(args), &mut out).context("writing the report")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// An error and its causes on one line.
 fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
@@ -624,8 +656,8 @@ fn main() -> ExitCode {
         Cmd::Server(a) => server(a),
         Cmd::Client(a) => client(a),
         Cmd::Scenarios => scenarios_cmd(),
-        Cmd::Bench(a) => rpma_cli::bench::run(&a).map(|()| ExitCode::SUCCESS),
-        Cmd::Log(a) => rpma_cli::log_cmd::run(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Bench(a) => bench(&a),
+        Cmd::Log(a) => log_cmd::run(a).map(|()| ExitCode::SUCCESS),
     };
     out::exit_code(r, &command)
 }

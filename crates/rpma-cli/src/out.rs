@@ -13,7 +13,7 @@ use rpma_scenarios::usage::UsageError;
 
 /// Stdout could not be written.
 #[derive(Debug)]
-pub struct OutputError(pub io::Error);
+pub(crate) struct OutputError(pub io::Error);
 
 impl fmt::Display for OutputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,7 +32,7 @@ impl std::error::Error for OutputError {
 ///
 /// # Errors
 /// An [`OutputError`] if stdout cannot be written.
-pub fn line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
+pub(crate) fn line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
     let mut o = io::stdout().lock();
     o.write_fmt(args).and_then(|()| o.write_all(b"\n")).map_err(|e| OutputError(e).into())
 }
@@ -41,7 +41,7 @@ pub fn line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// An [`OutputError`] if stdout cannot be written.
-pub fn text(s: &str) -> anyhow::Result<()> {
+pub(crate) fn text(s: &str) -> anyhow::Result<()> {
     io::stdout().lock().write_all(s.as_bytes()).map_err(|e| OutputError(e).into())
 }
 
@@ -49,7 +49,7 @@ pub fn text(s: &str) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// An [`OutputError`] if stdout cannot be written.
-pub fn flush() -> anyhow::Result<()> {
+pub(crate) fn flush() -> anyhow::Result<()> {
     io::stdout().lock().flush().map_err(|e| OutputError(e).into())
 }
 
@@ -63,7 +63,7 @@ macro_rules! outln {
 
 /// Whether `e` comes from writing to a reader that went away (`EPIPE`).
 #[must_use]
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
 }
 
@@ -71,7 +71,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// prefixed `rpma: `: 0 (quietly) on a closed pipe, 2 for a [`UsageError`] (which points to
 /// `{command} --help`, e.g. `rpma log bench --help`), 1 otherwise.
 #[must_use]
-pub fn exit_code(r: anyhow::Result<ExitCode>, command: &str) -> ExitCode {
+pub(crate) fn exit_code(r: anyhow::Result<ExitCode>, command: &str) -> ExitCode {
     let r = r.and_then(|code| flush().map(|()| code));
     match r {
         Ok(code) => code,

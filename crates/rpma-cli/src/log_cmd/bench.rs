@@ -9,7 +9,7 @@ use rpma::any::WithTransport;
 use rpma::{Memory, Peer, Transport, Usage};
 use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaHandle, ReplicaOptions};
 
-use crate::bench::Latency;
+use rpma_bench::Latency;
 use rpma_scenarios::backend::{dispatch, dispatch_between_processes};
 use rpma_scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile};
 
@@ -79,21 +79,12 @@ fn check_bench(a: &LogBenchArgs) -> Result<()> {
 /// # Errors
 /// Bad arguments (usage errors), replicas that cannot be served or reached, or a log operation
 /// that fails during the measurement.
-pub fn bench(a: &LogBenchArgs) -> Result<LogBenchReport> {
+pub(crate) fn bench(a: &LogBenchArgs) -> Result<LogBenchReport> {
     check_bench(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     match a.replicas {
         Replicas::SelfHosted(_) => dispatch(a.backend, Bench(a)),
         Replicas::Remote(_) => dispatch_between_processes(a.backend, Bench(a)),
     }
-}
-
-/// [`bench()`] on `transport` (whatever `--backend` says): for tests.
-///
-/// # Errors
-/// As [`bench()`].
-pub fn bench_on<T: Transport>(transport: T, a: &LogBenchArgs) -> Result<LogBenchReport> {
-    check_bench(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
-    Bench(a).run(transport)
 }
 
 struct Bench<'a>(&'a LogBenchArgs);

@@ -24,19 +24,17 @@ mod serve;
 
 use anyhow::{Context, Result};
 
-pub use bench::{bench, bench_on};
-pub use options::{
-    parse_replicas, Flush, LogArgs, LogBenchArgs, LogCmd, Mode, Replicas, ServeArgs, DEFAULT_LOG_ID, DEFAULT_PORT,
-    DEFAULT_REGION, MAX_SELF_HOSTED, SCHEMA_VERSION,
-};
-pub use report::{LogBenchReport, LogResult, Ratio};
-pub use serve::serve;
+pub(crate) use options::LogArgs;
+
+use bench::bench;
+use options::LogCmd;
+use serve::serve;
 
 /// Runs `rpma log`.
 ///
 /// # Errors
 /// As [`serve`] and [`bench()`]; bad arguments are usage errors.
-pub fn run(a: LogArgs) -> Result<()> {
+pub(crate) fn run(a: LogArgs) -> Result<()> {
     match a.cmd {
         None => Err(rpma_scenarios::usage::usage(&anyhow::anyhow!("`rpma log` needs a command: serve or bench"))),
         Some(LogCmd::Serve(s)) => serve(&s),

@@ -2,84 +2,84 @@
 
 use serde::Serialize;
 
-use crate::bench::Latency;
+use rpma_bench::Latency;
 
 use super::options::*;
 
 /// The result of one mode.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LogResult {
+pub(crate) struct LogResult {
     /// `"qd1"` or `"group-commit"`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// Replicas in the set.
-    pub replicas: usize,
+    pub(crate) replicas: usize,
     /// Replicas each sync waits for.
-    pub quorum: usize,
+    pub(crate) quorum: usize,
     /// `"persistent"` or `"visibility"`.
-    pub flush: &'static str,
+    pub(crate) flush: &'static str,
     /// Payload bytes per entry.
-    pub size: usize,
+    pub(crate) size: usize,
     /// Appends per sync (1 for `qd1`).
-    pub group: usize,
+    pub(crate) group: usize,
     /// Appends measured.
-    pub appends: u64,
+    pub(crate) appends: u64,
     /// Syncs measured.
-    pub syncs: u64,
+    pub(crate) syncs: u64,
     /// Measured time, seconds.
-    pub elapsed_s: f64,
+    pub(crate) elapsed_s: f64,
     /// Appends made durable on a quorum per second.
-    pub synced_appends_per_s: f64,
+    pub(crate) synced_appends_per_s: f64,
     /// Payload bandwidth, MB/s (10^6 bytes per second).
-    pub mb_s: f64,
+    pub(crate) mb_s: f64,
     /// Truncations of the log's prefix during the measurement (the ring was full).
-    pub truncations: u64,
+    pub(crate) truncations: u64,
     /// `qd1`: each append + sync, nanoseconds; `group-commit`: each group's appends and sync.
-    pub latency_ns: Latency,
+    pub(crate) latency_ns: Latency,
 }
 
 /// `rpma log bench`'s report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LogBenchReport {
+pub(crate) struct LogBenchReport {
     /// [`SCHEMA_VERSION`].
-    pub schema: u32,
+    pub(crate) schema: u32,
     /// `"mock"` or `"verbs"`.
-    pub backend: &'static str,
+    pub(crate) backend: &'static str,
     /// Whether this process served the replicas.
-    pub self_hosted: bool,
+    pub(crate) self_hosted: bool,
     /// The replicas' addresses.
-    pub replicas: Vec<String>,
+    pub(crate) replicas: Vec<String>,
     /// The ring's bytes.
-    pub capacity: u64,
+    pub(crate) capacity: u64,
     /// One per mode and round, in the order run.
-    pub results: Vec<LogResult>,
+    pub(crate) results: Vec<LogResult>,
     /// `--baseline`: the hand-written baseline's results, one per mode and round.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub baseline: Vec<LogResult>,
+    pub(crate) baseline: Vec<LogResult>,
     /// `--baseline`: per mode, the medians of the rounds and their ratios.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ratios: Vec<Ratio>,
+    pub(crate) ratios: Vec<Ratio>,
 }
 
 /// The log against its hand-written baseline, one mode, medians of the rounds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Ratio {
+pub(crate) struct Ratio {
     /// `"qd1"` or `"group-commit"`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// Rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// The log's median p50 latency, nanoseconds (`qd1`: of an append + sync).
-    pub log_p50_ns: u64,
+    pub(crate) log_p50_ns: u64,
     /// The baseline's median p50 latency, nanoseconds.
-    pub baseline_p50_ns: u64,
+    pub(crate) baseline_p50_ns: u64,
     /// The log's median rate (synced appends per second).
-    pub log_per_s: f64,
+    pub(crate) log_per_s: f64,
     /// The baseline's median rate (`qd1`: appends + commits per second; `group-commit`: writes
     /// to every replica per second).
-    pub baseline_per_s: f64,
+    pub(crate) baseline_per_s: f64,
     /// `log_p50_ns / baseline_p50_ns`: what an append + sync costs over the hand-written one.
-    pub latency_ratio: f64,
+    pub(crate) latency_ratio: f64,
     /// `log_per_s / baseline_per_s`.
-    pub rate_ratio: f64,
+    pub(crate) rate_ratio: f64,
 }
 
 impl LogBenchReport {
@@ -87,7 +87,7 @@ impl LogBenchReport {
     ///
     /// # Errors
     /// If `out` fails.
-    pub fn write(&self, json: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    pub(crate) fn write(&self, json: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         if json {
             serde_json::to_writer_pretty(&mut *out, self)?;
             return writeln!(out);

@@ -122,7 +122,7 @@ fn header_is_blank(m: &Memory) -> Result<bool> {
 /// # Errors
 /// Bad arguments (usage errors), a region that cannot be had or holds something else than an
 /// empty region or this log, or a failing endpoint.
-pub fn serve(a: &ServeArgs) -> Result<()> {
+pub(crate) fn serve(a: &ServeArgs) -> Result<()> {
     check_serve(a).map_err(|e| rpma_scenarios::usage::usage(&e))?;
     dispatch_between_processes(a.backend, Serve(a))
 }

@@ -12,9 +12,9 @@ use rpma::{
 
 use super::protocol::*;
 use super::wait::{self, Idle};
-use crate::bench::footprint::Footprint;
-use crate::bench::op::Op;
-use crate::bench::plan::{Retry, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
+use crate::footprint::Footprint;
+use crate::op::Op;
+use crate::plan::{Retry, MAX_BATCH, MAX_CHAIN_PIECES, MAX_SGE};
 use rpma_scenarios::usage::UsageError;
 
 /// How a lane's operations are shaped (`--batch`, `--sge`, `--inline`), and how long its

@@ -27,6 +27,7 @@ use super::op::Op;
 use super::plan::{Plan, Role};
 use super::report::{BenchReport, RunResult, SCHEMA_VERSION};
 use rpma_scenarios::backend::BackendKind;
+use rpma_scenarios::common::MapFile;
 use rpma_scenarios::native::Source;
 
 mod async_lane;
@@ -39,12 +40,19 @@ mod server;
 mod setup;
 mod wait;
 
-/// The server side of `plan`: connection setup's ([`setup::serve`]) or the operations'.
-fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
+/// The server side of `plan`: connection setup's ([`setup::serve`]) or the operations' (its
+/// `--pmem` mapped by `map`).
+fn run_server<T: Transport>(
+    peer: &Peer<T>,
+    ep: &Ep<T>,
+    plan: &Plan,
+    map: Option<MapFile>,
+    abort: &AtomicBool,
+) -> Result<()> {
     if plan.ops == [Op::Connect] {
         setup::serve(ep, plan, abort)
     } else {
-        server::run_server(peer, ep, plan, abort)
+        server::run_server(peer, ep, plan, map, abort)
     }
 }
 
@@ -66,8 +74,13 @@ fn op_path_source<T: Transport>() -> Source {
     }
 }
 
-/// Runs `plan` on `transport`.
-pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind) -> Result<BenchReport> {
+/// Runs `plan` on `transport`, the server's `--pmem` mapped by `map`.
+pub(super) fn run<T: Transport>(
+    transport: &T,
+    plan: &Plan,
+    backend: BackendKind,
+    map: Option<MapFile>,
+) -> Result<BenchReport> {
     let report = |device: String, results| BenchReport {
         schema: SCHEMA_VERSION,
         backend: backend.name(),
@@ -94,7 +107,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
                     plan.conns, plan.addr
                 ));
             }
-            run_server(&peer, &ep, plan, &AtomicBool::new(false))?;
+            run_server(&peer, &ep, plan, map, &AtomicBool::new(false))?;
             ep.shutdown().context("shutting the endpoint down")?;
             Ok(report(dev.name(), Vec::new()))
         }
@@ -116,7 +129,7 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
             let peer = Peer::new(&cdev).context("creating the client's peer")?;
             let abort = AtomicBool::new(false);
             let (client, server) = std::thread::scope(|sc| {
-                let server = sc.spawn(|| run_server(&server_peer, &ep, plan, &abort));
+                let server = sc.spawn(|| run_server(&server_peer, &ep, plan, map, &abort));
                 let client = run_client(&peer, plan, &plan.addr, plan.port);
                 if client.is_err() {
                     abort.store(true, Ordering::Release);
@@ -142,9 +155,9 @@ pub(super) fn run<T: Transport>(transport: &T, plan: &Plan, backend: BackendKind
 mod tests {
     use super::client::{op_path, Totals};
     use super::protocol::{parse_request, region_len, request_pdata, slot_offset, Request, MAX_REGION};
-    use crate::bench::op::Op;
-    use crate::bench::plan::MAX_QD;
-    use crate::bench::sizes::MAX_SIZE;
+    use crate::op::Op;
+    use crate::plan::MAX_QD;
+    use crate::sizes::MAX_SIZE;
     use rpma::MrRemote;
     use rpma_scenarios::native::{OpCounts, OpPath};
     use std::time::Duration;

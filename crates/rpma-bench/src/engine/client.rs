@@ -16,11 +16,11 @@ use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
 use super::wait::Idle;
-use crate::bench::flush_rule::FlushRule;
-use crate::bench::footprint::Footprint;
-use crate::bench::op::Op;
-use crate::bench::plan::{Amount, Plan};
-use crate::bench::report::{Baseline, Latency, RunResult};
+use crate::flush_rule::FlushRule;
+use crate::footprint::Footprint;
+use crate::op::Op;
+use crate::plan::{Amount, Plan};
+use crate::report::{Baseline, Latency, RunResult};
 use rpma_scenarios::native::{op_counts, OpCounts, OpPath};
 
 /// Runs one phase on a thread's lanes; returns the operations completed and when the thread's

@@ -4,13 +4,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc};
 
 use super::protocol::*;
 use super::wait::{self, ClientGaveUp, Idle};
-use crate::bench::plan::{Plan, Role};
-use rpma_scenarios::common::poll_event;
+use crate::plan::{Plan, Role};
+use rpma_scenarios::common::{poll_event, MapFile};
 
 /// One accepted connection with its memory.
 pub(super) struct Served<T: Transport> {
@@ -52,7 +52,15 @@ impl<T: Transport> Served<T> {
     }
 }
 
-pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<Served<T>> {
+/// Accepts a connection and sets up what serving it takes (the target region on `--pmem`
+/// mapped by `map`).
+pub(super) fn accept<T: Transport>(
+    peer: &Peer<T>,
+    ep: &Ep<T>,
+    plan: &Plan,
+    map: Option<MapFile>,
+    abort: &AtomicBool,
+) -> Result<Served<T>> {
     let (qd_limit, busy_poll, sleep_when_idle, timeout) = (plan.qd, plan.busy_poll, plan.sleep_when_idle, plan.timeout);
     wait::conn_request(ep, abort)?;
     let cfg = conn_cfg::<T>(qd_limit, plan.retry);
@@ -75,7 +83,8 @@ pub(super) fn accept<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abor
     let target = match &plan.pmem {
         // `--pmem`: the target region on persistent memory (a devdax range; MAP_SYNC required)
         Some((path, offset)) => {
-            let mem = crate::file_map::map_file(path, *offset, len, false, true)
+            let map = map.ok_or_else(|| anyhow!("--pmem: this program maps no file"))?;
+            let mem = map(path, *offset, len, false, true)
                 .with_context(|| format!("mapping --pmem {} at {offset}", path.display()))?;
             peer.reg_mr(mem, usage).context("registering the target region on pmem")?
         }
@@ -331,17 +340,23 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
 }
 
 /// Accepts `conns` connections and serves each on its own thread (a single one on this
-/// thread).
-pub(super) fn run_server<T: Transport>(peer: &Peer<T>, ep: &Ep<T>, plan: &Plan, abort: &AtomicBool) -> Result<()> {
+/// thread); `map` maps the `--pmem` target.
+pub(super) fn run_server<T: Transport>(
+    peer: &Peer<T>,
+    ep: &Ep<T>,
+    plan: &Plan,
+    map: Option<MapFile>,
+    abort: &AtomicBool,
+) -> Result<()> {
     if plan.conns == 1 {
         // On this thread: a server process that never had a second thread pays less for each
         // system call (glibc's wrappers), as the C program's server does.
-        return serve(accept(peer, ep, plan, abort)?, abort);
+        return serve(accept(peer, ep, plan, map, abort)?, abort);
     }
     std::thread::scope(|sc| {
         let mut handles = Vec::new();
         for _ in 0..plan.conns {
-            let served = accept(peer, ep, plan, abort)?;
+            let served = accept(peer, ep, plan, map, abort)?;
             handles.push(sc.spawn(move || serve(served, abort)));
         }
         for h in handles {

@@ -23,7 +23,7 @@ use rpma::{ConnEvent, FlushType, MrLocal, MrRemote, Transport};
 use super::driver::{Driver, Span};
 use super::lane::{Lane, Stop};
 use super::protocol::{slot_offset, STOP_IMM};
-use crate::bench::op::{Op, ASYNC_OPS};
+use crate::op::{Op, ASYNC_OPS};
 
 /// Progress is published every this many operations of a future.
 const REPORT_EVERY: u64 = 256;

@@ -17,9 +17,9 @@ use rpma::{Conn, ConnEvent, ConnReq, Ep, Peer, Transport};
 
 use super::protocol::{conn_cfg, new_histogram};
 use super::wait;
-use crate::bench::op::Op;
-use crate::bench::plan::{Amount, Plan};
-use crate::bench::report::{Latency, RunResult};
+use crate::op::Op;
+use crate::plan::{Amount, Plan};
+use crate::report::{Latency, RunResult};
 
 /// The private data of a connection of the measurement (or of its warm-up). A server may see
 /// it padded (RDMA CM delivers 56 bytes): only the first [`MARK_LEN`] bytes count.

@@ -361,7 +361,7 @@ pub fn parse_target(s: &str) -> Result<(String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::args::{parse as args, DEFAULT_CQ_MOD};
+    use crate::args::{parse as args, DEFAULT_CQ_MOD};
 
     fn plan_of(line: &[&str]) -> Result<Plan> {
         plan(&args(line)?)

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench::op::Op;
-use crate::bench::plan::{Amount, Plan};
+use crate::op::Op;
+use crate::plan::{Amount, Plan};
 
 /// How long an `--iters` run goes without a bar (a short run would only flash one).
 pub(super) const ITERS_BAR_DELAY: Duration = Duration::from_millis(200);
@@ -139,8 +139,8 @@ pub(super) fn show_progress(plan: &Plan, runs: &[(Op, usize)], progress: &Progre
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::args::parse;
-    use crate::bench::plan::plan;
+    use crate::args::parse;
+    use crate::plan::plan;
 
     fn plan_of(line: &[&str]) -> Plan {
         plan(&parse(line).unwrap()).unwrap()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use rpma::mock::MockFabric;
 use rpma::{Conn, ConnCfg, ConnEvent, ConnReq, ContextType, Device, Ep, MrLocal, Peer, PeerCfg, Usage};
-use rpma_cli::bench::{self, BenchArgs};
+use rpma_bench::{self as bench, BenchArgs};
 
 #[derive(Parser)]
 struct Cli {
@@ -58,7 +58,7 @@ fn against_a_silent_server(port: u16, line: &[&str]) -> (String, Duration) {
     let mut l = vec!["--backend", "verbs", "--connect", &target, "--no-progress"];
     l.extend_from_slice(line);
     let t = Instant::now();
-    let e = bench::measure_on(f, &args(&l)).expect_err("the server never answers");
+    let e = bench::measure_on(f, &args(&l), None).expect_err("the server never answers");
     let took = t.elapsed();
     go.send(()).unwrap();
     server.join().unwrap();
@@ -95,7 +95,7 @@ fn a_connection_never_accepted_times_out() {
     let _ep = Ep::listen(&peer, "127.0.0.1", "7633").unwrap();
     let t = Instant::now();
     let line = ["--backend", "verbs", "--connect", "127.0.0.1:7633", "--timeout", "0.3", "--no-progress"];
-    let e = format!("{:#}", bench::measure_on(f, &args(&line)).expect_err("never accepted"));
+    let e = format!("{:#}", bench::measure_on(f, &args(&line), None).expect_err("never accepted"));
     assert!(t.elapsed() < Duration::from_secs(10));
     assert!(e.contains("client: waiting for the connection to 127.0.0.1:7633: nothing came for 0.3 s"), "{e}");
 }
@@ -158,7 +158,7 @@ fn a_client_that_stops_pinging_times_the_server_out() {
     };
     let t = Instant::now();
     let line = ["--backend", "verbs", "--server", "--port", "7634", "--timeout", "0.3", "--no-progress"];
-    let e = format!("{:#}", bench::measure_on(f, &args(&line)).expect_err("the client stopped pinging"));
+    let e = format!("{:#}", bench::measure_on(f, &args(&line), None).expect_err("the client stopped pinging"));
     assert!(t.elapsed() < Duration::from_secs(10));
     assert!(e.contains("server: waiting for ping 1 of a write ping-pong of 65536 B: nothing came for 0.3 s"), "{e}");
     client.join().unwrap();
@@ -172,7 +172,7 @@ fn a_busy_polling_server_ends_when_its_client_leaves_without_the_stop_message() 
         let f = f.clone();
         std::thread::spawn(move || {
             let line = ["--backend", "verbs", "--server", "--port", "7635", "--busy-poll", "--no-progress"];
-            let _ = done_tx.send(bench::measure_on(f, &args(&line)).map_err(|e| format!("{e:#}")));
+            let _ = done_tx.send(bench::measure_on(f, &args(&line), None).map_err(|e| format!("{e:#}")));
         });
     }
     let dev = Device::lookup(&f, "127.0.0.1", ContextType::Remote).unwrap();

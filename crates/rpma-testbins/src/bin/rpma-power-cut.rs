@@ -20,6 +20,8 @@
 //! from the flush's post to its completion (busy polling); prints the medians and their ratio
 //! (docs/native-ops.md, "Numbers"; run it under `SOFTROCE_ACCEL=icount`).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 /// The bytes of the devdax device the records use (from offset 0).
@@ -71,8 +73,8 @@ fn main() -> ExitCode {
 fn check(path: &str, cycle: &str, acked: &str) -> Result<ExitCode, String> {
     let cycle: u64 = cycle.parse().map_err(|_| format!("bad cycle {cycle}"))?;
     let acked: i64 = acked.parse().map_err(|_| format!("bad ACKED {acked}"))?;
-    let mem = rpma_cli::file_map::map_file(std::path::Path::new(path), 0, REGION, false, true)
-        .map_err(|e| format!("mapping {path}: {e}"))?;
+    let mem =
+        rpma_testbins::pmem::map(std::path::Path::new(path), 0, REGION).map_err(|e| format!("mapping {path}: {e}"))?;
     let bytes = mem.to_vec();
     let (mut intact, mut lost, mut valid) = (0u64, 0u64, 0u64);
     for (n, r) in bytes.chunks_exact(REC).enumerate() {
@@ -137,7 +139,7 @@ mod write {
         let dev = Device::lookup(&t, &addr, ContextType::Local).map_err(e("Device::lookup"))?;
         let speer = Peer::new(&dev).map_err(e("Peer::new"))?;
         let cpeer = Peer::new(&dev).map_err(e("Peer::new"))?;
-        let mem = rpma_cli::file_map::map_file(std::path::Path::new(path), 0, REGION, false, true)
+        let mem = rpma_testbins::pmem::map(std::path::Path::new(path), 0, REGION)
             .map_err(|err| format!("mapping {path}: {err}"))?;
         let target = speer.reg_mr(mem, Usage::WRITE_DST | Usage::FLUSH_TYPES).map_err(e("reg_mr (pmem)"))?;
         let src = cpeer.alloc_mr(REC, Usage::WRITE_SRC).map_err(e("alloc_mr"))?;

@@ -1,4 +1,4 @@
-//! `rpma bench`: a perftest-class benchmark of the data path.
+//! # rpma-bench: the engine of `rpma bench`, a perftest-class benchmark of the data path
 //!
 //! Operations: `read`, `write`, `write-flush` (a write followed by a flush, librpma's APM way to
 //! make data persistent), `flush` alone, `atomic-write`, and the message ping-pongs `send`,
@@ -21,6 +21,12 @@
 //! fabric; `--backend verbs` (a build with the `verbs` feature) runs both sides in one process
 //! over the RDMA device owning `--addr`, or one side per process with `--server` (listening on
 //! `--addr`/`--port`) and `--connect ADDR:PORT`.
+//!
+//! [`BenchArgs`] are the benchmark's arguments as the `rpma` command's `bench` subcommand takes
+//! them (clap); [`plan()`] checks them into a [`Plan`], [`measure`] runs it and returns a
+//! [`BenchReport`], which [`BenchReport::write`] prints as a table, JSON or CSV. The report's
+//! JSON schema is in `docs/bench.md`.
+#![forbid(unsafe_code)]
 
 mod args;
 mod engine;
@@ -31,10 +37,11 @@ mod plan;
 mod report;
 mod sizes;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rpma::any::WithTransport;
-
 use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
+use rpma_scenarios::common::MapFile;
+use rpma_scenarios::usage::usage;
 
 pub use args::{format, BenchArgs, DEFAULT_CQ_MOD, DEFAULT_PORT, DEFAULT_TIMEOUT_S};
 pub use flush_rule::FlushRule;
@@ -44,28 +51,31 @@ pub use plan::{parse_target, plan, Amount, Plan, Role, MAX_BATCH, MAX_CHAIN_PIEC
 pub use report::{BenchReport, Latency, OutputFormat, RunResult};
 pub use sizes::{parse_size, parse_sweep, Sweep, MAX_SIZE};
 
-struct Work<'a>(&'a Plan, BackendKind);
+struct Work<'a>(&'a Plan, BackendKind, Option<MapFile>);
 
 impl WithTransport for Work<'_> {
     type Output = Result<BenchReport>;
     fn run<T: rpma::Transport>(self, transport: T) -> Result<BenchReport> {
         // Before anything is allocated: a run that cannot fit is refused, not swapped or killed.
         footprint::check_fits(self.0, footprint::mem_available())?;
-        engine::run(&transport, self.0, self.1)
+        engine::run(&transport, self.0, self.1, self.2)
     }
 }
 
-/// Runs the benchmark `args` describe and returns its report (empty for `--server`).
+/// Runs the benchmark `args` describe and returns its report (empty for `--server`). A server's
+/// `--pmem` is mapped by `map` (the program's own: mapping a file is `unsafe`, rule M5 of
+/// `docs/memory.md`); without one, `--pmem` fails the run.
 ///
 /// # Errors
-/// Invalid arguments, an unavailable backend, or any failure of a connection or an operation.
-pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let plan = plan(args).map_err(|e| rpma_scenarios::usage::usage(&e))?;
+/// Invalid arguments (a [`UsageError`](rpma_scenarios::usage::UsageError)), an unavailable
+/// backend, or any failure of a connection or an operation.
+pub fn measure(args: &BenchArgs, map: Option<MapFile>) -> Result<BenchReport> {
+    let plan = plan(args).map_err(|e| usage(&e))?;
     if plan.role == Role::Loopback {
-        dispatch(args.backend, Work(&plan, args.backend))
+        dispatch(args.backend, Work(&plan, args.backend, map))
     } else {
         // Two processes: the mock meets its peer through its rendezvous directory.
-        dispatch_between_processes(args.backend, Work(&plan, args.backend))
+        dispatch_between_processes(args.backend, Work(&plan, args.backend, map))
     }
 }
 
@@ -74,20 +84,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
 ///
 /// # Errors
 /// As [`measure`].
-pub fn measure_on<T: rpma::Transport>(transport: T, args: &BenchArgs) -> Result<BenchReport> {
-    let plan = plan(args).map_err(|e| rpma_scenarios::usage::usage(&e))?;
-    Work(&plan, args.backend).run(transport)
-}
-
-/// `rpma bench`: runs the benchmark and prints its report on stdout.
-///
-/// # Errors
-/// As [`measure`], or if stdout cannot be written.
-pub fn run(args: &BenchArgs) -> Result<()> {
-    let report = measure(args)?;
-    if args.server {
-        return Ok(());
-    }
-    let mut out = std::io::stdout().lock();
-    report.write(format(args), &mut out).context("writing the report")
+pub fn measure_on<T: rpma::Transport>(transport: T, args: &BenchArgs, map: Option<MapFile>) -> Result<BenchReport> {
+    let plan = plan(args).map_err(|e| usage(&e))?;
+    Work(&plan, args.backend, map).run(transport)
 }

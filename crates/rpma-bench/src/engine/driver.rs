@@ -8,7 +8,7 @@ use anyhow::Result;
 use hdrhistogram::Histogram;
 
 use super::lane::Stop;
-use crate::bench::op::Op;
+use crate::op::Op;
 
 /// A thread's phase: operations completed, start, end.
 pub(super) type Span = (u64, Instant, Instant);

@@ -5,8 +5,8 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rpma::{ConnCfg, MrLocal, MrRemote, Transport, Wc, WcStatus};
 
-use crate::bench::plan::{Retry, MAX_QD};
-use crate::bench::sizes::MAX_SIZE;
+use crate::plan::{Retry, MAX_QD};
+use crate::sizes::MAX_SIZE;
 
 /// The immediate data of the message that ends a connection's service.
 pub const STOP_IMM: u32 = u32::MAX;
@@ -40,8 +40,8 @@ pub(super) fn new_histogram() -> Histogram<u64> {
 }
 
 #[cfg(test)]
-pub(super) use crate::bench::footprint::MAX_REGION;
-pub(super) use crate::bench::footprint::{region_len, PLACEHOLDER};
+pub(super) use crate::footprint::MAX_REGION;
+pub(super) use crate::footprint::{region_len, PLACEHOLDER};
 
 /// The offset of `slot`'s buffer of `size` bytes in a region of `region` bytes (8-aligned when
 /// `size` is).

@@ -25,6 +25,8 @@
 //! `rpma-log-power-cut cluster-write ...`: a writer of `scripts/test-cluster.sh`'s nemesis run
 //! (the `cluster` module).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 #[cfg(feature = "verbs")]
@@ -99,12 +101,12 @@ impl Rng {
 
 /// `regions`: the offline check of the 3 regions.
 fn regions(path: &str, size: &str, acked: &str) -> Result<ExitCode, String> {
-    let size = rpma_cli::bench::parse_size(size)?;
+    let size = rpma_bench::parse_size(size)?;
     let acked: u64 = parse("ACKED", acked)?;
     let (mut covering, mut bad) = (0usize, 0u64);
     for i in 0..REPLICAS {
         let offset = (i * size) as u64;
-        let mem = rpma_cli::file_map::map_file(std::path::Path::new(path), offset, size, false, true)
+        let mem = rpma_testbins::pmem::map(std::path::Path::new(path), offset, size)
             .map_err(|e| format!("mapping region {i} of {path}: {e}"))?;
         let bytes = mem.to_vec();
         match rpma_log::check_region(&bytes) {
