@@ -20,7 +20,7 @@ use rpma::op::{self as rop, AnyKind};
 use rpma::tokio::AsyncConn;
 use rpma::{ConnEvent, FlushType, MrLocal, MrRemote, Transport};
 
-use super::driver::{Driver, Span};
+use super::driver::{Driver, Phase, Span};
 use super::lane::{Lane, Stop};
 use super::protocol::{slot_offset, STOP_IMM};
 use crate::op::{Op, ASYNC_OPS};
@@ -111,20 +111,10 @@ impl<T: Transport> AsyncLane<T> {
         })
     }
 
-    /// Worker `slot`'s loop: posts and awaits operations on its own buffer until the lane has
-    /// posted what `stop` allows; returns how many it completed.
-    #[allow(clippy::too_many_arguments)]
-    async fn worker(
-        &self,
-        slot: usize,
-        op: Op,
-        size: usize,
-        stop: Stop,
-        posted: &Cell<u64>,
-        hist: &RefCell<&mut Histogram<u64>>,
-        record: bool,
-        done: &AtomicU64,
-    ) -> Result<u64> {
+    /// Worker `slot`'s loop: posts and awaits operations of `phase` on its own buffer until the
+    /// lane has posted (`posted`) what the phase's `stop` allows; returns how many it completed.
+    async fn worker(&self, slot: usize, posted: &Cell<u64>, phase: &Shared<'_>) -> Result<u64> {
+        let Shared { op, size, stop, record, ref hist, done } = *phase;
         let off = self.offset(op, size, slot);
         let mut completed = 0u64;
         let mut unreported = 0u64;
@@ -185,17 +175,21 @@ impl<T: Transport> AsyncLane<T> {
     }
 }
 
+/// A phase as the workers of a thread's lanes share it: futures of one thread, to which the
+/// phase's histogram is lent one at a time.
+struct Shared<'a> {
+    op: Op,
+    size: usize,
+    stop: Stop,
+    record: bool,
+    hist: RefCell<&'a mut Histogram<u64>>,
+    done: &'a AtomicU64,
+}
+
 impl<T: Transport> Driver for AsyncLanes<T> {
-    fn drive(
-        &mut self,
-        op: Op,
-        size: usize,
-        _every: usize,
-        stop: Stop,
-        hist: &mut Histogram<u64>,
-        record: bool,
-        done: &AtomicU64,
-    ) -> Result<Span> {
+    fn drive(&mut self, phase: Phase<'_>) -> Result<Span> {
+        // Every operation is signaled and awaited on its own: the phase's `every` does not apply.
+        let Phase { op, size, every: _, stop, record, hist, done } = phase;
         if matches!(stop, Stop::Count(0)) {
             let now = Instant::now();
             return Ok((0, now, now));
@@ -203,13 +197,13 @@ impl<T: Transport> Driver for AsyncLanes<T> {
         if !ASYNC_OPS.contains(&op) {
             bail!("--async measures {}, not {}", ASYNC_OPS.map(Op::name).join(", "), op.name());
         }
-        let shared = RefCell::new(hist);
+        let shared = Shared { op, size, stop, record, hist: RefCell::new(hist), done };
         let posted: Vec<Cell<u64>> = self.lanes.iter().map(|_| Cell::new(0)).collect();
         let lanes = &self.lanes;
         let (total, start, end) = self.rt.block_on(async {
             let workers = lanes.iter().zip(&posted).flat_map(|(lane, posted)| {
                 let shared = &shared;
-                (0..lane.qd).map(move |slot| lane.worker(slot, op, size, stop, posted, shared, record, done))
+                (0..lane.qd).map(move |slot| lane.worker(slot, posted, shared))
             });
             let start = Instant::now();
             let counts = try_join_all(workers).await?;

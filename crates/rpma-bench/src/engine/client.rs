@@ -2,7 +2,7 @@
 //! measured into the report's results.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use rpma::{Peer, Transport, Wc};
 
 use super::async_lane::AsyncLanes;
-use super::driver::{Driver, Span};
+use super::driver::{Driver, Phase, Span};
 use super::lane::*;
 use super::progress::*;
 use super::protocol::*;
@@ -24,19 +24,10 @@ use crate::report::{Baseline, Latency, RunResult};
 use rpma_scenarios::native::{op_counts, OpCounts, OpPath};
 
 /// Runs one phase on a thread's lanes; returns the operations completed and when the thread's
-/// phase started and ended.
-/// `every` operations make a signaled batch (`Plan::signal_every`).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn drive<T: Transport>(
-    lanes: &mut [Lane<T>],
-    op: Op,
-    size: usize,
-    every: usize,
-    stop: Stop,
-    hist: &mut Histogram<u64>,
-    record: bool,
-    done: &AtomicU64,
-) -> Result<Span> {
+/// phase started and ended. The phase's `every` operations make a signaled batch
+/// (`Plan::signal_every`).
+pub(super) fn drive<T: Transport>(lanes: &mut [Lane<T>], phase: Phase<'_>) -> Result<Span> {
+    let Phase { op, size, every, stop, record, hist, done } = phase;
     let mut wcs = [Wc::EMPTY; WC_BATCH];
     if matches!(stop, Stop::Count(0)) {
         let now = Instant::now();
@@ -193,17 +184,8 @@ type PerRun = (Vec<Span>, Histogram<u64>);
 pub(super) type Measured = (Span, Histogram<u64>);
 
 impl<T: Transport> Driver for Vec<Lane<T>> {
-    fn drive(
-        &mut self,
-        op: Op,
-        size: usize,
-        every: usize,
-        stop: Stop,
-        hist: &mut Histogram<u64>,
-        record: bool,
-        done: &AtomicU64,
-    ) -> Result<Span> {
-        drive(self, op, size, every, stop, hist, record, done)
+    fn drive(&mut self, phase: Phase<'_>) -> Result<Span> {
+        drive(self, phase)
     }
 
     fn finish(self) -> Result<()> {
@@ -214,22 +196,22 @@ impl<T: Transport> Driver for Vec<Lane<T>> {
     }
 }
 
-/// Runs every run on a thread's connections (`lanes`: an error if they could not be set up,
-/// which fails the thread's runs while it still passes every barrier).
 /// The two points of every run where the client threads and the coordinator meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Phase {
+pub(super) enum Gate {
     /// Before the warm-up.
     Warmup,
     /// Before the measurement.
     Measure,
 }
 
+/// Runs every run on a thread's connections (`lanes`: an error if they could not be set up,
+/// which fails the thread's runs while it still passes every barrier).
 pub(super) fn client_thread<D: Driver>(
     lanes: Result<D>,
     plan: &Plan,
     runs: &[(Op, usize)],
-    gate: &dyn Fn(usize, Phase),
+    gate: &dyn Fn(usize, Gate),
     failed: &AtomicBool,
     progress: &Progress,
 ) -> Result<Vec<Measured>> {
@@ -248,15 +230,21 @@ pub(super) fn client_thread<D: Driver>(
         let mut hist = new_histogram();
         // Warm-up, then the measurement; every thread starts each phase together. Every thread
         // (and the coordinator) passes both gates of every run, even after a failure.
-        gate(i, Phase::Warmup);
+        gate(i, Gate::Warmup);
         let skip = failed.load(Ordering::Acquire);
         let warm = match (&mut lanes, skip) {
-            (Some(lanes), false) => {
-                lanes.drive(op, size, plan.signal_every(op), Stop::Count(plan.warmup), &mut hist, false, done)
-            }
+            (Some(lanes), false) => lanes.drive(Phase {
+                op,
+                size,
+                every: plan.signal_every(op),
+                stop: Stop::Count(plan.warmup),
+                record: false,
+                hist: &mut hist,
+                done,
+            }),
             _ => Ok((0, Instant::now(), Instant::now())),
         };
-        gate(i, Phase::Measure);
+        gate(i, Gate::Measure);
         let Some(lanes) = lanes.as_mut().filter(|_| !skip) else {
             continue;
         };
@@ -265,7 +253,7 @@ pub(super) fn client_thread<D: Driver>(
                 Amount::Iters(n) => Stop::Count(n),
                 Amount::Duration(d) => Stop::Until(Instant::now() + d),
             };
-            lanes.drive(op, size, plan.signal_every(op), stop, &mut hist, true, done)
+            lanes.drive(Phase { op, size, every: plan.signal_every(op), stop, record: true, hist: &mut hist, done })
         });
         match r {
             Ok(span) => out.push((span, hist)),
@@ -359,8 +347,8 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
     // The counts as each run's measurement ends: at the next run's first gate (before its
     // warm-up, whose operations may take another path) and after the last run.
     let ends: RefCell<Vec<Option<OpCounts>>> = RefCell::new(Vec::with_capacity(runs.len()));
-    let coordinate = |i: usize, phase: Phase| match phase {
-        Phase::Warmup => {
+    let coordinate = |i: usize, gate: Gate| match gate {
+        Gate::Warmup => {
             if i > 0 {
                 ends.borrow_mut().push(op_counts::<T>());
             }
@@ -369,12 +357,12 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             }
             progress.begin(i, Instant::now());
         }
-        Phase::Measure => {
+        Gate::Measure => {
             progress.measure(i, Instant::now());
             counts.borrow_mut().push(op_counts::<T>());
         }
     };
-    let thread = |lanes: Vec<Lane<T>>, gate: &dyn Fn(usize, Phase)| {
+    let thread = |lanes: Vec<Lane<T>>, gate: &dyn Fn(usize, Gate)| {
         if plan.async_api {
             client_thread(AsyncLanes::new(lanes), plan, &runs, gate, &failed, &progress)
         } else {
@@ -391,7 +379,7 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
         vec![r]
     } else {
         let barrier = Barrier::new(plan.threads + 1);
-        let meet = |_: usize, _: Phase| {
+        let meet = |_: usize, _: Gate| {
             barrier.wait();
         };
         std::thread::scope(|sc| {
@@ -405,9 +393,9 @@ pub(super) fn run_client<T: Transport>(peer: &Peer<T>, plan: &Plan, addr: &str, 
             let monitor = sc.spawn(|| show_progress(plan, &runs, &progress));
             for i in 0..runs.len() {
                 barrier.wait();
-                coordinate(i, Phase::Warmup);
+                coordinate(i, Gate::Warmup);
                 barrier.wait();
-                coordinate(i, Phase::Measure);
+                coordinate(i, Gate::Measure);
             }
             let results =
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a client thread panicked"))).collect();

@@ -13,21 +13,30 @@ use crate::op::Op;
 /// A thread's phase: operations completed, start, end.
 pub(super) type Span = (u64, Instant, Instant);
 
+/// One phase of a run (its warm-up or its measurement) as a client thread drives it: the
+/// operation, when the phase ends, and where what it measures goes.
+pub(super) struct Phase<'a> {
+    /// The operation.
+    pub(super) op: Op,
+    /// Its size.
+    pub(super) size: usize,
+    /// Operations per signaled batch (`Plan::signal_every`; the async API signals every one).
+    pub(super) every: usize,
+    /// When the phase ends: after a count of operations per connection, or at a time.
+    pub(super) stop: Stop,
+    /// Whether latencies are recorded (the measurement) or not (the warm-up).
+    pub(super) record: bool,
+    /// The thread's latencies.
+    pub(super) hist: &'a mut Histogram<u64>,
+    /// Operations completed by the thread, published as it goes (the progress bar).
+    pub(super) done: &'a AtomicU64,
+}
+
 /// A client thread's connections, driven through the synchronous API (`Vec<Lane>`) or the
 /// async one (`--async`: `AsyncLanes`).
 pub(super) trait Driver {
     /// Runs one phase (see `client::drive`).
-    #[allow(clippy::too_many_arguments)]
-    fn drive(
-        &mut self,
-        op: Op,
-        size: usize,
-        every: usize,
-        stop: Stop,
-        hist: &mut Histogram<u64>,
-        record: bool,
-        done: &AtomicU64,
-    ) -> Result<Span>;
+    fn drive(&mut self, phase: Phase<'_>) -> Result<Span>;
 
     /// Ends every connection.
     fn finish(self) -> Result<()>;

@@ -61,7 +61,7 @@ fn post_op<T: Transport>(
     id: u64,
     flags: CompletionFlags,
 ) -> rpma::Result<()> {
-    lane.emit(op, size, off, id, flags, &[], &mut Sink::Now)
+    lane.emit(op, size, (off, id), flags, &[], &mut Sink::Now)
 }
 
 /// [`post_op`] of an operation whose local side is the scatter-gather `pieces` (`--sge`).
@@ -75,7 +75,7 @@ fn post_op_sg<'c, T: Transport>(
     flags: CompletionFlags,
     pieces: &'c [LocalSlice<'c, T>],
 ) -> rpma::Result<()> {
-    lane.emit(op, size, off, id, flags, pieces, &mut Sink::Now)
+    lane.emit(op, size, (off, id), flags, pieces, &mut Sink::Now)
 }
 
 /// Posts a receive of `len` bytes at `off` of `msgs` (none if `None`) with `wr_id`: what C
@@ -303,14 +303,12 @@ impl<T: Transport> Lane<T> {
     /// Makes the work requests of the operation of slot `id` at `off` (with `flags`) and hands
     /// them to `sink`. `pieces` holds the scatter-gather pieces of the local side (empty: one
     /// piece). An atomic write writes the slot's number.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn emit<'c>(
         &'c self,
         op: Op,
         size: usize,
-        off: usize,
-        id: u64,
+        (off, id): (usize, u64),
         flags: CompletionFlags,
         pieces: &'c [LocalSlice<'c, T>],
         sink: &mut Sink<'_, 'c, T>,
@@ -567,35 +565,35 @@ impl<T: Transport> Lane<T> {
             for (j, o) in offs.iter().enumerate().take(n) {
                 split(&self.local, o.0, size, &mut buf[j * sge..(j + 1) * sge]);
             }
-            self.post_chain_of(op, size, &offs[..n], &buf, sge, signaled, entry.is_some() && self.clock)
+            self.post_chain_of(op, size, &offs[..n], &buf, signaled, entry.is_some() && self.clock)
         } else {
-            self.post_chain_of(op, size, &offs[..n], &[], 0, signaled, entry.is_some() && self.clock)
+            self.post_chain_of(op, size, &offs[..n], &[], signaled, entry.is_some() && self.clock)
         }
         .with_context(|| format!("posting a chain of {n} {} of {size} B", op.name()))?;
         self.stamp(entry, at);
         Ok(())
     }
 
-    /// Makes the chain of the operations at `offs` (offset, slot), each
-    /// with `sge` of `pieces` (none: one piece), and posts it, the last one signaled if
-    /// `signaled`; the post time if `stamped`.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes the chain of the operations at `offs` (offset, slot), each with `--sge` of
+    /// `pieces` (none: one piece), and posts it, the last one signaled if `signaled`; the post
+    /// time if `stamped`.
     fn post_chain_of<'c>(
         &'c self,
         op: Op,
         size: usize,
         offs: &[(usize, u64)],
         pieces: &'c [LocalSlice<'c, T>],
-        sge: usize,
         signaled: bool,
         stamped: bool,
     ) -> rpma::Result<Option<Instant>> {
         let mut chain = Batch::<T, MAX_BATCH>::new(&self.conn);
         let mut sink = Sink::Chain(&mut chain);
-        for (j, &(off, id)) in offs.iter().enumerate() {
+        let sge = self.shape.sge;
+        for (j, &slot) in offs.iter().enumerate() {
             let flags = CompletionFlags::ON_ERROR;
+            // Without pieces, no range of them: one piece each.
             let own = pieces.get(j * sge..(j + 1) * sge).unwrap_or(&[]);
-            self.emit(op, size, off, id, flags, own, &mut sink)?;
+            self.emit(op, size, slot, flags, own, &mut sink)?;
         }
         let at = stamped.then(Instant::now);
         if signaled { chain.signal_last().post() } else { chain.post() }.map(|()| at)
