@@ -5,7 +5,7 @@
 # In a Soft-RoCE VM with an emulated NVDIMM (SOFTROCE_PMEM, scripts/softroce/README.md), three
 # replicas run as `rpma log serve --backend verbs --pmem /dev/dax0.0` processes, each on its own
 # region of the devdax device (--file-offset i * REGION, --size REGION), and a writer process
-# (`rpma-log-power-cut write`, crates/rpma-cli/src/bin/rpma-log-power-cut.rs) takes the log over,
+# (`rpma-log-power-cut write`, crates/rpma-testbins/src/bin/rpma-log-power-cut/) takes the log over,
 # recovers it, then appends entries and syncs them in random groups (majority quorum, persistent
 # flushes: native IBV_FLUSH_PERSISTENT on debian13, the RDMA Read on debian12), printing
 # "ACK n" each time a sync returns (entries below n acknowledged). The host reads those lines as
@@ -60,7 +60,8 @@ trap 'rm -rf "$work"' EXIT
 rpma=$work/rpma tool=$work/rpma-log-power-cut
 bins=${LOG_POWER_CUT_BINS:-}
 for _ in 1 2 3; do
-    [ -n "$bins" ] || cargo build -q -p rpma-cli --features verbs --bin rpma --bin rpma-log-power-cut
+    [ -n "$bins" ] || cargo build -q -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs \
+        --bin rpma --bin rpma-log-power-cut
     cp "${bins:-$target_dir/debug}/rpma" "$rpma"
     cp "${bins:-$target_dir/debug}/rpma-log-power-cut" "$tool"
     "$tool" write x 0 0 2>&1 | grep -q "without the verbs feature" || break

@@ -9,7 +9,7 @@
 # kills QEMU with SIGKILL, boots again on the same NVDIMM file, and the checker reads the region
 # (plain loads of the devdax mapping): every acknowledged record must be intact (checksum,
 # number, cycle), none below the highest acknowledged one may be bad. The guest side is the
-# `rpma-power-cut` binary of crates/rpma-cli. What this proves and what it cannot:
+# `rpma-power-cut` binary of crates/rpma-testbins. What this proves and what it cannot:
 # docs/reliability.md, "Power cuts".
 #
 # Knobs: CUTS (argument, default 10), POWER_CUT_SEED (default: from the clock, printed),
@@ -42,7 +42,7 @@ work=$(mktemp -d "$target_dir/power-cut.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tool=$work/rpma-power-cut
 for _ in 1 2 3; do
-    cargo build -q -p rpma-cli --features verbs --bin rpma-power-cut
+    cargo build -q -p rpma-testbins --features verbs --bin rpma-power-cut
     cp "$target_dir/debug/rpma-power-cut" "$tool"
     "$tool" write 2>&1 | grep -q "without the verbs feature" || break
 done
