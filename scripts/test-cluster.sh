@@ -65,9 +65,9 @@ esac
 # CLUSTER_BUILD: release (default: the bench figures mean something) or debug (quicker to build)
 build=${CLUSTER_BUILD:-release}
 case $build in
-    release) cargo build -q --release -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+    release) cargo build -q --release -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs,rpma-testbins/testing --bin rpma --bin rpma-log-power-cut
              cargo build -q --release -p rpma-capi ;;
-    debug) cargo build -q -p rpma-cli --features verbs,testing --bin rpma --bin rpma-log-power-cut
+    debug) cargo build -q -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs,rpma-testbins/testing --bin rpma --bin rpma-log-power-cut
            cargo build -q -p rpma-capi ;;
     *) echo "test-cluster: CLUSTER_BUILD must be release or debug" >&2; exit 2 ;;
 esac
