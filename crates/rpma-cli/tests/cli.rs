@@ -287,6 +287,43 @@ fn server_and_client_on_the_mock_as_two_processes() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `RPMA_ACK_TIMEOUT` and `RPMA_RETRY_COUNT` reach the scenarios' connections: a value out of
+/// range is refused by the connection's own check, naming it; one that is no number, naming the
+/// variable; valid ones connect (the mock checks them like every backend, then ignores them).
+#[test]
+fn retry_settings_from_the_environment_reach_the_scenarios_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = dir.path().join("rv");
+    let client = |port: &str, env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rpma"));
+        c.args(["client", "--backend", "mock", "--addr", "127.0.0.1", "--port", port, "-s", "01"])
+            .env("RPMA_MOCK_RENDEZVOUS", &rv)
+            .env_remove("RUST_BACKTRACE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    };
+    let o = client("7303", &[("RPMA_ACK_TIMEOUT", "40")]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ack_timeout 40"), "{}", stderr(&o));
+    let o = client("7303", &[("RPMA_RETRY_COUNT", "9")]).output().unwrap();
+    assert!(stderr(&o).contains("retry_count 9"), "{}", stderr(&o));
+    let o = client("7303", &[("RPMA_ACK_TIMEOUT", "short")]).output().unwrap();
+    assert!(stderr(&o).contains("RPMA_ACK_TIMEOUT=short: not a number"), "{}", stderr(&o));
+    let server = Command::new(env!("CARGO_BIN_EXE_rpma"))
+        .args(["server", "--backend", "mock", "--addr", "127.0.0.1", "--port", "7304", "-s", "01"])
+        .env("RPMA_MOCK_RENDEZVOUS", &rv)
+        .env("RPMA_ACK_TIMEOUT", "14")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c = client("7304", &[("RPMA_ACK_TIMEOUT", "14"), ("RPMA_RETRY_COUNT", "6")]).output().unwrap();
+    let s = server.wait_with_output().unwrap();
+    assert!(s.status.success() && c.status.success(), "{}{}\n{}{}", stdout(&s), stderr(&s), stdout(&c), stderr(&c));
+}
+
 fn rpma_in_mode(mode: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rpma"))
         .args(args)

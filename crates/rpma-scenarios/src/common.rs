@@ -65,6 +65,8 @@ pub fn connect<T: Transport>(
     retries: u32,
     delay: Duration,
 ) -> Result<Conn<T>> {
+    let from_env = link_settings(cfg)?;
+    let cfg = from_env.as_ref().or(cfg);
     let mut attempt = 0;
     loop {
         let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
@@ -79,6 +81,36 @@ pub fn connect<T: Transport>(
             ev => bail!("connecting to {addr}:{port}: {}", not_established(ev)),
         }
     }
+}
+
+/// `cfg` (or the default configuration) with the retry settings of the environment, if it sets
+/// any: `RPMA_ACK_TIMEOUT` (the local ACK timeout exponent, [`ConnCfg::with_ack_timeout`]) and
+/// `RPMA_RETRY_COUNT` ([`ConnCfg::with_retry_count`]). A link that loses packets wants a short
+/// ACK timeout: with the connection manager's, a lost packet costs about 2 s on rxe
+/// (scripts/test-cluster.sh runs the scenarios under loss so). `None` when neither is set.
+///
+/// # Errors
+/// If a variable is set to something other than a number 0..=255 (the range is the
+/// connection's to check).
+pub fn link_settings<T: Transport>(cfg: Option<&ConnCfg<T>>) -> Result<Option<ConnCfg<T>>> {
+    let var = |name: &str| -> Result<Option<u8>> {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.parse().with_context(|| format!("{name}={v}: not a number 0..=255")))
+            .transpose()
+    };
+    let (ack, retry) = (var("RPMA_ACK_TIMEOUT")?, var("RPMA_RETRY_COUNT")?);
+    if ack.is_none() && retry.is_none() {
+        return Ok(None);
+    }
+    let mut c = cfg.cloned().unwrap_or_default();
+    if let Some(n) = ack {
+        c = c.with_ack_timeout(n);
+    }
+    if let Some(n) = retry {
+        c = c.with_retry_count(n);
+    }
+    Ok(Some(c))
 }
 
 /// What a client knows when its connection is not established: a rejection comes from a
@@ -114,7 +146,8 @@ pub fn accept<T: Transport>(
     if stop.is_armed() {
         wait_for_request(ep, stop)?;
     }
-    let req = ep.next_conn_req(cfg)?;
+    let from_env = link_settings(cfg)?;
+    let req = ep.next_conn_req(from_env.as_ref().or(cfg))?;
     if let Err(e) = prepost(&req) {
         let _ = req.delete();
         return Err(e);
