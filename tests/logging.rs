@@ -112,12 +112,12 @@ fn log__all() {
         assert_eq!(l as i32, raw);
     }
     for raw in [-2, 6, 100, i32::MIN, i32::MAX] {
-        assert_eq!(LogLevel::try_from(raw).unwrap_err().kind(), ErrorKind::Inval, "level {raw}");
+        assert_eq!(LogLevel::try_from(raw).unwrap_err().kind(), ErrorKind::InvalidInput, "level {raw}");
     }
     assert_eq!(Threshold::try_from(0).unwrap(), Threshold::Primary);
     assert_eq!(Threshold::try_from(1).unwrap(), Threshold::Aux);
     for raw in [-1, 2, 3, i32::MIN, i32::MAX] {
-        assert_eq!(Threshold::try_from(raw).unwrap_err().kind(), ErrorKind::Inval, "threshold {raw}");
+        assert_eq!(Threshold::try_from(raw).unwrap_err().kind(), ErrorKind::InvalidInput, "threshold {raw}");
     }
     // Level tags of librpma's default stderr format.
     assert_eq!(LogLevel::Fatal.tag(), "*FATAL* ");

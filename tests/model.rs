@@ -321,12 +321,12 @@ fn flags(signaled: bool) -> CompletionFlags {
     }
 }
 
-/// Checks a post's result against the model's prediction: `Ok`, `Inval` (`None` errno), or a
+/// Checks a post's result against the model's prediction: `Ok`, `InvalidInput` (`None` errno), or a
 /// provider error with an errno.
 fn check_post(what: &str, got: rpma::Result<()>, want: Result<(), Option<i32>>) -> Result<(), TestCaseError> {
     match (&got, want) {
         (Ok(()), Ok(())) => Ok(()),
-        (Err(e), Err(None)) if e.kind() == ErrorKind::Inval => Ok(()),
+        (Err(e), Err(None)) if e.kind() == ErrorKind::InvalidInput => Ok(()),
         (Err(e), Err(Some(errno))) if e.kind() == ErrorKind::Provider && e.errno() == Some(errno) => Ok(()),
         _ => Err(TestCaseError::fail(format!("{what}: mock gave {got:?}, model predicted {want:?}"))),
     }

@@ -189,7 +189,7 @@ fn timeout__receive_times_out<T: Transport>(env: &Env<T>) {
         let e = p.client.recv(inbox.slice(..)).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NoCompletion);
         assert!(e.to_string().contains("timed out"), "{e}");
-        assert_eq!(p.client.set_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(p.client.set_timeout(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
     });
 }
 

@@ -316,7 +316,8 @@ mod verbs_only {
 
         /// With flush and atomic write required native (a process-wide policy: run in a child
         /// process of this binary unless RPMA_VERBS_NATIVE_ONLY is set already), a device without
-        /// them answers NoSupp with a clear message, and nothing is posted; with them, they run.
+        /// them answers Unsupported with a clear message, and nothing is posted; with them, they
+        /// run.
         pub fn native_only_nosupp(b: &VerbsBackend) {
             let want = NativeOnly { flush: true, atomic_write: true };
             if native_only() != want {
@@ -347,7 +348,7 @@ mod verbs_only {
                     assert_eq!(wc.status(), WcStatus::Success, "{wc:?}");
                 } else {
                     let e = res.expect_err("emulated despite the native-only policy");
-                    assert_eq!(e.kind(), ErrorKind::NoSupp, "{e}");
+                    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
                     assert!(e.to_string().contains(&format!("native {what} required")), "{e}");
                 }
             }
@@ -625,12 +626,12 @@ mod verbs_only {
         Arc::new(t.alloc_pd(dev, &caps).expect("alloc_pd"))
     }
 
-    /// rpma-verbs' own check (docs/memory.md V10), through the public backend contract and
-    /// without rpma-core: a hand-made `QueueConfig` with an SRQ of the second device, given to
+    /// rpma-verbs' own check (docs/memory.md V10), through the public backend contract and without
+    /// rpma-core: a hand-made `QueueConfig` with an SRQ of the second device, given to
     /// `Transport::connect_request` on a PD of the first, and to an endpoint of the first that
-    /// takes a request, is `Inval` naming the SRQ and both devices, with or without the SRQ's own
-    /// receive CQ (libibverbs would send the SRQ's and CQ's handles, numbered by the second
-    /// device's context, to the first's). The client of the refused request is rejected; the
+    /// takes a request, is `InvalidInput` naming the SRQ and both devices, with or without the
+    /// SRQ's own receive CQ (libibverbs would send the SRQ's and CQ's handles, numbered by the
+    /// second device's context, to the first's). The client of the refused request is rejected; the
     /// SRQ of the first device is taken.
     fn srq_of_another_device(b: &VerbsBackend) {
         use rpma::transport::{ListenerBackend, SrqBackend};
@@ -651,7 +652,7 @@ mod verbs_only {
             let cfg = queue_config(Some(&srq2));
             // An outgoing request.
             let e = t.connect_request(&pd1, &b.addr(), &b.port(), &cfg).expect_err("an SRQ of another device");
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(e.to_string().contains(&says), "{e}");
             // An incoming one.
             let port = b.port();
@@ -669,7 +670,7 @@ mod verbs_only {
                     r => break r.expect_err("an SRQ of another device"),
                 }
             };
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(e.to_string().contains(&says), "{e}");
             assert_eq!(next_event(&client), ConnEvent::Rejected);
             // The first device's own SRQ is taken.

@@ -312,12 +312,12 @@ fn teardown(st: &mut State, client_failed: bool) -> Flow<(usize, Vec<String>)> {
 
 /// The kind an injected errno surfaces as, by call (docs/errors.md): a provider failure is
 /// `Provider`; a failed wait for a completion event is `NoCompletion` (librpma's `rpma_cq_wait`);
-/// `ENOMEM` from `ibv_alloc_pd` is `NoMem` (`rpma_peer_new`). (Memory is mapped and allocated by
-/// rpma-mem, whose calls are not injection points.)
+/// `ENOMEM` from `ibv_alloc_pd` is `OutOfMemory` (`rpma_peer_new`). (Memory is mapped and allocated
+/// by rpma-mem, whose calls are not injection points.)
 fn expected_kind(call: &str, errno: nix::errno::Errno) -> ErrorKind {
     match (call, errno) {
         ("ibv_get_cq_event", _) => ErrorKind::NoCompletion,
-        ("ibv_alloc_pd", nix::errno::Errno::ENOMEM) => ErrorKind::NoMem,
+        ("ibv_alloc_pd", nix::errno::Errno::ENOMEM) => ErrorKind::OutOfMemory,
         _ => ErrorKind::Provider,
     }
 }

@@ -1,7 +1,7 @@
 //! `rpma_mr_remote_from_descriptor` on arbitrary bytes (a descriptor comes from the remote
 //! peer): never panics; accepts exactly the inputs of at least 21 bytes with a non-zero usage
 //! byte, decodes their fields little-endian and re-encodes them unchanged; refuses the rest
-//! with `Inval`.
+//! with `InvalidInput`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(MrDescriptor::decode(&d.encode()).unwrap(), *d);
         }
         Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(data.len() < MrRemote::DESCRIPTOR_SIZE || data[20] == 0);
         }
     }

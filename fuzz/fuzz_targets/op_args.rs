@@ -1,12 +1,12 @@
 //! The validation of operation arguments against the mock: arbitrary regions (length, usage),
 //! honest or lying remote descriptors, and sequences of read / write / write with imm / atomic
 //! write / flush / send / send with imm / recv (and their empty forms) with arbitrary ranges
-//! (inverted, past the end, `..=usize::MAX`), offsets and flags, mixed with polls and requests
-//! for a plain `&mut [u8]` of the client region. Every post returns `Ok` or a documented error
-//! (`Inval`, `NoSupp`, or `Provider` for a full queue); polling returns at most as many
-//! completions as asked (`Inval` for none); `as_mut_slice` is refused (`Inval`) exactly when the
-//! usage grants remote access; the client's bytes outside what a read may write never change;
-//! nothing panics.
+//! (inverted, past the end, `..=usize::MAX`), offsets and flags, mixed with polls and requests for
+//! a plain `&mut [u8]` of the client region. Every post returns `Ok` or a documented error
+//! (`InvalidInput`, `Unsupported`, or `Provider` for a full queue); polling returns at most as many
+//! completions as asked (`InvalidInput` for none); `as_mut_slice` is refused (`InvalidInput`)
+//! exactly when the usage grants remote access; the client's bytes outside what a read may write
+//! never change; nothing panics.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -113,7 +113,10 @@ fn flags(bits: u32) -> CompletionFlags {
 #[track_caller]
 fn documented(r: rpma::Result<()>) {
     if let Err(e) = r {
-        assert!(matches!(e.kind(), ErrorKind::Inval | ErrorKind::NoSupp | ErrorKind::Provider), "undocumented: {e}");
+        assert!(
+            matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported | ErrorKind::Provider),
+            "undocumented: {e}"
+        );
     }
 }
 
@@ -132,7 +135,7 @@ fuzz_target!(|input: Input| {
     {
         Ok(m) => Some(m),
         Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             None
         }
     };
@@ -227,7 +230,7 @@ fuzz_target!(|input: Input| {
                 match cq.poll(&mut wcs[..n]) {
                     Ok(got) => assert!(n > 0 && got <= n, "{got} completions for {n} entries"),
                     Err(e) => assert!(
-                        matches!(e.kind(), ErrorKind::Inval if n == 0) || e.kind() == ErrorKind::Provider,
+                        matches!(e.kind(), ErrorKind::InvalidInput if n == 0) || e.kind() == ErrorKind::Provider,
                         "{e}"
                     ),
                 }
@@ -239,8 +242,8 @@ fuzz_target!(|input: Input| {
                         assert!(!remote_access, "a plain slice of a region a peer may reach");
                         untouched(bytes, read_span);
                     }
-                    Err(e) if e.kind() == ErrorKind::Inval => assert!(remote_access, "{e}"),
-                    Err(e) => assert_eq!(e.kind(), ErrorKind::Again, "{e}"),
+                    Err(e) if e.kind() == ErrorKind::InvalidInput => assert!(remote_access, "{e}"),
+                    Err(e) => assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}"),
                 }
             }
             Op::ApplyPeerCfg(on) => client.apply_remote_peer_cfg(&PeerCfg::new().with_direct_write_to_pmem(on)),

@@ -1,5 +1,5 @@
 //! `rpma_peer_cfg_from_descriptor` on arbitrary bytes: never panics; an empty input is
-//! `Inval`; otherwise the first byte alone decides "direct write to PMem" and the descriptor
+//! `InvalidInput`; otherwise the first byte alone decides "direct write to PMem" and the descriptor
 //! round-trips.
 #![no_main]
 
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             assert!(data.is_empty());
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
         }
     }
 });

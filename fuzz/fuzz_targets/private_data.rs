@@ -1,6 +1,6 @@
 //! Private data over the mock, with arbitrary bytes and lengths on both sides: through the API
-//! (validated: `Inval` unless absent or 1..=56 bytes on connect, 1..=196 on accept) and from a
-//! lying client that bypasses the validation and calls the transport directly (the transport
+//! (validated: `InvalidInput` unless absent or 1..=56 bytes on connect, 1..=196 on accept) and from
+//! a lying client that bypasses the validation and calls the transport directly (the transport
 //! refuses more than RDMA CM carries). Whatever is accepted arrives intact, zero-padded to the
 //! field size; nothing panics.
 #![no_main]
@@ -81,7 +81,7 @@ fuzz_target!(|input: Input| {
             c
         }
         Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(!valid(cdata, caps.max_private_data_connect));
             return;
         }
@@ -99,7 +99,7 @@ fuzz_target!(|input: Input| {
             assert_eq!(server.private_data(), want);
         }
         Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
             assert!(!valid(adata, caps.max_private_data_accept));
             assert_eq!(client.next_event().unwrap(), ConnEvent::Rejected);
         }

@@ -1,6 +1,6 @@
 //! Conformance cases beyond librpma: batches (one chain, one doorbell), scatter-gather and
 //! inline operations (docs/semantics.md#batches-scatter-gather-and-inline-data), and their bad
-//! input, which is `Inval` before anything is posted: a chain is posted whole or not at all.
+//! input, which is `InvalidInput` before anything is posted: a chain is posted whole or not at all.
 
 use std::time::Duration;
 
@@ -198,7 +198,7 @@ fn batch__longer_than_free_slots_Inval_nothing_posted<B: Backend>(b: &B) {
     for i in 0..4 {
         batch.push(p.client.write(rdst.at(32 + i), src.slice(0..1)).context(i as u64)).unwrap();
     }
-    assert_kind(batch.post(), ErrorKind::Inval);
+    assert_kind(batch.post(), ErrorKind::InvalidInput);
     assert_eq!(batch.len(), 4, "a refused batch keeps its operations");
     assert_eq!(p.client.sq_free(), 3, "nothing of the chain was posted");
     assert_no_wc(p.client.cq());
@@ -224,7 +224,7 @@ fn batch__full_refuses_push_and_keeps_its_ops<B: Backend>(b: &B) {
     let mut batch = Batch::<_, 2>::new(&p.client);
     batch.push(p.client.write(rdst.at(0), src.slice(0..8)).context(1)).unwrap();
     batch.push(p.client.write(rdst.at(8), src.slice(8..16)).context(2)).unwrap();
-    assert_kind(batch.push(p.client.write(rdst.at(16), src.slice(16..24))).map(|_| ()), ErrorKind::Inval);
+    assert_kind(batch.push(p.client.write(rdst.at(16), src.slice(16..24))).map(|_| ()), ErrorKind::InvalidInput);
     assert_eq!(batch.len(), 2);
     batch.post().unwrap();
     assert_eq!(next_wc(p.client.cq()).wr_id(), 1);
@@ -241,7 +241,7 @@ fn batch__op_of_another_connection_Inval<B: Backend>(b: &B) {
     let rdst = remote(&dst);
     let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
     let mut batch = p.client.batch();
-    assert_kind(batch.push(q.client.write(rdst.at(0), src.slice(0..8))).map(|_| ()), ErrorKind::Inval);
+    assert_kind(batch.push(q.client.write(rdst.at(0), src.slice(0..8))).map(|_| ()), ErrorKind::InvalidInput);
     assert!(batch.is_empty());
     assert_eq!(q.client.sq_free(), 8);
 }
@@ -254,11 +254,11 @@ fn batch__invalid_op_refused_at_push<B: Backend>(b: &B) {
     let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
     let mut batch = p.client.batch();
     batch.push(p.client.write(rdst.at(0), src.slice(0..8)).context(1)).unwrap();
-    assert_kind(batch.push(p.client.write(rdst.at(60), src.slice(0..8))).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.write(rdst.at(0), src.slice(0..65))).map(|_| ()), ErrorKind::Inval);
+    assert_kind(batch.push(p.client.write(rdst.at(60), src.slice(0..8))).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.write(rdst.at(0), src.slice(0..65))).map(|_| ()), ErrorKind::InvalidInput);
     assert_kind(
         batch.push(p.client.write(rdst.at(0), src.slice(0..8)).flags(CompletionFlags::empty())).map(|_| ()),
-        ErrorKind::Inval,
+        ErrorKind::InvalidInput,
     );
     assert_eq!(batch.len(), 1, "refused operations are not added");
     batch.post().unwrap();
@@ -340,18 +340,21 @@ fn sg__more_pieces_than_max_sge_Inval<B: Backend>(b: &B) {
     let rdst = remote(&dst);
     let src = mr(&p.cpeer, 64, Usage::WRITE_SRC | Usage::SEND | Usage::READ_DST | Usage::RECV);
     let three = [src.slice(0..4), src.slice(8..12), src.slice(16..20)];
-    assert_kind(p.client.write_sg(rdst.at(0), &three).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_sg(&three).post(), ErrorKind::Inval);
-    assert_kind(p.client.recv_sg(&three).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_sg(rdst.at(0), &three).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_sg(&three).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.recv_sg(&three).post(), ErrorKind::InvalidInput);
     let target = mr(&p.speer, 64, Usage::READ_SRC);
-    assert_kind(p.client.read_sg(&three, remote(&target).at(0)).post(), ErrorKind::Inval);
+    assert_kind(p.client.read_sg(&three, remote(&target).at(0)).post(), ErrorKind::InvalidInput);
     assert_eq!(p.client.sq_free(), 8);
     assert_no_wc(p.client.cq());
     // The default configuration allows one piece.
     let q = pair_with(b, &t, None, None, None, None);
     let src2 = mr(&q.cpeer, 64, Usage::WRITE_SRC);
     let dst2 = mr(&q.speer, 64, Usage::WRITE_DST);
-    assert_kind(q.client.write_sg(remote(&dst2).at(0), &[src2.slice(0..4), src2.slice(4..8)]).post(), ErrorKind::Inval);
+    assert_kind(
+        q.client.write_sg(remote(&dst2).at(0), &[src2.slice(0..4), src2.slice(4..8)]).post(),
+        ErrorKind::InvalidInput,
+    );
     q.client.write_sg(remote(&dst2).at(0), &[src2.slice(0..4)]).post().unwrap();
     assert_eq!(next_wc(q.client.cq()).status(), WcStatus::Success);
 }
@@ -363,11 +366,11 @@ fn sg__empty_or_out_of_bounds_piece_Inval<B: Backend>(b: &B) {
     let rdst = remote(&dst);
     let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
     src.write(0, &[1; 64]).unwrap();
-    assert_kind(p.client.write_sg(rdst.at(0), &[]).post(), ErrorKind::Inval);
-    assert_kind(p.client.write_sg(rdst.at(0), &[src.slice(0..4), src.slice(4..4)]).post(), ErrorKind::Inval);
-    assert_kind(p.client.write_sg(rdst.at(0), &[src.slice(0..4), src.slice(60..70)]).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_sg(rdst.at(0), &[]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.write_sg(rdst.at(0), &[src.slice(0..4), src.slice(4..4)]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.write_sg(rdst.at(0), &[src.slice(0..4), src.slice(60..70)]).post(), ErrorKind::InvalidInput);
     // The sum of the pieces must fit the remote range too.
-    assert_kind(p.client.write_sg(rdst.at(40), &[src.slice(0..16), src.slice(16..32)]).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_sg(rdst.at(40), &[src.slice(0..16), src.slice(16..32)]).post(), ErrorKind::InvalidInput);
     assert_eq!(p.client.sq_free(), 8);
     assert_no_wc(p.client.cq());
     assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0; 64], "nothing was written");
@@ -382,13 +385,13 @@ fn sg__max_sge_zero_or_above_device_Inval<B: Backend>(b: &B) {
     let ep = rpma::Ep::listen(&speer, &b.addr(), &port).expect("listen");
     for bad in [0, caps.max_sge + 1] {
         let cfg = ConnCfg::new().with_max_sge(bad);
-        assert_kind(ConnReq::new(&cpeer, &b.addr(), &port, Some(&cfg)).map(|_| ()), ErrorKind::Inval);
+        assert_kind(ConnReq::new(&cpeer, &b.addr(), &port, Some(&cfg)).map(|_| ()), ErrorKind::InvalidInput);
     }
     // The passive side checks its configuration too (the incoming request is left pending).
     let ok = ConnReq::new(&cpeer, &b.addr(), &port, None).expect("conn_req_new");
     let _client = ok.connect(None).expect("connect");
     let cfg = ConnCfg::new().with_max_sge(caps.max_sge + 1);
-    assert_kind(ep.next_conn_req(Some(&cfg)).map(|_| ()), ErrorKind::Inval);
+    assert_kind(ep.next_conn_req(Some(&cfg)).map(|_| ()), ErrorKind::InvalidInput);
 }
 
 fn inline__write_from_plain_memory<B: Backend>(b: &B) {
@@ -427,17 +430,17 @@ fn inline__above_max_inline_or_empty_Inval<B: Backend>(b: &B) {
     let p = pair_of(b, &t, 1, 16, 8);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
     let rdst = remote(&dst);
-    assert_kind(p.client.write_inline(rdst.at(0), &[1; 17]).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_inline(&[1; 17]).post(), ErrorKind::Inval);
-    assert_kind(p.client.write_inline(rdst.at(0), &[]).post(), ErrorKind::Inval);
-    assert_kind(p.client.write_inline(rdst.at(60), &[1; 8]).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_inline(rdst.at(0), &[1; 17]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_inline(&[1; 17]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.write_inline(rdst.at(0), &[]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.write_inline(rdst.at(60), &[1; 8]).post(), ErrorKind::InvalidInput);
     assert_eq!(p.client.sq_free(), 8);
     assert_no_wc(p.client.cq());
     assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0; 64]);
     // Without `with_max_inline` no inline operation is allowed.
     let q = pair_with(b, &t, None, None, None, None);
     let dst2 = mr(&q.speer, 64, Usage::WRITE_DST);
-    assert_kind(q.client.write_inline(remote(&dst2).at(0), &[1]).post(), ErrorKind::Inval);
+    assert_kind(q.client.write_inline(remote(&dst2).at(0), &[1]).post(), ErrorKind::InvalidInput);
     // Exactly the limit is fine.
     p.client.write_inline(rdst.at(0), &[9; 16]).post().unwrap();
     assert_eq!(next_wc(p.client.cq()).status(), WcStatus::Success);
@@ -452,7 +455,7 @@ fn inline__max_inline_above_device_Inval<B: Backend>(b: &B) {
     let port = b.port();
     let _ep = rpma::Ep::listen(&speer, &b.addr(), &port).expect("listen");
     let cfg = ConnCfg::new().with_max_inline(caps.max_inline_data + 1);
-    assert_kind(ConnReq::new(&cpeer, &b.addr(), &port, Some(&cfg)).map(|_| ()), ErrorKind::Inval);
+    assert_kind(ConnReq::new(&cpeer, &b.addr(), &port, Some(&cfg)).map(|_| ()), ErrorKind::InvalidInput);
     // The device's own limit is accepted, and an inline write of that size works.
     let p = pair_of(b, &t, 1, caps.max_inline_data, 8);
     let dst = mr(&p.speer, caps.max_inline_data as usize, Usage::WRITE_DST);
@@ -499,7 +502,7 @@ fn batch__refused_post_keeps_ops_and_posts_them_once_slots_free<B: Backend>(b: &
         batch.push(p.client.write(rdst.at(at), src.slice(at..at + 4)).context(1 + i as u64)).unwrap();
     }
     batch.signal_last();
-    assert_kind(batch.post(), ErrorKind::Inval);
+    assert_kind(batch.post(), ErrorKind::InvalidInput);
     assert_eq!(batch.len(), 4, "a refused batch keeps its operations");
     assert_eq!(p.client.sq_free(), 2, "nothing of the chain took a slot");
     assert_no_wc(p.client.cq());
@@ -537,7 +540,7 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
     for i in 0..9 {
         batch.push(p.client.write(rdst.at(4 * i), src.slice(4 * i..4 * i + 4)).context(i as u64)).unwrap();
     }
-    assert_kind(batch.post(), ErrorKind::Inval);
+    assert_kind(batch.post(), ErrorKind::InvalidInput);
     assert_eq!((batch.len(), p.client.sq_free()), (9, 8));
     assert_no_wc(p.client.cq());
     assert_eq!(dst.to_vec(0, 128).unwrap(), vec![0; 128]);
@@ -549,7 +552,7 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
     for i in 0..6 {
         batch.push(p.client.write(rdst.at(4 * i), src.slice(4 * i..4 * i + 4)).context(10 + i as u64)).unwrap();
     }
-    assert_kind(batch.post(), ErrorKind::Inval);
+    assert_kind(batch.post(), ErrorKind::InvalidInput);
     assert_eq!(p.client.sq_free(), 5);
     assert_no_wc(p.client.cq());
     batch.clear();
@@ -570,7 +573,7 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
 }
 
 /// A batch of one operation on a queue with no free slot is a chain longer than the free slots
-/// too: `Inval`, as `Batch::post` documents, and kept to post later.
+/// too: `InvalidInput`, as `Batch::post` documents, and kept to post later.
 ///
 /// KNOWN BUG (rpma-core, op/batch.rs, `Batch::post`): the free-slot check runs only for
 /// `n > 1`; a one-operation batch goes to the backend, which refuses it as `Provider`
@@ -601,7 +604,7 @@ fn batch__single_op_on_a_full_queue_Inval<B: Backend>(b: &B) {
     batch.post().unwrap();
     assert_eq!(next_wc(p.client.cq()).wr_id(), 9);
     assert_eq!(dst.to_vec(32, 8).unwrap(), pattern(13, 64)[32..40]);
-    assert_kind(r, ErrorKind::Inval);
+    assert_kind(r, ErrorKind::InvalidInput);
 }
 
 /// One chain of a gathering write, an inline write, a plain write, a gathering send, an inline
@@ -685,9 +688,9 @@ fn batch__sg_inline_and_plain_ops_in_one_chain<B: Backend>(b: &B) {
     assert_no_wc(p.server.cq());
 }
 
-/// `push` validates each operation as its own `post` would: too many pieces, an empty piece,
-/// inline data above the limit or empty, an unaligned atomic write (`Inval`), a persistent
-/// flush the peer did not declare (`NoSupp`) are refused and leave the batch as it was; what was
+/// `push` validates each operation as its own `post` would: too many pieces, an empty piece, inline
+/// data above the limit or empty, an unaligned atomic write (`InvalidInput`), a persistent flush
+/// the peer did not declare (`Unsupported`) are refused and leave the batch as it was; what was
 /// accepted posts and lands, nothing else does.
 fn batch__bad_sg_inline_atomic_flush_refused_at_push<B: Backend>(b: &B) {
     let t = b.transport();
@@ -702,14 +705,14 @@ fn batch__bad_sg_inline_atomic_flush_refused_at_push<B: Backend>(b: &B) {
     let with_empty = [src.slice(0..4), src.slice(4..4)];
     let mut batch = p.client.batch();
     batch.push(p.client.write(rdst.at(0), src.slice(0..8)).context(1)).unwrap();
-    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &three)).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &with_empty)).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &[])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.write_inline(rdst.at(16), &[1; 9])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.write_inline(rdst.at(16), &[])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.send_inline(&[1; 9])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.atomic_write(rdst.at(20), [1; 8])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.flush(rdst.slice(..), FlushType::Persistent)).map(|_| ()), ErrorKind::NoSupp);
+    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &three)).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &with_empty)).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.write_sg(rdst.at(16), &[])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.write_inline(rdst.at(16), &[1; 9])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.write_inline(rdst.at(16), &[])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.send_inline(&[1; 9])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.atomic_write(rdst.at(20), [1; 8])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.flush(rdst.slice(..), FlushType::Persistent)).map(|_| ()), ErrorKind::Unsupported);
     assert_eq!(batch.len(), 1, "refused operations are not added");
     batch.push(p.client.write_inline(rdst.at(8), &[0x55; 8]).context(2)).unwrap();
     batch.signal_last().post().unwrap();
@@ -800,7 +803,7 @@ fn recv_batch__longer_than_free_entries_refused_whole_then_posts<B: Backend>(b: 
 }
 
 /// A full receive batch refuses one more receive, a receive of another connection is refused,
-/// a bad scatter-gather receive is refused: each `Inval`, the batch unchanged.
+/// a bad scatter-gather receive is refused: each `InvalidInput`, the batch unchanged.
 fn recv_batch__full_other_queue_or_bad_piece_Inval<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 2, 0, 8);
@@ -812,15 +815,15 @@ fn recv_batch__full_other_queue_or_bad_piece_Inval<B: Backend>(b: &B) {
     let too_many = [inbox.slice(0..8), inbox.slice(8..16), inbox.slice(16..24)];
     let pieces = [inbox.slice(64..70), inbox.slice(0..10)];
     let mut rb = RecvBatch::<_, 2>::new(&p.server);
-    assert_kind(rb.push(q.server.recv(other.slice(0..64))).map(|_| ()), ErrorKind::Inval);
-    assert_kind(rb.push(p.client.recv(inbox.slice(0..64))).map(|_| ()), ErrorKind::Inval);
-    assert_kind(rb.push(p.server.recv_sg(&empty_piece)).map(|_| ()), ErrorKind::Inval);
-    assert_kind(rb.push(p.server.recv_sg(&past_end)).map(|_| ()), ErrorKind::Inval);
-    assert_kind(rb.push(p.server.recv_sg(&too_many)).map(|_| ()), ErrorKind::Inval);
+    assert_kind(rb.push(q.server.recv(other.slice(0..64))).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(rb.push(p.client.recv(inbox.slice(0..64))).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(rb.push(p.server.recv_sg(&empty_piece)).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(rb.push(p.server.recv_sg(&past_end)).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(rb.push(p.server.recv_sg(&too_many)).map(|_| ()), ErrorKind::InvalidInput);
     assert!(rb.is_empty());
     rb.push(p.server.recv_sg(&pieces).context(1)).unwrap();
     rb.push(p.server.recv(inbox.slice(32..48)).context(2)).unwrap();
-    assert_kind(rb.push(p.server.recv(inbox.slice(100..128)).context(3)).map(|_| ()), ErrorKind::Inval);
+    assert_kind(rb.push(p.server.recv(inbox.slice(100..128)).context(3)).map(|_| ()), ErrorKind::InvalidInput);
     assert_eq!(rb.len(), 2, "a full batch keeps its receives");
     rb.post().unwrap();
     // Two messages, 16 bytes each: one fills the scattered pair (6 + 10), the other the plain one.
@@ -873,22 +876,28 @@ fn sg__bad_pieces_of_every_op_Inval_nothing_posted<B: Backend>(b: &B) {
     inbox.write(0, &[0x22; 64]).unwrap();
     for (lb, ib) in bad_pieces(&local).into_iter().zip(bad_pieces(&inbox)) {
         let pieces = [local.slice(0..4), lb];
-        assert_kind(p.client.write_sg(rt.at(0), &pieces).post(), ErrorKind::Inval);
-        assert_kind(p.client.read_sg(&pieces, rt.at(0)).post(), ErrorKind::Inval);
-        assert_kind(p.client.send_sg(&pieces).post(), ErrorKind::Inval);
-        assert_kind(p.client.recv_sg(&pieces).post(), ErrorKind::Inval);
+        assert_kind(p.client.write_sg(rt.at(0), &pieces).post(), ErrorKind::InvalidInput);
+        assert_kind(p.client.read_sg(&pieces, rt.at(0)).post(), ErrorKind::InvalidInput);
+        assert_kind(p.client.send_sg(&pieces).post(), ErrorKind::InvalidInput);
+        assert_kind(p.client.recv_sg(&pieces).post(), ErrorKind::InvalidInput);
         let rpieces = [inbox.slice(0..4), ib];
-        assert_kind(p.server.recv_sg(&rpieces).post(), ErrorKind::Inval);
+        assert_kind(p.server.recv_sg(&rpieces).post(), ErrorKind::InvalidInput);
         // The bad piece first.
         let rpieces = [ib, inbox.slice(0..4)];
-        assert_kind(p.server.recv_sg(&rpieces).post(), ErrorKind::Inval);
-        assert_kind(p.client.write_sg(rt.at(0), &[lb, local.slice(0..4)]).post(), ErrorKind::Inval);
+        assert_kind(p.server.recv_sg(&rpieces).post(), ErrorKind::InvalidInput);
+        assert_kind(p.client.write_sg(rt.at(0), &[lb, local.slice(0..4)]).post(), ErrorKind::InvalidInput);
     }
     let send_only = mr(&p.cpeer, 64, Usage::SEND);
     let ssend_only = mr(&p.speer, 64, Usage::SEND);
-    assert_kind(p.client.read_sg(&[local.slice(0..4), send_only.slice(0..4)], rt.at(0)).post(), ErrorKind::Inval);
-    assert_kind(p.server.recv_sg(&[inbox.slice(0..4), ssend_only.slice(0..4)]).post(), ErrorKind::Inval);
-    assert_kind(p.client.read_sg(&[local.slice(0..16), local.slice(32..48)], rt.at(40)).post(), ErrorKind::Inval);
+    assert_kind(
+        p.client.read_sg(&[local.slice(0..4), send_only.slice(0..4)], rt.at(0)).post(),
+        ErrorKind::InvalidInput,
+    );
+    assert_kind(p.server.recv_sg(&[inbox.slice(0..4), ssend_only.slice(0..4)]).post(), ErrorKind::InvalidInput);
+    assert_kind(
+        p.client.read_sg(&[local.slice(0..16), local.slice(32..48)], rt.at(40)).post(),
+        ErrorKind::InvalidInput,
+    );
     assert_eq!(p.client.sq_free(), 8);
     assert_eq!(p.server.sq_free(), 8);
     assert_no_wc(p.client.cq());
@@ -921,7 +930,7 @@ fn sg__bad_pieces_of_every_op_Inval_nothing_posted<B: Backend>(b: &B) {
 /// The device's own limits of pieces work: a gathering write and a gathering send of
 /// `max_sge` pieces (alternating between two regions, each a different size), a scattering
 /// read of `min(max_sge, max_sge_rd)` pieces and a scattering receive of `max_sge` pieces; one
-/// more piece than the connection allows is `Inval`.
+/// more piece than the connection allows is `InvalidInput`.
 fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     let t = b.transport();
     let caps = b.caps();
@@ -955,8 +964,8 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     assert_eq!(dst.to_vec(10 + want.len(), 16).unwrap(), [0; 16]);
     let mut more = pieces.clone();
     more.push(a.slice(0..1));
-    assert_kind(p.client.write_sg(rdst.at(0), &more).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_sg(&more).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_sg(rdst.at(0), &more).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_sg(&more).post(), ErrorKind::InvalidInput);
     // A scattering read of as many pieces as reads may have.
     let fresh = pattern(23, 4096);
     dst.write(0, &fresh).unwrap();
@@ -970,7 +979,7 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
     assert_eq!(gather(&into, &rspans), fresh[5..5 + total]);
     let mut rmore = rpieces.clone();
     rmore.push(into.slice(64 * n..64 * n + 1));
-    assert_kind(p.client.read_sg(&rmore, rdst.at(0)).post(), ErrorKind::Inval);
+    assert_kind(p.client.read_sg(&rmore, rdst.at(0)).post(), ErrorKind::InvalidInput);
     // A gathering send of max_sge pieces into a scattering receive of max_sge pieces of other
     // sizes (the same total).
     let inbox = mr(&p.speer, 64 * n, Usage::RECV);
@@ -986,8 +995,8 @@ fn sg__as_many_pieces_as_the_device_allows<B: Backend>(b: &B) {
 }
 
 /// The passive side checks `max_sge` (0, above the device) and `max_inline` (above the device)
-/// before taking a request: each `Inval`, and the request stays pending, taken by the next call
-/// with a configuration at the device's limit, and the connection is established.
+/// before taking a request: each `InvalidInput`, and the request stays pending, taken by the next
+/// call with a configuration at the device's limit, and the connection is established.
 fn sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays<B: Backend>(b: &B) {
     let t = b.transport();
     let caps = b.caps();
@@ -1001,7 +1010,7 @@ fn sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays<B: Backend>
         ConnCfg::new().with_max_sge(caps.max_sge + 1),
         ConnCfg::new().with_max_inline(caps.max_inline_data + 1),
     ] {
-        assert_kind(ep.next_conn_req(Some(&cfg)).map(|_| ()), ErrorKind::Inval);
+        assert_kind(ep.next_conn_req(Some(&cfg)).map(|_| ()), ErrorKind::InvalidInput);
     }
     let cfg = ConnCfg::new().with_max_sge(caps.max_sge);
     let req = ep.next_conn_req_timeout(Some(&cfg), Duration::from_secs(10)).expect("the request is still pending");
@@ -1011,23 +1020,23 @@ fn sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays<B: Backend>
 }
 
 /// `send_inline` of nothing, of more than `max_inline`, or on a connection configured without
-/// inline data is `Inval`, alone or pushed into a batch, and nothing is sent (a receive posted
-/// afterwards stays empty); exactly `max_inline` bytes go.
+/// inline data is `InvalidInput`, alone or pushed into a batch, and nothing is sent (a receive
+/// posted afterwards stays empty); exactly `max_inline` bytes go.
 fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 16, 8);
     let q = pair(b, &t);
-    assert_kind(p.client.send_inline(&[]).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_inline(&[7; 17]).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_inline(&[7; 17]).imm(1).post(), ErrorKind::Inval);
-    assert_kind(q.client.send_inline(&[7]).post(), ErrorKind::Inval);
+    assert_kind(p.client.send_inline(&[]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_inline(&[7; 17]).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_inline(&[7; 17]).imm(1).post(), ErrorKind::InvalidInput);
+    assert_kind(q.client.send_inline(&[7]).post(), ErrorKind::InvalidInput);
     let mut batch = p.client.batch();
-    assert_kind(batch.push(p.client.send_inline(&[])).map(|_| ()), ErrorKind::Inval);
-    assert_kind(batch.push(p.client.send_inline(&[7; 17])).map(|_| ()), ErrorKind::Inval);
+    assert_kind(batch.push(p.client.send_inline(&[])).map(|_| ()), ErrorKind::InvalidInput);
+    assert_kind(batch.push(p.client.send_inline(&[7; 17])).map(|_| ()), ErrorKind::InvalidInput);
     assert!(batch.is_empty());
     batch.post().unwrap();
     let mut qbatch = q.client.batch();
-    assert_kind(qbatch.push(q.client.send_inline(&[7])).map(|_| ()), ErrorKind::Inval);
+    assert_kind(qbatch.push(q.client.send_inline(&[7])).map(|_| ()), ErrorKind::InvalidInput);
     assert!(qbatch.is_empty());
     assert_eq!(p.client.sq_free(), 8);
     let inbox = mr(&p.speer, 64, Usage::RECV);
@@ -1052,7 +1061,7 @@ fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>
 }
 
 /// A piece of a region registered by another peer (another protection domain) is bad input
-/// too: its key means nothing to this connection's queue pair. `Inval`, nothing posted, for
+/// too: its key means nothing to this connection's queue pair. `InvalidInput`, nothing posted, for
 /// every operation with a local side, alone or scatter-gather.
 ///
 /// KNOWN GAP (rpma-core, op/local.rs `Src::validate` / validate.rs `local_buf`): nothing checks
@@ -1060,7 +1069,7 @@ fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>
 /// moves the bytes (`Success`), while a real device posts it and fails it with a local
 /// protection error completion (rxe: `IBV_WC_LOC_PROT_ERR`), which also moves the QP to the
 /// error state. The backends disagree and neither refuses the input; this case documents the
-/// behaviour the issue asks for (bad input is `Inval` before anything is posted) and fails
+/// behaviour the issue asks for (bad input is `InvalidInput` before anything is posted) and fails
 /// until rpma-core checks the region's peer.
 fn sg__piece_of_another_peers_region_Inval<B: Backend>(b: &B) {
     let t = b.transport();
@@ -1074,14 +1083,14 @@ fn sg__piece_of_another_peers_region_Inval<B: Backend>(b: &B) {
     let foreign = mr(&stranger, 64, Usage::WRITE_SRC | Usage::SEND | Usage::READ_DST | Usage::RECV);
     foreign.write(0, &[0x99; 64]).unwrap();
     let mixed = [own.slice(0..4), foreign.slice(0..4)];
-    assert_kind(p.client.write_sg(rt.at(0), &mixed).post(), ErrorKind::Inval);
-    assert_kind(p.client.write(rt.at(0), foreign.slice(0..4)).post(), ErrorKind::Inval);
-    assert_kind(p.client.read_sg(&mixed, rt.at(0)).post(), ErrorKind::Inval);
-    assert_kind(p.client.read(foreign.slice(0..4), rt.at(0)).post(), ErrorKind::Inval);
-    assert_kind(p.client.send_sg(&mixed).post(), ErrorKind::Inval);
-    assert_kind(p.client.recv_sg(&mixed).post(), ErrorKind::Inval);
+    assert_kind(p.client.write_sg(rt.at(0), &mixed).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.write(rt.at(0), foreign.slice(0..4)).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.read_sg(&mixed, rt.at(0)).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.read(foreign.slice(0..4), rt.at(0)).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.send_sg(&mixed).post(), ErrorKind::InvalidInput);
+    assert_kind(p.client.recv_sg(&mixed).post(), ErrorKind::InvalidInput);
     let mut batch = p.client.batch();
-    assert_kind(batch.push(p.client.write(rt.at(0), foreign.slice(0..4))).map(|_| ()), ErrorKind::Inval);
+    assert_kind(batch.push(p.client.write(rt.at(0), foreign.slice(0..4))).map(|_| ()), ErrorKind::InvalidInput);
     assert!(batch.is_empty());
     assert_eq!(p.client.sq_free(), 8);
     assert_no_wc(p.client.cq());

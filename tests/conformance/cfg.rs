@@ -386,7 +386,7 @@ fn peer_cfg_get_desc__lifecycle<B: Backend>(_b: &B) {
 }
 
 fn peer_cfg_from_desc__incorrect_desc_size<B: Backend>(_b: &B) {
-    assert_kind(PeerCfg::from_descriptor(&[]), ErrorKind::Inval);
+    assert_kind(PeerCfg::from_descriptor(&[]), ErrorKind::InvalidInput);
 }
 
 fn peer_cfg_from_desc__success<B: Backend>(_b: &B) {

@@ -406,12 +406,12 @@ fn ep_next_conn_req__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
     let _client = req.connect(None).unwrap();
     assert!(readable(l.ep.fd(), DEADLINE));
     set_nonblocking(l.ep.fd());
-    assert_kind(l.ep.next_conn_req(Some(&cfg)), ErrorKind::Inval);
+    assert_kind(l.ep.next_conn_req(Some(&cfg)), ErrorKind::InvalidInput);
 }
 
-/// An SRQ is a queue of its peer's protection domain: an endpoint's request built with the SRQ
-/// of another peer (here on the same device) is `Inval`, naming the SRQ and the request, and the
-/// request stays pending: accepted with the endpoint's own SRQ, it connects.
+/// An SRQ is a queue of its peer's protection domain: an endpoint's request built with the SRQ of
+/// another peer (here on the same device) is `InvalidInput`, naming the SRQ and the request, and
+/// the request stays pending: accepted with the endpoint's own SRQ, it connects.
 fn ep_next_conn_req__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
@@ -422,7 +422,7 @@ fn ep_next_conn_req__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
     for rcq_size in [0, 4] {
         let foreign = Srq::new(&l.cpeer, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let e = l.ep.next_conn_req(Some(&ConnCfg::new().with_srq(Some(&foreign)))).expect_err("a foreign SRQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{e}");
         assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
     }
     let own = Srq::new(&l.speer, None).unwrap();
@@ -479,12 +479,12 @@ fn conn_req_new__shared_true_srq_rcq_not_NULL<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let srq = Srq::new(&p, None).unwrap();
     let cfg = ConnCfg::new().with_shared_channel(true).with_srq(Some(&srq));
-    assert_kind(ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)), ErrorKind::Inval);
+    assert_kind(ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)), ErrorKind::InvalidInput);
 }
 
 /// An outgoing request built with the SRQ of another peer (here on the same device: another
-/// protection domain) is `Inval` before anything is made, with or without the SRQ's own receive
-/// CQ; with an SRQ of its own peer it is made.
+/// protection domain) is `InvalidInput` before anything is made, with or without the SRQ's own
+/// receive CQ; with an SRQ of its own peer it is made.
 fn conn_req_new__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
@@ -493,7 +493,7 @@ fn conn_req_new__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
         let foreign = Srq::new(&other, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let cfg = ConnCfg::new().with_srq(Some(&foreign));
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a foreign SRQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{e}");
         assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
         let own = Srq::new(&p, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let cfg = ConnCfg::new().with_srq(Some(&own));
@@ -515,7 +515,7 @@ fn conn_req_connect__pdata_NULL_pdata_len_0<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
-    assert_kind(req.connect(Some(&[])), ErrorKind::Inval);
+    assert_kind(req.connect(Some(&[])), ErrorKind::InvalidInput);
 }
 
 /// An invalid accept deletes (rejects) the incoming request (docs/decisions.md #16).
@@ -523,7 +523,7 @@ fn conn_req_connect_via_accept__pdata_len_0_rejects<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
     let (client, sreq) = dial(b, &l, None, None, None);
-    assert_kind(sreq.connect(Some(&[])), ErrorKind::Inval);
+    assert_kind(sreq.connect(Some(&[])), ErrorKind::InvalidInput);
     assert_eq!(event(&client), ConnEvent::Rejected);
 }
 
@@ -532,7 +532,7 @@ fn conn_req_connect__pdata_too_long<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let limit = b.caps().max_private_data_connect;
     let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
-    assert_kind(req.connect(Some(&pattern(limit + 1, 1))), ErrorKind::Inval);
+    assert_kind(req.connect(Some(&pattern(limit + 1, 1))), ErrorKind::InvalidInput);
 }
 
 fn conn_req_connect_via_accept__pdata_too_long_rejects<B: Backend>(b: &B) {
@@ -540,7 +540,7 @@ fn conn_req_connect_via_accept__pdata_too_long_rejects<B: Backend>(b: &B) {
     let l = listening(b, &t);
     let limit = b.caps().max_private_data_accept;
     let (client, sreq) = dial(b, &l, None, None, None);
-    assert_kind(sreq.connect(Some(&pattern(limit + 1, 1))), ErrorKind::Inval);
+    assert_kind(sreq.connect(Some(&pattern(limit + 1, 1))), ErrorKind::InvalidInput);
     assert_eq!(event(&client), ConnEvent::Rejected);
 }
 
@@ -550,9 +550,9 @@ fn conn_req_connect__pdata_longer_than_255<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
     let req = ConnReq::new(&l.cpeer, &b.addr(), &l.port, None).unwrap();
-    assert_kind(req.connect(Some(&pattern(256, 3))), ErrorKind::Inval);
+    assert_kind(req.connect(Some(&pattern(256, 3))), ErrorKind::InvalidInput);
     let (client, sreq) = dial(b, &l, None, None, None);
-    assert_kind(sreq.connect(Some(&pattern(256, 4))), ErrorKind::Inval);
+    assert_kind(sreq.connect(Some(&pattern(256, 4))), ErrorKind::InvalidInput);
     assert_eq!(event(&client), ConnEvent::Rejected);
 }
 
@@ -696,8 +696,8 @@ fn conn_req_recv__range_outside_dst<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let dst = mr(&p, 64, recv_usage(b));
     let req = ConnReq::new(&p, &b.addr(), &b.port(), None).unwrap();
-    assert_kind(req.recv(dst.slice(60..68)).post(), ErrorKind::Inval);
-    assert_kind(req.recv(dst.slice(65..65)).post(), ErrorKind::Inval);
+    assert_kind(req.recv(dst.slice(60..68)).post(), ErrorKind::InvalidInput);
+    assert_kind(req.recv(dst.slice(65..65)).post(), ErrorKind::InvalidInput);
 }
 
 fn conn_req_delete__incoming_rejects<B: Backend>(b: &B) {
@@ -1040,7 +1040,7 @@ fn conn_apply_remote_peer_cfg__success<B: Backend>(b: &B) {
     let p = pair(b, &t);
     let target = mr(&p.speer, 64, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY);
     let r = remote(&target);
-    assert_kind(p.client.flush(r.slice(0..8), FlushType::Persistent).context(1).post(), ErrorKind::NoSupp);
+    assert_kind(p.client.flush(r.slice(0..8), FlushType::Persistent).context(1).post(), ErrorKind::Unsupported);
 
     // The server describes itself; the client applies what it decoded.
     let spcfg = PeerCfg::new().with_direct_write_to_pmem(true);
@@ -1055,11 +1055,11 @@ fn conn_apply_remote_peer_cfg__success<B: Backend>(b: &B) {
     p.client.flush(r.slice(0..8), FlushType::Persistent).context(3).post().unwrap();
     assert_eq!(next_wc(p.client.cq()).wr_id(), 3);
     p.client.apply_remote_peer_cfg(&pcfg);
-    assert_kind(p.client.flush(r.slice(0..8), FlushType::Persistent).context(4).post(), ErrorKind::NoSupp);
+    assert_kind(p.client.flush(r.slice(0..8), FlushType::Persistent).context(4).post(), ErrorKind::Unsupported);
     // The server side was never told anything.
     let ctarget = mr(&p.cpeer, 64, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
     let cr = remote(&ctarget);
-    assert_kind(p.server.flush(cr.slice(0..8), FlushType::Persistent).context(5).post(), ErrorKind::NoSupp);
+    assert_kind(p.server.flush(cr.slice(0..8), FlushType::Persistent).context(5).post(), ErrorKind::Unsupported);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1119,7 +1119,7 @@ fn cq_get_wc__num_entries_non_positive<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     let e = p.client.cq().poll(&mut []).expect_err("num_entries 0");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_cq_get_wc"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_cq_get_wc"), "{e}");
 }
 
 fn cq_get_wc__poll_cq_no_data<B: Backend>(b: &B) {
@@ -1382,15 +1382,15 @@ fn oversized_cfgs<T: Transport>(p: &Peer<T>) -> Vec<(&'static str, ConnCfg<T>)> 
     ]
 }
 
-/// A queue or CQ larger than the device allows (`max_qp_wr`, `max_cqe`) is `Inval` before any
-/// provider call (librpma handed it to the provider, which failed or aborted).
+/// A queue or CQ larger than the device allows (`max_qp_wr`, `max_cqe`) is `InvalidInput` before
+/// any provider call (librpma handed it to the provider, which failed or aborted).
 fn conn_req_new__queue_size_above_device_limit<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     assert_eq!(p.capabilities(), &b.caps());
     for (what, cfg) in oversized_cfgs(&p) {
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an oversized queue");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     // Nothing was left half-built: the defaults still work.
@@ -1411,7 +1411,7 @@ fn conn_req_new__queue_size_at_device_limit<B: Backend>(b: &B) {
     ] {
         match ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)) {
             Ok(req) => req.delete().unwrap(),
-            Err(e) => assert_ne!(e.kind(), ErrorKind::Inval, "{cfg:?}: a size at the limit refused: {e}"),
+            Err(e) => assert_ne!(e.kind(), ErrorKind::InvalidInput, "{cfg:?}: a size at the limit refused: {e}"),
         }
     }
 }
@@ -1427,7 +1427,7 @@ fn ep_next_conn_req__queue_size_above_device_limit<B: Backend>(b: &B) {
     set_nonblocking(l.ep.fd());
     for (what, cfg) in oversized_cfgs(&l.speer) {
         let e = l.ep.next_conn_req(Some(&cfg)).expect_err("an oversized queue");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     let server = incoming(&l.ep, None).connect(None).unwrap();
@@ -1435,7 +1435,8 @@ fn ep_next_conn_req__queue_size_above_device_limit<B: Backend>(b: &B) {
     assert_eq!(event(&server), ConnEvent::Established);
 }
 
-/// An SRQ or its receive CQ larger than the device allows (`max_srq_wr`, `max_cqe`) is `Inval`.
+/// An SRQ or its receive CQ larger than the device allows (`max_srq_wr`, `max_cqe`) is
+/// `InvalidInput`.
 fn srq_new__queue_size_above_device_limit<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
@@ -1448,7 +1449,7 @@ fn srq_new__queue_size_above_device_limit<B: Backend>(b: &B) {
         ("rq_size", SrqCfg::new().with_rq_size(u32::MAX).with_rcq_size(u32::MAX)),
     ] {
         let e = Srq::new(&p, Some(&cfg)).expect_err("an oversized shared RQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_srq_new"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_srq_new"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     // The defaults are within every device's limits.
@@ -1456,7 +1457,7 @@ fn srq_new__queue_size_above_device_limit<B: Backend>(b: &B) {
 }
 
 /// librpma took the timeout as an `int` of milliseconds: a `Duration` above `i32::MAX` ms is
-/// `Inval` when the request is made (a negative one cannot be written). At the limit, and
+/// `InvalidInput` when the request is made (a negative one cannot be written). At the limit, and
 /// sub-millisecond parts, are accepted.
 fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
     let t = b.transport();
@@ -1465,7 +1466,7 @@ fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
     for timeout in [max + Duration::from_millis(1), Duration::from_secs(u64::from(u32::MAX)), Duration::MAX] {
         let cfg = ConnCfg::new().with_timeout(timeout);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a timeout above i32::MAX ms");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{timeout:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{timeout:?}: {e}");
     }
     for timeout in [max, max + Duration::from_micros(999), Duration::from_micros(1_500_250)] {
         let cfg = ConnCfg::new().with_timeout(timeout);
@@ -1476,7 +1477,7 @@ fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
     }
 }
 
-/// A transport retry count above 7 (a 3-bit field) is `Inval` naming the item, the value and
+/// A transport retry count above 7 (a 3-bit field) is `InvalidInput` naming the item, the value and
 /// the range; 0..=7 are accepted.
 fn conn_req_new__retry_count_above_7_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
@@ -1484,7 +1485,7 @@ fn conn_req_new__retry_count_above_7_E_INVAL<B: Backend>(b: &B) {
     for n in [8u8, 9, u8::MAX] {
         let cfg = ConnCfg::new().with_retry_count(n);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a retry count above 7");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{n}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{n}: {e}");
         assert!(e.to_string().contains(&format!("retry_count {n} is outside 0..=7")), "{e}");
     }
     for n in 0..=7u8 {
@@ -1493,15 +1494,15 @@ fn conn_req_new__retry_count_above_7_E_INVAL<B: Backend>(b: &B) {
     }
 }
 
-/// A local ACK timeout exponent outside 1..=31 (0 would mean none) is `Inval` naming the item,
-/// the value and the range; 1..=31 are accepted, and so is leaving it unset.
+/// A local ACK timeout exponent outside 1..=31 (0 would mean none) is `InvalidInput` naming the
+/// item, the value and the range; 1..=31 are accepted, and so is leaving it unset.
 fn conn_req_new__ack_timeout_outside_1_31_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     for n in [0u8, 32, u8::MAX] {
         let cfg = ConnCfg::new().with_ack_timeout(n);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an ACK timeout outside 1..=31");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_new"), "{n}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{n}: {e}");
         assert!(e.to_string().contains(&format!("ack_timeout {n} is outside 1..=31")), "{e}");
     }
     for n in [1u8, 14, 31] {
@@ -1511,7 +1512,7 @@ fn conn_req_new__ack_timeout_outside_1_31_E_INVAL<B: Backend>(b: &B) {
 }
 
 /// The passive side checks the same rules: a retry count or an ACK timeout out of range is
-/// `Inval` and the request stays pending, to be accepted with a valid configuration.
+/// `InvalidInput` and the request stays pending, to be accepted with a valid configuration.
 fn ep_next_conn_req__retry_count_or_ack_timeout_out_of_range_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
     let l = listening(b, &t);
@@ -1525,7 +1526,7 @@ fn ep_next_conn_req__retry_count_or_ack_timeout_out_of_range_E_INVAL<B: Backend>
         ("ack_timeout 32 is outside 1..=31", ConnCfg::new().with_ack_timeout(32)),
     ] {
         let e = l.ep.next_conn_req(Some(&cfg)).expect_err("out of range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     let cfg = ConnCfg::new().with_retry_count(7).with_ack_timeout(31);
@@ -1552,7 +1553,7 @@ fn conn__retry_count_0_ack_timeout_14_connects_and_writes<B: Backend>(b: &B) {
 }
 
 /// An inverted range, and one ending at `usize::MAX` inclusive (its end does not fit a
-/// `usize`), are `Inval` when the receive is posted.
+/// `usize`), are `InvalidInput` when the receive is posted.
 fn srq_recv__range_inverted<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
@@ -1561,7 +1562,7 @@ fn srq_recv__range_inverted<B: Backend>(b: &B) {
     let (lo, hi) = (40, 8);
     for r in [srq.recv(dst.slice(lo..hi)), srq.recv(dst.slice(..=usize::MAX)), srq.recv(dst.slice(8..=usize::MAX))] {
         let e = r.context(1).post().expect_err("an inverted range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_srq_recv"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_srq_recv"), "{e}");
     }
     // The same bounds the right way round are fine.
     srq.recv(dst.slice(hi..lo)).context(2).post().unwrap();
@@ -1576,7 +1577,7 @@ fn conn_req_recv__range_inverted<B: Backend>(b: &B) {
     let (lo, hi) = (40, 8);
     for r in [req.recv(dst.slice(lo..hi)), req.recv(dst.slice(..=usize::MAX)), req.recv(dst.slice(63..=usize::MAX))] {
         let e = r.context(1).post().expect_err("an inverted range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_conn_req_recv"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_recv"), "{e}");
     }
     req.recv(dst.slice(hi..=lo)).context(2).post().unwrap();
 }
@@ -1604,7 +1605,7 @@ fn conn__offer_carries_region_and_peer_cfg<B: Backend>(b: &B) {
     client.flush(remote.slice(0..7), FlushType::Persistent).context(1).post().expect("allowed by the applied cfg");
     assert_eq!(next_wc(client.cq()).status(), WcStatus::Success);
     assert_eq!(log.to_vec(0, 7).expect("read"), b"offered");
-    assert_eq!(rpma::descriptor::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::Inval);
+    assert_eq!(rpma::descriptor::Offer::decode(&pdata[..5]).unwrap_err().kind(), ErrorKind::InvalidInput);
 }
 
 /// A post on a connection that was closed is taken, and its completion (even unsignaled) is

@@ -9,7 +9,7 @@
 //! `get_ptr__*_NULL` (references and return values); `*__malloc_ERRNO` (allocation failure aborts);
 //! `get_descriptor__desc_alignment` / `remote_from_descriptor__desc_alignment` (a byte array /
 //! slice has no alignment requirement: decoding copies bytes).
-//! Not tested: advise with `len > u32::MAX` (`Inval`) needs a > 4 GiB registration.
+//! Not tested: advise with `len > u32::MAX` (`InvalidInput`) needs a > 4 GiB registration.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -117,21 +117,21 @@ fn reg__0_size<B: Backend>(b: &B) {
     let p = peer(b, &t);
     // Empty memory of every kind a caller can hand over.
     let e = p.reg_mr(Memory::from_vec(Vec::new()), RW).expect_err("a zero-size registration");
-    assert_eq!((e.kind(), e.op(), e.detail()), (ErrorKind::Inval, "rpma_mr_reg", Some("size is 0")), "{e}");
-    assert_kind(p.reg_mr(Memory::from_boxed(Box::new([])), RW), ErrorKind::Inval);
-    assert_kind(p.reg_mr(Memory::from_vec(Vec::with_capacity(4096)), RW), ErrorKind::Inval);
+    assert_eq!((e.kind(), e.op(), e.detail()), (ErrorKind::InvalidInput, "rpma_mr_reg", Some("size is 0")), "{e}");
+    assert_kind(p.reg_mr(Memory::from_boxed(Box::new([])), RW), ErrorKind::InvalidInput);
+    assert_kind(p.reg_mr(Memory::from_vec(Vec::with_capacity(4096)), RW), ErrorKind::InvalidInput);
     // The shorthand that allocates.
     let e = p.alloc_mr(0, RW).expect_err("a zero-size allocation");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_mr_reg"), "{e}");
-    // The size rule comes before the usage rule (librpma's check order); both give Inval.
-    assert_kind(p.reg_mr(Memory::from_vec(Vec::new()), Usage::empty()), ErrorKind::Inval);
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_mr_reg"), "{e}");
+    // The size rule comes before the usage rule (librpma's check order); both give InvalidInput.
+    assert_kind(p.reg_mr(Memory::from_vec(Vec::new()), Usage::empty()), ErrorKind::InvalidInput);
 }
 
 fn reg__0_usage<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
-    assert_kind(p.reg_mr(page_aligned(4096), Usage::empty()), ErrorKind::Inval);
-    assert_kind(p.reg_mr(heap(64), Usage::empty()), ErrorKind::Inval);
+    assert_kind(p.reg_mr(page_aligned(4096), Usage::empty()), ErrorKind::InvalidInput);
+    assert_kind(p.reg_mr(heap(64), Usage::empty()), ErrorKind::InvalidInput);
 }
 
 fn reg__wrong_usage<B: Backend>(b: &B) {
@@ -139,7 +139,7 @@ fn reg__wrong_usage<B: Backend>(b: &B) {
     let p = peer(b, &t);
     for bits in [0x100, 0x1FF, 0x8000_0000, 0xFFFF_FF00, u32::MAX, 0x101] {
         let u = Usage::from_bits_retain(bits);
-        assert_kind(p.reg_mr(page_aligned(4096), u), ErrorKind::Inval);
+        assert_kind(p.reg_mr(page_aligned(4096), u), ErrorKind::InvalidInput);
     }
 }
 
@@ -202,7 +202,7 @@ fn reg__arbitrary_usage<B: Backend>(b: &B) {
                 }
                 Err(e) => {
                     prop_assert!(!valid, "usage {bits:#x} rejected: {e}");
-                    prop_assert_eq!(e.kind(), ErrorKind::Inval);
+                    prop_assert_eq!(e.kind(), ErrorKind::InvalidInput);
                 }
             }
             Ok(())
@@ -276,18 +276,18 @@ fn remote_from_descriptor__invalid_desc_size<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let d = mr(&p, 4096, RW).descriptor();
     for n in 0..MrRemote::DESCRIPTOR_SIZE {
-        assert_kind(MrRemote::from_descriptor(&d[..n]), ErrorKind::Inval);
+        assert_kind(MrRemote::from_descriptor(&d[..n]), ErrorKind::InvalidInput);
     }
 }
 
-/// docs/decisions.md #2: `Inval` (librpma's code), not the man page's `NoSupp`.
+/// docs/decisions.md #2: `InvalidInput` (librpma's code), not the man page's `Unsupported`.
 fn remote_from_descriptor__buff_usage_equal_zero<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let mut d = mr(&p, 4096, RW).descriptor();
     d[20] = 0;
-    assert_kind(MrRemote::from_descriptor(&d), ErrorKind::Inval);
-    assert_kind(MrRemote::from_descriptor(&[0u8; 21]), ErrorKind::Inval);
+    assert_kind(MrRemote::from_descriptor(&d), ErrorKind::InvalidInput);
+    assert_kind(MrRemote::from_descriptor(&[0u8; 21]), ErrorKind::InvalidInput);
 }
 
 fn remote_from_descriptor__longer_desc<B: Backend>(b: &B) {
@@ -394,11 +394,11 @@ fn local_read__out_of_range<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let m = mr(&p, 100, RW);
     let mut buf = [0u8; 10];
-    assert_kind(m.read(91, &mut buf), ErrorKind::Inval);
-    assert_kind(m.read(100, &mut buf), ErrorKind::Inval);
-    assert_kind(m.read(101, &mut []), ErrorKind::Inval);
+    assert_kind(m.read(91, &mut buf), ErrorKind::InvalidInput);
+    assert_kind(m.read(100, &mut buf), ErrorKind::InvalidInput);
+    assert_kind(m.read(101, &mut []), ErrorKind::InvalidInput);
     let mut big = vec![0u8; 101];
-    assert_kind(m.read(0, &mut big), ErrorKind::Inval);
+    assert_kind(m.read(0, &mut big), ErrorKind::InvalidInput);
     m.read(90, &mut buf).unwrap();
 }
 
@@ -406,9 +406,9 @@ fn local_write__out_of_range<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 100, RW);
-    assert_kind(m.write(91, &[7; 10]), ErrorKind::Inval);
-    assert_kind(m.write(0, &[7; 101]), ErrorKind::Inval);
-    assert_kind(m.write(101, &[]), ErrorKind::Inval);
+    assert_kind(m.write(91, &[7; 10]), ErrorKind::InvalidInput);
+    assert_kind(m.write(0, &[7; 101]), ErrorKind::InvalidInput);
+    assert_kind(m.write(101, &[]), ErrorKind::InvalidInput);
     // A rejected write changes nothing.
     assert!(m.to_vec(0, 100).unwrap().iter().all(|b| *b == 0));
     m.write(90, &[7; 10]).unwrap();
@@ -418,9 +418,9 @@ fn local_to_vec__out_of_range<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 100, RW);
-    assert_kind(m.to_vec(0, 101), ErrorKind::Inval);
-    assert_kind(m.to_vec(50, 51), ErrorKind::Inval);
-    assert_kind(m.to_vec(101, 0), ErrorKind::Inval);
+    assert_kind(m.to_vec(0, 101), ErrorKind::InvalidInput);
+    assert_kind(m.to_vec(50, 51), ErrorKind::InvalidInput);
+    assert_kind(m.to_vec(101, 0), ErrorKind::InvalidInput);
 }
 
 /// `offset + len` overflowing `usize` is out of range, not a wrap-around.
@@ -429,12 +429,12 @@ fn local_rw__offset_overflow<B: Backend>(b: &B) {
     let p = peer(b, &t);
     let m = mr(&p, 100, RW);
     let mut buf = [0u8; 2];
-    assert_kind(m.read(usize::MAX, &mut buf), ErrorKind::Inval);
-    assert_kind(m.write(usize::MAX, &[1, 2]), ErrorKind::Inval);
-    assert_kind(m.write(usize::MAX - 1, &[1, 2, 3]), ErrorKind::Inval);
-    assert_kind(m.to_vec(usize::MAX, 2), ErrorKind::Inval);
-    assert_kind(m.to_vec(2, usize::MAX), ErrorKind::Inval);
-    assert_kind(m.to_vec(usize::MAX, usize::MAX), ErrorKind::Inval);
+    assert_kind(m.read(usize::MAX, &mut buf), ErrorKind::InvalidInput);
+    assert_kind(m.write(usize::MAX, &[1, 2]), ErrorKind::InvalidInput);
+    assert_kind(m.write(usize::MAX - 1, &[1, 2, 3]), ErrorKind::InvalidInput);
+    assert_kind(m.to_vec(usize::MAX, 2), ErrorKind::InvalidInput);
+    assert_kind(m.to_vec(2, usize::MAX), ErrorKind::InvalidInput);
+    assert_kind(m.to_vec(usize::MAX, usize::MAX), ErrorKind::InvalidInput);
 }
 
 fn local_rw__empty_range_at_end<B: Backend>(b: &B) {
@@ -471,9 +471,9 @@ fn local_rw__arbitrary_ranges<B: Backend>(b: &B) {
                 prop_assert_eq!(&back, &data);
                 prop_assert_eq!(v.unwrap(), data);
             } else {
-                prop_assert_eq!(w.unwrap_err().kind(), ErrorKind::Inval);
-                prop_assert_eq!(r.unwrap_err().kind(), ErrorKind::Inval);
-                prop_assert_eq!(v.unwrap_err().kind(), ErrorKind::Inval);
+                prop_assert_eq!(w.unwrap_err().kind(), ErrorKind::InvalidInput);
+                prop_assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+                prop_assert_eq!(v.unwrap_err().kind(), ErrorKind::InvalidInput);
             }
             Ok(())
         })
@@ -496,7 +496,7 @@ fn dereg__success<B: Backend>(b: &B) {
     m.dereg().unwrap();
 }
 
-/// Prefetch succeeds where the device supports advising, else `NoSupp`.
+/// Prefetch succeeds where the device supports advising, else `Unsupported`.
 fn advise__success<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
@@ -511,7 +511,7 @@ fn advise__success<B: Backend>(b: &B) {
         if b.caps().advise_mr {
             r.unwrap_or_else(|e| panic!("advise({off}, {len}, {advice:?}, {flags}): {e}"));
         } else {
-            assert_kind(r, ErrorKind::NoSupp);
+            assert_kind(r, ErrorKind::Unsupported);
         }
     }
 }
@@ -521,40 +521,40 @@ fn advise__range_outside<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 4096, RW);
-    assert_kind(m.advise(0, 4097, Advice::Prefetch, 0), ErrorKind::Inval);
-    assert_kind(m.advise(4096, 1, Advice::Prefetch, 0), ErrorKind::Inval);
-    assert_kind(m.advise(4097, 0, Advice::Prefetch, 0), ErrorKind::Inval);
-    assert_kind(m.advise(usize::MAX, 2, Advice::Prefetch, 0), ErrorKind::Inval);
-    assert_kind(m.advise(1, usize::MAX, Advice::Prefetch, 0), ErrorKind::Inval);
+    assert_kind(m.advise(0, 4097, Advice::Prefetch, 0), ErrorKind::InvalidInput);
+    assert_kind(m.advise(4096, 1, Advice::Prefetch, 0), ErrorKind::InvalidInput);
+    assert_kind(m.advise(4097, 0, Advice::Prefetch, 0), ErrorKind::InvalidInput);
+    assert_kind(m.advise(usize::MAX, 2, Advice::Prefetch, 0), ErrorKind::InvalidInput);
+    assert_kind(m.advise(1, usize::MAX, Advice::Prefetch, 0), ErrorKind::InvalidInput);
 }
 
-/// Unknown flags: `Inval` from the provider where advising is supported, else `NoSupp`.
+/// Unknown flags: `InvalidInput` from the provider where advising is supported, else `Unsupported`.
 fn advise__failed_E_INVAL_flags<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 4096, RW);
     for flags in [2u32, 0x8000_0000, u32::MAX] {
         let r = m.advise(0, 4096, Advice::Prefetch, flags);
-        let kind = if b.caps().advise_mr { ErrorKind::Inval } else { ErrorKind::NoSupp };
+        let kind = if b.caps().advise_mr { ErrorKind::InvalidInput } else { ErrorKind::Unsupported };
         assert_kind(r, kind);
     }
 }
 
-/// PREFETCH_WRITE on a region the device may not write: `Inval` (usage does not allow the
-/// advice) where advising is supported, else `NoSupp`.
+/// PREFETCH_WRITE on a region the device may not write: `InvalidInput` (usage does not allow the
+/// advice) where advising is supported, else `Unsupported`.
 fn advise__failed_E_INVAL_prefetch_write_read_only<B: Backend>(b: &B) {
     let t = b.transport();
     let p = peer(b, &t);
     let m = mr(&p, 4096, Usage::READ_SRC);
     let r = m.advise(0, 4096, Advice::PrefetchWrite, 0);
-    let kind = if b.caps().advise_mr { ErrorKind::Inval } else { ErrorKind::NoSupp };
+    let kind = if b.caps().advise_mr { ErrorKind::InvalidInput } else { ErrorKind::Unsupported };
     assert_kind(r, kind);
     // A plain prefetch of the same region is fine.
     let r = m.advise(0, 4096, Advice::Prefetch, 0);
     if b.caps().advise_mr {
         r.unwrap();
     } else {
-        assert_kind(r, ErrorKind::NoSupp);
+        assert_kind(r, ErrorKind::Unsupported);
     }
 }
 
@@ -614,7 +614,7 @@ fn as_mut_slice__local_only_success<B: Backend>(b: &B) {
         let mut m = p.alloc_mr(256, u).unwrap();
         assert_eq!(m.remote_access(), !ok, "usage {u:?}");
         if !ok {
-            assert_kind(m.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+            assert_kind(m.as_mut_slice().map(|s| s.len()), ErrorKind::InvalidInput);
             continue;
         }
         let s = m.as_mut_slice().unwrap_or_else(|e| panic!("usage {u:?}: {e}"));
@@ -632,7 +632,7 @@ fn as_mut_slice__local_only_success<B: Backend>(b: &B) {
     }
 }
 
-/// A region a remote peer may read, write or flush never becomes a `&mut [u8]`: Inval (its
+/// A region a remote peer may read, write or flush never becomes a `&mut [u8]`: InvalidInput (its
 /// bytes are reached by copies or the volatile view), and the region stays usable.
 fn as_mut_slice__remote_access_E_INVAL<B: Backend>(b: &B) {
     let t = b.transport();
@@ -651,7 +651,7 @@ fn as_mut_slice__remote_access_E_INVAL<B: Backend>(b: &B) {
         let mut m = p.alloc_mr(64, u).unwrap();
         assert!(m.remote_access(), "usage {u:?}");
         let e = m.as_mut_slice().map(|s| s.len()).expect_err("a remotely accessible region as &mut [u8]");
-        assert_eq!(e.kind(), ErrorKind::Inval, "usage {u:?}: {e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "usage {u:?}: {e}");
         m.write(0, &[1, 2, 3]).unwrap();
         assert_eq!(m.volatile().to_vec()[..3], [1, 2, 3]);
         m.dereg().unwrap();

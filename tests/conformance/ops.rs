@@ -302,9 +302,9 @@ fn rw_flags_0<B: Backend>(b: &B, op: Rw) {
     let x = rig(b, &t);
     let c = &x.p.client;
     let e = rw_post(c, op, &x.local, 0, &x.r, 0, 8, CompletionFlags::empty(), 1).expect_err("flags 0");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, op.name()), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, op.name()), "{e}");
     // The zero-byte form is no exception.
-    assert_kind(rw_empty(c, op, CompletionFlags::empty(), 1), ErrorKind::Inval);
+    assert_kind(rw_empty(c, op, CompletionFlags::empty(), 1), ErrorKind::InvalidInput);
     assert_no_wc(c.cq());
 }
 
@@ -333,11 +333,11 @@ fn rw_local_range<B: Backend>(b: &B, op: Rw) {
     let a = CompletionFlags::ALWAYS;
     let l = &x.local;
     for bad in [l.slice(SZ - 4..SZ + 4), l.slice(SZ + 1..SZ + 1), l.slice(SZ + 1..), l.slice(0..SZ + 1)] {
-        assert_kind(rw(c, op, bad, x.r.at(0), a, 1), ErrorKind::Inval);
+        assert_kind(rw(c, op, bad, x.r.at(0), a, 1), ErrorKind::InvalidInput);
     }
     // A start at usize::MAX (librpma's offset + len overflowing) is past the end, not wrapped.
-    assert_kind(rw(c, op, l.slice(usize::MAX..), x.r.at(0), a, 1), ErrorKind::Inval);
-    assert_kind(rw(c, op, l.slice(usize::MAX - 1..usize::MAX), x.r.at(0), a, 1), ErrorKind::Inval);
+    assert_kind(rw(c, op, l.slice(usize::MAX..), x.r.at(0), a, 1), ErrorKind::InvalidInput);
+    assert_kind(rw(c, op, l.slice(usize::MAX - 1..usize::MAX), x.r.at(0), a, 1), ErrorKind::InvalidInput);
     assert_no_wc(c.cq());
     // The exact end is in bounds.
     if op == Rw::WriteImm {
@@ -349,7 +349,7 @@ fn rw_local_range<B: Backend>(b: &B, op: Rw) {
 }
 
 /// An inverted range, and one ending at `usize::MAX` inclusive (its end does not fit), are
-/// `Inval` when posted; nothing is posted.
+/// `InvalidInput` when posted; nothing is posted.
 fn rw_range_inverted<B: Backend>(b: &B, op: Rw) {
     let t = b.transport();
     let x = rig(b, &t);
@@ -358,7 +358,7 @@ fn rw_range_inverted<B: Backend>(b: &B, op: Rw) {
     let (lo, hi) = bounds(64, 8);
     for bad in [l.slice(lo..hi), l.slice(lo..=hi), l.slice(..=usize::MAX), l.slice(8..=usize::MAX)] {
         let e = rw(c, op, bad, x.r.at(0), CompletionFlags::ALWAYS, 1).expect_err("an inverted range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, op.name()), "{bad:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, op.name()), "{bad:?}: {e}");
     }
     assert_no_wc(c.cq());
     // The same bounds the right way round are fine.
@@ -376,14 +376,14 @@ fn rw_remote_range<B: Backend>(b: &B, op: Rw) {
     let c = &x.p.client;
     let a = CompletionFlags::ALWAYS;
     let l = &x.local;
-    assert_kind(rw(c, op, l.slice(0..8), x.r.at(SZ - 4), a, 1), ErrorKind::Inval);
-    assert_kind(rw(c, op, l.slice(0..0), x.r.at(SZ + 1), a, 1), ErrorKind::Inval);
+    assert_kind(rw(c, op, l.slice(0..8), x.r.at(SZ - 4), a, 1), ErrorKind::InvalidInput);
+    assert_kind(rw(c, op, l.slice(0..0), x.r.at(SZ + 1), a, 1), ErrorKind::InvalidInput);
     // offset + len overflowing is out of range, not wrapped.
-    assert_kind(rw(c, op, l.slice(0..2), x.r.at(usize::MAX), a, 1), ErrorKind::Inval);
-    assert_kind(rw(c, op, l.slice(0..8), x.r.at(usize::MAX - 3), a, 1), ErrorKind::Inval);
+    assert_kind(rw(c, op, l.slice(0..2), x.r.at(usize::MAX), a, 1), ErrorKind::InvalidInput);
+    assert_kind(rw(c, op, l.slice(0..8), x.r.at(usize::MAX - 3), a, 1), ErrorKind::InvalidInput);
     // Checked against the size the descriptor claims: a smaller claim is enforced.
     let small = lying(&x.target, |d| MrDescriptor { len: 64, ..d });
-    assert_kind(rw(c, op, l.slice(0..8), small.at(60), a, 1), ErrorKind::Inval);
+    assert_kind(rw(c, op, l.slice(0..8), small.at(60), a, 1), ErrorKind::InvalidInput);
     assert_no_wc(c.cq());
     if op == Rw::WriteImm {
         x.p.server.recv_empty().context(77).post().unwrap();
@@ -404,7 +404,7 @@ fn rw_remote_usage<B: Backend>(b: &B, op: Rw) {
     let other = mr(&x.p.speer, SZ, wrong);
     let r = remote(&other);
     let e = rw_post(&x.p.client, op, &x.local, 0, &r, 0, 8, CompletionFlags::ALWAYS, 1);
-    assert_kind(e, ErrorKind::Inval);
+    assert_kind(e, ErrorKind::InvalidInput);
     assert_no_wc(x.p.client.cq());
 }
 
@@ -512,7 +512,7 @@ fn read__dst_not_locally_writable<B: Backend>(b: &B) {
     let x = rig(b, &t);
     let send_only = mr(&x.p.cpeer, SZ, Usage::SEND);
     let e = x.p.client.read(send_only.slice(0..8), x.r.at(0)).context(1).post();
-    assert_kind(e, ErrorKind::Inval);
+    assert_kind(e, ErrorKind::InvalidInput);
     assert_no_wc(x.p.client.cq());
 }
 
@@ -713,7 +713,7 @@ fn rw_proptest<B: Backend>(b: &B, op: Rw) {
         let res = rw_post(c, op, &x.local, loff, &x.r, roff, len, CompletionFlags::ALWAYS, id);
         if !ok {
             let e = res.err().ok_or_else(|| TestCaseError::fail("out-of-bounds call accepted"))?;
-            prop_assert_eq!(e.kind(), ErrorKind::Inval);
+            prop_assert_eq!(e.kind(), ErrorKind::InvalidInput);
             return Ok(());
         }
         prop_assert!(res.is_ok(), "in-bounds call rejected: {:?}", res);
@@ -759,7 +759,7 @@ fn atomic_write__proptest_bounds<B: Backend>(b: &B) {
         let res = c.atomic_write(x.r.at(off), bytes).context(id).post();
         if !ok {
             let e = res.err().ok_or_else(|| TestCaseError::fail("invalid atomic write accepted"))?;
-            prop_assert_eq!(e.kind(), ErrorKind::Inval);
+            prop_assert_eq!(e.kind(), ErrorKind::InvalidInput);
             return Ok(());
         }
         prop_assert!(res.is_ok(), "valid atomic write rejected: {:?}", res);
@@ -797,7 +797,7 @@ fn atomic_write__flags_0<B: Backend>(b: &B) {
     let x = rig(b, &t);
     assert_kind(
         x.p.client.atomic_write(x.r.at(0), WORD).flags(CompletionFlags::empty()).context(1).post(),
-        ErrorKind::Inval,
+        ErrorKind::InvalidInput,
     );
     assert_no_wc(x.p.client.cq());
 }
@@ -806,7 +806,7 @@ fn atomic_write__dst_offset_unaligned<B: Backend>(b: &B) {
     let t = b.transport();
     let x = rig(b, &t);
     for off in [1, 4, 7, 9, 4092] {
-        assert_kind(x.p.client.atomic_write(x.r.at(off), WORD).context(1).post(), ErrorKind::Inval);
+        assert_kind(x.p.client.atomic_write(x.r.at(off), WORD).context(1).post(), ErrorKind::InvalidInput);
     }
     assert_no_wc(x.p.client.cq());
 }
@@ -816,10 +816,10 @@ fn atomic_write__beyond_region<B: Backend>(b: &B) {
     let x = rig(b, &t);
     let c = &x.p.client;
     for off in [SZ, SZ + 8, usize::MAX - 7] {
-        assert_kind(c.atomic_write(x.r.at(off), WORD).context(1).post(), ErrorKind::Inval);
+        assert_kind(c.atomic_write(x.r.at(off), WORD).context(1).post(), ErrorKind::InvalidInput);
     }
     let small = lying(&x.target, |d| MrDescriptor { len: 12, ..d });
-    assert_kind(c.atomic_write(small.at(8), WORD).context(1).post(), ErrorKind::Inval);
+    assert_kind(c.atomic_write(small.at(8), WORD).context(1).post(), ErrorKind::InvalidInput);
     assert_no_wc(c.cq());
     // The last word is in bounds.
     c.atomic_write(x.r.at(SZ - 8), WORD).context(2).post().unwrap();
@@ -832,7 +832,7 @@ fn atomic_write__dst_usage_missing<B: Backend>(b: &B) {
     let x = rig(b, &t);
     let ro = mr(&x.p.speer, SZ, Usage::READ_SRC);
     let r = remote(&ro);
-    assert_kind(x.p.client.atomic_write(r.at(0), WORD).context(1).post(), ErrorKind::Inval);
+    assert_kind(x.p.client.atomic_write(r.at(0), WORD).context(1).post(), ErrorKind::InvalidInput);
     assert_no_wc(x.p.client.cq());
 }
 
@@ -887,7 +887,7 @@ fn flush_nosupp<B: Backend>(b: &B, usage: Usage, direct_write: bool, ty: FlushTy
     let t = b.transport();
     let (x, m) = flush_rig(b, &t, usage, direct_write);
     let r = remote(&m);
-    assert_kind(x.p.client.flush(r.slice(0..64), ty).context(1).post(), ErrorKind::NoSupp);
+    assert_kind(x.p.client.flush(r.slice(0..64), ty).context(1).post(), ErrorKind::Unsupported);
     assert_no_wc(x.p.client.cq());
 }
 
@@ -898,7 +898,7 @@ fn flush__flags_0<B: Backend>(b: &B) {
     for ty in [FlushType::Visibility, FlushType::Persistent] {
         assert_kind(
             x.p.client.flush(r.slice(0..64), ty).flags(CompletionFlags::empty()).context(1).post(),
-            ErrorKind::Inval,
+            ErrorKind::InvalidInput,
         );
     }
     assert_no_wc(x.p.client.cq());
@@ -912,7 +912,7 @@ fn flush__FLUSH_PERSISTENT_NO_DIRECT_WRITE<B: Backend>(b: &B) {
     let m = mr(&x.p.speer, SZ, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
     let r = remote(&m);
     let e = x.p.client.flush(r.slice(0..64), FlushType::Persistent).context(1).post();
-    assert_kind(e, ErrorKind::NoSupp);
+    assert_kind(e, ErrorKind::Unsupported);
 }
 
 fn flush__FLUSH_PERSISTENT_USAGE_EMPTY<B: Backend>(b: &B) {
@@ -938,16 +938,16 @@ fn flush__range_beyond_region<B: Backend>(b: &B) {
     let c = &x.p.client;
     for ty in [FlushType::Visibility, FlushType::Persistent] {
         for bad in [r.slice(SZ - 100..SZ + 100), r.slice(SZ + 1..SZ + 1), r.slice(0..SZ + 1), r.slice(SZ + 1..)] {
-            assert_kind(c.flush(bad, ty).context(1).post(), ErrorKind::Inval);
+            assert_kind(c.flush(bad, ty).context(1).post(), ErrorKind::InvalidInput);
         }
         // librpma's offset + len overflowing: a start at usize::MAX is past the end, not wrapped.
-        assert_kind(c.flush(r.slice(usize::MAX..), ty).context(1).post(), ErrorKind::Inval);
-        assert_kind(c.flush(r.slice(usize::MAX - 1..usize::MAX), ty).context(1).post(), ErrorKind::Inval);
+        assert_kind(c.flush(r.slice(usize::MAX..), ty).context(1).post(), ErrorKind::InvalidInput);
+        assert_kind(c.flush(r.slice(usize::MAX - 1..usize::MAX), ty).context(1).post(), ErrorKind::InvalidInput);
     }
     assert_no_wc(c.cq());
 }
 
-/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `InvalidInput` when posted.
 fn flush__range_inverted<B: Backend>(b: &B) {
     let t = b.transport();
     let (x, m) = flush_rig(b, &t, Usage::FLUSH_TYPES, true);
@@ -957,7 +957,7 @@ fn flush__range_inverted<B: Backend>(b: &B) {
     for ty in [FlushType::Visibility, FlushType::Persistent] {
         for bad in [r.slice(lo..hi), r.slice(lo..=hi), r.slice(..=usize::MAX), r.slice(64..=usize::MAX)] {
             let e = c.flush(bad, ty).context(1).post().expect_err("an inverted range");
-            assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_flush"), "{bad:?}: {e}");
+            assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_flush"), "{bad:?}: {e}");
         }
     }
     assert_no_wc(c.cq());
@@ -1069,7 +1069,7 @@ fn msgs<B: Backend>(b: &B, t: &B::T) -> Msgs<B::T> {
     Msgs { p, src, dst }
 }
 
-/// Posts a send of the range `pick` chooses of the source region: refused with `Inval`, and
+/// Posts a send of the range `pick` chooses of the source region: refused with `InvalidInput`, and
 /// nothing is sent.
 fn send_inval<B: Backend>(
     b: &B,
@@ -1081,7 +1081,7 @@ fn send_inval<B: Backend>(
     let x = msgs(b, &t);
     x.p.server.recv(x.dst.slice(..)).context(50).post().unwrap();
     let e = send_post(&x.p.client, imm, Some(pick(&x.src)), flags, 1).expect_err("an invalid send");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, send_name(imm)), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, send_name(imm)), "{e}");
     assert_no_wc(x.p.client.cq());
     assert_no_wc(x.p.server.cq());
 }
@@ -1118,7 +1118,7 @@ fn send__src_range_out_of_bounds<B: Backend>(b: &B) {
     send_inval(b, None, |m| m.slice(usize::MAX..), CompletionFlags::ALWAYS);
 }
 
-/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `InvalidInput` when posted.
 fn send__src_range_inverted<B: Backend>(b: &B) {
     send_inval(b, None, inverted, CompletionFlags::ALWAYS);
     send_inval(b, None, |m| m.slice(..=usize::MAX), CompletionFlags::ALWAYS);
@@ -1198,13 +1198,13 @@ fn send__before_recv_posted_waits<B: Backend>(b: &B) {
     assert_eq!(x.dst.to_vec(200, 100).unwrap(), data);
 }
 
-/// Posts a receive of the range `pick` chooses of the receive region: refused with `Inval`, and
-/// nothing is posted (a message then waits instead of landing).
+/// Posts a receive of the range `pick` chooses of the receive region: refused with `InvalidInput`,
+/// and nothing is posted (a message then waits instead of landing).
 fn recv_inval<B: Backend>(b: &B, pick: impl Fn(&MrLocal<B::T>) -> LocalSlice<'_, B::T>) {
     let t = b.transport();
     let x = msgs(b, &t);
     let e = x.p.server.recv(pick(&x.dst)).context(1).post().expect_err("an invalid receive");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_recv"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_recv"), "{e}");
     x.p.client.send_empty().context(2).post().unwrap();
     assert_no_wc(x.p.server.cq());
     assert_no_wc(x.p.client.cq());
@@ -1214,7 +1214,7 @@ fn recv__dst_range_out_of_bounds<B: Backend>(b: &B) {
     recv_inval(b, |m| m.slice(SZ - 4..SZ + 4));
 }
 
-/// An inverted range, and one ending at `usize::MAX` inclusive, are `Inval` when posted.
+/// An inverted range, and one ending at `usize::MAX` inclusive, are `InvalidInput` when posted.
 fn recv__dst_range_inverted<B: Backend>(b: &B) {
     recv_inval(b, inverted);
     recv_inval(b, |m| m.slice(..=usize::MAX));
@@ -1225,7 +1225,7 @@ fn recv__dst_not_locally_writable<B: Backend>(b: &B) {
     let t = b.transport();
     let x = msgs(b, &t);
     let send_only = mr(&x.p.speer, SZ, Usage::SEND);
-    assert_kind(x.p.server.recv(send_only.slice(0..64)).context(1).post(), ErrorKind::Inval);
+    assert_kind(x.p.server.recv(send_only.slice(0..64)).context(1).post(), ErrorKind::InvalidInput);
 }
 
 /// A zero-length receive (`recv_empty`) takes an empty message.
@@ -1376,7 +1376,7 @@ fn recv__zero_copy_read_via_as_mut_slice<B: Backend>(b: &B) {
     let mut dst = mr(&p.speer, SZ, Usage::RECV);
     let src = mr(&p.cpeer, SZ, Usage::SEND);
     if b.caps().iwarp {
-        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::InvalidInput);
         return;
     }
     for round in 0..2u64 {
@@ -1406,7 +1406,7 @@ fn read__zero_copy_destination_via_as_mut_slice<B: Backend>(b: &B) {
     p.client.read(dst.slice(1000..1512), remote(&target).at(100)).context(1).post().unwrap();
     assert_ok_wc(next_wc(p.client.cq()), 1, WcOpcode::RdmaRead);
     if b.caps().iwarp {
-        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::InvalidInput);
         assert_eq!(dst.to_vec(1000, 512).unwrap(), data);
         return;
     }
@@ -1415,8 +1415,8 @@ fn read__zero_copy_destination_via_as_mut_slice<B: Backend>(b: &B) {
     assert!(s[..1000].iter().chain(&s[1512..]).all(|&v| v == 0), "bytes outside the destination changed");
 }
 
-/// A receive posted on a region holds it: `as_mut_slice` is `Again` until a message arrived and
-/// its completion was polled (the receive stays posted until then, on every backend), then Ok
+/// A receive posted on a region holds it: `as_mut_slice` is `WouldBlock` until a message arrived
+/// and its completion was polled (the receive stays posted until then, on every backend), then Ok
 /// and the message is in place. With two receives posted, one retired is not enough.
 fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
     let t = b.transport();
@@ -1424,18 +1424,18 @@ fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
     let mut dst = mr(&p.speer, SZ, Usage::RECV);
     let src = mr(&p.cpeer, SZ, Usage::SEND);
     if b.caps().iwarp {
-        // A receive buffer grants remote write on iWARP: Inval, whatever is in flight (the
-        // send-side case covers Again there).
-        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Inval);
+        // A receive buffer grants remote write on iWARP: InvalidInput, whatever is in flight (the
+        // send-side case covers WouldBlock there).
+        assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::InvalidInput);
         return;
     }
     dst.as_mut_slice().expect("nothing posted yet")[..4].copy_from_slice(b"init");
     p.server.recv(dst.slice(..64)).context(1).post().unwrap();
     let e = dst.as_mut_slice().map(|s| s.len()).expect_err("a posted receive holds the region");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Again, "MrLocal::as_mut_slice"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::WouldBlock, "MrLocal::as_mut_slice"), "{e}");
     // It stays held while nothing arrives; copies still work.
     assert_no_wc(p.server.cq());
-    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Again);
+    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::WouldBlock);
     assert_eq!(dst.to_vec(0, 4).unwrap(), b"init");
     src.write(0, b"hello").unwrap();
     p.client.send(src.slice(..5)).context(2).post().unwrap();
@@ -1450,7 +1450,7 @@ fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
     assert_ok_wc(next_wc(p.client.cq()), 5, WcOpcode::Send);
     let first = next_wc(p.server.cq());
     assert!(first.wr_id() == 3 || first.wr_id() == 4, "{first:?}");
-    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::Again);
+    assert_kind(dst.as_mut_slice().map(|s| s.len()), ErrorKind::WouldBlock);
     p.client.send_empty().context(6).post().unwrap();
     assert_ok_wc(next_wc(p.client.cq()), 6, WcOpcode::Send);
     let second = next_wc(p.server.cq());
@@ -1458,7 +1458,7 @@ fn as_mut_slice__recv_in_flight_E_AGAIN<B: Backend>(b: &B) {
     dst.as_mut_slice().expect("both receives were retired");
 }
 
-/// A send waiting for the peer's receive (receiver not ready) holds its source: `Again` until
+/// A send waiting for the peer's receive (receiver not ready) holds its source: `WouldBlock` until
 /// its completion was polled, and what arrives is what was in the source when it was posted.
 fn as_mut_slice__send_in_flight_E_AGAIN<B: Backend>(b: &B) {
     let t = b.transport();
@@ -1469,7 +1469,7 @@ fn as_mut_slice__send_in_flight_E_AGAIN<B: Backend>(b: &B) {
     p.client.send(src.slice(..6)).context(1).post().unwrap();
     assert_no_wc(p.client.cq());
     let e = src.as_mut_slice().map(|s| s.len()).expect_err("a send in flight holds its source");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Again, "MrLocal::as_mut_slice"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::WouldBlock, "MrLocal::as_mut_slice"), "{e}");
     p.server.recv(dst.slice(..64)).context(2).post().unwrap();
     let wc = next_wc(p.server.cq());
     assert_ok_wc(wc, 2, WcOpcode::Recv);

@@ -1,6 +1,6 @@
 //! Conformance cases of the waits with a deadline (`*_timeout`) and non-blocking fds
-//! (docs/semantics.md#waits-with-a-deadline): a wait with nothing to take ends at its deadline
-//! with the "nothing pending" kind, a pending event is taken at once, a zero timeout is `Inval`,
+//! (docs/semantics.md#waits-with-a-deadline): a wait with nothing to take ends at its deadline with
+//! the "nothing pending" kind, a pending event is taken at once, a zero timeout is `InvalidInput`,
 //! and a timed wait leaves the fd's blocking mode as it found it.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -129,12 +129,12 @@ fn timeout__conn_wait_on_a_shared_channel<B: Backend>(b: &B) {
 fn timeout__zero_is_Inval<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
-    assert_kind(p.client.next_event_timeout(Duration::ZERO), ErrorKind::Inval);
-    assert_kind(p.client.cq().wait_timeout(Duration::ZERO), ErrorKind::Inval);
-    assert_kind(p.ep.next_conn_req_timeout(None, Duration::ZERO).map(|_| ()), ErrorKind::Inval);
+    assert_kind(p.client.next_event_timeout(Duration::ZERO), ErrorKind::InvalidInput);
+    assert_kind(p.client.cq().wait_timeout(Duration::ZERO), ErrorKind::InvalidInput);
+    assert_kind(p.ep.next_conn_req_timeout(None, Duration::ZERO).map(|_| ()), ErrorKind::InvalidInput);
     let cfg = ConnCfg::new().with_shared_channel(true);
     let q = pair_with(b, &t, Some(&cfg), None, None, None);
-    assert_kind(q.client.wait_timeout(Duration::ZERO).map(|_| ()), ErrorKind::Inval);
+    assert_kind(q.client.wait_timeout(Duration::ZERO).map(|_| ()), ErrorKind::InvalidInput);
 }
 
 fn timeout__set_nonblocking_and_restored_mode<B: Backend>(b: &B) {
@@ -157,8 +157,8 @@ fn timeout__set_nonblocking_and_restored_mode<B: Backend>(b: &B) {
     assert_kind(p.ep.next_conn_req(None).map(|_| ()), ErrorKind::NoEvent);
 }
 
-/// `Cq::wait_next`: the next completion, sleeping for it; its deadline gives `NoCompletion`; a
-/// zero timeout is `Inval`; the errors a post's validation gives name their numbers and the fix.
+/// `Cq::wait_next`: the next completion, sleeping for it; its deadline gives `NoCompletion`; a zero
+/// timeout is `InvalidInput`; the errors a post's validation gives name their numbers and the fix.
 fn timeout__wait_next_sleeps_until_a_completion_or_expires<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
@@ -166,7 +166,7 @@ fn timeout__wait_next_sleeps_until_a_completion_or_expires<B: Backend>(b: &B) {
     let src = mr(&p.cpeer, 64, Usage::WRITE_SRC);
     let started = Instant::now();
     assert_timed_out(started, p.client.cq().wait_next(Some(SHORT)), ErrorKind::NoCompletion);
-    assert_eq!(p.client.cq().wait_next(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::Inval);
+    assert_eq!(p.client.cq().wait_next(Some(Duration::ZERO)).unwrap_err().kind(), ErrorKind::InvalidInput);
     p.client.write(remote(&dst).at(0), src.slice(0..8)).context(5).post().expect("write");
     let wc = p.client.cq().wait_next(Some(LONG)).expect("the write's completion");
     assert_eq!((wc.wr_id(), wc.status()), (5, WcStatus::Success));
@@ -174,9 +174,9 @@ fn timeout__wait_next_sleeps_until_a_completion_or_expires<B: Backend>(b: &B) {
     assert_eq!(p.client.cq().wait_next(None).expect("no limit").wr_id(), 6);
     // What a mistake says: the numbers, and the fix.
     let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).post().expect_err("past the end");
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("offset 60 + length 8 > the region's 64 bytes"), "{e}");
     let e = p.client.flush(remote(&dst).slice(0..8), rpma::FlushType::Persistent).post().expect_err("no dwtp");
-    assert_eq!(e.kind(), ErrorKind::NoSupp);
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.to_string().contains("Conn::apply_remote_peer_cfg"), "{e}");
 }

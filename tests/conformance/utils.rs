@@ -199,7 +199,7 @@ fn err_2str__SUCCESS<B: Backend>(_b: &B) {
 
 fn err_2str__E_UNKNOWN<B: Backend>(_b: &B) {
     assert_eq!(ErrorKind::describe_code(-100_000), "Unknown error");
-    assert_eq!(ErrorKind::describe_code(ErrorKind::Unknown.code()), "Unknown error");
+    assert_eq!(ErrorKind::describe_code(ErrorKind::Other.code()), "Unknown error");
 }
 
 fn err_2str__E_NOSUPP<B: Backend>(_b: &B) {
@@ -246,14 +246,14 @@ fn err_2str__unknown_code<B: Backend>(_b: &B) {
 
 fn error_kind__codes<B: Backend>(_b: &B) {
     let expected = [
-        (ErrorKind::Unknown, -100_000),
-        (ErrorKind::NoSupp, -100_001),
+        (ErrorKind::Other, -100_000),
+        (ErrorKind::Unsupported, -100_001),
         (ErrorKind::Provider, -100_002),
-        (ErrorKind::NoMem, -100_003),
-        (ErrorKind::Inval, -100_004),
+        (ErrorKind::OutOfMemory, -100_003),
+        (ErrorKind::InvalidInput, -100_004),
         (ErrorKind::NoCompletion, -100_005),
         (ErrorKind::NoEvent, -100_006),
-        (ErrorKind::Again, -100_007),
+        (ErrorKind::WouldBlock, -100_007),
         (ErrorKind::SharedChannel, -100_008),
         (ErrorKind::NotSharedChannel, -100_009),
     ];
@@ -295,7 +295,7 @@ fn error__context<B: Backend>(b: &B) {
     let d = Device::lookup(&t, &b.addr(), ContextType::Local).unwrap();
     let p = Peer::new(&d).unwrap();
     let e = p.alloc_mr(0, Usage::READ_SRC).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(e.code(), -100_004);
     assert_eq!(e.op(), "rpma_mr_reg");
     assert_eq!(e.errno(), None);

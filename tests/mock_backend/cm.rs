@@ -85,7 +85,7 @@ fn cm_timeout__connection_deleted_before_the_timer() {
 #[test]
 fn cm_timeout__zero_is_refused() {
     let e = MockFabric::builder().cm_timeout(Duration::ZERO).try_build().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("CM timeout"), "{e}");
 }
 

@@ -379,11 +379,11 @@ fn cross_process__the_rendezvous_directory_is_private_and_stale_sockets_are_hand
 #[test]
 fn cross_process__a_bad_rendezvous_configuration_is_Inval() {
     let e = MockFabric::builder().rendezvous("").try_build().expect_err("an empty path");
-    assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("empty path"), "{e}");
     let e = MockFabric::builder().always_through_rendezvous(true).try_build().expect_err("no directory");
-    assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     // Built anyway, the fabric reports it at its first device lookup, never panics.
     let f = MockFabric::builder().rendezvous("").build();
-    assert_eq!(Device::lookup(&f, ADDR, ContextType::Local).map(|_| ()).unwrap_err().kind(), ErrorKind::Inval);
+    assert_eq!(Device::lookup(&f, ADDR, ContextType::Local).map(|_| ()).unwrap_err().kind(), ErrorKind::InvalidInput);
 }

@@ -153,8 +153,8 @@ fn deferred__error_flushes_the_work_behind_it() {
     assert_eq!((wc.wr_id(), wc.status()), (2, WcStatus::WrFlushErr));
 }
 
-/// A region the deferred work holds cannot be reused in place: `as_mut_slice` says `Again` until
-/// the completion was polled.
+/// A region the deferred work holds cannot be reused in place: `as_mut_slice` says `WouldBlock`
+/// until the completion was polled.
 #[test]
 fn deferred__local_region_held_until_completion() {
     let f = manual();
@@ -163,7 +163,7 @@ fn deferred__local_region_held_until_completion() {
     let mut src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     src.as_mut_slice().unwrap()[..4].copy_from_slice(b"held");
     p.client.write(remote(&dst).at(0), src.slice(0..4)).context(1).post().unwrap();
-    assert_eq!(src.as_mut_slice().unwrap_err().kind(), ErrorKind::Again);
+    assert_eq!(src.as_mut_slice().unwrap_err().kind(), ErrorKind::WouldBlock);
     assert_eq!(next_wc(p.client.cq()).wr_id(), 1);
     src.as_mut_slice().unwrap()[..4].copy_from_slice(b"free");
     assert_eq!(dst.to_vec(0, 4).unwrap(), b"held");
@@ -244,12 +244,12 @@ fn deferred__unaligned_torn_write_splits_at_the_address_multiples() {
 #[test]
 fn deferred__tearing_needs_the_deferred_mode() {
     let e = MockFabric::builder().mode(Mode::Immediate).tearing(8).try_build().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("tearing needs the deferred mode"), "{e}");
     // Built anyway, the fabric refuses to be used, with the same error.
     let f = MockFabric::builder().mode(Mode::Deferred).tearing(0).build();
     let e = Device::lookup(&f, ADDR, ContextType::Local).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("0 bytes"), "{e}");
 }
 

@@ -19,18 +19,18 @@ fn srq_on_mock1(f: &MockFabric, rcq_size: u32) -> (Peer, Srq) {
     (p, srq)
 }
 
-/// `Inval` of `op` naming the SRQ's device and the request's.
+/// `InvalidInput` of `op` naming the SRQ's device and the request's.
 #[track_caller]
 fn assert_foreign_srq<T: std::fmt::Debug>(r: rpma::Result<T>, op: &str) {
     let e = r.expect_err("a request with an SRQ of another device");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, op), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, op), "{e}");
     let text = e.to_string();
     assert!(text.contains("the SRQ was created on another peer"), "{text}");
     assert!(text.contains("the SRQ's peer is on device mock1, the request's on device mock0"), "{text}");
 }
 
-/// A request of a peer of `mock0` built with an SRQ of `mock1` is `Inval`, with or without the
-/// SRQ's receive CQ: on a real device its queue pair would be created with another context's
+/// A request of a peer of `mock0` built with an SRQ of `mock1` is `InvalidInput`, with or without
+/// the SRQ's receive CQ: on a real device its queue pair would be created with another context's
 /// SRQ and CQ handles.
 #[test]
 fn srq_of_another_device__conn_req_new_E_INVAL() {

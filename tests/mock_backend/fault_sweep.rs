@@ -3,7 +3,7 @@
 use super::*;
 
 fn flow_err(detail: &str) -> Error {
-    Error::new(ErrorKind::Unknown, "flow").with_detail(detail)
+    Error::new(ErrorKind::Other, "flow").with_detail(detail)
 }
 
 const TIMEOUT: &str = "timeout: the flow stalled";
@@ -158,11 +158,11 @@ fn sweep(flow: fn(&MockFabric) -> rpma::Result<()>) -> u64 {
                 match name {
                     // librpma: a failed mmap of the APM flush buffer is NOMEM, a failed munmap
                     // INVAL, whatever the errno.
-                    "mmap" => assert_eq!(e.kind(), ErrorKind::NoMem, "call {k} ({name}): {e}"),
-                    "munmap" => assert_eq!(e.kind(), ErrorKind::Inval, "call {k} ({name}): {e}"),
+                    "mmap" => assert_eq!(e.kind(), ErrorKind::OutOfMemory, "call {k} ({name}): {e}"),
+                    "munmap" => assert_eq!(e.kind(), ErrorKind::InvalidInput, "call {k} ({name}): {e}"),
                     _ => {
                         assert!(
-                            matches!(e.kind(), ErrorKind::Provider | ErrorKind::NoMem),
+                            matches!(e.kind(), ErrorKind::Provider | ErrorKind::OutOfMemory),
                             "call {k} ({name}): unexpected kind: {e}"
                         );
                         assert_eq!(e.errno(), Some(EIO), "call {k} ({name}): {e}");

@@ -44,7 +44,7 @@ fn mr_reg__iwarp_read_destination_is_remotely_writable() {
     let fx = fixture_on(MockFabric::builder().capabilities(caps).build());
     let mut target = fx.p.speer.alloc_mr(64, Usage::READ_DST).unwrap();
     assert!(target.remote_access());
-    assert_kind(target.as_mut_slice().map(|s| s.len()), ErrorKind::Inval, "MrLocal::as_mut_slice");
+    assert_kind(target.as_mut_slice().map(|s| s.len()), ErrorKind::InvalidInput, "MrLocal::as_mut_slice");
     fx.src.write(0, b"iwarp!!!").unwrap();
     fx.p.client.write(forged_rw(&target).at(8), fx.src.slice(0..8)).context(1).post().unwrap();
     let wc = next_wc(fx.p.client.cq());

@@ -25,39 +25,39 @@ fn errors__ten_common_mistakes_name_the_item_the_numbers_and_the_fix() {
     let fx = fixture();
     let (c, src, dst) = (&fx.p.client, &fx.src, &fx.rdst);
     // 1. A write past the end of the remote region.
-    let t = says(c.write(dst.at(4090), src.slice(0..8)).post(), ErrorKind::Inval);
+    let t = says(c.write(dst.at(4090), src.slice(0..8)).post(), ErrorKind::InvalidInput);
     has(&t, &["Conn::write (rpma_write)", "offset 4090 + length 8 > the region's 4096 bytes"]);
     // 2. A persistent flush before the peer's configuration was applied.
-    let t = says(c.flush(dst.slice(0..8), FlushType::Persistent).post(), ErrorKind::NoSupp);
+    let t = says(c.flush(dst.slice(0..8), FlushType::Persistent).post(), ErrorKind::Unsupported);
     has(&t, &["Conn::flush (rpma_flush)", "direct write to PMem", "Conn::apply_remote_peer_cfg"]);
     // 3. A flush to a region not registered for it.
     let plain = fx.p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
-    let t = says(c.flush(remote(&plain).slice(0..8), FlushType::Visibility).post(), ErrorKind::NoSupp);
+    let t = says(c.flush(remote(&plain).slice(0..8), FlushType::Visibility).post(), ErrorKind::Unsupported);
     has(&t, &["Conn::flush (rpma_flush)", "not registered for visibility flush", "Usage::FLUSH_TYPE_VISIBILITY"]);
     // 4. A local range past the end of its region.
     let small = fx.p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
-    let t = says(c.write(dst.at(0), small.slice(0..100)).post(), ErrorKind::Inval);
+    let t = says(c.write(dst.at(0), small.slice(0..100)).post(), ErrorKind::InvalidInput);
     has(&t, &["Conn::write (rpma_write)", "offset 0 + length 100 > the region's 64 bytes"]);
     // 5. An atomic write at an offset that is not a multiple of 8.
-    let t = says(c.atomic_write(dst.at(4), [1; 8]).post(), ErrorKind::Inval);
+    let t = says(c.atomic_write(dst.at(4), [1; 8]).post(), ErrorKind::InvalidInput);
     has(&t, &["Conn::atomic_write (rpma_atomic_write)", "dst_offset 4", "RPMA_ATOMIC_WRITE_ALIGNMENT (8)"]);
     // 6. Inline data beyond the connection's limit.
-    let t = says(c.send_inline(&[0; 16]).post(), ErrorKind::Inval);
+    let t = says(c.send_inline(&[0; 16]).post(), ErrorKind::InvalidInput);
     has(&t, &["Conn::send (rpma_send)", "16 bytes, max_inline 0", "ConnCfg::with_max_inline"]);
     // 7. Persisting a range outside the region.
-    let t = says(fx.dst.persist(4000, 200), ErrorKind::Inval);
+    let t = says(fx.dst.persist(4000, 200), ErrorKind::InvalidInput);
     has(&t, &["MrLocal::persist", "[4000, 4000 + 200) is outside the region of 4096 bytes"]);
     // 8. Private data that is no offer.
-    let t = says(Offer::decode(&[0; 10]), ErrorKind::Inval);
+    let t = says(Offer::decode(&[0; 10]), ErrorKind::InvalidInput);
     has(&t, &["Offer::decode", "private data of 10 bytes holds no offer of 22", "Offer::encode"]);
     // 9. A device lookup of an address no device owns.
     let t = says(Device::lookup(&fx.f, "203.0.113.9", ContextType::Local), ErrorKind::Provider);
     has(&t, &["Device::lookup (rpma_utils_get_ibv_context)", "errno 19"]);
     // 10. A wait with a zero timeout.
-    let t = says(c.cq().wait_next(Some(Duration::ZERO)), ErrorKind::Inval);
+    let t = says(c.cq().wait_next(Some(Duration::ZERO)), ErrorKind::InvalidInput);
     has(&t, &["Cq::wait_next", "the timeout is zero", "non-blocking"]);
     // And the mock's own: a power cut without the persistence model names the builder's call.
-    let t = says(fx.f.power_cut(fx.p.speer.device().backend()), ErrorKind::Inval);
+    let t = says(fx.f.power_cut(fx.p.speer.device().backend()), ErrorKind::InvalidInput);
     has(&t, &["MockFabric::power_cut", "MockFabricBuilder::persistent_memory"]);
 }
 
@@ -124,7 +124,7 @@ fn errors__alloc_mr_names_alloc_mr() {
     let p = peer(&f);
     let e = p.alloc_mr(0, Usage::WRITE_SRC).expect_err("a zero-size allocation");
     // The librpma function stays the operation; the message names the call made.
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_mr_reg"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_mr_reg"), "{e}");
     let t = e.to_string();
     has(&t, &["Peer::alloc_mr (rpma_mr_reg)", "len is 0"]);
     assert!(!t.contains("Peer::reg_mr"), "{t}");
@@ -133,6 +133,6 @@ fn errors__alloc_mr_names_alloc_mr() {
     let t = says(p.alloc_mr(4096, Usage::WRITE_SRC), ErrorKind::Provider);
     has(&t, &["Peer::alloc_mr (rpma_mr_reg)", "errno 5"]);
     // A registration made through reg_mr is named so.
-    let t = says(p.reg_mr(rpma::Memory::from_vec(Vec::new()), Usage::WRITE_SRC), ErrorKind::Inval);
+    let t = says(p.reg_mr(rpma::Memory::from_vec(Vec::new()), Usage::WRITE_SRC), ErrorKind::InvalidInput);
     has(&t, &["Peer::reg_mr (rpma_mr_reg)", "size is 0"]);
 }

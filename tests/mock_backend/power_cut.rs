@@ -164,7 +164,7 @@ fn power_cut__persistent_flush_without_direct_write_to_pmem_is_nosupp_and_keeps_
         let r = rig_on(builder(mode).build(), "7303", false);
         r.write(0, b"data");
         let e = r.writer.flush(r.remote.slice(0..4), FlushType::Persistent).post().expect_err("no dwtp");
-        assert_eq!(e.kind(), ErrorKind::NoSupp, "{e}");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
         assert_eq!(&log_of(&r.cut())[..4], &[0; 4], "{mode:?}");
     }
 }
@@ -283,7 +283,7 @@ fn power_cut__bad_input_is_inval_and_disturbs_nothing() {
     let f = MockFabric::builder().device("writer", &[WRITER]).device("replica", &[REPLICA]).build();
     let dev = Device::lookup(&f, REPLICA, ContextType::Local).unwrap();
     let e = f.power_cut(dev.backend()).expect_err("no model");
-    assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("persistent_memory"), "{e}");
     // A node with no persistent region (only local regions are outside the model).
     let f = builder(Mode::Immediate).build();
@@ -291,7 +291,7 @@ fn power_cut__bad_input_is_inval_and_disturbs_nothing() {
     let p = Peer::new(&dev).unwrap();
     let local = p.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let e = f.power_cut(dev.backend()).expect_err("nothing persistent");
-    assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("no persistent region"), "{e}");
     // Nothing was disturbed: the peer still works.
     drop(local);
@@ -299,12 +299,12 @@ fn power_cut__bad_input_is_inval_and_disturbs_nothing() {
     // A device of another fabric.
     let other = MockFabric::builder().device("elsewhere", &["10.9.9.9"]).build();
     let foreign = Device::lookup(&other, "10.9.9.9", ContextType::Local).unwrap();
-    assert_eq!(f.power_cut(foreign.backend()).unwrap_err().kind(), ErrorKind::Inval);
+    assert_eq!(f.power_cut(foreign.backend()).unwrap_err().kind(), ErrorKind::InvalidInput);
     // Cut twice: the second finds the power already cut.
     let r = rig(Mode::Immediate);
     r.cut();
     let e = r.f.power_cut(r.rpeer.device().backend()).expect_err("already cut");
-    assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("already cut"), "{e}");
 }
 
@@ -401,7 +401,7 @@ fn power_cut__owner_persist_makes_durable_and_a_range_outside_is_inval() {
         r.log.persist(100, 13).unwrap();
         r.log.write(200, b"stored, not persisted").unwrap();
         let e = r.log.persist(LEN - 8, 16).expect_err("past the end");
-        assert_eq!(e.kind(), ErrorKind::Inval, "{e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
         assert!(
             e.to_string().contains(&format!("[{}, {} + 16) is outside the region of {LEN} bytes", LEN - 8, LEN - 8)),
             "{e}"

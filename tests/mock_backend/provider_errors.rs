@@ -8,7 +8,7 @@ fn peer_new__alloc_pd_ENOMEM() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_alloc_pd", ENOMEM);
-    assert_kind(Peer::new(&dev), ErrorKind::NoMem, "rpma_peer_new");
+    assert_kind(Peer::new(&dev), ErrorKind::OutOfMemory, "rpma_peer_new");
     f.faults().disarm();
     assert!(f.live().is_zero(), "{:?}", f.live());
     assert!(Peer::new(&dev).is_ok());
@@ -104,11 +104,11 @@ fn mr_advise__advise_mr_EOPNOTSUPP_and_EINVAL() {
     let p = peer(&f);
     let mr = p.alloc_mr(4096, Usage::READ_DST).unwrap();
     arm(&f, "ibv_advise_mr", 95);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::NoSupp, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::Unsupported, "rpma_mr_advise");
     arm(&f, "ibv_advise_mr", 22);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::Inval, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "rpma_mr_advise");
     arm(&f, "ibv_advise_mr", 14);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::Inval, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "rpma_mr_advise");
     f.faults().disarm();
     assert!(mr.advise(0, 4096, rpma::Advice::Prefetch, 0).is_ok());
 }

@@ -9,7 +9,7 @@ fn peer_new__alloc_pd_no_error() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_alloc_pd", 0);
-    assert_kind(Peer::new(&dev), ErrorKind::Unknown, "rpma_peer_new");
+    assert_kind(Peer::new(&dev), ErrorKind::Other, "rpma_peer_new");
     f.faults().disarm();
     assert!(f.live().is_zero(), "{:?}", f.live());
     assert!(Peer::new(&dev).is_ok());
@@ -117,7 +117,7 @@ fn mr_reg__success_odp() {
 #[test]
 fn ep_next_conn_req__event_not_a_request_E_INVAL() {
     // librpma's next_conn_req__event_REJECTED and from_cm_event__RDMA_CM_EVENT_CONNECT_ERROR:
-    // any event but a connection request is acked and rejected with Inval.
+    // any event but a connection request is acked and rejected with InvalidInput.
     let f = MockFabric::new();
     let speer = peer(&f);
     let cpeer = peer(&f);
@@ -128,7 +128,7 @@ fn ep_next_conn_req__event_not_a_request_E_INVAL() {
         assert!(f.inject_listener_event(ADDR, port, ev));
         f.faults().count_calls(None);
         f.faults().record_names(true);
-        assert_kind(ep.next_conn_req(None), ErrorKind::Inval, "rpma_ep_next_conn_req");
+        assert_kind(ep.next_conn_req(None), ErrorKind::InvalidInput, "rpma_ep_next_conn_req");
         assert_eq!(f.faults().recorded(), ["rdma_get_cm_event", "rdma_ack_cm_event"], "{ev:?} is acked");
         f.faults().disarm();
         assert_eq!(ep.next_conn_req(None).unwrap_err().kind(), ErrorKind::NoEvent, "{ev:?} is consumed");
@@ -186,7 +186,7 @@ fn conn_wait__get_cq_event_UNKNOWN() {
     nonblock(p.client.compl_fd().unwrap());
     assert!(p.client.rcq().is_none());
     assert!(p.client.backend().inject_cq_event(rpma::transport::CqSlot::Receive));
-    assert_kind(p.client.wait(), ErrorKind::Unknown, "rpma_conn_wait");
+    assert_kind(p.client.wait(), ErrorKind::Other, "rpma_conn_wait");
     // Waiting goes on for the main CQ.
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let dst = p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
@@ -206,7 +206,7 @@ fn conn_req_connect__conn_new_fails() {
     for name in ["rdma_create_event_channel", "rdma_migrate_id", "mmap", "ibv_reg_mr"] {
         let want = |r: rpma::Result<Conn>| {
             if name == "mmap" {
-                assert_kind(r, ErrorKind::NoMem, "rpma_conn_req_connect");
+                assert_kind(r, ErrorKind::OutOfMemory, "rpma_conn_req_connect");
             } else {
                 assert_provider(r, EIO, "rpma_conn_req_connect");
             }
@@ -262,7 +262,7 @@ fn conn_req_connect_via_accept__conn_new_fails_subsequent_reject_fails() {
 /// Runs `scenario` without faults, recording the provider calls of its teardown (made between
 /// `arm()` and the scenario's `disarm`); then fails each of them alone (EIO), and each pair of
 /// them (the first with EIO, the later one with ENOMEM). The teardown must report the first
-/// failure (`munmap` → `Inval`, others `Provider` with EIO), attempt every step, and leak
+/// failure (`munmap` → `InvalidInput`, others `Provider` with EIO), attempt every step, and leak
 /// nothing. Returns the recorded names.
 fn teardown_faults(scenario: fn(&MockFabric, &dyn Fn()) -> rpma::Result<()>, op: &str) -> Vec<&'static str> {
     let f = MockFabric::new();
@@ -277,7 +277,7 @@ fn teardown_faults(scenario: fn(&MockFabric, &dyn Fn()) -> rpma::Result<()>, op:
         let e = r.expect_err(what);
         assert_eq!(e.op(), op, "{what}: {e}");
         if names[first] == "munmap" {
-            assert_eq!(e.kind(), ErrorKind::Inval, "{what}: {e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{what}: {e}");
         } else {
             assert_eq!((e.kind(), e.errno()), (ErrorKind::Provider, Some(EIO)), "{what}: {e}");
         }
@@ -360,7 +360,7 @@ fn conn_req_delete__via_reject_faults_first_error_wins() {
 #[test]
 fn conn_delete__faults_first_error_wins() {
     // With emulated flush the APM flush buffer is released first: ibv_dereg_mr (→ Provider),
-    // then munmap (→ Inval).
+    // then munmap (→ InvalidInput).
     fn scenario(f: &MockFabric, arm: &dyn Fn()) -> rpma::Result<()> {
         let p = pair_with(f, Some(&full_cfg()), None);
         // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.
@@ -422,7 +422,7 @@ fn conn_req_connect__flush_buffer_reg_fails_munmap_ignored() {
 }
 
 /// A receive buffer is released before its completion can be polled, whichever thread delivers
-/// the message: `as_mut_slice` right after the poll never sees `Again` (the mock once posted
+/// the message: `as_mut_slice` right after the poll never sees `WouldBlock` (the mock once posted
 /// the completion before dropping its hold on the region).
 #[test]
 fn recv_region_is_free_once_its_completion_is_polled() {

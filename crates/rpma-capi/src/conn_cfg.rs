@@ -62,7 +62,7 @@ pub(crate) unsafe fn refused<T: Backend>(cfg: *const RpmaConnCfg, func: &'static
     // SAFETY: [C2] the caller's handle.
     if let Some(c) = unsafe { cfg.as_ref() } {
         let srq_rcq = c.srq.lock().as_ref().is_some_and(|(s, _)| T::get(s).is_ok_and(|s| s.rcq().is_some()));
-        if e.kind() == ErrorKind::Inval && c.shared.load(Ordering::Acquire) && srq_rcq {
+        if e.kind() == ErrorKind::InvalidInput && c.shared.load(Ordering::Acquire) && srq_rcq {
             librpma_log!(
                 Error,
                 func,

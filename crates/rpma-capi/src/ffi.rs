@@ -7,11 +7,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rpma_core::{Error, ErrorKind};
 
 /// `RPMA_E_UNKNOWN`.
-pub(crate) const E_UNKNOWN: c_int = ErrorKind::Unknown.code();
+pub(crate) const E_UNKNOWN: c_int = ErrorKind::Other.code();
 /// `RPMA_E_NOSUPP`.
-pub(crate) const E_NOSUPP: c_int = ErrorKind::NoSupp.code();
+pub(crate) const E_NOSUPP: c_int = ErrorKind::Unsupported.code();
 /// `RPMA_E_INVAL`.
-pub(crate) const E_INVAL: c_int = ErrorKind::Inval.code();
+pub(crate) const E_INVAL: c_int = ErrorKind::InvalidInput.code();
 /// `RPMA_E_PROVIDER`.
 pub(crate) const E_PROVIDER: c_int = ErrorKind::Provider.code();
 /// `RPMA_E_NO_COMPLETION`.

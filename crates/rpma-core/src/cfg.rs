@@ -106,7 +106,7 @@ impl<T: Transport> ConnCfg<T> {
     /// `rpma_conn_cfg_set_timeout`: the connection-establishment timeout of the active side
     /// (address and route resolution). A negative timeout, which librpma rejected, cannot be
     /// expressed; one above `i32::MAX` milliseconds is rejected with
-    /// [`Inval`](crate::ErrorKind::Inval) when the request is created.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) when the request is created.
     #[doc(alias = "rpma_conn_cfg_set_timeout")]
     #[must_use]
     pub const fn with_timeout(mut self, timeout: Duration) -> Self {
@@ -185,8 +185,8 @@ impl<T: Transport> ConnCfg<T> {
     /// [`Conn::write_sg`](crate::Conn::write_sg), [`Conn::send_sg`](crate::Conn::send_sg),
     /// [`Conn::read_sg`](crate::Conn::read_sg) and [`Conn::recv_sg`](crate::Conn::recv_sg) may
     /// take. A value of 0 or above the device's `max_sge` is rejected with
-    /// [`Inval`](crate::ErrorKind::Inval) when the request is created; each piece costs 16 bytes
-    /// in every work queue entry, so ask for what you use.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) when the request is created; each piece
+    /// costs 16 bytes in every work queue entry, so ask for what you use.
     #[must_use]
     pub const fn with_max_sge(mut self, max_sge: u32) -> Self {
         self.max_sge = max_sge;
@@ -201,8 +201,8 @@ impl<T: Transport> ConnCfg<T> {
 
     /// Bytes an inline operation ([`Conn::write_inline`](crate::Conn::write_inline),
     /// [`Conn::send_inline`](crate::Conn::send_inline)) may carry (default 0: none). Above the
-    /// device's `max_inline_data` it is rejected with [`Inval`](crate::ErrorKind::Inval) when
-    /// the request is created.
+    /// device's `max_inline_data` it is rejected with
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) when the request is created.
     #[must_use]
     pub const fn with_max_inline(mut self, max_inline: u32) -> Self {
         self.max_inline = max_inline;
@@ -215,13 +215,13 @@ impl<T: Transport> ConnCfg<T> {
         self.max_inline
     }
 
-    /// How many times the queue pair retransmits an operation the peer does not acknowledge
-    /// (the transport retry count, `rdma_conn_param.retry_count`; default 7,
-    /// [`ConnCfg::DEFAULT_RETRY_COUNT`], the value librpma always uses) before it gives up: the operation
-    /// then completes with an error and the connection breaks. Together with
-    /// [`ConnCfg::with_ack_timeout`] it bounds how long a connection to a dead or unreachable
-    /// peer keeps retrying (docs/semantics.md#dead-peers-retry-count-and-ack-timeout). A value
-    /// above 7 (a 3-bit field) is rejected with [`Inval`](crate::ErrorKind::Inval) when the
+    /// How many times the queue pair retransmits an operation the peer does not acknowledge (the
+    /// transport retry count, `rdma_conn_param.retry_count`; default 7,
+    /// [`ConnCfg::DEFAULT_RETRY_COUNT`], the value librpma always uses) before it gives up: the
+    /// operation then completes with an error and the connection breaks. Together with
+    /// [`ConnCfg::with_ack_timeout`] it bounds how long a connection to a dead or unreachable peer
+    /// keeps retrying (docs/semantics.md#dead-peers-retry-count-and-ack-timeout). A value above 7
+    /// (a 3-bit field) is rejected with [`InvalidInput`](crate::ErrorKind::InvalidInput) when the
     /// request is created.
     ///
     /// On IB and RoCE the connecting side's value is the one both queue pairs use: the
@@ -249,7 +249,7 @@ impl<T: Transport> ConnCfg<T> {
     /// connects or accepts). Unset by default: the connection manager's own value, which librpma
     /// always uses (on RoCE the kernel derives it from the CM's packet lifetime). A value
     /// outside 1..=31 (0 would mean no timeout at all) is rejected with
-    /// [`Inval`](crate::ErrorKind::Inval) when the request is created.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) when the request is created.
     ///
     /// Each side sets its own queue pair's timeout: set it on both sides to bound both.
     #[must_use]
@@ -285,7 +285,7 @@ impl<T: Transport> ConnCfg<T> {
     /// (`None` unsets it, which librpma could not do; its NULL-SRQ error cannot be expressed).
     /// The SRQ must be of the peer the request is made on ([`ConnReq::new`](crate::ConnReq::new))
     /// or the endpoint listens on ([`Ep::next_conn_req`](crate::Ep::next_conn_req)): one of
-    /// another peer is [`Inval`](crate::ErrorKind::Inval) there.
+    /// another peer is [`InvalidInput`](crate::ErrorKind::InvalidInput) there.
     #[doc(alias = "rpma_conn_cfg_set_srq")]
     #[must_use]
     pub fn with_srq(mut self, srq: Option<&Srq<T>>) -> Self {

@@ -46,12 +46,13 @@ impl MrDescriptor {
     /// Bytes past the 21st are ignored, as in librpma.
     ///
     /// # Errors
-    /// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is shorter than 21 bytes or its
-    /// usage byte is zero (docs/decisions.md #2, #3: librpma's code behaviour is kept).
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if `desc` is shorter than 21
+    /// bytes or its usage byte is zero (docs/decisions.md #2, #3: librpma's code behaviour is
+    /// kept).
     pub fn decode(desc: &[u8]) -> Result<Self> {
         const OP: &str = "rpma_mr_remote_from_descriptor";
         let Some(d) = desc.get(..MR_DESCRIPTOR_SIZE) else {
-            return Err(Error::inval(OP, "descriptor shorter than 21 bytes"));
+            return Err(Error::invalid_input(OP, "descriptor shorter than 21 bytes"));
         };
         let mut a = [0u8; 8];
         a.copy_from_slice(&d[0..8]);
@@ -61,7 +62,7 @@ impl MrDescriptor {
         k.copy_from_slice(&d[16..20]);
         let usage = d[20];
         if usage == 0 {
-            return Err(Error::inval(OP, "descriptor usage byte is zero"));
+            return Err(Error::invalid_input(OP, "descriptor usage byte is zero"));
         }
         Ok(Self { addr: u64::from_le_bytes(a), len: u64::from_le_bytes(l), rkey: u32::from_le_bytes(k), usage })
     }
@@ -83,9 +84,12 @@ pub const fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRI
 /// PMem supported".
 ///
 /// # Errors
-/// [`ErrorKind::Inval`](crate::ErrorKind::Inval) if `desc` is empty (docs/decisions.md #11).
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if `desc` is empty
+/// (docs/decisions.md #11).
 pub fn decode_peer_cfg(desc: &[u8]) -> Result<bool> {
-    desc.first().map(|b| *b != 0).ok_or_else(|| Error::inval("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
+    desc.first()
+        .map(|b| *b != 0)
+        .ok_or_else(|| Error::invalid_input("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
 }
 
 #[cfg(test)]
@@ -116,7 +120,7 @@ mod tests {
     fn remote_from_descriptor__buff_usage_equal_zero() {
         let mut b = MrDescriptor { addr: 1, len: 2, rkey: 3, usage: 1 }.encode();
         b[20] = 0;
-        assert_eq!(MrDescriptor::decode(&b).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(MrDescriptor::decode(&b).unwrap_err().kind(), ErrorKind::InvalidInput);
     }
 
     #[test]
@@ -125,7 +129,7 @@ mod tests {
         assert_eq!(encode_peer_cfg(false), [0]);
         assert!(decode_peer_cfg(&[7]).unwrap());
         assert!(!decode_peer_cfg(&[0, 1]).unwrap());
-        assert_eq!(decode_peer_cfg(&[]).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(decode_peer_cfg(&[]).unwrap_err().kind(), ErrorKind::InvalidInput);
     }
 
     proptest! {
@@ -144,7 +148,7 @@ mod tests {
                     prop_assert_eq!(&d.encode()[..], &bytes[..MR_DESCRIPTOR_SIZE]);
                 }
                 Err(e) => {
-                    prop_assert_eq!(e.kind(), ErrorKind::Inval);
+                    prop_assert_eq!(e.kind(), ErrorKind::InvalidInput);
                     prop_assert!(bytes.len() < MR_DESCRIPTOR_SIZE || bytes[20] == 0);
                 }
             }
@@ -154,7 +158,7 @@ mod tests {
         fn peer_cfg_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4)) {
             match decode_peer_cfg(&bytes) {
                 Ok(v) => prop_assert_eq!(v, bytes[0] != 0),
-                Err(e) => { prop_assert!(bytes.is_empty()); prop_assert_eq!(e.kind(), ErrorKind::Inval); }
+                Err(e) => { prop_assert!(bytes.is_empty()); prop_assert_eq!(e.kind(), ErrorKind::InvalidInput); }
             }
         }
     }

@@ -18,21 +18,21 @@ use std::fmt;
 #[repr(i32)]
 pub enum ErrorKind {
     /// `RPMA_E_UNKNOWN`: unknown error.
-    Unknown = -100_000,
+    Other = -100_000,
     /// `RPMA_E_NOSUPP`: not supported.
-    NoSupp = -100_001,
+    Unsupported = -100_001,
     /// `RPMA_E_PROVIDER`: a provider (libibverbs/librdmacm or the mock fabric) call failed.
     Provider = -100_002,
     /// `RPMA_E_NOMEM`: out of memory.
-    NoMem = -100_003,
+    OutOfMemory = -100_003,
     /// `RPMA_E_INVAL`: invalid argument.
-    Inval = -100_004,
+    InvalidInput = -100_004,
     /// `RPMA_E_NO_COMPLETION`: no next completion available.
     NoCompletion = -100_005,
     /// `RPMA_E_NO_EVENT`: no next event available.
     NoEvent = -100_006,
     /// `RPMA_E_AGAIN`: temporary error, try again.
-    Again = -100_007,
+    WouldBlock = -100_007,
     /// `RPMA_E_SHARED_CHANNEL`: the completion channel is shared.
     SharedChannel = -100_008,
     /// `RPMA_E_NOT_SHARED_CHNL`: the completion channel is not shared.
@@ -42,14 +42,14 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// All kinds, in code order.
     pub const ALL: [Self; 10] = [
-        Self::Unknown,
-        Self::NoSupp,
+        Self::Other,
+        Self::Unsupported,
         Self::Provider,
-        Self::NoMem,
-        Self::Inval,
+        Self::OutOfMemory,
+        Self::InvalidInput,
         Self::NoCompletion,
         Self::NoEvent,
-        Self::Again,
+        Self::WouldBlock,
         Self::SharedChannel,
         Self::NotSharedChannel,
     ];
@@ -70,14 +70,14 @@ impl ErrorKind {
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Self::Unknown => "RPMA_E_UNKNOWN",
-            Self::NoSupp => "RPMA_E_NOSUPP",
+            Self::Other => "RPMA_E_UNKNOWN",
+            Self::Unsupported => "RPMA_E_NOSUPP",
             Self::Provider => "RPMA_E_PROVIDER",
-            Self::NoMem => "RPMA_E_NOMEM",
-            Self::Inval => "RPMA_E_INVAL",
+            Self::OutOfMemory => "RPMA_E_NOMEM",
+            Self::InvalidInput => "RPMA_E_INVAL",
             Self::NoCompletion => "RPMA_E_NO_COMPLETION",
             Self::NoEvent => "RPMA_E_NO_EVENT",
-            Self::Again => "RPMA_E_AGAIN",
+            Self::WouldBlock => "RPMA_E_AGAIN",
             Self::SharedChannel => "RPMA_E_SHARED_CHANNEL",
             Self::NotSharedChannel => "RPMA_E_NOT_SHARED_CHNL",
         }
@@ -87,14 +87,14 @@ impl ErrorKind {
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::Unknown => "Unknown error",
-            Self::NoSupp => "Not supported",
+            Self::Other => "Unknown error",
+            Self::Unsupported => "Not supported",
             Self::Provider => "Provider error occurred",
-            Self::NoMem => "Out of memory",
-            Self::Inval => "Invalid argument",
+            Self::OutOfMemory => "Out of memory",
+            Self::InvalidInput => "Invalid argument",
             Self::NoCompletion => "No next completion available",
             Self::NoEvent => "No next event available",
-            Self::Again => "Temporary error, try again",
+            Self::WouldBlock => "Temporary error, try again",
             Self::SharedChannel => "Completion channel is shared",
             Self::NotSharedChannel => "Completion channel is not shared",
         }
@@ -150,12 +150,12 @@ impl Error {
         Self(Box::new(Inner { kind, op, errno: None, detail: None, call: None, called_as: None }))
     }
 
-    /// An [`ErrorKind::Inval`] error with a detail saying which argument was wrong.
+    /// An [`ErrorKind::InvalidInput`] error with a detail saying which argument was wrong.
     #[must_use]
     #[cold]
     #[inline(never)]
-    pub fn inval(op: &'static str, detail: &str) -> Self {
-        Self::new(ErrorKind::Inval, op).with_detail(detail)
+    pub fn invalid_input(op: &'static str, detail: &str) -> Self {
+        Self::new(ErrorKind::InvalidInput, op).with_detail(detail)
     }
 
     /// An [`ErrorKind::Provider`] error carrying the provider's `errno`.
@@ -174,8 +174,8 @@ impl Error {
     }
 
     /// An error of `kind` because the provider call `call` failed with `errno` (e.g.
-    /// `ibv_advise_mr` with `EOPNOTSUPP` is [`NoSupp`](ErrorKind::NoSupp)): librpma maps some
-    /// errnos to kinds of their own, and still reports the failed call.
+    /// `ibv_advise_mr` with `EOPNOTSUPP` is [`Unsupported`](ErrorKind::Unsupported)): librpma maps
+    /// some errnos to kinds of their own, and still reports the failed call.
     #[must_use]
     #[cold]
     #[inline(never)]
@@ -379,10 +379,10 @@ impl std::error::Error for Error {}
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         let kind = match e.0.kind {
-            ErrorKind::Inval => std::io::ErrorKind::InvalidInput,
-            ErrorKind::NoSupp => std::io::ErrorKind::Unsupported,
-            ErrorKind::NoMem => std::io::ErrorKind::OutOfMemory,
-            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::Again => std::io::ErrorKind::WouldBlock,
+            ErrorKind::InvalidInput => std::io::ErrorKind::InvalidInput,
+            ErrorKind::Unsupported => std::io::ErrorKind::Unsupported,
+            ErrorKind::OutOfMemory => std::io::ErrorKind::OutOfMemory,
+            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::WouldBlock => std::io::ErrorKind::WouldBlock,
             _ => std::io::ErrorKind::Other,
         };
         Self::new(kind, e)
@@ -407,14 +407,14 @@ mod tests {
     #[test]
     fn codes_match_librpma() {
         let expected = [
-            (ErrorKind::Unknown, -100_000, "Unknown error"),
-            (ErrorKind::NoSupp, -100_001, "Not supported"),
+            (ErrorKind::Other, -100_000, "Unknown error"),
+            (ErrorKind::Unsupported, -100_001, "Not supported"),
             (ErrorKind::Provider, -100_002, "Provider error occurred"),
-            (ErrorKind::NoMem, -100_003, "Out of memory"),
-            (ErrorKind::Inval, -100_004, "Invalid argument"),
+            (ErrorKind::OutOfMemory, -100_003, "Out of memory"),
+            (ErrorKind::InvalidInput, -100_004, "Invalid argument"),
             (ErrorKind::NoCompletion, -100_005, "No next completion available"),
             (ErrorKind::NoEvent, -100_006, "No next event available"),
-            (ErrorKind::Again, -100_007, "Temporary error, try again"),
+            (ErrorKind::WouldBlock, -100_007, "Temporary error, try again"),
             (ErrorKind::SharedChannel, -100_008, "Completion channel is shared"),
             (ErrorKind::NotSharedChannel, -100_009, "Completion channel is not shared"),
         ];
@@ -434,19 +434,22 @@ mod tests {
         let e = Error::provider("rpma_read", 12).with_detail("post failed");
         let s = e.to_string();
         assert!(s.starts_with("Conn::read (rpma_read): Provider error occurred (RPMA_E_PROVIDER), errno 12"), "{s}");
-        let plain = Error::inval("Offer::decode", "short");
+        let plain = Error::invalid_input("Offer::decode", "short");
         assert!(plain.to_string().starts_with("Offer::decode: Invalid argument"), "{plain}");
         assert_eq!(rust_name("rpma_utils_get_ibv_context"), Some("Device::lookup"));
         assert!(s.ends_with(": post failed"), "{s}");
         assert_eq!(e.errno(), Some(12));
-        assert_eq!(Error::inval("x", "y").kind(), ErrorKind::Inval);
+        assert_eq!(Error::invalid_input("x", "y").kind(), ErrorKind::InvalidInput);
     }
 
     #[test]
     fn debug_is_structured() {
         let e = Error::provider("rpma_read", 12).with_detail("post failed");
         assert_eq!(format!("{e:?}"), r#"Error { kind: Provider, op: "rpma_read", errno: 12, detail: "post failed" }"#);
-        assert_eq!(format!("{:?}", Error::new(ErrorKind::Inval, "x")), r#"Error { kind: Inval, op: "x" }"#);
+        assert_eq!(
+            format!("{:?}", Error::new(ErrorKind::InvalidInput, "x")),
+            r#"Error { kind: InvalidInput, op: "x" }"#
+        );
     }
 
     proptest::proptest! {

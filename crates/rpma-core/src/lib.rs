@@ -30,8 +30,8 @@
 //! ## Untrusted peers
 //! Descriptors and private data come from the remote peer. Decoding validates sizes; every
 //! operation checks offsets and lengths against the size the remote descriptor claims and the
-//! access it claims to grant ([`ErrorKind::Inval`] before posting); the responder (hardware, or
-//! the mock) checks the real registration and reports violations as error completions.
+//! access it claims to grant ([`ErrorKind::InvalidInput`] before posting); the responder (hardware,
+//! or the mock) checks the real registration and reports violations as error completions.
 //!
 //! ## Thread safety
 //! docs/semantics.md#thread-safety: peers, regions, shared receive queues and configurations are

@@ -60,9 +60,9 @@ impl LogLevel {
 impl TryFrom<i32> for LogLevel {
     type Error = Error;
     /// # Errors
-    /// [`ErrorKind::Inval`](crate::ErrorKind::Inval) outside -1..=5.
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) outside -1..=5.
     fn try_from(v: i32) -> Result<Self> {
-        Self::from_i32(v).ok_or_else(|| Error::inval("rpma_log_set_threshold", "level outside -1..5"))
+        Self::from_i32(v).ok_or_else(|| Error::invalid_input("rpma_log_set_threshold", "level outside -1..5"))
     }
 }
 
@@ -78,12 +78,12 @@ pub enum Threshold {
 impl TryFrom<i32> for Threshold {
     type Error = Error;
     /// # Errors
-    /// [`ErrorKind::Inval`](crate::ErrorKind::Inval) unless 0 or 1.
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) unless 0 or 1.
     fn try_from(v: i32) -> Result<Self> {
         match v {
             0 => Ok(Self::Primary),
             1 => Ok(Self::Aux),
-            _ => Err(Error::inval("rpma_log_set_threshold", "threshold is neither PRIMARY nor AUX")),
+            _ => Err(Error::invalid_input("rpma_log_set_threshold", "threshold is neither PRIMARY nor AUX")),
         }
     }
 }
@@ -117,7 +117,7 @@ static FUNCTION: RwLock<Option<LogFunction>> = RwLock::new(None);
 ///
 /// # Errors
 /// None with typed arguments: an invalid threshold or level cannot be expressed (the raw C values
-/// are rejected by `Threshold::try_from` / `LogLevel::try_from` with `Inval`). librpma's
+/// are rejected by `Threshold::try_from` / `LogLevel::try_from` with `InvalidInput`). librpma's
 /// `RPMA_E_AGAIN` cannot happen here (atomics are always available).
 pub fn set_threshold(threshold: Threshold, level: LogLevel) -> Result<()> {
     THRESHOLDS[threshold as usize].store(level as i32, Ordering::Relaxed);
@@ -200,11 +200,11 @@ mod tests {
 
     #[test]
     fn raw_conversions() {
-        assert_eq!(LogLevel::try_from(-2).unwrap_err().kind(), ErrorKind::Inval);
-        assert_eq!(LogLevel::try_from(6).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(LogLevel::try_from(-2).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(LogLevel::try_from(6).unwrap_err().kind(), ErrorKind::InvalidInput);
         assert_eq!(LogLevel::try_from(2).unwrap(), LogLevel::Warning);
-        assert_eq!(Threshold::try_from(2).unwrap_err().kind(), ErrorKind::Inval);
-        assert_eq!(Threshold::try_from(-1).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(Threshold::try_from(2).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(Threshold::try_from(-1).unwrap_err().kind(), ErrorKind::InvalidInput);
         assert_eq!(Threshold::try_from(1).unwrap(), Threshold::Aux);
     }
 }

@@ -49,12 +49,12 @@ impl Offer {
     /// The offer in `pdata` (private data may be zero-padded past it).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `pdata` is shorter than [`Offer::SIZE`] (the
-    /// message gives both lengths) or holds no valid descriptors (the peer is untrusted).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `pdata` is shorter than [`Offer::SIZE`]
+    /// (the message gives both lengths) or holds no valid descriptors (the peer is untrusted).
     pub fn decode(pdata: &[u8]) -> Result<Self> {
         const OP: &str = "Offer::decode";
         if pdata.len() < OFFER_SIZE {
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 OP,
                 &format!(
                     "private data of {} bytes holds no offer of {OFFER_SIZE} (a region descriptor of \
@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn short_private_data_names_the_lengths() {
         let e = Offer::decode(&[0; 5]).unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::Inval);
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("private data of 5 bytes holds no offer of 22"), "{e}");
     }
 }

@@ -112,14 +112,14 @@ impl<T: Transport> fmt::Debug for Peer<T> {
 }
 
 /// `rpma_peer_new`'s mapping of an `ibv_alloc_pd` failure (docs/semantics.md#peer-creation):
-/// `ENOMEM` → `NoMem`, no errno (0) → `Unknown`, any other errno → `Provider`. Other kinds pass
+/// `ENOMEM` → `OutOfMemory`, no errno (0) → `Other`, any other errno → `Provider`. Other kinds pass
 /// through.
 fn alloc_pd_error(e: Error) -> Error {
     const ENOMEM: i32 = 12;
     match (e.kind(), e.errno()) {
-        (ErrorKind::Provider, Some(ENOMEM)) => Error::new(ErrorKind::NoMem, e.op()),
+        (ErrorKind::Provider, Some(ENOMEM)) => Error::new(ErrorKind::OutOfMemory, e.op()),
         (ErrorKind::Provider, Some(0)) => {
-            Error::new(ErrorKind::Unknown, e.op()).with_detail("ibv_alloc_pd failed without an errno")
+            Error::new(ErrorKind::Other, e.op()).with_detail("ibv_alloc_pd failed without an errno")
         }
         _ => e,
     }
@@ -129,10 +129,10 @@ impl<T: Transport> Peer<T> {
     /// `rpma_peer_new`: queries the device's capabilities and allocates a protection domain.
     ///
     /// # Errors
-    /// [`Provider`](crate::ErrorKind::Provider) if the capability query or `ibv_alloc_pd`
-    /// fails; [`NoMem`](crate::ErrorKind::NoMem) if the PD cannot be allocated for lack of
-    /// memory (`ENOMEM`); [`Unknown`](crate::ErrorKind::Unknown) if `ibv_alloc_pd` fails
-    /// without an errno.
+    /// [`Provider`](crate::ErrorKind::Provider) if the capability query or `ibv_alloc_pd` fails;
+    /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory) if the PD cannot be allocated for lack of
+    /// memory (`ENOMEM`); [`Other`](crate::ErrorKind::Other) if `ibv_alloc_pd` fails without an
+    /// errno.
     pub fn new(device: &Device<T>) -> Result<Self> {
         const OP: &str = "rpma_peer_new";
         let caps = device.transport.capabilities(&device.dev).map_err(|e| e.in_op(OP))?;
@@ -237,7 +237,7 @@ impl PeerCfg {
     /// `rpma_peer_cfg_from_descriptor`: the configuration a remote peer described.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `desc` is empty.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `desc` is empty.
     pub fn from_descriptor(desc: &[u8]) -> Result<Self> {
         let v = decode_peer_cfg(desc)?;
         Ok(Self { direct_write_to_pmem: v })

@@ -228,7 +228,7 @@ mod on {
         }
 
         /// A CM event the connection does not expect (it is acknowledged and reported as
-        /// `Unknown`).
+        /// `Other`).
         pub(crate) fn unexpected_event(&self, raw: u32) {
             let conn = self.id.conn.get().map(|c| &**c);
             tracing::warn!(name: "rpma.cm_event", target: "rpma", parent: &self.span, conn, event = "unexpected", raw, "connection event");

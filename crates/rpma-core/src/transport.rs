@@ -15,9 +15,10 @@
 //!   bounds and access rights at the responder and report violations as error completions);
 //! - flags, alignment, private-data sizes and queue configurations follow the documented rules.
 //!
-//! Backends report failures of their provider calls as [`ErrorKind::Provider`](crate::ErrorKind::Provider)
-//! (with the errno), [`ErrorKind::NoMem`](crate::ErrorKind::NoMem), or the specific kinds named
-//! in each method's documentation.
+//! Backends report failures of their provider calls as
+//! [`ErrorKind::Provider`](crate::ErrorKind::Provider) (with the errno),
+//! [`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory), or the specific kinds named in each
+//! method's documentation.
 //!
 //! # Resource lifetime
 //! A backend object that must outlive another (a protection domain outlives its memory regions
@@ -418,9 +419,9 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// widen.
     ///
     /// # Errors
-    /// `NoMem` or `Provider` with the errno as reported (rpma-core maps `Provider` with `ENOMEM`
-    /// to `NoMem` and with errno 0 to `Unknown`, as `rpma_peer_new`); `Provider` if the backend
-    /// must query the device first and that fails.
+    /// `OutOfMemory` or `Provider` with the errno as reported (rpma-core maps `Provider` with
+    /// `ENOMEM` to `OutOfMemory` and with errno 0 to `Other`, as `rpma_peer_new`); `Provider` if
+    /// the backend must query the device first and that fails.
     fn alloc_pd(&self, dev: &Self::Device, caps: &Capabilities) -> Result<Self::Pd>;
 
     /// Registers `memory` (which the region then owns) with the access rights `usage` maps to
@@ -436,7 +437,7 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// receive CQ with a private completion channel.
     ///
     /// # Errors
-    /// `NoMem` or `Provider`.
+    /// `OutOfMemory` or `Provider`.
     fn create_srq(&self, pd: &Arc<Self::Pd>, rq_size: u32, rcq_size: u32) -> Result<Self::Srq>;
 
     /// `rpma_ep_listen`: listens for connection requests on `addr:port`.
@@ -448,8 +449,8 @@ pub trait Transport: Clone + Send + Sync + Sized + 'static {
     /// `rpma_conn_req_new`: resolves `addr:port` and builds an outgoing request's queues.
     ///
     /// # Errors
-    /// `Provider` if resolution or queue creation fails; `NoMem`; `Inval` if `cfg.srq` belongs
-    /// to another device than the one `addr` resolves through (rpma-verbs).
+    /// `Provider` if resolution or queue creation fails; `OutOfMemory`; `InvalidInput` if `cfg.srq`
+    /// belongs to another device than the one `addr` resolves through (rpma-verbs).
     fn connect_request(
         &self,
         pd: &Arc<Self::Pd>,
@@ -501,7 +502,7 @@ pub trait MrBackend: Send + Sync + 'static {
     /// `ibv_advise_mr` on `[offset, offset + len)`.
     ///
     /// # Errors
-    /// `NoSupp` if not supported, `Inval` for `EFAULT`/`EINVAL`, else `Provider`.
+    /// `Unsupported` if not supported, `InvalidInput` for `EFAULT`/`EINVAL`, else `Provider`.
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()>;
     /// Deregisters the region now and gives its memory back (`None` if the backend must keep
     /// it a little longer and frees it itself).
@@ -565,9 +566,9 @@ pub trait ListenerBackend<T: Transport>: Send + Sync + 'static {
     /// Takes the next CM event; if it is a connection request, builds its queues per `cfg`.
     ///
     /// # Errors
-    /// `NoEvent` if nothing is pending on a non-blocking fd; `Inval` if the event is not a
+    /// `NoEvent` if nothing is pending on a non-blocking fd; `InvalidInput` if the event is not a
     /// connection request (it is acknowledged), or if `cfg.srq` belongs to another device than
-    /// the request (rpma-verbs: the request is rejected); `Provider`/`NoMem` on failures.
+    /// the request (rpma-verbs: the request is rejected); `Provider`/`OutOfMemory` on failures.
     fn next_request(&self, cfg: &QueueConfig<'_, T>) -> Result<T::Qp>;
     /// [`ListenerBackend::next_request`] waiting at most `timeout` for a request (`NoEvent`
     /// then), whatever the fd's mode, if the backend waits so itself (on its own clock: a
@@ -606,7 +607,7 @@ pub trait QpBackend<T: Transport>: Send + 'static {
     /// Waits on the shared completion channel; acks the event, re-arms that CQ and says which.
     ///
     /// # Errors
-    /// `NoCompletion` if no event can be had; `Unknown` for an event of an unknown CQ;
+    /// `NoCompletion` if no event can be had; `Other` for an event of an unknown CQ;
     /// `Provider` if re-arming fails.
     fn wait_shared(&self) -> Result<CqSlot>;
     /// `ibv_post_recv` of a chain of receives (one doorbell), whole or not at all.
@@ -660,7 +661,7 @@ pub trait CmBackend<T: Transport>: Send + 'static {
     /// Active request: `rdma_connect`; incoming request: `rdma_accept`, with `pdata`.
     ///
     /// # Errors
-    /// `Provider` or `NoMem`.
+    /// `Provider` or `OutOfMemory`.
     fn connect(&mut self, pdata: Option<&[u8]>) -> Result<()>;
     /// Rejects an incoming request (`rdma_reject`) or abandons an outgoing one, and releases
     /// everything.

@@ -8,7 +8,7 @@ bitflags::bitflags! {
     ///
     /// Stored in byte 20 of the memory-region descriptor. A value with bits outside
     /// [`Usage::all()`] can be built with [`Usage::from_bits_retain`]; registering with it fails
-    /// with [`ErrorKind::Inval`](crate::ErrorKind::Inval), as in librpma.
+    /// with [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput), as in librpma.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub struct Usage: u32 {
         /// `RPMA_MR_USAGE_READ_SRC`: remote peers may RDMA-read the region.

@@ -12,10 +12,10 @@ use crate::types::{CompletionFlags, FlushType, Usage};
 /// rpma-rs refuses it first, so no backend tries to allocate an absurd queue).
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 pub fn queue_size(op: &'static str, what: &'static str, size: u32, max: u32) -> Result<()> {
     if size > max {
-        return Err(Error::inval(op, &format!("{what} {size} exceeds the device's limit {max}")));
+        return Err(Error::invalid_input(op, &format!("{what} {size} exceeds the device's limit {max}")));
     }
     Ok(())
 }
@@ -30,10 +30,10 @@ pub const MAX_ACK_TIMEOUT: u8 = 31;
 /// A connection's transport retry count: 0..=7.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 pub fn retry_count(op: &'static str, retry_count: u8) -> Result<()> {
     if retry_count > MAX_RETRY_COUNT {
-        return Err(Error::inval(
+        return Err(Error::invalid_input(
             op,
             &format!(
                 "retry_count {retry_count} is outside 0..={MAX_RETRY_COUNT} (the transport retry count of the queue pair)"
@@ -46,10 +46,10 @@ pub fn retry_count(op: &'static str, retry_count: u8) -> Result<()> {
 /// A connection's local ACK timeout exponent, if set: 1..=31.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 pub fn ack_timeout(op: &'static str, ack_timeout: Option<u8>) -> Result<()> {
     match ack_timeout {
-        Some(n) if !(MIN_ACK_TIMEOUT..=MAX_ACK_TIMEOUT).contains(&n) => Err(Error::inval(
+        Some(n) if !(MIN_ACK_TIMEOUT..=MAX_ACK_TIMEOUT).contains(&n) => Err(Error::invalid_input(
             op,
             &format!(
                 "ack_timeout {n} is outside {MIN_ACK_TIMEOUT}..={MAX_ACK_TIMEOUT} (the exponent of the local ACK timeout, \
@@ -63,13 +63,13 @@ pub fn ack_timeout(op: &'static str, ack_timeout: Option<u8>) -> Result<()> {
 /// `rpma_mr_reg` usage rule: non-empty and only the eight known bits (docs/decisions.md #4).
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 pub fn usage(op: &'static str, usage: Usage) -> Result<()> {
     if usage.is_empty() {
-        return Err(Error::inval(op, "usage is 0"));
+        return Err(Error::invalid_input(op, "usage is 0"));
     }
     if !Usage::all().contains(usage) {
-        return Err(Error::inval(op, "usage has unknown bits"));
+        return Err(Error::invalid_input(op, "usage has unknown bits"));
     }
     Ok(())
 }
@@ -78,11 +78,11 @@ pub fn usage(op: &'static str, usage: Usage) -> Result<()> {
 /// request is signaled.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline(always)]
 pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
     if flags.is_empty() {
-        return Err(Error::inval(op, "flags are 0"));
+        return Err(Error::invalid_input(op, "flags are 0"));
     }
     Ok(flags.signaled())
 }
@@ -90,7 +90,7 @@ pub fn flags(op: &'static str, flags: CompletionFlags) -> Result<bool> {
 /// A range `[offset, offset + len)` must lie inside `size` bytes.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline(always)]
 pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
@@ -103,7 +103,7 @@ pub fn local_range(op: &'static str, size: usize, offset: usize, len: usize) -> 
 #[cold]
 #[inline(never)]
 fn local_range_error(op: &'static str, offset: usize, len: usize, size: usize) -> Error {
-    Error::inval(
+    Error::invalid_input(
         op,
         &format!("range outside the local memory region: offset {offset} + length {len} > the region's {size} bytes"),
     )
@@ -124,11 +124,11 @@ pub const fn msg_limit(caps: &Capabilities) -> u64 {
 /// [`msg_limit`].
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline(always)]
 pub fn msg_len(op: &'static str, limit: u64, len: usize) -> Result<()> {
     if len as u64 > limit {
-        return Err(Error::inval(op, "len exceeds the device's maximum message size"));
+        return Err(Error::invalid_input(op, "len exceeds the device's maximum message size"));
     }
     Ok(())
 }
@@ -138,7 +138,7 @@ pub fn msg_len(op: &'static str, limit: u64, len: usize) -> Result<()> {
 /// docs/semantics.md#usages-and-access-rights).
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline(always)]
 pub fn local_buf<'a, M: crate::transport::MrBackend>(
     op: &'static str,
@@ -150,7 +150,7 @@ pub fn local_buf<'a, M: crate::transport::MrBackend>(
 ) -> Result<LocalBuf<'a, M>> {
     local_range(op, mr.len(), offset, len)?;
     if destination && !usage.local_writable() {
-        return Err(Error::inval(op, "local region is not registered for the device to write it"));
+        return Err(Error::invalid_input(op, "local region is not registered for the device to write it"));
     }
     Ok(LocalBuf { mr, offset, len })
 }
@@ -170,8 +170,8 @@ pub enum RemoteAccess {
 /// descriptor claims to grant.
 ///
 /// # Errors
-/// `Inval` for a range outside the region or a missing read/write usage; `NoSupp` for a missing
-/// flush usage (librpma's rule).
+/// `InvalidInput` for a range outside the region or a missing read/write usage; `Unsupported` for a
+/// missing flush usage (librpma's rule).
 #[inline(always)]
 pub fn remote_buf(
     op: &'static str,
@@ -183,13 +183,13 @@ pub fn remote_buf(
     let usage = mr.usage();
     match access {
         RemoteAccess::Read if !usage.remote_readable() => {
-            return Err(Error::inval(op, "remote region is not registered for remote reads"));
+            return Err(Error::invalid_input(op, "remote region is not registered for remote reads"));
         }
         RemoteAccess::Write if !usage.remote_writable() => {
-            return Err(Error::inval(op, "remote region is not registered for remote writes"));
+            return Err(Error::invalid_input(op, "remote region is not registered for remote writes"));
         }
         RemoteAccess::Flush(t) if !usage.contains(t.required_usage()) => {
-            return Err(Error::new(ErrorKind::NoSupp, op).with_detail(match t {
+            return Err(Error::new(ErrorKind::Unsupported, op).with_detail(match t {
                 FlushType::Persistent => {
                     "remote region is not registered for persistent flush (its owner registers it with \
                      Usage::FLUSH_TYPE_PERSISTENT)"
@@ -207,7 +207,8 @@ pub fn remote_buf(
         Some(end) if end <= mr.len() => {}
         _ => return Err(remote_range_error(op, offset, len, mr.len())),
     }
-    let addr = mr.addr().checked_add(offset as u64).ok_or_else(|| Error::inval(op, "remote address overflows"))?;
+    let addr =
+        mr.addr().checked_add(offset as u64).ok_or_else(|| Error::invalid_input(op, "remote address overflows"))?;
     Ok(RemoteBuf { addr, rkey: mr.rkey(), described_len: mr.len() - offset as u64 })
 }
 
@@ -215,7 +216,7 @@ pub fn remote_buf(
 #[cold]
 #[inline(never)]
 fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) -> Error {
-    Error::inval(
+    Error::invalid_input(
         op,
         &format!(
             "range outside the remote memory region: offset {offset} + length {len} > the region's {size} bytes \
@@ -227,7 +228,7 @@ fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) ->
 /// The atomic-write offset must be a multiple of 8.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline(always)]
 pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
     if offset % MrRemote::ATOMIC_WRITE_ALIGNMENT != 0 {
@@ -240,7 +241,7 @@ pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn atomic_offset_error(op: &'static str, offset: usize) -> Error {
-    Error::inval(
+    Error::invalid_input(
         op,
         &format!(
             "dst_offset {offset} is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT ({}): an atomic \
@@ -253,11 +254,11 @@ fn atomic_offset_error(op: &'static str, offset: usize) -> Error {
 /// The zero-byte form rule of receives: without a buffer, offset and len must be 0.
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 #[inline]
 pub fn zero_form(op: &'static str, has_buf: bool, offsets_and_len: &[usize]) -> Result<()> {
     if !has_buf && offsets_and_len.iter().any(|v| *v != 0) {
-        return Err(Error::inval(op, "no memory region given but an offset or length is not 0"));
+        return Err(Error::invalid_input(op, "no memory region given but an offset or length is not 0"));
     }
     Ok(())
 }
@@ -267,14 +268,14 @@ pub fn zero_form(op: &'static str, has_buf: bool, offsets_and_len: &[usize]) -> 
 /// docs/semantics.md#private-data).
 ///
 /// # Errors
-/// `Inval`.
+/// `InvalidInput`.
 pub fn private_data(op: &'static str, pdata: Option<&[u8]>, limit: usize) -> Result<()> {
     if let Some(p) = pdata {
         if p.is_empty() {
-            return Err(Error::inval(op, "private data is empty"));
+            return Err(Error::invalid_input(op, "private data is empty"));
         }
         if p.len() > usize::from(u8::MAX) || p.len() > limit {
-            return Err(Error::inval(op, "private data is longer than the transport allows"));
+            return Err(Error::invalid_input(op, "private data is longer than the transport allows"));
         }
     }
     Ok(())
@@ -293,8 +294,8 @@ mod tests {
 
     #[test]
     fn usage_rules() {
-        assert_eq!(usage("t", Usage::empty()).unwrap_err().kind(), ErrorKind::Inval);
-        assert_eq!(usage("t", Usage::from_bits_retain(0x100)).unwrap_err().kind(), ErrorKind::Inval);
+        assert_eq!(usage("t", Usage::empty()).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(usage("t", Usage::from_bits_retain(0x100)).unwrap_err().kind(), ErrorKind::InvalidInput);
         assert!(usage("t", Usage::all()).is_ok());
     }
 
@@ -302,7 +303,7 @@ mod tests {
     fn flush_usage_is_nosupp() {
         let r = remote(64, Usage::FLUSH_TYPE_VISIBILITY);
         let e = remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Persistent)).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::NoSupp);
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
         assert!(remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Visibility)).is_ok());
     }
 
@@ -329,7 +330,7 @@ mod tests {
             let f = CompletionFlags::from_bits_retain(bits);
             match flags("t", f) {
                 Ok(s) => { prop_assert!(bits != 0); prop_assert_eq!(s, bits & 2 != 0); }
-                Err(e) => { prop_assert_eq!(bits, 0); prop_assert_eq!(e.kind(), ErrorKind::Inval); }
+                Err(e) => { prop_assert_eq!(bits, 0); prop_assert_eq!(e.kind(), ErrorKind::InvalidInput); }
             }
         }
 

@@ -499,9 +499,9 @@ fn reconnect_in_background_brings_a_rebooted_replica_back_without_maintain() {
     assert_eq!(c.next_lsn, n);
 }
 
-/// `LogOptions::ack_timeout` and `retry_count` reach the writer's connections: values in range
-/// open the log; a value out of range fails the open with the connection's `Inval` naming it,
-/// not with "no quorum" (the same rule for every replica).
+/// `LogOptions::ack_timeout` and `retry_count` reach the writer's connections: values in range open
+/// the log; a value out of range fails the open with the connection's `InvalidInput` naming it, not
+/// with "no quorum" (the same rule for every replica).
 #[test]
 fn connection_retry_settings_reach_the_writers_connections() {
     let fabric = fabric(3);
@@ -514,7 +514,7 @@ fn connection_retry_settings_reach_the_writers_connections() {
     for bad in [opts(Quorum::Majority).ack_timeout(32), opts(Quorum::Majority).retry_count(8)] {
         let e = Log::open(&writer_peer(&fabric), &addrs(3), bad).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, LogError::Rpma(ref r) if r.kind() == rpma::ErrorKind::Inval), "{text}");
+        assert!(matches!(e, LogError::Rpma(ref r) if r.kind() == rpma::ErrorKind::InvalidInput), "{text}");
         assert!(text.contains("ack_timeout") || text.contains("retry_count"), "{text}");
     }
 }

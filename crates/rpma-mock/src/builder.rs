@@ -206,12 +206,12 @@ impl MockFabricBuilder {
     /// Builds the fabric, or reports a bad configuration.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) if [`MODE_ENV`](crate::MODE_ENV) names no mode (when
-    /// [`MockFabricBuilder::mode`] was not called), for tearing outside the deferred mode or in
-    /// pieces of 0 bytes, for a zero CM timeout, for an empty rendezvous directory (given, or
-    /// [`RENDEZVOUS_ENV`](crate::RENDEZVOUS_ENV) set to nothing), or for
-    /// [`always_through_rendezvous`](MockFabricBuilder::always_through_rendezvous) without one; `Provider` if the fabric's own fd cannot be
-    /// created (`EMFILE`).
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) if [`MODE_ENV`](crate::MODE_ENV) names
+    /// no mode (when [`MockFabricBuilder::mode`] was not called), for tearing outside the deferred
+    /// mode or in pieces of 0 bytes, for a zero CM timeout, for an empty rendezvous directory
+    /// (given, or [`RENDEZVOUS_ENV`](crate::RENDEZVOUS_ENV) set to nothing), or for
+    /// [`always_through_rendezvous`](MockFabricBuilder::always_through_rendezvous) without one;
+    /// `Provider` if the fabric's own fd cannot be created (`EMFILE`).
     pub fn try_build(self) -> Result<MockFabric> {
         let f = self.build();
         match &f.inner.config_error {
@@ -239,12 +239,12 @@ impl MockFabricBuilder {
         };
         if rendezvous.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
             config_error.get_or_insert_with(|| {
-                Error::inval(config::CONFIG_OP, "the mock's rendezvous directory is an empty path")
+                Error::invalid_input(config::CONFIG_OP, "the mock's rendezvous directory is an empty path")
             });
         }
         if self.always_wire && rendezvous.is_none() {
             config_error.get_or_insert_with(|| {
-                Error::inval(config::CONFIG_OP, "always_through_rendezvous needs a rendezvous directory")
+                Error::invalid_input(config::CONFIG_OP, "always_through_rendezvous needs a rendezvous directory")
             });
         }
         let broken_fd = match notify::broken_channel_fd() {

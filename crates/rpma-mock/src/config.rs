@@ -30,9 +30,10 @@ pub fn default_rendezvous_dir() -> std::path::PathBuf {
 pub(crate) fn rendezvous_from_env() -> Result<Option<std::path::PathBuf>> {
     match std::env::var_os(RENDEZVOUS_ENV) {
         None => Ok(None),
-        Some(v) if v.is_empty() => {
-            Err(Error::inval(CONFIG_OP, &format!("{RENDEZVOUS_ENV} is empty (it names a directory, or is unset)")))
-        }
+        Some(v) if v.is_empty() => Err(Error::invalid_input(
+            CONFIG_OP,
+            &format!("{RENDEZVOUS_ENV} is empty (it names a directory, or is unset)"),
+        )),
         Some(v) => Ok(Some(v.into())),
     }
 }
@@ -61,12 +62,13 @@ impl Mode {
     /// The mode a value of [`MODE_ENV`] names.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) for anything but `immediate` or `deferred`.
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) for anything but `immediate` or
+    /// `deferred`.
     pub fn parse(value: &str) -> Result<Self> {
         match value {
             "immediate" => Ok(Self::Immediate),
             "deferred" => Ok(Self::Deferred),
-            other => Err(Error::inval(
+            other => Err(Error::invalid_input(
                 CONFIG_OP,
                 &format!("{MODE_ENV}={other:?} is not a mock mode (expected \"immediate\" or \"deferred\")"),
             )),
@@ -76,13 +78,13 @@ impl Mode {
     /// The mode [`MODE_ENV`] names, [`Mode::Immediate`] if it is unset.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) if it is set to anything else than `immediate` or
-    /// `deferred` (or is not Unicode).
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) if it is set to anything else than
+    /// `immediate` or `deferred` (or is not Unicode).
     pub fn from_env() -> Result<Self> {
         match std::env::var(MODE_ENV) {
             Ok(v) => Self::parse(&v),
             Err(std::env::VarError::NotPresent) => Ok(Self::Immediate),
-            Err(std::env::VarError::NotUnicode(v)) => Err(Error::inval(
+            Err(std::env::VarError::NotUnicode(v)) => Err(Error::invalid_input(
                 CONFIG_OP,
                 &format!("{MODE_ENV}={v:?} is not a mock mode (expected \"immediate\" or \"deferred\")"),
             )),
@@ -128,8 +130,8 @@ impl ExecutionSettings {
     /// Settings from the builder's choices, the mode from the environment if none was chosen.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) for a bad `RPMA_MOCK_MODE`, tearing outside the
-    /// deferred mode or in pieces of 0 bytes, or a zero CM timeout.
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) for a bad `RPMA_MOCK_MODE`, tearing
+    /// outside the deferred mode or in pieces of 0 bytes, or a zero CM timeout.
     pub(crate) fn resolve(
         mode: Option<Mode>,
         tearing: Option<usize>,
@@ -141,9 +143,9 @@ impl ExecutionSettings {
             None => Mode::from_env()?,
         };
         match tearing {
-            Some(0) => return Err(Error::inval(CONFIG_OP, "tearing in pieces of 0 bytes")),
+            Some(0) => return Err(Error::invalid_input(CONFIG_OP, "tearing in pieces of 0 bytes")),
             Some(_) if mode != Mode::Deferred => {
-                return Err(Error::inval(
+                return Err(Error::invalid_input(
                     CONFIG_OP,
                     &format!("tearing needs the deferred mode (the fabric's mode is {mode})"),
                 ))
@@ -151,7 +153,7 @@ impl ExecutionSettings {
             _ => {}
         }
         if cm_timeout.is_zero() {
-            return Err(Error::inval(CONFIG_OP, "a CM timeout of zero"));
+            return Err(Error::invalid_input(CONFIG_OP, "a CM timeout of zero"));
         }
         Ok(Self { mode, tearing, background, cm_timeout })
     }
@@ -174,7 +176,7 @@ mod tests {
         assert_eq!(Mode::parse("deferred").unwrap(), Mode::Deferred);
         for bad in ["", "Deferred", "defer", "immediate ", "async"] {
             let e = Mode::parse(bad).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::Inval, "{bad:?}");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad:?}");
             assert!(e.to_string().contains(MODE_ENV), "{e}");
             assert!(e.to_string().contains("expected \"immediate\" or \"deferred\""), "{e}");
         }

@@ -58,9 +58,10 @@
 //! When work executes is the fabric's [`Mode`], chosen with [`MockFabricBuilder::mode`] /
 //! [`MockFabric::with_mode`] or, when the builder is not told, by the environment variable
 //! `RPMA_MOCK_MODE=immediate|deferred` ([`MODE_ENV`]), read once when the fabric is built. An
-//! unknown value is an [`Inval`](rpma_core::ErrorKind::Inval) error naming the variable and the
-//! accepted values: from [`MockFabric::try_new`] / [`MockFabricBuilder::try_build`] at once, and
-//! from every device lookup of a fabric built anyway with [`MockFabric::new`] (never a panic).
+//! unknown value is an [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) error naming the
+//! variable and the accepted values: from [`MockFabric::try_new`] /
+//! [`MockFabricBuilder::try_build`] at once, and from every device lookup of a fabric built anyway
+//! with [`MockFabric::new`] (never a panic).
 //!
 //! - [`Mode::Immediate`] (default): a one-sided operation executes inside `post`, and a send is
 //!   delivered inside `post` if a receive waits. Fast and deterministic; it cannot show the bugs
@@ -368,20 +369,20 @@ impl MockFabric {
     /// rebooted: register the memory again there.
     ///
     /// # Errors
-    /// [`Inval`](rpma_core::ErrorKind::Inval) if the fabric has no persistence model
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput) if the fabric has no persistence model
     /// ([`MockFabricBuilder::persistent_memory`]), if the device is not the fabric's, if it
     /// holds no persistent region (nothing would survive), or if its power is already cut
     /// (nothing was made on it since). Nothing is disturbed then.
     pub fn power_cut(&self, device: &MockDevice) -> Result<PowerCut> {
         const OP: &str = "MockFabric::power_cut";
         let Some(p) = &self.inner.power else {
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 OP,
                 "the fabric has no persistence model: build it with MockFabricBuilder::persistent_memory",
             ));
         };
         if self.inner.devices.get(device.index) != Some(device) {
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 OP,
                 &format!(
                     "device {} is not a device of this fabric (its devices: {:?})",
@@ -402,7 +403,7 @@ impl MockFabric {
     pub fn power_cut_with(&self, device: &MockDevice, unflushed: Unflushed) -> Result<PowerCut> {
         const OP: &str = "MockFabric::power_cut";
         let Some(p) = &self.inner.power else {
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 OP,
                 "the fabric has no persistence model: build it with MockFabricBuilder::persistent_memory",
             ));
@@ -413,12 +414,12 @@ impl MockFabric {
         cut
     }
 
-    /// `Inval` naming `op` if `device` is not one of this fabric's.
+    /// `InvalidInput` naming `op` if `device` is not one of this fabric's.
     fn check_device(&self, op: &'static str, device: &MockDevice) -> Result<()> {
         if self.inner.devices.get(device.index) == Some(device) {
             return Ok(());
         }
-        Err(Error::inval(
+        Err(Error::invalid_input(
             op,
             &format!(
                 "device {} is not a device of this fabric (its devices: {:?})",
@@ -445,13 +446,13 @@ impl MockFabric {
     /// devices are not affected. Returns how many connections were lost.
     ///
     /// # Errors
-    /// `Inval` if a device is not the fabric's, or both are the same.
+    /// `InvalidInput` if a device is not the fabric's, or both are the same.
     pub fn partition(&self, a: &MockDevice, b: &MockDevice, direction: Direction) -> Result<usize> {
         const OP: &str = "MockFabric::partition";
         self.check_device(OP, a)?;
         self.check_device(OP, b)?;
         if a.index == b.index {
-            return Err(Error::inval(OP, &format!("a partition needs two devices, {} is given twice", a.name)));
+            return Err(Error::invalid_input(OP, &format!("a partition needs two devices, {} is given twice", a.name)));
         }
         let lost = self.inner.net.partition(a.index, b.index, direction);
         self.touched();

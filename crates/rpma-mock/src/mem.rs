@@ -319,21 +319,21 @@ impl MrBackend for MockMr {
 
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
         if offset.checked_add(len).map_or(true, |end| end > self.shared().len) {
-            return Err(Error::inval("ibv_advise_mr", "range outside the region"));
+            return Err(Error::invalid_input("ibv_advise_mr", "range outside the region"));
         }
         self.pd.fabric.faults.check("ibv_advise_mr").map_err(|e| match e.errno() {
-            Some(95) => Error::failed(ErrorKind::NoSupp, "ibv_advise_mr", 95),
-            Some(e @ (14 | 22)) => Error::failed(ErrorKind::Inval, "ibv_advise_mr", e),
+            Some(95) => Error::failed(ErrorKind::Unsupported, "ibv_advise_mr", 95),
+            Some(e @ (14 | 22)) => Error::failed(ErrorKind::InvalidInput, "ibv_advise_mr", e),
             _ => e,
         })?;
         if !self.pd.caps.advise_mr {
-            return Err(Error::new(ErrorKind::NoSupp, "ibv_advise_mr"));
+            return Err(Error::new(ErrorKind::Unsupported, "ibv_advise_mr"));
         }
         if flags & !Advice::FLAG_FLUSH != 0 {
-            return Err(Error::inval("ibv_advise_mr", "unknown advise flags"));
+            return Err(Error::invalid_input("ibv_advise_mr", "unknown advise flags"));
         }
         if advice == Advice::PrefetchWrite && !self.shared().access.local_write {
-            return Err(Error::inval("ibv_advise_mr", "PREFETCH_WRITE needs a locally writable region"));
+            return Err(Error::invalid_input("ibv_advise_mr", "PREFETCH_WRITE needs a locally writable region"));
         }
         Ok(())
     }

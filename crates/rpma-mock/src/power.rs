@@ -226,7 +226,7 @@ impl PowerModel {
         let (regions, qps, listeners) = {
             let mut n = self.node(node);
             if n.off {
-                return Err(Error::inval(
+                return Err(Error::invalid_input(
                     OP,
                     &format!(
                         "the power of device {device} is already cut: nothing was made on it since (a new peer \
@@ -237,7 +237,7 @@ impl PowerModel {
             let regions: Vec<Arc<MrShared>> =
                 n.regions.iter().filter_map(Weak::upgrade).filter(|mr| mr.valid.load(Ordering::Acquire)).collect();
             if regions.is_empty() {
-                return Err(Error::inval(
+                return Err(Error::invalid_input(
                     OP,
                     &format!(
                         "device {device} holds no persistent region (the model's persistent memory: {:?}, \

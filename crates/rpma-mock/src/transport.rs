@@ -62,7 +62,7 @@ impl Transport for MockFabric {
     }
 
     fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
-        // rpma-core maps the errno (ENOMEM → NoMem, 0 → Unknown).
+        // rpma-core maps the errno (ENOMEM → OutOfMemory, 0 → Other).
         self.inner.faults.check("ibv_alloc_pd")?;
         // A new protection domain on a node whose power was cut boots it again.
         let boot = self.inner.power.as_ref().map_or(0, |p| p.boot(dev.index));

@@ -44,7 +44,7 @@ pub enum Next {
 /// [`ConnEvent::Established`].
 ///
 /// # Errors
-/// As [`ConnReq::connect`] and [`AsyncConn::new`]; [`Unknown`](ErrorKind::Unknown) naming the
+/// As [`ConnReq::connect`] and [`AsyncConn::new`]; [`Other`](ErrorKind::Other) naming the
 /// event if the first event is not `Established` (e.g. the peer rejected the request).
 pub async fn connect<T: Transport>(req: ConnReq<T>, pdata: Option<&[u8]>) -> Result<AsyncConn<T>> {
     let conn = AsyncConn::new(req.connect(pdata)?)?;
@@ -55,7 +55,7 @@ pub async fn connect<T: Transport>(req: ConnReq<T>, pdata: Option<&[u8]>) -> Res
 ///
 /// # Errors
 /// As [`connect`]; [`NoEvent`](ErrorKind::NoEvent) if no event came in time;
-/// [`Inval`](ErrorKind::Inval) for a zero timeout or a runtime without timers.
+/// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout or a runtime without timers.
 pub async fn connect_timeout<T: Transport>(
     req: ConnReq<T>,
     pdata: Option<&[u8]>,
@@ -73,7 +73,7 @@ pub async fn connect_timeout<T: Transport>(
 async fn established<T: Transport>(conn: AsyncConn<T>) -> Result<AsyncConn<T>> {
     match conn.next_event().await? {
         ConnEvent::Established => Ok(conn),
-        ev => Err(Error::new(ErrorKind::Unknown, "rpma_conn_req_connect")
+        ev => Err(Error::new(ErrorKind::Other, "rpma_conn_req_connect")
             .with_detail(&format!("the connection was not established: {}", ev.as_str()))),
     }
 }
@@ -83,7 +83,7 @@ impl<T: Transport> AsyncConn<T> {
     /// CQ's, or the shared one; all made non-blocking) on the current tokio runtime.
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) outside a tokio runtime with IO enabled;
+    /// [`InvalidInput`](ErrorKind::InvalidInput) outside a tokio runtime with IO enabled;
     /// [`Provider`](ErrorKind::Provider) if an fd cannot be made non-blocking or registered.
     pub fn new(conn: Conn<T>) -> Result<Self> {
         conn.set_nonblocking(true)?;
@@ -160,8 +160,8 @@ impl<T: Transport> AsyncConn<T> {
     /// discarded.
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) for a zero timeout, outside a tokio runtime, or on a
-    /// runtime without timers (`enable_time`).
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout, outside a tokio runtime, or on
+    /// a runtime without timers (`enable_time`).
     pub fn set_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         self.limit.set("AsyncConn::set_timeout", timeout)
     }

@@ -100,11 +100,13 @@ impl Dispatch {
     /// The token of a new operation whose slot will have key `key`.
     ///
     /// # Errors
-    /// `NoMem` if the key no longer fits the token (more than 2^32 operations in flight).
+    /// `OutOfMemory` if the key no longer fits the token (more than 2^32 operations in flight).
     #[inline]
     fn token(&mut self, key: usize) -> Result<u64> {
         let Ok(k32) = u32::try_from(key) else {
-            return Err(Error::new(ErrorKind::NoMem, "AsyncConn::post").with_detail("too many operations in flight"));
+            return Err(
+                Error::new(ErrorKind::OutOfMemory, "AsyncConn::post").with_detail("too many operations in flight")
+            );
         };
         self.seq = self.seq.wrapping_add(1) & SEQ_MASK;
         Ok(TOKEN_TAG | (u64::from(self.seq) << 32) | u64::from(k32))

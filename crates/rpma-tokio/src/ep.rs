@@ -22,7 +22,7 @@ impl<T: Transport> AsyncEp<T> {
     /// Watches `ep`'s fd (made non-blocking) on the current tokio runtime.
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) outside a tokio runtime with IO enabled;
+    /// [`InvalidInput`](ErrorKind::InvalidInput) outside a tokio runtime with IO enabled;
     /// [`Provider`](ErrorKind::Provider) if the fd cannot be made non-blocking or registered.
     pub fn new(ep: Ep<T>) -> Result<Self> {
         ep.set_nonblocking(true)?;
@@ -39,8 +39,8 @@ impl<T: Transport> AsyncEp<T> {
     /// one that times out fails with [`NoEvent`](ErrorKind::NoEvent).
     ///
     /// # Errors
-    /// [`Inval`](ErrorKind::Inval) for a zero timeout, outside a tokio runtime, or on a
-    /// runtime without timers.
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout, outside a tokio runtime, or on
+    /// a runtime without timers.
     pub fn set_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         self.limit.set("AsyncEp::set_timeout", timeout)
     }

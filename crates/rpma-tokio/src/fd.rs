@@ -16,12 +16,12 @@ pub(crate) type Watched = OwnedFd;
 /// Registers a duplicate of `fd` for readiness with the current tokio runtime.
 ///
 /// # Errors
-/// [`Inval`](ErrorKind::Inval) outside a tokio runtime or on one without IO enabled (tokio
-/// panics there; the panic is caught and reported); [`Provider`](ErrorKind::Provider) if the
+/// [`InvalidInput`](ErrorKind::InvalidInput) outside a tokio runtime or on one without IO enabled
+/// (tokio panics there; the panic is caught and reported); [`Provider`](ErrorKind::Provider) if the
 /// fd cannot be duplicated or registered.
 pub(crate) fn watch(op: &'static str, fd: BorrowedFd<'_>) -> Result<AsyncFd<Watched>> {
     if tokio::runtime::Handle::try_current().is_err() {
-        return Err(Error::inval(op, "not called from a tokio runtime"));
+        return Err(Error::invalid_input(op, "not called from a tokio runtime"));
     }
     let owned = fd.try_clone_to_owned().map_err(|e| io_error(op, &e))?;
     // `AsyncFd::with_interest` is deprecated because a generic inner value may close its fd while
@@ -31,7 +31,9 @@ pub(crate) fn watch(op: &'static str, fd: BorrowedFd<'_>) -> Result<AsyncFd<Watc
     let registered = catch_unwind(AssertUnwindSafe(|| AsyncFd::with_interest(owned, Interest::READABLE)));
     match registered {
         Ok(r) => r.map_err(|e| io_error(op, &e)),
-        Err(_) => Err(Error::inval(op, "the tokio runtime has IO disabled (build it with enable_io or enable_all)")),
+        Err(_) => {
+            Err(Error::invalid_input(op, "the tokio runtime has IO disabled (build it with enable_io or enable_all)"))
+        }
     }
 }
 
@@ -39,7 +41,7 @@ pub(crate) fn watch(op: &'static str, fd: BorrowedFd<'_>) -> Result<AsyncFd<Watc
 pub(crate) fn io_error(op: &'static str, e: &io::Error) -> Error {
     match e.raw_os_error() {
         Some(errno) => Error::provider(op, errno),
-        None => Error::new(ErrorKind::Unknown, op),
+        None => Error::new(ErrorKind::Other, op),
     }
     .with_detail(&e.to_string())
 }

@@ -81,7 +81,7 @@ fn straight<'a, T: Transport>(conn: &'a AsyncConn<T>, op: AnyOp<'a, T>) -> Resul
     let Inner { conn: c, dispatch } = &mut *inner;
     let polled = dispatch.drive(c);
     match dispatch.finish() {
-        None => Err(Error::new(ErrorKind::Unknown, op_name).with_detail("the dispatcher lost the operation")),
+        None => Err(Error::new(ErrorKind::Other, op_name).with_detail("the dispatcher lost the operation")),
         Some(Ok(wc)) => Ok(Ok(Ok(wc))),
         Some(Err(key)) => {
             drop(inner);
@@ -123,7 +123,7 @@ impl<T: Transport> Future for OpFuture<'_, T> {
                     };
                 }
                 State::Done => {
-                    return Poll::Ready(Err(Error::inval(
+                    return Poll::Ready(Err(Error::invalid_input(
                         "OpFuture::poll",
                         "the operation's future was polled after it returned its result",
                     )));

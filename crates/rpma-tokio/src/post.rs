@@ -32,15 +32,15 @@ impl<T: Transport> AsyncConn<T> {
     ///
     /// # Errors
     /// The future fails as [`Post::post`](rpma_core::Post::post) /
-    /// [`PostRecv::post`](rpma_core::PostRecv::post) (bad arguments are [`Inval`](rpma_core::ErrorKind::Inval),
-    /// nothing is posted);
-    /// [`Provider`](rpma_core::ErrorKind::Provider) if the operation completed with an error status (the
-    /// detail names it: e.g. `WrFlushErr` when the connection failed or was closed,
+    /// [`PostRecv::post`](rpma_core::PostRecv::post) (bad arguments are
+    /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput), nothing is posted);
+    /// [`Provider`](rpma_core::ErrorKind::Provider) if the operation completed with an error status
+    /// (the detail names it: e.g. `WrFlushErr` when the connection failed or was closed,
     /// `RemAccessErr` when the remote region is gone or refuses the access);
-    /// [`Again`](rpma_core::ErrorKind::Again) if the send queue is full and nothing awaited through this
-    /// connection is in flight to free a slot (it holds only unsignaled operations);
-    /// [`NoCompletion`](rpma_core::ErrorKind::NoCompletion) when the connection's timeout
-    /// ([`AsyncConn::set_timeout`]) passes; as [`Cq::poll`](rpma_core::Cq::poll) and
+    /// [`WouldBlock`](rpma_core::ErrorKind::WouldBlock) if the send queue is full and nothing
+    /// awaited through this connection is in flight to free a slot (it holds only unsignaled
+    /// operations); [`NoCompletion`](rpma_core::ErrorKind::NoCompletion) when the connection's
+    /// timeout ([`AsyncConn::set_timeout`]) passes; as [`Cq::poll`](rpma_core::Cq::poll) and
     /// [`Cq::wait`](rpma_core::Cq::wait).
     pub fn post<'a, K: Operation<'a, T>>(&'a self, op: Op<K>) -> OpFuture<'a, T> {
         OpFuture::new(self, K::into_any(op))
@@ -108,8 +108,9 @@ impl<T: Transport> AsyncConn<T> {
     /// Cancellation: dropping the future before it returns posts nothing.
     ///
     /// # Errors
-    /// As [`AsyncConn::post`] before the completion ([`Again`](rpma_core::ErrorKind::Again) if fewer
-    /// than two slots are free and nothing awaited is in flight to free them).
+    /// As [`AsyncConn::post`] before the completion
+    /// ([`WouldBlock`](rpma_core::ErrorKind::WouldBlock) if fewer than two slots are free and
+    /// nothing awaited is in flight to free them).
     pub async fn post_unsignaled<'a, K>(&self, op: Op<K>) -> Result<()>
     where
         K: Operation<'a, T> + op::SendQueue,
@@ -150,8 +151,8 @@ impl<T: Transport> AsyncConn<T> {
     /// The future of a flush of `dst` ([`op::flush`]).
     ///
     /// # Errors
-    /// As [`AsyncConn::post`]; [`NoSupp`](rpma_core::ErrorKind::NoSupp) for a persistent flush the remote
-    /// peer did not declare support for.
+    /// As [`AsyncConn::post`]; [`Unsupported`](rpma_core::ErrorKind::Unsupported) for a persistent
+    /// flush the remote peer did not declare support for.
     pub fn flush<'a>(&'a self, dst: RemoteSlice<'a>, flush_type: FlushType) -> OpFuture<'a, T> {
         self.post(op::flush(dst, flush_type))
     }

@@ -81,7 +81,7 @@ pub(crate) fn has_slot<T: Transport>(inner: &Inner<T>, op: &'static str, need: u
         "the send queue is full and no operation awaited through this connection is in flight to free a slot \
          (it holds operations posted through with_conn whose completions nobody polls, or unsignaled ones)"
     };
-    Some(Err(Error::new(ErrorKind::Again, op).with_detail(detail)))
+    Some(Err(Error::new(ErrorKind::WouldBlock, op).with_detail(detail)))
 }
 
 /// Posts `op` (signaled) with a dispatcher slot of its own; the caller checked the send

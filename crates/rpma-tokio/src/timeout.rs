@@ -19,12 +19,12 @@ impl Limit {
     /// Sets the limit (`None`: wait as long as it takes).
     ///
     /// # Errors
-    /// `Inval` for a zero duration, outside a tokio runtime, or on a runtime without timers.
+    /// `InvalidInput` for a zero duration, outside a tokio runtime, or on a runtime without timers.
     pub(crate) fn set(&self, op: &'static str, limit: Option<Duration>) -> Result<()> {
         let nanos = match limit {
             None => 0,
             Some(d) if d.is_zero() => {
-                return Err(Error::inval(op, "the timeout is zero (to give up at once, drop the future)"));
+                return Err(Error::invalid_input(op, "the timeout is zero (to give up at once, drop the future)"));
             }
             Some(d) => {
                 check_timers(op)?;
@@ -48,13 +48,14 @@ impl Limit {
 /// runtime without them; the panic is caught and reported).
 fn check_timers(op: &'static str) -> Result<()> {
     if tokio::runtime::Handle::try_current().is_err() {
-        return Err(Error::inval(op, "not called from a tokio runtime"));
+        return Err(Error::invalid_input(op, "not called from a tokio runtime"));
     }
     match catch_unwind(AssertUnwindSafe(|| drop(tokio::time::sleep(Duration::from_secs(1))))) {
         Ok(()) => Ok(()),
-        Err(_) => {
-            Err(Error::inval(op, "the tokio runtime has timers disabled (build it with enable_time or enable_all)"))
-        }
+        Err(_) => Err(Error::invalid_input(
+            op,
+            "the tokio runtime has timers disabled (build it with enable_time or enable_all)",
+        )),
     }
 }
 

@@ -100,7 +100,7 @@ async fn each_op_future_resolves_to_its_own_completion() {
     // Immediate data, inline data and the builder form.
     let inbox2 = p.speer.alloc_mr(64, Usage::RECV).unwrap();
     let cfg_inline = c.post(op::send_inline(b"hi").imm(7)).await;
-    assert_eq!(cfg_inline.unwrap_err().kind(), ErrorKind::Inval, "max_inline is 0 by default");
+    assert_eq!(cfg_inline.unwrap_err().kind(), ErrorKind::InvalidInput, "max_inline is 0 by default");
     let (s, rv) = tokio::join!(c.post(op::send(src.slice(0..3)).imm(7)), p.server.post(op::recv(inbox2.slice(..))));
     assert!(s.unwrap().is_success());
     assert_eq!(rv.unwrap().imm_data(), Some(7));
@@ -117,11 +117,11 @@ async fn bad_arguments_are_errors_and_post_nothing() {
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let free = p.client.sq_free();
     let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).await.unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_write"));
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_write"));
     // (An immediate value on a flush, or a receive posted unsignaled, does not compile:
     // tests/compile_fail/imm_on_read_async.rs.)
     let e = p.client.post(op::read(src.slice(0..8), remote(&dst).at(60))).await.unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::Inval, "rpma_read"));
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_read"));
     assert_eq!((p.client.sq_free(), p.client.in_flight()), (free, 0));
 }
 
@@ -395,7 +395,7 @@ async fn backpressure__unsignaled_ops_leave_a_slot_for_the_signaled_one_that_ret
     // A third would fill the queue with operations nothing could retire: refused, at once.
     let e =
         timeout(LONG, c.post_unsignaled(op::write(r.at(0), src.slice(0..8)).context(3))).await.unwrap().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Again);
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
     assert!(e.to_string().contains("two free send-queue slots"), "{e}");
     // The flush takes the kept slot; its completion retires the writes too.
     c.flush(r.slice(0..16), FlushType::Visibility).await.unwrap();
@@ -410,7 +410,7 @@ async fn backpressure__unsignaled_ops_leave_a_slot_for_the_signaled_one_that_ret
     })
     .unwrap();
     let e = timeout(LONG, c.write(r.at(0), src.slice(0..8))).await.unwrap().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Again);
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
 }
 
 // ---- timeouts ---------------------------------------------------------------------------------
@@ -422,13 +422,13 @@ async fn timeout__zero_is_inval() {
     for e in
         [p.client.set_timeout(Some(Duration::ZERO)).unwrap_err(), p._ep.set_timeout(Some(Duration::ZERO)).unwrap_err()]
     {
-        assert_eq!(e.kind(), ErrorKind::Inval);
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(e.to_string().contains("zero"), "{e}");
     }
     assert_eq!(p.client.timeout(), None, "unchanged");
     let req = ConnReq::new(&p.cpeer, "127.0.0.1", "7930", None).unwrap();
     let e = connect_timeout(req, None, Duration::ZERO).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
 }
 
 #[tokio::test]
@@ -516,7 +516,7 @@ fn timeout__needs_a_runtime_with_timers() {
             ep.set_timeout(Some(SHORT))
         })
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("timers disabled"), "{e}");
 }
 
@@ -610,12 +610,12 @@ fn outside_a_runtime_or_without_io_is_an_error_not_a_panic() {
     let f = MockFabric::new();
     let ep = Ep::listen(&peer(&f), "127.0.0.1", "7990").unwrap();
     let e = AsyncEp::new(ep).expect_err("no runtime");
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("tokio runtime"), "{e}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let ep = Ep::listen(&peer(&f), "127.0.0.1", "7991").unwrap();
     let e = rt.block_on(async { AsyncEp::new(ep) }).expect_err("IO disabled");
-    assert_eq!(e.kind(), ErrorKind::Inval);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("IO disabled"), "{e}");
 }
 
@@ -655,7 +655,7 @@ async fn async_conn_has_the_connection_getters_and_configuration() {
     let offer = rpma_core::Offer::decode(&client.private_data()).expect("the offer");
     let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let e = client.flush(offer.region.slice(0..8), FlushType::Persistent).await.expect_err("no cfg applied yet");
-    assert_eq!(e.kind(), ErrorKind::NoSupp);
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
     client.apply_remote_peer_cfg(&offer.peer_cfg);
     client.write(offer.region.at(0), src.slice(0..8)).await.unwrap();
     assert!(client.flush(offer.region.slice(0..8), FlushType::Persistent).await.unwrap().is_success());

@@ -82,7 +82,7 @@
 //! [`set_native_only`] (no emulation), [`op_counts`] (native and emulated operations posted) and
 //! docs/native-ops.md. ODP: the device's RC ODP
 //! read and write support. `advise_mr` is reported where ODP is (prefetching only applies to
-//! on-demand-paged regions); elsewhere `ibv_advise_mr` fails with `EOPNOTSUPP` → `NoSupp`.
+//! on-demand-paged regions); elsewhere `ibv_advise_mr` fails with `EOPNOTSUPP` → `Unsupported`.
 //! `max_inline_data` is probed once per device (the largest inline size a QP can be created
 //! with; `ibv_query_device` does not report it); `max_sge` and `max_sge_rd` are the device's.
 //!
@@ -390,7 +390,7 @@ impl Transport for Verbs {
         // SAFETY: [V1] the context is open while `dev` lives (see `VerbsDevice`); the PD keeps
         // a clone of `dev`.
         let pd = call!("ibv_alloc_pd", std::ptr::null_mut(), unsafe { ffi::ibv_alloc_pd(dev.ctx()) });
-        // The errno as reported: rpma-core maps ENOMEM to NoMem (as `rpma_peer_new`).
+        // The errno as reported: rpma-core maps ENOMEM to OutOfMemory (as `rpma_peer_new`).
         let pd = NonNull::new(pd).ok_or_else(|| Error::provider("ibv_alloc_pd", sys::errno()))?;
         track!(Pd, 1);
         Ok(VerbsPd { pd, dev: dev.clone(), caps })

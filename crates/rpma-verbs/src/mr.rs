@@ -361,7 +361,7 @@ impl MrBackend for VerbsMr {
         // libpmem's pmem_persist: the range's cache lines written back and fenced (devdax, a
         // MAP_SYNC file, any memory), or msync of a file mapping with a page cache (rule M7)
         mem.persist(offset, len).map_err(|e| match e {
-            rpma_mem::MemError::OutOfBounds { .. } => Error::inval("MrLocal::persist", &e.to_string()),
+            rpma_mem::MemError::OutOfBounds { .. } => Error::invalid_input("MrLocal::persist", &e.to_string()),
             e => Error::provider("msync", e.errno().unwrap_or(libc::EIO))
                 .with_detail(&format!("persisting the region's range: {e}")),
         })
@@ -370,15 +370,15 @@ impl MrBackend for VerbsMr {
     fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
         const OP: &str = "ibv_advise_mr";
         if advice == Advice::PrefetchWrite && !self.local_write && self.pd.caps().advise_mr {
-            return Err(Error::inval(OP, "PREFETCH_WRITE needs a locally writable region"));
+            return Err(Error::invalid_input(OP, "PREFETCH_WRITE needs a locally writable region"));
         }
         // A caller of the backend contract other than rpma-core may pass any range: checked
         // here (the kernel checks the SGE against the registration too).
         if offset.checked_add(len).map_or(true, |end| end > self.len) {
-            return Err(Error::inval(OP, "range outside the region"));
+            return Err(Error::invalid_input(OP, "range outside the region"));
         }
         let Ok(length) = u32::try_from(len) else {
-            return Err(Error::inval(OP, "length exceeds 4 GiB"));
+            return Err(Error::invalid_input(OP, "length exceeds 4 GiB"));
         };
         let mut sge = ffi::ibv_sge { addr: self.addr + offset as u64, length, lkey: self.lkey };
         let adv = match advice {
@@ -394,8 +394,8 @@ impl MrBackend for VerbsMr {
         });
         match ret_errno(r) {
             0 => Ok(()),
-            libc::EOPNOTSUPP => Err(Error::failed(ErrorKind::NoSupp, OP, libc::EOPNOTSUPP)),
-            e @ (libc::EFAULT | libc::EINVAL) => Err(Error::failed(ErrorKind::Inval, OP, e)),
+            libc::EOPNOTSUPP => Err(Error::failed(ErrorKind::Unsupported, OP, libc::EOPNOTSUPP)),
+            e @ (libc::EFAULT | libc::EINVAL) => Err(Error::failed(ErrorKind::InvalidInput, OP, e)),
             e => Err(Error::provider(OP, e)),
         }
     }

@@ -34,7 +34,7 @@
 //!
 //! ## Policy: native only
 //! [`set_native_only`] (or `RPMA_VERBS_NATIVE_ONLY=flush,atomic_write` in the environment, read
-//! at the first device lookup) makes an operation that would be emulated fail with `NoSupp`
+//! at the first device lookup) makes an operation that would be emulated fail with `Unsupported`
 //! instead, with a message naming the device and what it lacks: for a caller to whom the
 //! emulation's semantics are not enough (e.g. an atomic write that must be one IBTA Atomic
 //! Write), and for tests that must prove the native path ran.
@@ -159,15 +159,15 @@ static ONLY_ATOMIC_WRITE: AtomicBool = AtomicBool::new(false);
 /// Which operations must not be emulated: see [`set_native_only`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NativeOnly {
-    /// A flush on a device without native flush fails with `NoSupp` (no RDMA Read emulation).
+    /// A flush on a device without native flush fails with `Unsupported` (no RDMA Read emulation).
     pub flush: bool,
-    /// An atomic write on a device without native atomic write fails with `NoSupp` (no fenced
+    /// An atomic write on a device without native atomic write fails with `Unsupported` (no fenced
     /// inline write).
     pub atomic_write: bool,
 }
 
 /// Sets, for the whole process, which operations must be native: such an operation on a
-/// connection whose device lacks the native verb fails with `NoSupp` at post time, naming the
+/// connection whose device lacks the native verb fails with `Unsupported` at post time, naming the
 /// device, instead of being emulated. Default: none (librpma's behaviour). The environment
 /// variable `RPMA_VERBS_NATIVE_ONLY` (`flush`, `atomic_write`, comma-separated) sets it at the
 /// first device lookup; a later call overrides it.

@@ -35,7 +35,7 @@ impl PostFns {
     /// The posting functions of the device context `ctx`.
     ///
     /// # Errors
-    /// `NoSupp` if the provider has none.
+    /// `Unsupported` if the provider has none.
     ///
     /// # Safety
     /// `ctx` is an open device context (rule V1).
@@ -54,7 +54,7 @@ impl PostFns {
 /// The polling function of the device context `ctx`.
 ///
 /// # Errors
-/// `NoSupp` if the provider has none.
+/// `Unsupported` if the provider has none.
 ///
 /// # Safety
 /// `ctx` is an open device context (rule V1).
@@ -66,7 +66,7 @@ pub(crate) unsafe fn poll_cq(ctx: *mut ffi::ibv_context) -> Result<PollCq> {
 /// The shared-receive-queue posting function of the device context `ctx`.
 ///
 /// # Errors
-/// `NoSupp` if the provider has none.
+/// `Unsupported` if the provider has none.
 ///
 /// # Safety
 /// `ctx` is an open device context (rule V1).
@@ -77,5 +77,5 @@ pub(crate) unsafe fn post_srq_recv(ctx: *mut ffi::ibv_context) -> Result<PostSrq
 
 #[cold]
 fn missing(op: &'static str) -> Error {
-    Error::new(rpma_core::ErrorKind::NoSupp, op).with_detail("the provider does not implement it")
+    Error::new(rpma_core::ErrorKind::Unsupported, op).with_detail("the provider does not implement it")
 }

@@ -103,7 +103,7 @@ impl<T: Transport> AsyncLane<T> {
             Op::WriteFlush | Op::Flush => rop::flush(r.slice(off..off + size), FlushType::Persistent).into(),
             Op::AtomicWrite => rop::atomic_write(r.at(off & !7), seq.to_le_bytes()).into(),
             Op::Send | Op::SendImm | Op::WriteImm | Op::WritePingpong | Op::Connect => {
-                return Err(rpma::Error::inval(
+                return Err(rpma::Error::invalid_input(
                     "rpma bench --async",
                     "only one-sided operations are measured through the async API",
                 ))

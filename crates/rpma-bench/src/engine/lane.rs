@@ -369,7 +369,9 @@ impl<T: Transport> Lane<T> {
             Op::SendImm => send!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
             Op::WriteImm => write!(|p| p.imm(id as u32).flags(flags).context(SEND_TAG | id)),
             Op::WritePingpong => sink.emit(c.write(r.at(0), self.local.slice(..size)).flags(flags).context(PP_ID)),
-            Op::Connect => Err(rpma::Error::inval("rpma bench --op connect", "connection setup posts no operation")),
+            Op::Connect => {
+                Err(rpma::Error::invalid_input("rpma bench --op connect", "connection setup posts no operation"))
+            }
         }
     }
 

@@ -57,7 +57,7 @@ fn established<T: Transport>(c: &Conn<T>, who: &str, timeout: Duration) -> Resul
         match c.next_event() {
             Ok(ConnEvent::Established) => return Ok(()),
             Ok(ev) => bail!("baseline {who}: {ev:?} instead of ESTABLISHED"),
-            Err(e) if e.kind() == ErrorKind::Again && Instant::now() < deadline => {
+            Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(1));
             }
             Err(e) => return Err(anyhow::Error::new(e).context(format!("baseline {who}: the connection event"))),

@@ -67,14 +67,14 @@ impl<'a, T: Transport> Cq<'a, T> {
     /// (`0`: the queue is empty; librpma's `RPMA_E_NO_COMPLETION`).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `wc` is empty (`num_entries < 1`);
-    /// [`Provider`](crate::ErrorKind::Provider) if polling fails; [`Unknown`](crate::ErrorKind::Unknown) if
-    /// the provider reports more entries than asked.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `wc` is empty (`num_entries < 1`);
+    /// [`Provider`](crate::ErrorKind::Provider) if polling fails;
+    /// [`Other`](crate::ErrorKind::Other) if the provider reports more entries than asked.
     #[doc(alias = "rpma_cq_get_wc")]
     #[inline(always)]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         if wc.is_empty() {
-            return Err(Error::inval("rpma_cq_get_wc", "num_entries < 1"));
+            return Err(Error::invalid_input("rpma_cq_get_wc", "num_entries < 1"));
         }
         polled(self.cq.poll(wc), wc.len())
     }
@@ -106,13 +106,13 @@ impl<'a, T: Transport> Cq<'a, T> {
 }
 
 /// `rpma_cq_get_wc`'s mapping of a poll result for `asked` entries: none → `Ok(0)` (librpma's
-/// `NoCompletion`); more than asked (a misbehaving provider) → `Unknown`; a failure → its kind.
+/// `NoCompletion`); more than asked (a misbehaving provider) → `Other`; a failure → its kind.
 #[inline]
 fn polled(r: Result<usize>, asked: usize) -> Result<usize> {
     const OP: &str = "rpma_cq_get_wc";
     match r {
         Ok(n) if n <= asked => Ok(n),
-        Ok(_) => Err(Error::new(ErrorKind::Unknown, OP).with_detail("provider returned too many entries")),
+        Ok(_) => Err(Error::new(ErrorKind::Other, OP).with_detail("provider returned too many entries")),
         Err(e) => Err(e.in_op(OP)),
     }
 }
@@ -135,7 +135,7 @@ mod tests {
     fn cq_get_wc__poll_cq_more_than_asked_E_UNKNOWN() {
         for (asked, got) in [(1, 2), (4, 5), (4, usize::MAX)] {
             let e = polled(Ok(got), asked).expect_err("more entries than asked must fail");
-            assert_eq!((e.kind(), e.op()), (ErrorKind::Unknown, "rpma_cq_get_wc"));
+            assert_eq!((e.kind(), e.op()), (ErrorKind::Other, "rpma_cq_get_wc"));
         }
         assert_eq!(polled(Ok(4), 4), Ok(4));
         assert_eq!(polled(Ok(1), 4), Ok(1));

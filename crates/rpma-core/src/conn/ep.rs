@@ -34,7 +34,7 @@ impl<T: Transport> Ep<T> {
     ///
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if the address cannot be translated, bound or listened
-    /// on (e.g. the port is taken); [`NoMem`](crate::ErrorKind::NoMem).
+    /// on (e.g. the port is taken); [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn listen(peer: &Peer<T>, addr: &str, port: &str) -> Result<Self> {
         let l = peer
             .transport()
@@ -60,13 +60,13 @@ impl<T: Transport> Ep<T> {
     ///
     /// # Errors
     /// [`NoEvent`](crate::ErrorKind::NoEvent) if none is pending and the fd is non-blocking;
-    /// [`Inval`](crate::ErrorKind::Inval) if the next event is not a connection request, `cfg`'s
-    /// SRQ was created on another peer than the endpoint's (another protection domain, or another
-    /// device), `cfg` combines a shared completion channel with an SRQ that has its own receive
-    /// CQ, a queue size exceeds the device's limit, the retry count exceeds 7 or the ACK timeout
-    /// is outside 1..=31 (a request refused for `cfg` stays pending);
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the next event is not a connection
+    /// request, `cfg`'s SRQ was created on another peer than the endpoint's (another protection
+    /// domain, or another device), `cfg` combines a shared completion channel with an SRQ that has
+    /// its own receive CQ, a queue size exceeds the device's limit, the retry count exceeds 7 or
+    /// the ACK timeout is outside 1..=31 (a request refused for `cfg` stays pending);
     /// [`Provider`](crate::ErrorKind::Provider) if getting the event or building the queues fails;
-    /// [`NoMem`](crate::ErrorKind::NoMem).
+    /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
         self.take_request(cfg, |l, qc| Some(l.next_request(qc))).unwrap_or_else(|| unreachable!("taken"))
     }

@@ -109,7 +109,7 @@ impl<T: Transport> Conn<T> {
     ///
     /// # Errors
     /// [`NoEvent`](crate::ErrorKind::NoEvent) if nothing is pending and the fd is non-blocking;
-    /// [`Unknown`](crate::ErrorKind::Unknown) for an unexpected CM event (it is acknowledged);
+    /// [`Other`](crate::ErrorKind::Other) for an unexpected CM event (it is acknowledged);
     /// [`Provider`](crate::ErrorKind::Provider) if getting or acknowledging the event fails.
     pub fn next_event(&self) -> Result<ConnEvent> {
         self.take_event(self.qp().next_event())
@@ -134,7 +134,7 @@ impl<T: Transport> Conn<T> {
             CmEvent::Other(raw) => {
                 self.trace.unexpected_event(raw);
                 crate::rpma_log!(Warning in OP, "unexpected event received: {raw}");
-                return Err(Error::new(ErrorKind::Unknown, OP).with_detail("unexpected CM event"));
+                return Err(Error::new(ErrorKind::Other, OP).with_detail("unexpected CM event"));
             }
         };
         self.trace.cm_event(event);
@@ -192,7 +192,7 @@ impl<T: Transport> Conn<T> {
     /// # Errors
     /// [`NotSharedChannel`](crate::ErrorKind::NotSharedChannel) if the channel is not shared;
     /// [`NoCompletion`](crate::ErrorKind::NoCompletion) if no event can be had (non-blocking fd);
-    /// [`Unknown`](crate::ErrorKind::Unknown) for an event of an unknown CQ;
+    /// [`Other`](crate::ErrorKind::Other) for an event of an unknown CQ;
     /// [`Provider`](crate::ErrorKind::Provider) if re-arming fails.
     pub fn wait(&self) -> Result<(Cq<'_, T>, bool)> {
         const OP: &str = "rpma_conn_wait";
@@ -204,7 +204,7 @@ impl<T: Transport> Conn<T> {
             CqSlot::Receive => self
                 .rcq()
                 .map(|c| (c, true))
-                .ok_or_else(|| Error::new(ErrorKind::Unknown, OP).with_detail("event from an unknown CQ")),
+                .ok_or_else(|| Error::new(ErrorKind::Other, OP).with_detail("event from an unknown CQ")),
         }
     }
 

@@ -26,7 +26,7 @@ pub(super) fn queue_config<'a, T: Transport>(
     let d = ConnCfg::<T>::new();
     let c = cfg.unwrap_or(&d);
     if let Some(s) = srq.as_ref().filter(|s| !s.is_of(&peer.inner)) {
-        return Err(Error::inval(
+        return Err(Error::invalid_input(
             op,
             &format!(
                 "the SRQ was created on another peer (protection domain) than the request's: the SRQ's peer is on \
@@ -38,19 +38,19 @@ pub(super) fn queue_config<'a, T: Transport>(
     }
     let shared = c.shared_channel();
     if shared && srq.as_ref().is_some_and(|s| s.srq.rcq().is_some()) {
-        return Err(Error::inval(
+        return Err(Error::invalid_input(
             op,
             "a shared completion channel cannot be used with an SRQ that has its own receive CQ",
         ));
     }
     let timeout_ms = i32::try_from(c.timeout().as_millis())
-        .map_err(|_| Error::inval(op, "the timeout exceeds i32::MAX milliseconds"))?;
+        .map_err(|_| Error::invalid_input(op, "the timeout exceeds i32::MAX milliseconds"))?;
     validate::queue_size(op, "cq_size", c.cq_size(), caps.max_cqe)?;
     validate::queue_size(op, "rcq_size", c.rcq_size(), caps.max_cqe)?;
     validate::queue_size(op, "sq_size", c.sq_size(), caps.max_qp_wr)?;
     validate::queue_size(op, "rq_size", c.rq_size(), caps.max_qp_wr)?;
     if c.max_sge() == 0 {
-        return Err(Error::inval(op, "max_sge is 0 (at least one piece per operation)"));
+        return Err(Error::invalid_input(op, "max_sge is 0 (at least one piece per operation)"));
     }
     validate::queue_size(op, "max_sge", c.max_sge(), caps.max_sge)?;
     validate::queue_size(op, "max_inline", c.max_inline(), caps.max_inline_data)?;
@@ -109,13 +109,13 @@ impl<T: Transport> ConnReq<T> {
     /// each step) and builds the queues of an outgoing connection per `cfg` (`None`: defaults).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `cfg`'s SRQ was created on another peer than `peer`
-    /// (another protection domain, or another device), `cfg` combines a shared completion channel
-    /// with an SRQ that has its own receive CQ, a queue size exceeds the device's limit
-    /// (`max_qp_wr`, `max_cqe`), the timeout does not fit `i32` milliseconds, the retry count
-    /// exceeds 7 or the ACK timeout is outside 1..=31;
-    /// [`Provider`](crate::ErrorKind::Provider) if resolving the address
-    /// or route, or creating the CQs or QP, fails; [`NoMem`](crate::ErrorKind::NoMem).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `cfg`'s SRQ was created on another peer
+    /// than `peer` (another protection domain, or another device), `cfg` combines a shared
+    /// completion channel with an SRQ that has its own receive CQ, a queue size exceeds the
+    /// device's limit (`max_qp_wr`, `max_cqe`), the timeout does not fit `i32` milliseconds, the
+    /// retry count exceeds 7 or the ACK timeout is outside 1..=31;
+    /// [`Provider`](crate::ErrorKind::Provider) if resolving the address or route, or creating the
+    /// CQs or QP, fails; [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
         const OP: &str = "rpma_conn_req_new";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
@@ -176,11 +176,11 @@ impl<T: Transport> ConnReq<T> {
     /// reported later by [`ConnEvent::Established`](crate::ConnEvent::Established) from [`Conn::next_event`].
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `pdata` is given but empty, or longer than the transport
-    /// allows (56 bytes to connect, 196 to accept on IB/RoCE); the request is then deleted (an
-    /// incoming one rejected), as librpma does (docs/decisions.md #16);
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `pdata` is given but empty, or longer
+    /// than the transport allows (56 bytes to connect, 196 to accept on IB/RoCE); the request is
+    /// then deleted (an incoming one rejected), as librpma does (docs/decisions.md #16);
     /// [`Provider`](crate::ErrorKind::Provider) if connecting or accepting fails;
-    /// [`NoMem`](crate::ErrorKind::NoMem).
+    /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn connect(mut self, pdata: Option<&[u8]>) -> Result<Conn<T>> {
         const OP: &str = "rpma_conn_req_connect";
         let caps = &self.peer.inner.caps;

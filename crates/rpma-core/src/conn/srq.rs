@@ -39,9 +39,9 @@ impl<T: Transport> Srq<T> {
     /// own receive CQ (with a private completion channel). `None` uses the defaults (20 / 20).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if a size exceeds the device's limit (`max_srq_wr`,
-    /// `max_cqe`); [`Provider`](crate::ErrorKind::Provider) if creating the SRQ, channel or CQ fails;
-    /// [`NoMem`](crate::ErrorKind::NoMem).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if a size exceeds the device's limit
+    /// (`max_srq_wr`, `max_cqe`); [`Provider`](crate::ErrorKind::Provider) if creating the SRQ,
+    /// channel or CQ fails; [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
         const OP: &str = "rpma_srq_new";
         let (rq, rcq) = cfg.map_or((SrqCfg::DEFAULT_SIZE, SrqCfg::DEFAULT_SIZE), |c| (c.rq_size(), c.rcq_size()));

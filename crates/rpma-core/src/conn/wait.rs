@@ -46,9 +46,9 @@ pub(crate) fn set_nonblocking(op: &'static str, fd: BorrowedFd<'_>, on: bool) ->
     set_flags(op, fd, flags)
 }
 
-/// `Inval` for a zero timeout.
+/// `InvalidInput` for a zero timeout.
 fn zero_timeout(op: &'static str) -> Error {
-    Error::inval(op, "the timeout is zero (set the fd non-blocking to poll without waiting)")
+    Error::invalid_input(op, "the timeout is zero (set the fd non-blocking to poll without waiting)")
 }
 
 /// A backend's own timed wait that found nothing (`empty`): says it timed out, as the fd
@@ -115,8 +115,9 @@ impl<T: Transport> Ep<T> {
     /// [`Ep::next_conn_req`] waiting at most `timeout`.
     ///
     /// # Errors
-    /// [`NoEvent`](ErrorKind::NoEvent) if no request came in time; [`Inval`](ErrorKind::Inval)
-    /// for a zero timeout; as [`Ep::next_conn_req`] otherwise.
+    /// [`NoEvent`](ErrorKind::NoEvent) if no request came in time;
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Ep::next_conn_req`]
+    /// otherwise.
     pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg<T>>, timeout: Duration) -> Result<ConnReq<T>> {
         const OP: &str = "rpma_ep_next_conn_req";
         if timeout.is_zero() {
@@ -142,8 +143,9 @@ impl<T: Transport> Conn<T> {
     /// [`Conn::next_event`] waiting at most `timeout`.
     ///
     /// # Errors
-    /// [`NoEvent`](ErrorKind::NoEvent) if no event came in time; [`Inval`](ErrorKind::Inval)
-    /// for a zero timeout; as [`Conn::next_event`] otherwise.
+    /// [`NoEvent`](ErrorKind::NoEvent) if no event came in time;
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Conn::next_event`]
+    /// otherwise.
     pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
         const OP: &str = "rpma_conn_next_event";
         if timeout.is_zero() {
@@ -159,7 +161,7 @@ impl<T: Transport> Conn<T> {
     ///
     /// # Errors
     /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
-    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Conn::wait`] otherwise.
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Conn::wait`] otherwise.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(Cq<'_, T>, bool)> {
         let fd = self.compl_fd().map_err(|e| e.in_op("rpma_conn_wait"))?;
         with_deadline("rpma_conn_wait", fd, timeout, ErrorKind::NoCompletion, || self.wait())
@@ -184,7 +186,7 @@ impl<T: Transport> Cq<'_, T> {
     ///
     /// # Errors
     /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
-    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Cq::wait`] otherwise.
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Cq::wait`] otherwise.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
         const OP: &str = "rpma_cq_wait";
         if timeout.is_zero() {
@@ -223,7 +225,7 @@ impl<T: Transport> Cq<'_, T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) if none came within `timeout` (or the fd is
     /// non-blocking and none is pending); [`SharedChannel`](ErrorKind::SharedChannel) if the
     /// channel is shared (wait with [`Conn::wait_timeout`](crate::Conn::wait_timeout));
-    /// [`Inval`](ErrorKind::Inval) for a zero timeout; as [`Cq::poll`] otherwise.
+    /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Cq::poll`] otherwise.
     pub fn wait_next(&self, timeout: Option<Duration>) -> Result<Wc> {
         const OP: &str = "Cq::wait_next";
         if timeout.is_some_and(|t| t.is_zero()) {

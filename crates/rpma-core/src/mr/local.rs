@@ -47,9 +47,9 @@ impl<T: Transport> fmt::Debug for MrLocal<T> {
 /// The `Error` of a memory failure in operation `op`.
 pub(crate) fn mem_error(op: &'static str, e: &MemError) -> Error {
     let kind = match e {
-        MemError::Alloc { .. } | MemError::HugePages { .. } => ErrorKind::NoMem,
+        MemError::Alloc { .. } | MemError::HugePages { .. } => ErrorKind::OutOfMemory,
         MemError::Io { .. } => ErrorKind::Provider,
-        _ => ErrorKind::Inval,
+        _ => ErrorKind::InvalidInput,
     };
     let err = match (kind, e.errno()) {
         (ErrorKind::Provider, Some(errno)) => Error::provider(op, errno),
@@ -71,14 +71,14 @@ impl<T: Transport> Peer<T> {
     /// ```
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the memory is empty or `usage` is empty or has bits
-    /// outside [`Usage::all()`]; [`Provider`](crate::ErrorKind::Provider) if the registration
-    /// fails (the memory is released then).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the memory is empty or `usage` is empty
+    /// or has bits outside [`Usage::all()`]; [`Provider`](crate::ErrorKind::Provider) if the
+    /// registration fails (the memory is released then).
     #[doc(alias = "rpma_mr_reg")]
     pub fn reg_mr(&self, memory: Memory, usage: Usage) -> Result<MrLocal<T>> {
         const OP: &str = "rpma_mr_reg";
         if memory.is_empty() {
-            return Err(Error::inval(OP, "size is 0"));
+            return Err(Error::invalid_input(OP, "size is 0"));
         }
         validate::usage(OP, usage)?;
         let mr = self.transport().reg_mr(&self.inner.pd, memory, usage).map_err(|e| e.in_op(OP))?;
@@ -91,13 +91,14 @@ impl<T: Transport> Peer<T> {
     /// Registers `len` zeroed, page-aligned bytes (what librpma's examples register).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `len == 0` or `usage` is invalid;
-    /// [`NoMem`](crate::ErrorKind::NoMem) if the memory cannot be allocated; as [`Peer::reg_mr`].
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `len == 0` or `usage` is invalid;
+    /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory) if the memory cannot be allocated; as
+    /// [`Peer::reg_mr`].
     pub fn alloc_mr(&self, len: usize, usage: Usage) -> Result<MrLocal<T>> {
         const OP: &str = "rpma_mr_reg";
         const CALL: &str = "Peer::alloc_mr";
         if len == 0 {
-            return Err(Error::inval(OP, "len is 0: a region holds at least 1 byte").called_as(CALL));
+            return Err(Error::invalid_input(OP, "len is 0: a region holds at least 1 byte").called_as(CALL));
         }
         let memory = Memory::page_aligned(len).map_err(|e| mem_error(OP, &e).called_as(CALL))?;
         self.reg_mr(memory, usage).map_err(|e| e.called_as(CALL))
@@ -188,19 +189,19 @@ impl<T: Transport> MrLocal<T> {
     /// usage grants no remote access, and no operation posted earlier is still in flight.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the usage grants remote access (a peer may write
-    /// or read the bytes at any time: use [`MrLocal::volatile`]);
-    /// [`Again`](crate::ErrorKind::Again) if an operation posted on the region has not been
-    /// retired yet (poll its completion, or a later signaled one of the same queue, first).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the usage grants remote access (a peer
+    /// may write or read the bytes at any time: use [`MrLocal::volatile`]);
+    /// [`WouldBlock`](crate::ErrorKind::WouldBlock) if an operation posted on the region has not
+    /// been retired yet (poll its completion, or a later signaled one of the same queue, first).
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
         const OP: &str = "MrLocal::as_mut_slice";
         if self.remote_access {
-            return Err(Error::inval(OP, "remote peers may access this region: use volatile()"));
+            return Err(Error::invalid_input(OP, "remote peers may access this region: use volatile()"));
         }
         Arc::get_mut(&mut self.mr)
             .and_then(|mr| mr.memory_mut())
             .map(Memory::as_mut_slice)
-            .ok_or_else(|| Error::new(ErrorKind::Again, OP).with_detail("an operation in flight holds the region"))
+            .ok_or_else(|| Error::new(ErrorKind::WouldBlock, OP).with_detail("an operation in flight holds the region"))
     }
 
     /// Copies `dst.len()` bytes at `offset` out of the region.
@@ -208,7 +209,8 @@ impl<T: Transport> MrLocal<T> {
     /// The copy is a snapshot: an operation in flight on these bytes may be changing them.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `[offset, offset + dst.len())` is outside the region.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `[offset, offset + dst.len())` is
+    /// outside the region.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.volatile().read(offset, dst).map_err(|e| mem_error("MrLocal::read", &e))
     }
@@ -216,7 +218,7 @@ impl<T: Transport> MrLocal<T> {
     /// Copies `len` bytes at `offset` into a new vector.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the range is outside the region.
     pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
         let v = self.volatile().subslice(offset, len).map_err(|e| mem_error("MrLocal::to_vec", &e))?;
         Ok(v.to_vec())
@@ -225,7 +227,8 @@ impl<T: Transport> MrLocal<T> {
     /// Copies `src` into the region at `offset`.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `[offset, offset + src.len())` is outside the region.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `[offset, offset + src.len())` is
+    /// outside the region.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         self.volatile().write(offset, src).map_err(|e| mem_error("MrLocal::write", &e))
     }
@@ -238,13 +241,13 @@ impl<T: Transport> MrLocal<T> {
     /// the range durable: docs/persistence.md).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region (the message names
-    /// the offset, the length and the region's size);
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the range is outside the region (the
+    /// message names the offset, the length and the region's size);
     /// [`Provider`](crate::ErrorKind::Provider) if writing it back fails (e.g. `msync`).
     pub fn persist(&self, offset: usize, len: usize) -> Result<()> {
         const OP: &str = "MrLocal::persist";
         if offset.checked_add(len).map_or(true, |end| end > self.mr.len()) {
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 OP,
                 &format!("range [{offset}, {offset} + {len}) is outside the region of {} bytes", self.mr.len()),
             ));
@@ -256,16 +259,16 @@ impl<T: Transport> MrLocal<T> {
     /// on-demand-paging mapping).
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the range is outside the region (checked here,
-    /// unlike librpma, docs/decisions.md #13), or the provider rejects the advice or flags;
-    /// [`NoSupp`](crate::ErrorKind::NoSupp) if advising is not supported;
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the range is outside the region (checked
+    /// here, unlike librpma, docs/decisions.md #13), or the provider rejects the advice or flags;
+    /// [`Unsupported`](crate::ErrorKind::Unsupported) if advising is not supported;
     /// [`Provider`](crate::ErrorKind::Provider) on other provider failures.
     #[doc(alias = "rpma_mr_advise")]
     pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
         const OP: &str = "rpma_mr_advise";
         validate::local_range(OP, self.mr.len(), offset, len)?;
         if len > u32::MAX as usize {
-            return Err(Error::inval(OP, "len does not fit the 32-bit SGE length"));
+            return Err(Error::invalid_input(OP, "len does not fit the 32-bit SGE length"));
         }
         self.mr.advise(offset, len, advice, flags).map_err(|e| e.in_op(OP))
     }

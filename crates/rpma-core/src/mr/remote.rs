@@ -30,8 +30,9 @@ impl MrRemote {
     /// channel you trust.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if `desc` is shorter than 21 bytes or its usage byte
-    /// is 0 (librpma's code behaviour; its man page said `NoSupp`, docs/decisions.md #2).
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if `desc` is shorter than 21 bytes or its
+    /// usage byte is 0 (librpma's code behaviour; its man page said `Unsupported`,
+    /// docs/decisions.md #2).
     pub fn from_descriptor(desc: &[u8]) -> Result<Self> {
         Ok(Self { desc: MrDescriptor::decode(desc)? })
     }

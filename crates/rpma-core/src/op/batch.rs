@@ -78,17 +78,17 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     /// Validates `op` (as its own `post` would) and appends it.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the batch is full, `op` was made on another
-    /// connection, or any argument is invalid (see [`Post::post`]); the batch is unchanged then.
-    /// [`NoSupp`](crate::ErrorKind::NoSupp) as [`Post::post`].
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full, `op` was made on
+    /// another connection, or any argument is invalid (see [`Post::post`]); the batch is unchanged
+    /// then. [`Unsupported`](crate::ErrorKind::Unsupported) as [`Post::post`].
     #[inline(always)]
     pub fn push<K: SendKind<'c, T> + SendQueue>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self> {
         const OP: &str = "Batch::push";
         if self.wrs.is_full() {
-            return Err(Error::inval(OP, "the batch is full").with_detail(&format!("capacity {N}")));
+            return Err(Error::invalid_input(OP, "the batch is full").with_detail(&format!("capacity {N}")));
         }
         if !std::ptr::eq(op.conn, self.conn) {
-            return Err(Error::inval(OP, "the operation was made on another connection"));
+            return Err(Error::invalid_input(OP, "the operation was made on another connection"));
         }
         let (wr, _) = op.into_wr()?;
         self.wrs.push(wr);
@@ -99,13 +99,15 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     /// [`Conn::post`] would) and appends it.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the batch is full or any argument is invalid
-    /// (see [`Conn::post`]); the batch is unchanged then. [`NoSupp`](crate::ErrorKind::NoSupp)
-    /// as [`Conn::post`].
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full or any argument is
+    /// invalid (see [`Conn::post`]); the batch is unchanged then.
+    /// [`Unsupported`](crate::ErrorKind::Unsupported) as [`Conn::post`].
     #[inline(always)]
     pub fn push_op<K: SendKind<'c, T> + SendQueue>(&mut self, op: Op<K>) -> Result<&mut Self> {
         if self.wrs.is_full() {
-            return Err(Error::inval("Batch::push_op", "the batch is full").with_detail(&format!("capacity {N}")));
+            return Err(
+                Error::invalid_input("Batch::push_op", "the batch is full").with_detail(&format!("capacity {N}"))
+            );
         }
         let (wr, _) = op.send_wr(self.conn)?;
         self.wrs.push(wr);
@@ -141,9 +143,9 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     /// batch posts nothing.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the chain is longer than the send-queue slots
-    /// free now ([`Conn::sq_free`]); [`Provider`](crate::ErrorKind::Provider) if posting fails
-    /// (e.g. the connection is not established). Either way nothing was posted and the batch
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the chain is longer than the send-queue
+    /// slots free now ([`Conn::sq_free`]); [`Provider`](crate::ErrorKind::Provider) if posting
+    /// fails (e.g. the connection is not established). Either way nothing was posted and the batch
     /// keeps its operations.
     pub fn post(&mut self) -> Result<()> {
         const OP: &str = "Batch::post";
@@ -153,7 +155,7 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
         }
         let free = self.conn.sq_free() as usize;
         if n > free {
-            return Err(Error::inval(OP, "the chain is longer than the free send-queue slots")
+            return Err(Error::invalid_input(OP, "the chain is longer than the free send-queue slots")
                 .with_detail(&format!("{n} operations, {free} free slots")));
         }
         if self.signal_last {
@@ -206,15 +208,15 @@ impl<'c, T: Transport, const N: usize> RecvBatch<'c, T, N> {
     /// Validates `recv` (as its own `post` would) and appends it.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the batch is full, `recv` is for another queue,
-    /// or its buffer is invalid (see [`PostRecv::post`]); the batch is unchanged then.
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full, `recv` is for another
+    /// queue, or its buffer is invalid (see [`PostRecv::post`]); the batch is unchanged then.
     pub fn push(&mut self, recv: PostRecv<'c, T>) -> Result<&mut Self> {
         const OP: &str = "RecvBatch::push";
         if self.wrs.is_full() {
-            return Err(Error::inval(OP, "the batch is full").with_detail(&format!("capacity {N}")));
+            return Err(Error::invalid_input(OP, "the batch is full").with_detail(&format!("capacity {N}")));
         }
         if !recv.queue.same(&self.queue) {
-            return Err(Error::inval(OP, "the receive is for another queue"));
+            return Err(Error::invalid_input(OP, "the receive is for another queue"));
         }
         let (wr, _) = recv.into_wr()?;
         self.wrs.push(wr);

@@ -176,7 +176,7 @@ impl<'a, T: Transport> SendKind<'a, T> for Flush<'a> {
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
         const OP: &str = "rpma_flush";
         if self.flush_type == FlushType::Persistent && !conn.direct_write_to_pmem() {
-            return Err(Error::new(ErrorKind::NoSupp, OP).with_detail(
+            return Err(Error::new(ErrorKind::Unsupported, OP).with_detail(
                 "the remote peer does not support direct write to PMem: a persistent flush needs the peer's \
                      configuration saying it does (Conn::apply_remote_peer_cfg with the PeerCfg it sent, \
                      PeerCfg::with_direct_write_to_pmem(true) on its side); flush to visibility otherwise",

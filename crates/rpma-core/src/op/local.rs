@@ -83,10 +83,10 @@ impl<'a, T: Transport> Src<'a, T> {
             }
             Self::Sg(pieces) => {
                 if pieces.is_empty() {
-                    return Err(Error::inval(op, "no scatter-gather pieces"));
+                    return Err(Error::invalid_input(op, "no scatter-gather pieces"));
                 }
                 if pieces.len() > rules.max_pieces() as usize {
-                    return Err(Error::inval(op, "more scatter-gather pieces than the connection's max_sge")
+                    return Err(Error::invalid_input(op, "more scatter-gather pieces than the connection's max_sge")
                         .with_detail(&format!(
                             "{} pieces, max_sge {} (ConnCfg::with_max_sge, bounded by the device)",
                             pieces.len(),
@@ -97,24 +97,24 @@ impl<'a, T: Transport> Src<'a, T> {
                 for p in pieces {
                     let b = p.buf(op, peer, rules.device_writes)?;
                     if b.len == 0 {
-                        return Err(Error::inval(op, "a scatter-gather piece is empty"));
+                        return Err(Error::invalid_input(op, "a scatter-gather piece is empty"));
                     }
-                    total = total.checked_add(b.len).ok_or_else(|| Error::inval(op, "total length overflows"))?;
+                    total =
+                        total.checked_add(b.len).ok_or_else(|| Error::invalid_input(op, "total length overflows"))?;
                 }
                 Ok((Local::Sg(pieces), total))
             }
             Self::Inline(bytes) => {
                 if bytes.is_empty() {
-                    return Err(Error::inval(op, "inline data is empty"));
+                    return Err(Error::invalid_input(op, "inline data is empty"));
                 }
                 if bytes.len() > rules.limits.max_inline as usize {
-                    return Err(Error::inval(op, "inline data exceeds the connection's max_inline").with_detail(
-                        &format!(
+                    return Err(Error::invalid_input(op, "inline data exceeds the connection's max_inline")
+                        .with_detail(&format!(
                             "{} bytes, max_inline {} (ConnCfg::with_max_inline, bounded by the device)",
                             bytes.len(),
                             rules.limits.max_inline
-                        ),
-                    ));
+                        )));
                 }
                 Ok((Local::Inline(bytes), bytes.len()))
             }

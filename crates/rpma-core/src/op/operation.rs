@@ -67,20 +67,21 @@ impl<T: Transport> Conn<T> {
     /// src.slice(0..8)).context(1))`). The builders (`conn.write(..).post()`, ...) are this.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the flags are empty, a range is inverted or outside
-    /// its region (the remote one as its descriptor claims it: the error gives the offset, the
-    /// length and the region's size), the local region lacks the usage the operation needs or
-    /// belongs to another peer, the remote region was not registered for the access, or the
-    /// length exceeds the device's maximum message size; for an atomic write, an offset that is
-    /// not a multiple of [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT); for
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the flags are empty, a range is inverted
+    /// or outside its region (the remote one as its descriptor claims it: the error gives the
+    /// offset, the length and the region's size), the local region lacks the usage the operation
+    /// needs or belongs to another peer, the remote region was not registered for the access, or
+    /// the length exceeds the device's maximum message size; for an atomic write, an offset that is
+    /// not a multiple of
+    /// [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT); for
     /// scatter-gather, no pieces, an empty piece or more pieces than the connection's
     /// [`max_sge`](crate::ConnCfg::with_max_sge); for inline data, none or more than the
     /// connection's [`max_inline`](crate::ConnCfg::with_max_inline);
-    /// [`NoSupp`](crate::ErrorKind::NoSupp) for a persistent flush the remote peer did not
-    /// declare support for ([`Conn::apply_remote_peer_cfg`]);
-    /// [`Provider`](crate::ErrorKind::Provider) if posting fails (the queue is full, the
-    /// connection was never established, or, for a receive, the connection uses an SRQ and has
-    /// no receive queue of its own).
+    /// [`Unsupported`](crate::ErrorKind::Unsupported) for a persistent flush the remote peer did
+    /// not declare support for ([`Conn::apply_remote_peer_cfg`]);
+    /// [`Provider`](crate::ErrorKind::Provider) if posting fails (the queue is full, the connection
+    /// was never established, or, for a receive, the connection uses an SRQ and has no receive
+    /// queue of its own).
     ///
     /// A connection that was established and then closed or lost takes the post, as a queue
     /// pair in the error state does on hardware: the operation completes with

@@ -177,9 +177,9 @@ impl<'c, T: Transport> PostRecv<'c, T> {
     /// Validates the buffer and posts it.
     ///
     /// # Errors
-    /// [`Inval`](crate::ErrorKind::Inval) if the range is inverted or outside its region, the
-    /// device may not write the region, the length exceeds the device's maximum message size,
-    /// or (scatter-gather) there are no pieces, an empty one or more than the connection's
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the range is inverted or outside its
+    /// region, the device may not write the region, the length exceeds the device's maximum message
+    /// size, or (scatter-gather) there are no pieces, an empty one or more than the connection's
     /// [`max_sge`](crate::ConnCfg::with_max_sge); [`Provider`](crate::ErrorKind::Provider) if
     /// posting fails (the queue is full; a connection using an SRQ has no receive queue of its
     /// own).

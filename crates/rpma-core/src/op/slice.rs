@@ -36,7 +36,7 @@ pub(super) fn resolve(range: &impl RangeBounds<usize>, len: usize) -> (usize, us
 #[inline(always)]
 pub(super) fn checked(op: &'static str, (start, end): (usize, usize)) -> Result<(usize, usize)> {
     if start > end {
-        return Err(Error::inval(op, "range start is past its end"));
+        return Err(Error::invalid_input(op, "range start is past its end"));
     }
     Ok((start, end - start))
 }
@@ -93,7 +93,10 @@ impl<'a, T: Transport> LocalSlice<'a, T> {
         device_writes: bool,
     ) -> Result<LocalBuf<'a, T::Mr>> {
         if !self.mr.is_of(peer) {
-            return Err(Error::inval(op, "the local region was registered on another peer (protection domain)"));
+            return Err(Error::invalid_input(
+                op,
+                "the local region was registered on another peer (protection domain)",
+            ));
         }
         let (offset, len) = checked(op, (self.start, self.end))?;
         validate::local_buf(op, &self.mr.mr, self.mr.usage(), offset, len, device_writes)
@@ -162,6 +165,9 @@ mod tests {
         #[allow(clippy::reversed_empty_ranges)]
         let inverted = resolve(&(5..2), 10);
         assert!(checked("x", inverted).is_err());
-        assert_eq!(checked("x", resolve(&(usize::MAX..), 10)).map_err(|e| e.kind()), Err(crate::ErrorKind::Inval));
+        assert_eq!(
+            checked("x", resolve(&(usize::MAX..), 10)).map_err(|e| e.kind()),
+            Err(crate::ErrorKind::InvalidInput)
+        );
     }
 }

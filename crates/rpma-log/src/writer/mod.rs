@@ -139,7 +139,7 @@ impl<T: Transport> Log<T> {
         let req = match ConnReq::new(peer, &r.addr, &r.port, Some(&cfg)) {
             Ok(req) => req,
             // A setting of the options out of range is the caller's, whichever replica.
-            Err(e) if e.kind() == ErrorKind::Inval => return Err(e.into()),
+            Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e.into()),
             Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
         };
         let conn = match req.connect(Some(&hello)) {

@@ -192,7 +192,7 @@ impl LogOptions {
     /// operation is sent again after about 4.096 us * 2^`exponent`. On a link that loses packets
     /// a lost one costs that long; the connection manager's own value on rxe is 2.1 s (kernel
     /// 6.1) or 0.54 s (6.12) (docs/semantics.md, "Dead peers"). A value outside 1..=31 makes
-    /// [`Log::open`](crate::Log::open) fail with the connection's `Inval`.
+    /// [`Log::open`](crate::Log::open) fail with the connection's `InvalidInput`.
     #[must_use]
     pub const fn ack_timeout(mut self, exponent: u8) -> Self {
         self.ack_timeout = Some(exponent);
@@ -200,7 +200,7 @@ impl LogOptions {
     }
 
     /// Sets the transport retry count of the writer's connections (0..=7; above 7
-    /// [`Log::open`](crate::Log::open) fails with the connection's `Inval`).
+    /// [`Log::open`](crate::Log::open) fails with the connection's `InvalidInput`).
     #[must_use]
     pub const fn retry_count(mut self, count: u8) -> Self {
         self.retry_count = Some(count);

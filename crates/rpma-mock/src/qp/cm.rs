@@ -40,7 +40,7 @@ fn conn_new(f: &FabricInner, native_flush: bool) -> Result<bool> {
     }
     f.faults
         .check("mmap")
-        .map_err(|e| Error::new(ErrorKind::NoMem, e.op()).with_detail("cannot map the APM flush buffer"))?;
+        .map_err(|e| Error::new(ErrorKind::OutOfMemory, e.op()).with_detail("cannot map the APM flush buffer"))?;
     if let Err(e) = f.faults.check("ibv_reg_mr") {
         // As librpma: the page is unmapped, a failure of that is ignored.
         let _ = f.faults.check("munmap");
@@ -127,10 +127,9 @@ impl MockQp {
         // buffer first.
         if self.flush_buf {
             note(f.check("ibv_dereg_mr"));
-            note(
-                f.check("munmap")
-                    .map_err(|e| Error::new(ErrorKind::Inval, e.op()).with_detail("cannot unmap the APM flush buffer")),
-            );
+            note(f.check("munmap").map_err(|e| {
+                Error::new(ErrorKind::InvalidInput, e.op()).with_detail("cannot unmap the APM flush buffer")
+            }));
         }
         note(f.check("rdma_destroy_qp"));
         if self.rcq.is_some() {

@@ -191,7 +191,7 @@ impl MockListener {
             Ok(Some(ListenEvent::Other(ev))) => {
                 // As librpma: the event is acked, then rejected as not a connection request.
                 self.pd.fabric.faults.check("rdma_ack_cm_event")?;
-                return Err(Error::inval("rdma_get_cm_event", &format!("not a connection request: {ev:?}")));
+                return Err(Error::invalid_input("rdma_get_cm_event", &format!("not a connection request: {ev:?}")));
             }
             Ok(None) => return Err(Error::new(ErrorKind::NoEvent, "rdma_get_cm_event")),
             Err(e) => return Err(Error::provider("rdma_get_cm_event", e.raw_os_error().unwrap_or(EINVAL))),

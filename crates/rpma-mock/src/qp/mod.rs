@@ -454,7 +454,7 @@ impl QpBackend<MockFabric> for MockQp {
             CqSlot::Main => self.cq.shared.rearm()?,
             CqSlot::Receive => match &self.rcq {
                 Some(r) => r.shared.rearm()?,
-                None => return Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event")),
+                None => return Err(Error::new(ErrorKind::Other, "ibv_get_cq_event")),
             },
         }
         Ok(slot)

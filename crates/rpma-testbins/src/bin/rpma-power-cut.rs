@@ -112,7 +112,7 @@ mod write {
         loop {
             match c.next_event() {
                 Ok(ev) => return Ok(ev),
-                Err(e) if e.kind() == rpma::ErrorKind::Again && Instant::now() < deadline => {
+                Err(e) if e.kind() == rpma::ErrorKind::WouldBlock && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(e) => return Err(format!("next_event: {e}")),

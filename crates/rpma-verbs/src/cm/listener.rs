@@ -85,7 +85,7 @@ impl ListenerBackend<Verbs> for VerbsListener {
         if ev.kind() != ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
             let k = ev.kind();
             ev.ack()?;
-            return Err(Error::inval("rdma_get_cm_event", &format!("unexpected CM event {k}")));
+            return Err(Error::invalid_input("rdma_get_cm_event", &format!("unexpected CM event {k}")));
         }
         let Some(id) = NonNull::new(ev.id()) else {
             ev.ack()?;

@@ -100,7 +100,7 @@ pub(super) struct QpOps<'a> {
     pub(super) pd: &'a VerbsPd,
 }
 
-/// The `NoSupp` of a native-only operation (`what`) that would be emulated on a QP of `pd`.
+/// The `Unsupported` of a native-only operation (`what`) that would be emulated on a QP of `pd`.
 #[cold]
 #[inline(never)]
 fn no_native(pd: &VerbsPd, op: &'static str, what: &str) -> Error {
@@ -112,7 +112,7 @@ fn no_native(pd: &VerbsPd, op: &'static str, what: &str) -> Error {
     } else {
         format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
     };
-    Error::new(ErrorKind::NoSupp, op).with_detail(&format!(
+    Error::new(ErrorKind::Unsupported, op).with_detail(&format!(
         "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
     ))
 }
@@ -135,7 +135,7 @@ pub(super) fn rw_send_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, O
 /// Maps one validated work request to verbs.
 ///
 /// # Errors
-/// `NoSupp` for an operation the native-only policy forbids to emulate, or a flush without a
+/// `Unsupported` for an operation the native-only policy forbids to emulate, or a flush without a
 /// flush buffer.
 #[inline]
 pub(super) fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr> {
@@ -198,7 +198,7 @@ pub(super) fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr
                 return Err(no_native(ops.pd, "rpma_flush", "flush"));
             }
             if ops.flush_mr.is_none() {
-                return Err(Error::new(ErrorKind::NoSupp, "ibv_post_send").with_detail("no flush buffer"));
+                return Err(Error::new(ErrorKind::Unsupported, "ibv_post_send").with_detail("no flush buffer"));
             }
             // APM (docs/semantics.md#flush): an 8-byte RDMA Read at the flushed address into
             // the connection's private buffer (no more than the region is described to hold).

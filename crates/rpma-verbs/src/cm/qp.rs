@@ -202,8 +202,9 @@ pub(super) fn build_qp(
 
 /// Rule V10: the objects a queue pair is made of (its PD, send and receive CQs and SRQ, whose
 /// handles libibverbs sends to the CM id's context, where handles of another context name other
-/// objects or none) are of the id's device context. `Inval` naming the object and both devices
-/// otherwise: rpma-core refuses an SRQ of another peer before, but the backend contract is public.
+/// objects or none) are of the id's device context. `InvalidInput` naming the object and both
+/// devices otherwise: rpma-core refuses an SRQ of another peer before, but the backend contract is
+/// public.
 ///
 /// # Safety
 /// `id` and every object `attr` points to (`pd`, `send_cq`, `recv_cq`, `srq` unless null) are
@@ -228,7 +229,7 @@ unsafe fn same_context(id: NonNull<ffi::rdma_cm_id>, attr: &ffi::ibv_qp_init_att
         if ctx != id_ctx {
             // SAFETY: [V1] the contexts of a live object and of a live id, open while they live.
             let (theirs, ours) = unsafe { (context_name(ctx), context_name(id_ctx)) };
-            return Err(Error::inval(
+            return Err(Error::invalid_input(
                 "rdma_create_qp",
                 &format!(
                     "the {what} is of device {theirs}, the connection's CM id of device {ours}: a queue pair is \
@@ -582,7 +583,7 @@ impl SharedCqEvents {
     ///
     /// # Errors
     /// `NoCompletion` if no event can be had (non-blocking fd); `Provider` if re-arming fails;
-    /// `Unknown` for an event of a CQ that is not the connection's.
+    /// `Other` for an event of a CQ that is not the connection's.
     ///
     /// # Safety
     /// The connection's CQs are not destroyed before this returns: the event names one, and the
@@ -599,6 +600,6 @@ fn slot_of(cq: usize, main: usize, receive: Option<usize>) -> Result<CqSlot> {
     } else if receive == Some(cq) {
         Ok(CqSlot::Receive)
     } else {
-        Err(Error::new(ErrorKind::Unknown, "ibv_get_cq_event").with_detail("event from an unknown CQ"))
+        Err(Error::new(ErrorKind::Other, "ibv_get_cq_event").with_detail("event from an unknown CQ"))
     }
 }

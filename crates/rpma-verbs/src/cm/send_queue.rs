@@ -108,7 +108,7 @@ impl SendQueue {
     ///
     /// # Errors
     /// `Provider` (`ENOMEM`) if the queue has fewer free entries than `wrs` (nothing posted),
-    /// `NoSupp` for an operation the native-only policy forbids to emulate, `Provider` if
+    /// `Unsupported` for an operation the native-only policy forbids to emulate, `Provider` if
     /// posting fails (saying how many were posted).
     #[inline]
     pub(super) fn post(&self, wrs: &[SendWr<'_, Verbs>]) -> Result<()> {
@@ -432,7 +432,7 @@ impl SendQueue {
                     Some(Native::AtomicWrite) => {
                         let Some(aw) = (*q).wr_atomic_write else {
                             ffi::ibv_wr_abort(q);
-                            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_atomic_write"));
+                            return Err(Error::new(ErrorKind::Unsupported, "ibv_wr_atomic_write"));
                         };
                         let Data::Inline(ptr, _) = p.data else { unreachable!("an atomic write carries its value") };
                         aw(q, p.rkey, p.raddr, ptr.cast());
@@ -441,7 +441,7 @@ impl SendQueue {
                     Some(Native::Flush(t)) => {
                         let Some(fl) = crate::native::wr_flush(q) else {
                             ffi::ibv_wr_abort(q);
-                            return Err(Error::new(ErrorKind::NoSupp, "ibv_wr_flush"));
+                            return Err(Error::new(ErrorKind::Unsupported, "ibv_wr_flush"));
                         };
                         let ptype = match t {
                             FlushType::Visibility => 1, // IBV_FLUSH_GLOBAL
