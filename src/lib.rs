@@ -141,9 +141,9 @@
 #[cfg(feature = "tracing")]
 pub use rpma_core::ConnStats;
 pub use rpma_core::{
-    descriptor, logging, op, runtime, Advice, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq,
-    ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Result, Srq, SrqCfg,
-    Transport, Usage, Wc, WcOpcode, WcStatus,
+    descriptor, librpma, logging, op, runtime, Advice, Capabilities, CompletionFlags, Conn, ConnCfg, ConnEvent,
+    ConnReq, ContextType, Cq, Device, Ep, Error, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Result, Srq,
+    SrqCfg, Transport, Usage, Wc, WcOpcode, WcStatus,
 };
 pub use rpma_mem::Memory;
 

@@ -6,7 +6,7 @@
 //! `peer_delete__invalid_peer_ptr` / `__null_peer`; `*__malloc_ERRNO` (allocation failure
 //! aborts).
 
-use rpma::{ConnEvent, ContextType, Device, ErrorKind, Peer, Usage};
+use rpma::{librpma, ConnEvent, ContextType, Device, ErrorKind, Peer, Usage};
 
 use super::harness::{assert_kind, Backend, Case};
 use crate::cases;
@@ -43,8 +43,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         err_2str__E_SHARED_CHANNEL,
         err_2str__E_NOT_SHARED_CHNL,
         err_2str__unknown_code,
-        error_kind__codes,
-        error_kind__names,
+        librpma__error_codes,
         error__context,
     ]
 }
@@ -194,98 +193,80 @@ fn conn_event__as_str_and_display<B: Backend>(_b: &B) {
 }
 
 fn err_2str__SUCCESS<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(0), "Success");
+    assert_eq!(librpma::err_2str(0), c"Success");
 }
 
 fn err_2str__E_UNKNOWN<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_000), "Unknown error");
-    assert_eq!(ErrorKind::describe_code(ErrorKind::Other.code()), "Unknown error");
+    assert_eq!(librpma::err_2str(-100_000), c"Unknown error");
+    assert_eq!(librpma::err_2str(librpma::code(ErrorKind::Other)), c"Unknown error");
 }
 
 fn err_2str__E_NOSUPP<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_001), "Not supported");
+    assert_eq!(librpma::err_2str(-100_001), c"Not supported");
 }
 
 fn err_2str__E_PROVIDER<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_002), "Provider error occurred");
+    assert_eq!(librpma::err_2str(-100_002), c"Provider error occurred");
 }
 
 fn err_2str__E_NOMEM<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_003), "Out of memory");
+    assert_eq!(librpma::err_2str(-100_003), c"Out of memory");
 }
 
 fn err_2str__E_INVAL<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_004), "Invalid argument");
+    assert_eq!(librpma::err_2str(-100_004), c"Invalid argument");
 }
 
 fn err_2str__E_NO_COMPLETION<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_005), "No next completion available");
+    assert_eq!(librpma::err_2str(-100_005), c"No next completion available");
 }
 
 fn err_2str__E_NO_NEXT<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_006), "No next event available");
+    assert_eq!(librpma::err_2str(-100_006), c"No next event available");
 }
 
 fn err_2str__E_AGAIN<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_007), "Temporary error, try again");
+    assert_eq!(librpma::err_2str(-100_007), c"Temporary error, try again");
 }
 
 fn err_2str__E_SHARED_CHANNEL<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_008), "Completion channel is shared");
+    assert_eq!(librpma::err_2str(-100_008), c"Completion channel is shared");
 }
 
 fn err_2str__E_NOT_SHARED_CHNL<B: Backend>(_b: &B) {
-    assert_eq!(ErrorKind::describe_code(-100_009), "Completion channel is not shared");
+    assert_eq!(librpma::err_2str(-100_009), c"Completion channel is not shared");
 }
 
 fn err_2str__unknown_code<B: Backend>(_b: &B) {
     for c in [1, -1, 22, -22, -99_999, -100_010, i32::MIN, i32::MAX] {
-        assert_eq!(ErrorKind::describe_code(c), "Unknown error", "{c}");
+        assert_eq!(librpma::err_2str(c), c"Unknown error", "{c}");
     }
 }
 
-fn error_kind__codes<B: Backend>(_b: &B) {
+fn librpma__error_codes<B: Backend>(_b: &B) {
     let expected = [
-        (ErrorKind::Other, -100_000),
-        (ErrorKind::Unsupported, -100_001),
-        (ErrorKind::Provider, -100_002),
-        (ErrorKind::OutOfMemory, -100_003),
-        (ErrorKind::InvalidInput, -100_004),
-        (ErrorKind::NoCompletion, -100_005),
-        (ErrorKind::NoEvent, -100_006),
-        (ErrorKind::WouldBlock, -100_007),
-        (ErrorKind::SharedChannel, -100_008),
-        (ErrorKind::NotSharedChannel, -100_009),
+        (ErrorKind::Other, -100_000, "RPMA_E_UNKNOWN"),
+        (ErrorKind::Unsupported, -100_001, "RPMA_E_NOSUPP"),
+        (ErrorKind::Provider, -100_002, "RPMA_E_PROVIDER"),
+        (ErrorKind::OutOfMemory, -100_003, "RPMA_E_NOMEM"),
+        (ErrorKind::InvalidInput, -100_004, "RPMA_E_INVAL"),
+        (ErrorKind::NoCompletion, -100_005, "RPMA_E_NO_COMPLETION"),
+        (ErrorKind::NoEvent, -100_006, "RPMA_E_NO_EVENT"),
+        (ErrorKind::WouldBlock, -100_007, "RPMA_E_AGAIN"),
+        (ErrorKind::SharedChannel, -100_008, "RPMA_E_SHARED_CHANNEL"),
+        (ErrorKind::NotSharedChannel, -100_009, "RPMA_E_NOT_SHARED_CHNL"),
     ];
     assert_eq!(ErrorKind::ALL.len(), expected.len());
-    for (i, (k, code)) in expected.into_iter().enumerate() {
-        assert_eq!(ErrorKind::ALL[i], k);
-        assert_eq!(k.code(), code);
-        assert_eq!(k as i32, code);
-        assert_eq!(ErrorKind::from_code(code), Some(k));
-        assert_eq!(ErrorKind::describe_code(code), k.as_str());
-        assert_eq!(k.to_string(), k.as_str());
+    for (k, code, name) in expected {
+        assert!(ErrorKind::ALL.contains(&k), "{k:?}");
+        assert_eq!(librpma::code(k), code);
+        assert_eq!(librpma::kind(code), Some(k));
+        assert_eq!(librpma::macro_name(k), name);
+        assert_eq!(librpma::err_2str(code) == c"Unknown error", k == ErrorKind::Other, "{name}");
+        assert!(!k.to_string().is_empty());
     }
     for c in [0, 1, -1, -100_010, -99_999] {
-        assert_eq!(ErrorKind::from_code(c), None);
-    }
-}
-
-fn error_kind__names<B: Backend>(_b: &B) {
-    let names = [
-        "RPMA_E_UNKNOWN",
-        "RPMA_E_NOSUPP",
-        "RPMA_E_PROVIDER",
-        "RPMA_E_NOMEM",
-        "RPMA_E_INVAL",
-        "RPMA_E_NO_COMPLETION",
-        "RPMA_E_NO_EVENT",
-        "RPMA_E_AGAIN",
-        "RPMA_E_SHARED_CHANNEL",
-        "RPMA_E_NOT_SHARED_CHNL",
-    ];
-    for (k, n) in ErrorKind::ALL.into_iter().zip(names) {
-        assert_eq!(k.name(), n);
+        assert_eq!(librpma::kind(c), None);
     }
 }
 
@@ -296,12 +277,12 @@ fn error__context<B: Backend>(b: &B) {
     let p = Peer::new(&d).unwrap();
     let e = p.alloc_mr(0, Usage::READ_SRC).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    assert_eq!(e.code(), -100_004);
+    assert_eq!(librpma::code(e.kind()), -100_004);
     assert_eq!(e.op(), "rpma_mr_reg");
     assert_eq!(e.errno(), None);
     let msg = e.to_string();
     assert!(msg.contains("rpma_mr_reg") && msg.contains("Invalid argument"), "{msg}");
     let e = Device::lookup(&t, "192.0.2.77", ContextType::Local).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Provider);
-    assert_eq!(e.code(), -100_002);
+    assert_eq!(librpma::code(e.kind()), -100_002);
 }

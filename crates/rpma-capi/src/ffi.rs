@@ -4,18 +4,19 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use rpma_core::{Error, ErrorKind};
+use rpma_core::librpma;
+use rpma_core::Error;
 
 /// `RPMA_E_UNKNOWN`.
-pub(crate) const E_UNKNOWN: c_int = ErrorKind::Other.code();
+pub(crate) const E_UNKNOWN: c_int = librpma::RPMA_E_UNKNOWN;
 /// `RPMA_E_NOSUPP`.
-pub(crate) const E_NOSUPP: c_int = ErrorKind::Unsupported.code();
+pub(crate) const E_NOSUPP: c_int = librpma::RPMA_E_NOSUPP;
 /// `RPMA_E_INVAL`.
-pub(crate) const E_INVAL: c_int = ErrorKind::InvalidInput.code();
+pub(crate) const E_INVAL: c_int = librpma::RPMA_E_INVAL;
 /// `RPMA_E_PROVIDER`.
-pub(crate) const E_PROVIDER: c_int = ErrorKind::Provider.code();
+pub(crate) const E_PROVIDER: c_int = librpma::RPMA_E_PROVIDER;
 /// `RPMA_E_NO_COMPLETION`.
-pub(crate) const E_NO_COMPLETION: c_int = ErrorKind::NoCompletion.code();
+pub(crate) const E_NO_COMPLETION: c_int = librpma::RPMA_E_NO_COMPLETION;
 
 /// The result of an exported body: `Err` holds the `RPMA_E_*` code to return.
 pub(crate) type CResult<T = ()> = Result<T, c_int>;
@@ -28,7 +29,7 @@ pub(crate) fn code(e: Error) -> c_int {
         // ERROR level through the log function.
         log_provider_failure(&e, call, errno);
     }
-    e.code()
+    librpma::code(e.kind())
 }
 
 /// The ERROR line librpma writes when a provider call fails: `<call>() failed: <strerror>`,

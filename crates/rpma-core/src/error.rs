@@ -1,123 +1,94 @@
-//! Error codes: exactly librpma's `RPMA_E_*` set, with context.
+//! Errors: what went wrong ([`ErrorKind`]), in which call, and why.
 //!
-//! Every fallible call returns [`Result<T>`]. The error's [`ErrorKind`] is one of librpma's
-//! ten error codes (docs/api-mapping.md); [`Error::code`] gives the numeric value and
-//! [`ErrorKind::as_str`] the `rpma_err_2str()` string. On top of librpma, an [`Error`] carries the
-//! operation that failed (the name of the librpma function it corresponds to, e.g.
+//! Every fallible call returns [`Result<T>`]. On top of its [`ErrorKind`], an [`Error`] carries
+//! the operation that failed (the name of the librpma function it corresponds to, e.g.
 //! `"rpma_read"`), the provider `errno` for [`ErrorKind::Provider`] errors (librpma only logged
-//! it), and a short human-readable detail.
+//! it), and a short human-readable detail. librpma's codes and strings for the kinds are in
+//! [`crate::librpma`].
 
 use std::fmt;
 
-/// The kind of an error: librpma's `RPMA_E_*` codes.
+/// The kind of an error: what the caller can do about it.
 ///
-/// The discriminants are the C values, so `kind as i32 == RPMA_E_*`. New kinds may be added
-/// (each mapped to one of librpma's codes), hence `#[non_exhaustive]`.
+/// Each kind is one of librpma's ten `RPMA_E_*` codes ([`crate::librpma::code`]). New kinds may
+/// be added, hence `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-#[repr(i32)]
 pub enum ErrorKind {
-    /// `RPMA_E_UNKNOWN`: unknown error.
-    Other = -100_000,
-    /// `RPMA_E_NOSUPP`: not supported.
-    Unsupported = -100_001,
-    /// `RPMA_E_PROVIDER`: a provider (libibverbs/librdmacm or the mock fabric) call failed.
-    Provider = -100_002,
-    /// `RPMA_E_NOMEM`: out of memory.
-    OutOfMemory = -100_003,
-    /// `RPMA_E_INVAL`: invalid argument.
-    InvalidInput = -100_004,
-    /// `RPMA_E_NO_COMPLETION`: no next completion available.
-    NoCompletion = -100_005,
-    /// `RPMA_E_NO_EVENT`: no next event available.
-    NoEvent = -100_006,
-    /// `RPMA_E_AGAIN`: temporary error, try again.
-    WouldBlock = -100_007,
-    /// `RPMA_E_SHARED_CHANNEL`: the completion channel is shared.
-    SharedChannel = -100_008,
-    /// `RPMA_E_NOT_SHARED_CHNL`: the completion channel is not shared.
-    NotSharedChannel = -100_009,
+    /// An argument is not valid for the call (a range outside its region, a size over the
+    /// device's limit, a descriptor of the wrong length, ...): the detail names it. Fix the
+    /// call. (librpma: `RPMA_E_INVAL`.)
+    InvalidInput,
+    /// The call cannot be done here: the device, the peer's configuration or the region's
+    /// usage does not allow it (a persistent flush the peer did not promise, advice without
+    /// on-demand paging, ...). (librpma: `RPMA_E_NOSUPP`.)
+    Unsupported,
+    /// Memory could not be allocated. (librpma: `RPMA_E_NOMEM`.)
+    OutOfMemory,
+    /// A call of the provider (libibverbs or librdmacm, or the mock fabric standing in for
+    /// them) failed: [`Error::failed_call`] names it and the error's source is its `errno`.
+    /// (librpma: `RPMA_E_PROVIDER`.)
+    Provider,
+    /// No completion is available: the completion channel's fd is non-blocking and nothing is
+    /// pending, or a wait with a deadline timed out. Poll or wait again. (librpma:
+    /// `RPMA_E_NO_COMPLETION`.)
+    NoCompletion,
+    /// No connection event or connection request is available: the fd is non-blocking and
+    /// nothing is pending, or a wait with a deadline timed out. Wait again. (librpma:
+    /// `RPMA_E_NO_EVENT`.)
+    NoEvent,
+    /// The call cannot proceed now but may later: an operation in flight still holds the
+    /// region, or the send queue is full. Try again after a completion. (librpma:
+    /// `RPMA_E_AGAIN`.)
+    WouldBlock,
+    /// The connection's completion channel is shared by its CQs: wait on the connection
+    /// (`Conn::wait`), not on one CQ. (librpma: `RPMA_E_SHARED_CHANNEL`.)
+    SharedChannel,
+    /// The connection's completion channel is not shared: wait on each CQ (`Cq::wait`), not on
+    /// the connection. (librpma: `RPMA_E_NOT_SHARED_CHNL`.)
+    NotSharedChannel,
+    /// Something the call did not expect happened (an unknown connection event, an event of a
+    /// CQ the connection does not have, a provider failing without an `errno`): the detail says
+    /// what. (librpma: `RPMA_E_UNKNOWN`.)
+    Other,
 }
 
 impl ErrorKind {
-    /// All kinds, in code order.
+    /// Every kind.
     pub const ALL: [Self; 10] = [
-        Self::Other,
-        Self::Unsupported,
-        Self::Provider,
-        Self::OutOfMemory,
         Self::InvalidInput,
+        Self::Unsupported,
+        Self::OutOfMemory,
+        Self::Provider,
         Self::NoCompletion,
         Self::NoEvent,
         Self::WouldBlock,
         Self::SharedChannel,
         Self::NotSharedChannel,
+        Self::Other,
     ];
 
-    /// The numeric `RPMA_E_*` value.
+    /// What the kind means, in a few words (its [`Display`](fmt::Display)).
     #[must_use]
-    pub const fn code(self) -> i32 {
-        self as i32
-    }
-
-    /// The kind of a numeric `RPMA_E_*` value, or `None` for any other integer.
-    #[must_use]
-    pub fn from_code(code: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.code() == code)
-    }
-
-    /// The C macro name, e.g. `"RPMA_E_INVAL"`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
+    pub const fn description(self) -> &'static str {
         match self {
-            Self::Other => "RPMA_E_UNKNOWN",
-            Self::Unsupported => "RPMA_E_NOSUPP",
-            Self::Provider => "RPMA_E_PROVIDER",
-            Self::OutOfMemory => "RPMA_E_NOMEM",
-            Self::InvalidInput => "RPMA_E_INVAL",
-            Self::NoCompletion => "RPMA_E_NO_COMPLETION",
-            Self::NoEvent => "RPMA_E_NO_EVENT",
-            Self::WouldBlock => "RPMA_E_AGAIN",
-            Self::SharedChannel => "RPMA_E_SHARED_CHANNEL",
-            Self::NotSharedChannel => "RPMA_E_NOT_SHARED_CHNL",
-        }
-    }
-
-    /// The string `rpma_err_2str()` returns for this code (librpma 1.0 - 1.3).
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Other => "Unknown error",
-            Self::Unsupported => "Not supported",
-            Self::Provider => "Provider error occurred",
-            Self::OutOfMemory => "Out of memory",
-            Self::InvalidInput => "Invalid argument",
-            Self::NoCompletion => "No next completion available",
-            Self::NoEvent => "No next event available",
-            Self::WouldBlock => "Temporary error, try again",
-            Self::SharedChannel => "Completion channel is shared",
-            Self::NotSharedChannel => "Completion channel is not shared",
+            Self::InvalidInput => "invalid argument",
+            Self::Unsupported => "not supported",
+            Self::OutOfMemory => "out of memory",
+            Self::Provider => "provider error",
+            Self::NoCompletion => "no completion available",
+            Self::NoEvent => "no event available",
+            Self::WouldBlock => "temporarily unavailable, try again",
+            Self::SharedChannel => "the completion channel is shared",
+            Self::NotSharedChannel => "the completion channel is not shared",
+            Self::Other => "unexpected error",
         }
     }
 }
 
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl ErrorKind {
-    /// The string librpma's `rpma_err_2str()` gives for any integer return value of a librpma
-    /// function: `0` is `"Success"`, an `RPMA_E_*` value gets its string, anything else is
-    /// `"Unknown error"`.
-    #[doc(alias = "rpma_err_2str")]
-    #[must_use]
-    pub fn describe_code(code: i32) -> &'static str {
-        if code == 0 {
-            return "Success";
-        }
-        Self::from_code(code).map_or("Unknown error", Self::as_str)
+        f.write_str(self.description())
     }
 }
 
@@ -268,12 +239,6 @@ impl Error {
         self.0.kind
     }
 
-    /// The numeric `RPMA_E_*` value, as librpma would have returned it.
-    #[must_use]
-    pub const fn code(&self) -> i32 {
-        self.0.kind.code()
-    }
-
     /// The operation that failed (a librpma function name, e.g. `"rpma_flush"`).
     #[must_use]
     pub const fn op(&self) -> &'static str {
@@ -363,7 +328,8 @@ impl fmt::Display for Error {
         } else {
             write!(f, "{}: ", self.0.op)?;
         }
-        write!(f, "{} ({})", self.0.kind.as_str(), self.0.kind.name())?;
+        let kind = crate::librpma::err_2str(crate::librpma::code(self.0.kind));
+        write!(f, "{} ({})", kind.to_string_lossy(), crate::librpma::macro_name(self.0.kind))?;
         if let Some(errno) = self.0.errno {
             write!(f, ", errno {errno} ({})", std::io::Error::from_raw_os_error(errno))?;
         }
@@ -383,7 +349,9 @@ impl From<Error> for std::io::Error {
             ErrorKind::Unsupported => std::io::ErrorKind::Unsupported,
             ErrorKind::OutOfMemory => std::io::ErrorKind::OutOfMemory,
             ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::WouldBlock => std::io::ErrorKind::WouldBlock,
-            _ => std::io::ErrorKind::Other,
+            ErrorKind::Provider | ErrorKind::SharedChannel | ErrorKind::NotSharedChannel | ErrorKind::Other => {
+                std::io::ErrorKind::Other
+            }
         };
         Self::new(kind, e)
     }
@@ -402,31 +370,6 @@ mod tests {
         assert_eq!(size_of::<Error>(), size_of::<usize>());
         assert_eq!(size_of::<Result<()>>(), size_of::<usize>());
         assert!(size_of::<Result<usize>>() <= 2 * size_of::<usize>());
-    }
-
-    #[test]
-    fn codes_match_librpma() {
-        let expected = [
-            (ErrorKind::Other, -100_000, "Unknown error"),
-            (ErrorKind::Unsupported, -100_001, "Not supported"),
-            (ErrorKind::Provider, -100_002, "Provider error occurred"),
-            (ErrorKind::OutOfMemory, -100_003, "Out of memory"),
-            (ErrorKind::InvalidInput, -100_004, "Invalid argument"),
-            (ErrorKind::NoCompletion, -100_005, "No next completion available"),
-            (ErrorKind::NoEvent, -100_006, "No next event available"),
-            (ErrorKind::WouldBlock, -100_007, "Temporary error, try again"),
-            (ErrorKind::SharedChannel, -100_008, "Completion channel is shared"),
-            (ErrorKind::NotSharedChannel, -100_009, "Completion channel is not shared"),
-        ];
-        for (kind, code, s) in expected {
-            assert_eq!(kind.code(), code);
-            assert_eq!(ErrorKind::describe_code(code), s);
-            assert_eq!(ErrorKind::from_code(code), Some(kind));
-        }
-        assert_eq!(ErrorKind::describe_code(0), "Success");
-        assert_eq!(ErrorKind::describe_code(-1), "Unknown error");
-        assert_eq!(ErrorKind::describe_code(-100_010), "Unknown error");
-        assert_eq!(ErrorKind::from_code(1), None);
     }
 
     #[test]
@@ -450,17 +393,5 @@ mod tests {
             format!("{:?}", Error::new(ErrorKind::InvalidInput, "x")),
             r#"Error { kind: InvalidInput, op: "x" }"#
         );
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn err_2str_total(code in proptest::prelude::any::<i32>()) {
-            let s = ErrorKind::describe_code(code);
-            match ErrorKind::from_code(code) {
-                Some(k) => proptest::prop_assert_eq!(s, k.as_str()),
-                None if code == 0 => proptest::prop_assert_eq!(s, "Success"),
-                None => proptest::prop_assert_eq!(s, "Unknown error"),
-            }
-        }
     }
 }

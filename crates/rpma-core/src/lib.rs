@@ -50,6 +50,7 @@ mod conn;
 mod cq_trace;
 pub mod descriptor;
 mod error;
+pub mod librpma;
 pub mod logging;
 mod mr;
 mod offer;

@@ -361,7 +361,7 @@ pub(crate) fn chosen() -> CResult<&'static Chosen> {
         Ok(f) => Ok(f),
         Err(msg) => {
             rpma_log!(Error, "{msg}");
-            Err(rpma_core::ErrorKind::Provider.code())
+            Err(crate::ffi::E_PROVIDER)
         }
     }
 }
