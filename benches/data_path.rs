@@ -102,7 +102,7 @@ fn ops(c: &mut Criterion) {
     let caps = p.client.peer().capabilities().clone();
     g.bench_function("validate_write", |b| {
         b.iter(|| {
-            let op = "rpma_write";
+            let op = "Conn::write";
             let f = rpma_core::validate::flags(op, black_box(CompletionFlags::ALWAYS));
             let l = rpma_core::validate::local_range(op, p.local.len(), 0, black_box(8));
             let m = rpma_core::validate::msg_len(op, rpma_core::validate::msg_limit(&caps), black_box(8));

@@ -63,7 +63,7 @@ fn operation_values_post_and_validate_as_the_builders_do() -> rpma::Result<()> {
     // The same validation as the builders: the error names the operation and the numbers.
     let e = client.post(op::write(remote.at(4090), src.slice(0..16))).unwrap_err();
     let b = client.write(remote.at(4090), src.slice(0..16)).post().unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_write"));
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::write"));
     assert_eq!(e.to_string(), b.to_string());
     // A batch takes values too.
     let mut batch = client.batch();

@@ -422,7 +422,7 @@ fn ep_next_conn_req__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
     for rcq_size in [0, 4] {
         let foreign = Srq::new(&l.cpeer, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let e = l.ep.next_conn_req(Some(&ConnCfg::new().with_srq(Some(&foreign)))).expect_err("a foreign SRQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Ep::next_conn_req"), "{e}");
         assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
     }
     let own = Srq::new(&l.speer, None).unwrap();
@@ -493,7 +493,7 @@ fn conn_req_new__srq_of_another_peer_E_INVAL<B: Backend>(b: &B) {
         let foreign = Srq::new(&other, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let cfg = ConnCfg::new().with_srq(Some(&foreign));
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a foreign SRQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::new"), "{e}");
         assert!(e.to_string().contains("the SRQ was created on another peer"), "{e}");
         let own = Srq::new(&p, Some(&SrqCfg::new().with_rcq_size(rcq_size))).unwrap();
         let cfg = ConnCfg::new().with_srq(Some(&own));
@@ -1119,7 +1119,7 @@ fn cq_get_wc__num_entries_non_positive<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     let e = p.client.cq().poll(&mut []).expect_err("num_entries 0");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_cq_get_wc"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Cq::poll"), "{e}");
 }
 
 fn cq_get_wc__poll_cq_no_data<B: Backend>(b: &B) {
@@ -1390,7 +1390,7 @@ fn conn_req_new__queue_size_above_device_limit<B: Backend>(b: &B) {
     assert_eq!(p.capabilities(), &b.caps());
     for (what, cfg) in oversized_cfgs(&p) {
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an oversized queue");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::new"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     // Nothing was left half-built: the defaults still work.
@@ -1427,7 +1427,7 @@ fn ep_next_conn_req__queue_size_above_device_limit<B: Backend>(b: &B) {
     set_nonblocking(l.ep.fd());
     for (what, cfg) in oversized_cfgs(&l.speer) {
         let e = l.ep.next_conn_req(Some(&cfg)).expect_err("an oversized queue");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Ep::next_conn_req"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     let server = incoming(&l.ep, None).connect(None).unwrap();
@@ -1449,7 +1449,7 @@ fn srq_new__queue_size_above_device_limit<B: Backend>(b: &B) {
         ("rq_size", SrqCfg::new().with_rq_size(u32::MAX).with_rcq_size(u32::MAX)),
     ] {
         let e = Srq::new(&p, Some(&cfg)).expect_err("an oversized shared RQ");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_srq_new"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Srq::new"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     // The defaults are within every device's limits.
@@ -1466,7 +1466,7 @@ fn conn_req_new__timeout_above_i32_max_ms<B: Backend>(b: &B) {
     for timeout in [max + Duration::from_millis(1), Duration::from_secs(u64::from(u32::MAX)), Duration::MAX] {
         let cfg = ConnCfg::new().with_timeout(timeout);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a timeout above i32::MAX ms");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{timeout:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::new"), "{timeout:?}: {e}");
     }
     for timeout in [max, max + Duration::from_micros(999), Duration::from_micros(1_500_250)] {
         let cfg = ConnCfg::new().with_timeout(timeout);
@@ -1485,7 +1485,7 @@ fn conn_req_new__retry_count_above_7_E_INVAL<B: Backend>(b: &B) {
     for n in [8u8, 9, u8::MAX] {
         let cfg = ConnCfg::new().with_retry_count(n);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("a retry count above 7");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{n}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::new"), "{n}: {e}");
         assert!(e.to_string().contains(&format!("retry_count {n} is outside 0..=7")), "{e}");
     }
     for n in 0..=7u8 {
@@ -1502,7 +1502,7 @@ fn conn_req_new__ack_timeout_outside_1_31_E_INVAL<B: Backend>(b: &B) {
     for n in [0u8, 32, u8::MAX] {
         let cfg = ConnCfg::new().with_ack_timeout(n);
         let e = ConnReq::new(&p, &b.addr(), &b.port(), Some(&cfg)).expect_err("an ACK timeout outside 1..=31");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_new"), "{n}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::new"), "{n}: {e}");
         assert!(e.to_string().contains(&format!("ack_timeout {n} is outside 1..=31")), "{e}");
     }
     for n in [1u8, 14, 31] {
@@ -1526,7 +1526,7 @@ fn ep_next_conn_req__retry_count_or_ack_timeout_out_of_range_E_INVAL<B: Backend>
         ("ack_timeout 32 is outside 1..=31", ConnCfg::new().with_ack_timeout(32)),
     ] {
         let e = l.ep.next_conn_req(Some(&cfg)).expect_err("out of range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_ep_next_conn_req"), "{cfg:?}: {e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Ep::next_conn_req"), "{cfg:?}: {e}");
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     let cfg = ConnCfg::new().with_retry_count(7).with_ack_timeout(31);
@@ -1562,7 +1562,7 @@ fn srq_recv__range_inverted<B: Backend>(b: &B) {
     let (lo, hi) = (40, 8);
     for r in [srq.recv(dst.slice(lo..hi)), srq.recv(dst.slice(..=usize::MAX)), srq.recv(dst.slice(8..=usize::MAX))] {
         let e = r.context(1).post().expect_err("an inverted range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_srq_recv"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Srq::recv"), "{e}");
     }
     // The same bounds the right way round are fine.
     srq.recv(dst.slice(hi..lo)).context(2).post().unwrap();
@@ -1577,7 +1577,7 @@ fn conn_req_recv__range_inverted<B: Backend>(b: &B) {
     let (lo, hi) = (40, 8);
     for r in [req.recv(dst.slice(lo..hi)), req.recv(dst.slice(..=usize::MAX)), req.recv(dst.slice(63..=usize::MAX))] {
         let e = r.context(1).post().expect_err("an inverted range");
-        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_conn_req_recv"), "{e}");
+        assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "ConnReq::recv"), "{e}");
     }
     req.recv(dst.slice(hi..=lo)).context(2).post().unwrap();
 }

@@ -117,12 +117,12 @@ fn reg__0_size<B: Backend>(b: &B) {
     let p = peer(b, &t);
     // Empty memory of every kind a caller can hand over.
     let e = p.reg_mr(Memory::from_vec(Vec::new()), RW).expect_err("a zero-size registration");
-    assert_eq!((e.kind(), e.op(), e.detail()), (ErrorKind::InvalidInput, "rpma_mr_reg", Some("size is 0")), "{e}");
+    assert_eq!((e.kind(), e.op(), e.detail()), (ErrorKind::InvalidInput, "Peer::reg_mr", Some("size is 0")), "{e}");
     assert_kind(p.reg_mr(Memory::from_boxed(Box::new([])), RW), ErrorKind::InvalidInput);
     assert_kind(p.reg_mr(Memory::from_vec(Vec::with_capacity(4096)), RW), ErrorKind::InvalidInput);
     // The shorthand that allocates.
     let e = p.alloc_mr(0, RW).expect_err("a zero-size allocation");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_mr_reg"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Peer::alloc_mr"), "{e}");
     // The size rule comes before the usage rule (librpma's check order); both give InvalidInput.
     assert_kind(p.reg_mr(Memory::from_vec(Vec::new()), Usage::empty()), ErrorKind::InvalidInput);
 }

@@ -246,9 +246,9 @@ impl Rw {
     /// The operation's name in errors (librpma's function name).
     const fn name(self) -> &'static str {
         match self {
-            Self::Read => "rpma_read",
-            Self::Write => "rpma_write",
-            Self::WriteImm => "rpma_write_with_imm",
+            Self::Read => "Conn::read",
+            Self::Write => "Conn::write",
+            Self::WriteImm => "Conn::write(..).imm",
         }
     }
 }
@@ -957,7 +957,7 @@ fn flush__range_inverted<B: Backend>(b: &B) {
     for ty in [FlushType::Visibility, FlushType::Persistent] {
         for bad in [r.slice(lo..hi), r.slice(lo..=hi), r.slice(..=usize::MAX), r.slice(64..=usize::MAX)] {
             let e = c.flush(bad, ty).context(1).post().expect_err("an inverted range");
-            assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_flush"), "{bad:?}: {e}");
+            assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::flush"), "{bad:?}: {e}");
         }
     }
     assert_no_wc(c.cq());
@@ -1049,9 +1049,9 @@ fn send_post<T: Transport>(
 /// The name of a send in errors.
 const fn send_name(imm: Option<u32>) -> &'static str {
     if imm.is_some() {
-        "rpma_send_with_imm"
+        "Conn::send(..).imm"
     } else {
-        "rpma_send"
+        "Conn::send"
     }
 }
 
@@ -1204,7 +1204,7 @@ fn recv_inval<B: Backend>(b: &B, pick: impl Fn(&MrLocal<B::T>) -> LocalSlice<'_,
     let t = b.transport();
     let x = msgs(b, &t);
     let e = x.p.server.recv(pick(&x.dst)).context(1).post().expect_err("an invalid receive");
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_recv"), "{e}");
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::recv"), "{e}");
     x.p.client.send_empty().context(2).post().unwrap();
     assert_no_wc(x.p.server.cq());
     assert_no_wc(x.p.client.cq());

@@ -44,6 +44,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         err_2str__E_NOT_SHARED_CHNL,
         err_2str__unknown_code,
         librpma__error_codes,
+        librpma__function_names,
         error__context,
     ]
 }
@@ -270,6 +271,19 @@ fn librpma__error_codes<B: Backend>(_b: &B) {
     }
 }
 
+fn librpma__function_names<B: Backend>(_b: &B) {
+    let names = [
+        ("rpma_read", "Conn::read"),
+        ("rpma_mr_reg", "Peer::reg_mr"),
+        ("rpma_utils_get_ibv_context", "Device::lookup"),
+        ("rpma_cq_get_wc", "Cq::poll"),
+    ];
+    for (c, rust) in names {
+        assert_eq!(librpma::rust_item(c), Some(rust));
+        assert_eq!(librpma::c_function(rust), Some(c));
+    }
+}
+
 /// An error of a real call carries its kind, code, operation and a readable message.
 fn error__context<B: Backend>(b: &B) {
     let t = b.transport();
@@ -278,11 +292,17 @@ fn error__context<B: Backend>(b: &B) {
     let e = p.alloc_mr(0, Usage::READ_SRC).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(librpma::code(e.kind()), -100_004);
-    assert_eq!(e.op(), "rpma_mr_reg");
+    assert_eq!(e.op(), "Peer::alloc_mr");
     assert_eq!(e.errno(), None);
+    assert!(std::error::Error::source(&e).is_none());
     let msg = e.to_string();
-    assert!(msg.contains("rpma_mr_reg") && msg.contains("Invalid argument"), "{msg}");
+    assert!(msg.starts_with("Peer::alloc_mr: invalid argument: "), "{msg}");
     let e = Device::lookup(&t, "192.0.2.77", ContextType::Local).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Provider);
     assert_eq!(librpma::code(e.kind()), -100_002);
+    assert_eq!(e.op(), "Device::lookup");
+    // The provider's errno is the source, an io::Error.
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(source.and_then(std::io::Error::raw_os_error), e.errno());
+    assert!(e.errno().is_some(), "{e:?}");
 }

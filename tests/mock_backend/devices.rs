@@ -41,7 +41,7 @@ fn srq_of_another_device__conn_req_new_E_INVAL() {
     for rcq_size in [0, 4] {
         let (_p1, srq) = srq_on_mock1(&f, rcq_size);
         let cfg = ConnCfg::new().with_srq(Some(&srq));
-        assert_foreign_srq(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), "rpma_conn_req_new");
+        assert_foreign_srq(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), "ConnReq::new");
     }
 }
 
@@ -54,7 +54,7 @@ fn srq_of_another_device__ep_next_conn_req_E_INVAL() {
     for rcq_size in [0, 4] {
         let (_p1, srq) = srq_on_mock1(&f, rcq_size);
         let cfg = ConnCfg::new().with_srq(Some(&srq));
-        assert_foreign_srq(h.ep.next_conn_req(Some(&cfg)).and_then(|r| r.connect(None)), "rpma_ep_next_conn_req");
+        assert_foreign_srq(h.ep.next_conn_req(Some(&cfg)).and_then(|r| r.connect(None)), "Ep::next_conn_req");
     }
     let own = Srq::new(&h.speer, None).expect("srq");
     let server = h.ep.next_conn_req(Some(&ConnCfg::new().with_srq(Some(&own)))).expect("next_conn_req");

@@ -100,7 +100,7 @@ fn conn_next_event__peer_disconnects_after_error_completion() {
 fn conn_next_event__unexpected_event() {
     let p = pair(&MockFabric::new());
     p.client.backend().inject_event(CmEvent::Other(99));
-    assert_kind(p.client.next_event(), ErrorKind::Other, "rpma_conn_next_event");
+    assert_kind(p.client.next_event(), ErrorKind::Other, "Conn::next_event");
     // The event was consumed; the connection goes on.
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     // RDMA CM's order: the initiator's CLOSED comes once the peer has disconnected too.

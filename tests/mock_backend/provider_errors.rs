@@ -8,7 +8,7 @@ fn peer_new__alloc_pd_ENOMEM() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_alloc_pd", ENOMEM);
-    assert_kind(Peer::new(&dev), ErrorKind::OutOfMemory, "rpma_peer_new");
+    assert_kind(Peer::new(&dev), ErrorKind::OutOfMemory, "Peer::new");
     f.faults().disarm();
     assert!(f.live().is_zero(), "{:?}", f.live());
     assert!(Peer::new(&dev).is_ok());
@@ -19,7 +19,7 @@ fn peer_new__alloc_pd_EIO() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_alloc_pd", EIO);
-    assert_provider(Peer::new(&dev), EIO, "rpma_peer_new");
+    assert_provider(Peer::new(&dev), EIO, "Peer::new");
     f.faults().disarm();
     assert!(f.live().is_zero(), "{:?}", f.live());
     let p = Peer::new(&dev).unwrap();
@@ -33,7 +33,7 @@ fn peer_new__query_device_fails() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_query_device_ex", EIO);
-    assert_provider(Peer::new(&dev), EIO, "rpma_peer_new");
+    assert_provider(Peer::new(&dev), EIO, "Peer::new");
     f.faults().disarm();
     assert!(f.live().is_zero());
     assert!(Peer::new(&dev).is_ok());
@@ -43,7 +43,7 @@ fn peer_new__query_device_fails() {
 fn utils_get_ibv_context__provider_error() {
     let f = MockFabric::new();
     arm(&f, "rdma_getaddrinfo", EIO);
-    assert_provider(Device::lookup(&f, ADDR, ContextType::Local), EIO, "rpma_utils_get_ibv_context");
+    assert_provider(Device::lookup(&f, ADDR, ContextType::Local), EIO, "Device::lookup");
     f.faults().disarm();
     assert!(Device::lookup(&f, ADDR, ContextType::Local).is_ok());
 }
@@ -53,7 +53,7 @@ fn utils_ibv_context_is_odp_capable__query_fails() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_query_device_ex", EIO);
-    assert_provider(dev.is_odp_capable(), EIO, "rpma_utils_ibv_context_is_odp_capable");
+    assert_provider(dev.is_odp_capable(), EIO, "Device::is_odp_capable");
     f.faults().disarm();
     assert_eq!(dev.is_odp_capable(), Ok(false));
 }
@@ -63,7 +63,7 @@ fn mr_reg__reg_mr_fails() {
     let f = MockFabric::new();
     let p = peer(&f);
     arm(&f, "ibv_reg_mr", EIO);
-    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "rpma_mr_reg");
+    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "Peer::alloc_mr");
     f.faults().disarm();
     assert_eq!(f.live().mrs, 0);
     let mr = p.alloc_mr(4096, Usage::READ_SRC).unwrap();
@@ -78,7 +78,7 @@ fn mr_dereg__dereg_mr_fails() {
     let p = peer(&f);
     let mr = p.alloc_mr(4096, Usage::READ_SRC).unwrap();
     arm(&f, "ibv_dereg_mr", EIO);
-    assert_provider(mr.dereg(), EIO, "rpma_mr_dereg");
+    assert_provider(mr.dereg(), EIO, "MrLocal::dereg");
     f.faults().disarm();
     // The region is gone all the same (docs/decisions.md #10).
     assert_eq!(f.live().mrs, 0);
@@ -93,7 +93,7 @@ fn mr_advise__advise_mr_fails() {
     let p = peer(&f);
     let mr = p.alloc_mr(4096, Usage::READ_DST).unwrap();
     arm(&f, "ibv_advise_mr", EIO);
-    assert_provider(mr.advise(0, 4096, rpma::Advice::PrefetchWrite, 0), EIO, "rpma_mr_advise");
+    assert_provider(mr.advise(0, 4096, rpma::Advice::PrefetchWrite, 0), EIO, "MrLocal::advise");
     f.faults().disarm();
     assert!(mr.advise(0, 4096, rpma::Advice::PrefetchWrite, 0).is_ok());
 }
@@ -104,11 +104,11 @@ fn mr_advise__advise_mr_EOPNOTSUPP_and_EINVAL() {
     let p = peer(&f);
     let mr = p.alloc_mr(4096, Usage::READ_DST).unwrap();
     arm(&f, "ibv_advise_mr", 95);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::Unsupported, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::Unsupported, "MrLocal::advise");
     arm(&f, "ibv_advise_mr", 22);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "MrLocal::advise");
     arm(&f, "ibv_advise_mr", 14);
-    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "rpma_mr_advise");
+    assert_kind(mr.advise(0, 4096, rpma::Advice::Prefetch, 0), ErrorKind::InvalidInput, "MrLocal::advise");
     f.faults().disarm();
     assert!(mr.advise(0, 4096, rpma::Advice::Prefetch, 0).is_ok());
 }
@@ -119,7 +119,7 @@ fn srq_new__provider_errors() {
         let f = MockFabric::new();
         let p = peer(&f);
         arm(&f, name, EIO);
-        assert_provider(Srq::new(&p, None), EIO, "rpma_srq_new");
+        assert_provider(Srq::new(&p, None), EIO, "Srq::new");
         f.faults().disarm();
         assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() }, "after a failure of {name}");
         let srq = Srq::new(&p, None).unwrap();
@@ -137,7 +137,7 @@ fn srq_delete__provider_errors() {
         let p = peer(&f);
         let srq = Srq::new(&p, None).unwrap();
         arm(&f, name, EIO);
-        assert_provider(srq.delete(), EIO, "rpma_srq_delete");
+        assert_provider(srq.delete(), EIO, "Srq::delete");
         f.faults().disarm();
         assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() }, "after a failure of {name}");
         assert!(Srq::new(&p, None).unwrap().delete().is_ok());
@@ -151,7 +151,7 @@ fn srq_recv__post_srq_recv_fails() {
     let srq = Srq::new(&p, None).unwrap();
     let mr = p.alloc_mr(64, Usage::RECV).unwrap();
     arm(&f, "ibv_post_srq_recv", EIO);
-    assert_provider(srq.recv(mr.slice(0..64)).context(1).post(), EIO, "rpma_srq_recv");
+    assert_provider(srq.recv(mr.slice(0..64)).context(1).post(), EIO, "Srq::recv");
     f.faults().disarm();
     assert!(srq.recv(mr.slice(0..64)).context(1).post().is_ok());
 }
@@ -170,7 +170,7 @@ fn srq_recv__retry_receives_the_message() {
     let rbuf = speer.alloc_mr(64, Usage::RECV).unwrap();
     let sbuf = p.cpeer.alloc_mr(64, Usage::SEND).unwrap();
     arm(&f, "ibv_post_srq_recv", EIO);
-    assert_provider(srq.recv(rbuf.slice(0..64)).context(1).post(), EIO, "rpma_srq_recv");
+    assert_provider(srq.recv(rbuf.slice(0..64)).context(1).post(), EIO, "Srq::recv");
     f.faults().disarm();
     srq.recv(rbuf.slice(0..64)).context(2).post().unwrap();
     sbuf.write(0, b"ping").unwrap();
@@ -187,7 +187,7 @@ fn ep_listen__provider_errors() {
         let f = MockFabric::new();
         let p = peer(&f);
         arm(&f, name, EIO);
-        assert_provider(Ep::listen(&p, ADDR, PORT), EIO, "rpma_ep_listen");
+        assert_provider(Ep::listen(&p, ADDR, PORT), EIO, "Ep::listen");
         f.faults().disarm();
         assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() }, "after a failure of {name}");
         // The port was not taken by the failed attempt.
@@ -203,7 +203,7 @@ fn ep_shutdown__destroy_id_fails() {
     let p = peer(&f);
     let ep = Ep::listen(&p, ADDR, PORT).unwrap();
     arm(&f, "rdma_destroy_id", EIO);
-    assert_provider(ep.shutdown(), EIO, "rpma_ep_shutdown");
+    assert_provider(ep.shutdown(), EIO, "Ep::shutdown");
     f.faults().disarm();
     // The endpoint is gone all the same: the port is free again.
     assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() });
@@ -215,7 +215,7 @@ fn ep_next_conn_req__get_cm_event_fails() {
     let f = MockFabric::new();
     let h = half(&f, None, Some(b"hi"));
     arm(&f, "rdma_get_cm_event", EIO);
-    assert_provider(h.ep.next_conn_req(None), EIO, "rpma_ep_next_conn_req");
+    assert_provider(h.ep.next_conn_req(None), EIO, "Ep::next_conn_req");
     f.faults().disarm();
     // The request is still there.
     let req = h.ep.next_conn_req(None).unwrap();
@@ -233,7 +233,7 @@ fn ep_next_conn_req__queue_creation_fails() {
         let h = half(&f, None, None);
         let before = f.live();
         arm(&f, name, EIO);
-        assert_provider(h.ep.next_conn_req(None), EIO, "rpma_ep_next_conn_req");
+        assert_provider(h.ep.next_conn_req(None), EIO, "Ep::next_conn_req");
         f.faults().disarm();
         assert_eq!(f.live(), before, "leak after a failure of {name}");
         // The request is consumed and rejected: the client learns it.
@@ -264,7 +264,7 @@ fn conn_req_new__provider_errors() {
         let p = peer(&f);
         let cfg = ConnCfg::new().with_rcq_size(4);
         arm(&f, name, EIO);
-        assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "rpma_conn_req_new");
+        assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "ConnReq::new");
         f.faults().disarm();
         assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() }, "leak after a failure of {name}");
         let req = ConnReq::new(&p, ADDR, PORT, Some(&cfg)).unwrap();
@@ -281,7 +281,7 @@ fn conn_req_new__rcq_creation_fails_second_cq() {
     let p = peer(&f);
     let cfg = ConnCfg::new().with_rcq_size(4);
     f.faults().fail_nth(2, EIO, Some("ibv_create_cq"));
-    assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "rpma_conn_req_new");
+    assert_provider(ConnReq::new(&p, ADDR, PORT, Some(&cfg)), EIO, "ConnReq::new");
     f.faults().disarm();
     assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() });
 }
@@ -293,7 +293,7 @@ fn conn_req_recv__post_recv_fails() {
     let req = h.ep.next_conn_req(None).unwrap();
     let rbuf = h.speer.alloc_mr(64, Usage::RECV).unwrap();
     arm(&f, "ibv_post_recv", EIO);
-    assert_provider(req.recv(rbuf.slice(0..64)).context(1).post(), EIO, "rpma_conn_req_recv");
+    assert_provider(req.recv(rbuf.slice(0..64)).context(1).post(), EIO, "ConnReq::recv");
     f.faults().disarm();
     req.recv(rbuf.slice(0..64)).context(2).post().unwrap();
     let server = req.connect(None).unwrap();
@@ -315,7 +315,7 @@ fn conn_req_connect__connect_fails() {
         nonblock(ep.fd());
         let req = ConnReq::new(&cpeer, ADDR, PORT, None).unwrap();
         arm(&f, name, EIO);
-        assert_provider(req.connect(Some(b"x")), EIO, "rpma_conn_req_connect");
+        assert_provider(req.connect(Some(b"x")), EIO, "ConnReq::connect");
         f.faults().disarm();
         // The request was consumed and released; nothing reached the listener.
         assert_eq!(f.live().qps, 0, "after a failure of {name}");
@@ -334,7 +334,7 @@ fn conn_req_connect__accept_fails() {
     let h = half(&f, None, None);
     let req = h.ep.next_conn_req(None).unwrap();
     arm(&f, "rdma_accept", EIO);
-    assert_provider(req.connect(Some(b"srv")), EIO, "rpma_conn_req_connect");
+    assert_provider(req.connect(Some(b"srv")), EIO, "ConnReq::connect");
     f.faults().disarm();
     // The incoming request was rejected and released.
     assert_eq!(next_event(&h.client), ConnEvent::Rejected);
@@ -353,7 +353,7 @@ fn conn_req_delete__reject_fails() {
     let h = half(&f, None, None);
     let req = h.ep.next_conn_req(None).unwrap();
     arm(&f, "rdma_reject", EIO);
-    assert_provider(req.delete(), EIO, "rpma_conn_req_delete");
+    assert_provider(req.delete(), EIO, "ConnReq::delete");
     f.faults().disarm();
     // Released all the same.
     assert_eq!(f.live().qps, 1);
@@ -371,7 +371,7 @@ fn conn_req_delete__destroy_fails() {
         let p = peer(&f);
         let req = ConnReq::new(&p, ADDR, PORT, None).unwrap();
         arm(&f, name, EIO);
-        assert_provider(req.delete(), EIO, "rpma_conn_req_delete");
+        assert_provider(req.delete(), EIO, "ConnReq::delete");
         f.faults().disarm();
         assert_eq!(f.live(), LiveCounts { pds: 1, ..LiveCounts::default() }, "leak after a failure of {name}");
         assert!(ConnReq::new(&p, ADDR, PORT, None).unwrap().delete().is_ok());
@@ -384,7 +384,7 @@ fn conn_next_event__get_cm_event_fails() {
     let h = half(&f, None, None);
     let server = h.ep.next_conn_req(None).unwrap().connect(None).unwrap();
     arm(&f, "rdma_get_cm_event", EIO);
-    assert_provider(h.client.next_event(), EIO, "rpma_conn_next_event");
+    assert_provider(h.client.next_event(), EIO, "Conn::next_event");
     f.faults().disarm();
     // The event was not lost.
     assert_eq!(next_event(&h.client), ConnEvent::Established);
@@ -396,7 +396,7 @@ fn conn_disconnect__disconnect_fails() {
     let f = MockFabric::new();
     let p = pair(&f);
     arm(&f, "rdma_disconnect", EIO);
-    assert_provider(p.client.disconnect(), EIO, "rpma_conn_disconnect");
+    assert_provider(p.client.disconnect(), EIO, "Conn::disconnect");
     f.faults().disarm();
     // Nothing happened: the connection still works and a retry disconnects.
     assert_eq!(p.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
@@ -430,7 +430,7 @@ fn conn_delete__destroy_fails() {
         p.server.disconnect().unwrap();
         assert_eq!(next_event(&p.client), ConnEvent::Closed);
         arm(&f, name, EIO);
-        assert_provider(p.client.delete(), EIO, "rpma_conn_delete");
+        assert_provider(p.client.delete(), EIO, "Conn::delete");
         f.faults().disarm();
         // Released all the same (every step is attempted).
         assert_eq!(f.live().qps, 1, "after a failure of {name}");
@@ -460,7 +460,7 @@ fn post_send_fault(rpma_op: &str, post: impl Fn(&Fixture, u64) -> rpma::Result<(
 #[test]
 fn read__post_send_fails() {
     post_send_fault(
-        "rpma_read",
+        "Conn::read",
         |fx, ctx| fx.p.client.read(fx.src.slice(0..8), fx.rdst.at(0)).context(ctx).post(),
         WcOpcode::RdmaRead,
     );
@@ -469,7 +469,7 @@ fn read__post_send_fails() {
 #[test]
 fn write__post_send_fails() {
     post_send_fault(
-        "rpma_write",
+        "Conn::write",
         |fx, ctx| fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
@@ -478,7 +478,7 @@ fn write__post_send_fails() {
 #[test]
 fn write_with_imm__post_send_fails() {
     post_send_fault(
-        "rpma_write_with_imm",
+        "Conn::write(..).imm",
         |fx, ctx| fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).imm(7).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
@@ -487,7 +487,7 @@ fn write_with_imm__post_send_fails() {
 #[test]
 fn atomic_write__post_send_fails() {
     post_send_fault(
-        "rpma_atomic_write",
+        "Conn::atomic_write",
         |fx, ctx| fx.p.client.atomic_write(fx.rdst.at(0), [1; 8]).context(ctx).post(),
         WcOpcode::RdmaWrite,
     );
@@ -496,7 +496,7 @@ fn atomic_write__post_send_fails() {
 #[test]
 fn flush__post_send_fails() {
     post_send_fault(
-        "rpma_flush",
+        "Conn::flush",
         |fx, ctx| fx.p.client.flush(fx.rdst.slice(0..8), FlushType::Visibility).context(ctx).post(),
         WcOpcode::RdmaRead,
     );
@@ -504,13 +504,13 @@ fn flush__post_send_fails() {
 
 #[test]
 fn send__post_send_fails() {
-    post_send_fault("rpma_send", |fx, ctx| fx.p.client.send(fx.src.slice(0..8)).context(ctx).post(), WcOpcode::Send);
+    post_send_fault("Conn::send", |fx, ctx| fx.p.client.send(fx.src.slice(0..8)).context(ctx).post(), WcOpcode::Send);
 }
 
 #[test]
 fn send_with_imm__post_send_fails() {
     post_send_fault(
-        "rpma_send_with_imm",
+        "Conn::send(..).imm",
         |fx, ctx| fx.p.client.send(fx.src.slice(0..8)).imm(5).context(ctx).post(),
         WcOpcode::Send,
     );
@@ -520,7 +520,7 @@ fn send_with_imm__post_send_fails() {
 fn recv__post_recv_fails() {
     let fx = fixture();
     arm(&fx.f, "ibv_post_recv", EIO);
-    assert_provider(fx.p.server.recv(fx.dst.slice(0..64)).context(1).post(), EIO, "rpma_recv");
+    assert_provider(fx.p.server.recv(fx.dst.slice(0..64)).context(1).post(), EIO, "Conn::recv");
     fx.f.faults().disarm();
     fx.p.server.recv(fx.dst.slice(0..64)).context(2).post().unwrap();
     fx.p.client.send(fx.src.slice(0..8)).context(3).post().unwrap();
@@ -535,7 +535,7 @@ fn cq_get_wc__poll_cq_fails() {
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_poll_cq", EIO);
     let mut wc = [Wc::EMPTY; 4];
-    assert_provider(fx.p.client.cq().poll(&mut wc), EIO, "rpma_cq_get_wc");
+    assert_provider(fx.p.client.cq().poll(&mut wc), EIO, "Cq::poll");
     fx.f.faults().disarm();
     // The completion was not consumed by the failed poll.
     let wc = next_wc(fx.p.client.cq());
@@ -548,7 +548,7 @@ fn cq_wait__req_notify_cq_fails() {
     nonblock(fx.p.client.cq().fd());
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_req_notify_cq", EIO);
-    assert_provider(fx.p.client.cq().wait(), EIO, "rpma_cq_wait");
+    assert_provider(fx.p.client.cq().wait(), EIO, "Cq::wait");
     fx.f.faults().disarm();
     // The event was consumed before re-arming failed; the completion is still there.
     let wc = next_wc(fx.p.client.cq());
@@ -556,7 +556,7 @@ fn cq_wait__req_notify_cq_fails() {
     // As on hardware, the CQ stays unarmed after a failed re-arm: a later wait (non-blocking
     // here) reports no completion instead of hanging.
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(43).post().unwrap();
-    assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "rpma_cq_wait");
+    assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "Cq::wait");
     assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 43);
 }
 
@@ -567,7 +567,7 @@ fn cq_wait__get_cq_event_fails() {
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_get_cq_event", EIO);
     // librpma: a failed ibv_get_cq_event is RPMA_E_NO_COMPLETION.
-    assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "rpma_cq_wait");
+    assert_kind(fx.p.client.cq().wait(), ErrorKind::NoCompletion, "Cq::wait");
     fx.f.faults().disarm();
     // The event is still pending: the retry succeeds.
     fx.p.client.cq().wait().unwrap();
@@ -590,7 +590,7 @@ fn conn_wait__req_notify_cq_fails() {
     let fx = shared_channel_fixture();
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_req_notify_cq", EIO);
-    assert_provider(fx.p.client.wait(), EIO, "rpma_conn_wait");
+    assert_provider(fx.p.client.wait(), EIO, "Conn::wait");
     fx.f.faults().disarm();
     assert_eq!(next_wc(fx.p.client.cq()).wr_id(), 42);
     // The receive CQ is still armed: a wait for it succeeds.
@@ -606,7 +606,7 @@ fn conn_wait__get_cq_event_fails() {
     let fx = shared_channel_fixture();
     fx.p.client.write(fx.rdst.at(0), fx.src.slice(0..8)).context(42).post().unwrap();
     arm(&fx.f, "ibv_get_cq_event", EIO);
-    assert_kind(fx.p.client.wait(), ErrorKind::NoCompletion, "rpma_conn_wait");
+    assert_kind(fx.p.client.wait(), ErrorKind::NoCompletion, "Conn::wait");
     fx.f.faults().disarm();
     let (cq, is_rcq) = fx.p.client.wait().unwrap();
     assert!(!is_rcq);

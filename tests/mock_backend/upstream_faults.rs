@@ -9,7 +9,7 @@ fn peer_new__alloc_pd_no_error() {
     let f = MockFabric::new();
     let dev = Device::lookup(&f, ADDR, ContextType::Local).unwrap();
     arm(&f, "ibv_alloc_pd", 0);
-    assert_kind(Peer::new(&dev), ErrorKind::Other, "rpma_peer_new");
+    assert_kind(Peer::new(&dev), ErrorKind::Other, "Peer::new");
     f.faults().disarm();
     assert!(f.live().is_zero(), "{:?}", f.live());
     assert!(Peer::new(&dev).is_ok());
@@ -20,7 +20,7 @@ fn peer_new__alloc_pd_no_error() {
 fn get_ibv_context_step_fails(kind: ContextType, name: &'static str) {
     let f = MockFabric::new();
     f.faults().fail_nth(1, EIO, Some(name));
-    assert_provider(Device::lookup(&f, ADDR, kind), EIO, "rpma_utils_get_ibv_context");
+    assert_provider(Device::lookup(&f, ADDR, kind), EIO, "Device::lookup");
     f.faults().count_calls(None);
     f.faults().record_names(true);
     assert!(Device::lookup(&f, ADDR, kind).is_ok());
@@ -75,7 +75,7 @@ fn mr_reg__reg_mr_EOPNOTSUPP_no_odp() {
     let p = peer(&f);
     assert_eq!(p.device().is_odp_capable(), Ok(false));
     arm(&f, "ibv_reg_mr", EOPNOTSUPP);
-    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EOPNOTSUPP, "rpma_mr_reg");
+    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EOPNOTSUPP, "Peer::alloc_mr");
     assert_eq!(f.faults().calls(), 1, "registered once, no ODP retry");
     f.faults().disarm();
     assert_eq!(f.live().mrs, 0);
@@ -88,11 +88,11 @@ fn mr_reg__reg_mr_EOPNOTSUPP_ERRNO() {
     let p = peer(&f);
     f.faults().fail_nth(1, EOPNOTSUPP, Some("ibv_reg_mr"));
     f.faults().also_fail(2, EIO, "ibv_reg_mr");
-    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "rpma_mr_reg");
+    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "Peer::alloc_mr");
     assert_eq!(f.faults().calls(), 2, "one retry");
     // Only EOPNOTSUPP is retried.
     arm(&f, "ibv_reg_mr", EIO);
-    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "rpma_mr_reg");
+    assert_provider(p.alloc_mr(4096, Usage::READ_SRC), EIO, "Peer::alloc_mr");
     assert_eq!(f.faults().calls(), 1, "no retry for another errno");
     f.faults().disarm();
     assert_eq!(f.live().mrs, 0);
@@ -128,7 +128,7 @@ fn ep_next_conn_req__event_not_a_request_E_INVAL() {
         assert!(f.inject_listener_event(ADDR, port, ev));
         f.faults().count_calls(None);
         f.faults().record_names(true);
-        assert_kind(ep.next_conn_req(None), ErrorKind::InvalidInput, "rpma_ep_next_conn_req");
+        assert_kind(ep.next_conn_req(None), ErrorKind::InvalidInput, "Ep::next_conn_req");
         assert_eq!(f.faults().recorded(), ["rdma_get_cm_event", "rdma_ack_cm_event"], "{ev:?} is acked");
         f.faults().disarm();
         assert_eq!(ep.next_conn_req(None).unwrap_err().kind(), ErrorKind::NoEvent, "{ev:?} is consumed");
@@ -150,7 +150,7 @@ fn ep_next_conn_req__event_REJECTED_ack_ERRNO() {
     nonblock(ep.fd());
     assert!(f.inject_listener_event(ADDR, PORT.parse().unwrap(), CmEvent::Rejected));
     arm(&f, "rdma_ack_cm_event", EIO);
-    assert_provider(ep.next_conn_req(None), EIO, "rpma_ep_next_conn_req");
+    assert_provider(ep.next_conn_req(None), EIO, "Ep::next_conn_req");
     f.faults().disarm();
     assert_eq!(ep.next_conn_req(None).unwrap_err().kind(), ErrorKind::NoEvent);
 }
@@ -163,7 +163,7 @@ fn conn_next_event__ack_cm_event_fails() {
     let h = half(&f, None, None);
     let server = h.ep.next_conn_req(None).unwrap().connect(Some(b"srv")).unwrap();
     arm(&f, "rdma_ack_cm_event", EIO);
-    assert_provider(h.client.next_event(), EIO, "rpma_conn_next_event");
+    assert_provider(h.client.next_event(), EIO, "Conn::next_event");
     f.faults().disarm();
     assert_eq!(h.client.next_event().unwrap_err().kind(), ErrorKind::NoEvent, "the event is gone");
     assert!(h.client.private_data().is_empty(), "the private data is discarded");
@@ -171,7 +171,7 @@ fn conn_next_event__ack_cm_event_fails() {
     let lonely = ConnReq::new(&h.cpeer, ADDR, "7778", None).unwrap().connect(None).unwrap();
     nonblock(lonely.event_fd());
     arm(&f, "rdma_ack_cm_event", EIO);
-    assert_provider(lonely.next_event(), EIO, "rpma_conn_next_event");
+    assert_provider(lonely.next_event(), EIO, "Conn::next_event");
     f.faults().disarm();
     assert_eq!(lonely.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
     drop(server);
@@ -186,7 +186,7 @@ fn conn_wait__get_cq_event_UNKNOWN() {
     nonblock(p.client.compl_fd().unwrap());
     assert!(p.client.rcq().is_none());
     assert!(p.client.backend().inject_cq_event(rpma::transport::CqSlot::Receive));
-    assert_kind(p.client.wait(), ErrorKind::Other, "rpma_conn_wait");
+    assert_kind(p.client.wait(), ErrorKind::Other, "Conn::wait");
     // Waiting goes on for the main CQ.
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let dst = p.speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
@@ -206,9 +206,9 @@ fn conn_req_connect__conn_new_fails() {
     for name in ["rdma_create_event_channel", "rdma_migrate_id", "mmap", "ibv_reg_mr"] {
         let want = |r: rpma::Result<Conn>| {
             if name == "mmap" {
-                assert_kind(r, ErrorKind::OutOfMemory, "rpma_conn_req_connect");
+                assert_kind(r, ErrorKind::OutOfMemory, "ConnReq::connect");
             } else {
-                assert_provider(r, EIO, "rpma_conn_req_connect");
+                assert_provider(r, EIO, "ConnReq::connect");
             }
         };
         // Active.
@@ -253,7 +253,7 @@ fn conn_req_connect_via_accept__conn_new_fails_subsequent_reject_fails() {
     let req = h.ep.next_conn_req(None).unwrap();
     f.faults().fail_nth(1, EIO, Some("rdma_migrate_id"));
     f.faults().also_fail(1, ENOMEM, "rdma_reject");
-    assert_provider(req.connect(None), EIO, "rpma_conn_req_connect");
+    assert_provider(req.connect(None), EIO, "ConnReq::connect");
     f.faults().disarm();
     assert_eq!(next_event(&h.client), ConnEvent::Rejected);
     assert_eq!(f.live().qps, 1);
@@ -316,7 +316,7 @@ fn conn_req_delete__via_destroy_faults_first_error_wins() {
         f.faults().disarm();
         r
     }
-    let names = teardown_faults(scenario, "rpma_conn_req_delete");
+    let names = teardown_faults(scenario, "ConnReq::delete");
     assert_eq!(
         names,
         [
@@ -342,7 +342,7 @@ fn conn_req_delete__via_reject_faults_first_error_wins() {
         assert_eq!(next_event(&h.client), ConnEvent::Rejected);
         r
     }
-    let names = teardown_faults(scenario, "rpma_conn_req_delete");
+    let names = teardown_faults(scenario, "ConnReq::delete");
     assert_eq!(
         names,
         [
@@ -374,7 +374,7 @@ fn conn_delete__faults_first_error_wins() {
         f.faults().disarm();
         r
     }
-    let names = teardown_faults(scenario, "rpma_conn_delete");
+    let names = teardown_faults(scenario, "Conn::delete");
     assert_eq!(
         names,
         [
@@ -408,14 +408,14 @@ fn conn_req_connect__flush_buffer_reg_fails_munmap_ignored() {
     let req = ConnReq::new(&cpeer, ADDR, PORT, None).unwrap();
     f.faults().fail_nth(1, ENOMEM, Some("ibv_reg_mr"));
     f.faults().also_fail(1, EIO, "munmap");
-    assert_provider(req.connect(None), ENOMEM, "rpma_conn_req_connect");
+    assert_provider(req.connect(None), ENOMEM, "ConnReq::connect");
     f.faults().disarm();
     assert_eq!(f.live().qps, 0);
     // Without the second fault, the unmap is made all the same.
     let req = ConnReq::new(&cpeer, ADDR, PORT, None).unwrap();
     f.faults().fail_nth(1, EIO, Some("munmap"));
     f.faults().also_fail(1, ENOMEM, "ibv_reg_mr");
-    assert_provider(req.connect(None), ENOMEM, "rpma_conn_req_connect");
+    assert_provider(req.connect(None), ENOMEM, "ConnReq::connect");
     assert_eq!(f.faults().calls(), 1, "munmap was called (and its failure ignored)");
     f.faults().disarm();
     assert_eq!(f.live().qps, 0);

@@ -32,11 +32,17 @@ pub(crate) fn code(e: Error) -> c_int {
     librpma::code(e.kind())
 }
 
+/// The librpma function of `name` (the Rust item of an error or a log record, e.g.
+/// `Conn::read`), or `name` itself when it has none (a provider call, a module path, a C name).
+pub(crate) fn c_name(name: &'static str) -> &'static str {
+    librpma::c_function(name).unwrap_or(name)
+}
+
 /// The ERROR line librpma writes when a provider call fails: `<call>() failed: <strerror>`,
-/// reported from the librpma function that made the call.
+/// reported from the librpma function that made the call (the C name of the error's Rust item).
 #[cold]
 #[inline(never)]
-fn log_provider_failure(e: &Error, call: &str, errno: c_int) {
+fn log_provider_failure(e: &Error, call: &'static str, errno: c_int) {
     if rpma_core::logging::enabled(rpma_core::logging::LogLevel::Error) {
         let why = std::io::Error::from_raw_os_error(errno);
         // The OS's text without Rust's " (os error N)".
@@ -46,8 +52,8 @@ fn log_provider_failure(e: &Error, call: &str, errno: c_int) {
             rpma_core::logging::LogLevel::Error,
             file!(),
             line!(),
-            e.op(),
-            format_args!("{call}() failed: {why}"),
+            c_name(e.op()),
+            format_args!("{}() failed: {why}", c_name(call)),
         );
     }
 }

@@ -10,6 +10,11 @@
 //! Rust objects; the delete functions take `T **`, free the object and store NULL, so a second
 //! delete through the same pointer is a no-op returning 0, as in librpma.
 //!
+//! librpma's codes and names come from `rpma_core::librpma`, their one place: an error's
+//! `ErrorKind` becomes its `RPMA_E_*` code, `rpma_err_2str` gives its strings, and a log line
+//! (librpma's own, or the ERROR line of a failed provider call) names the librpma function of
+//! the Rust item that logs or failed (`Conn::read` → `rpma_read`).
+//!
 //! The backend is chosen at run time by `RPMA_BACKEND` (read once, at first use, through
 //! `rpma::any`, the facade crate's run-time choice): `verbs` (the default, unset or empty) is
 //! rpma-verbs, over libibverbs and librdmacm (cargo feature `verbs`, on by default); `mock` is

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rpma_core::logging::{self as rlog, LogLevel, LogRecord, Threshold};
 
-use crate::ffi::{code, guard, nonnull, put, CResult};
+use crate::ffi::{c_name, code, guard, nonnull, put, CResult};
 
 /// librpma's `rpma_log_function`: `(level, file_name, line_no, function_name, format, ...)`.
 pub type RpmaLogFunction = unsafe extern "C" fn(
@@ -39,11 +39,14 @@ extern "C" fn install_default() {
     let _ = catch_unwind(|| rlog::set_function(Some(Arc::new(default_function))));
 }
 
+/// Writes a line to stderr; its function is the librpma function of the record's Rust item
+/// ([`c_name`]), as librpma names it.
 fn default_function(rec: &LogRecord<'_>) {
     let aux = rlog::threshold(Threshold::Aux);
     let to_stderr = (aux != LogLevel::Disabled && rec.level <= aux) || rec.level <= LogLevel::Error;
     if to_stderr && rec.level != LogLevel::Disabled {
-        let line = format!("{}{}: {}: {}: {}\n", rec.level.tag(), rec.file, rec.line, rec.function, rec.message);
+        let func = c_name(rec.function);
+        let line = format!("{}{}: {}: {}: {}\n", rec.level.tag(), rec.file, rec.line, func, rec.message);
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
@@ -185,7 +188,7 @@ pub extern "C" fn rpma_log_set_function(log_function: Option<RpmaLogFunction>) -
                 level: rec.level as c_int,
                 file: c_string(rec.file),
                 line: c_int::try_from(rec.line).unwrap_or(c_int::MAX),
-                func: c_string(rec.function),
+                func: c_string(c_name(rec.function)),
                 msg: c_string(&rec.message.to_string()),
             };
             // (`try_with`: a message logged while the thread's locals are being destroyed is

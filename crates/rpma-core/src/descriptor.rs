@@ -50,7 +50,7 @@ impl MrDescriptor {
     /// bytes or its usage byte is zero (docs/decisions.md #2, #3: librpma's code behaviour is
     /// kept).
     pub fn decode(desc: &[u8]) -> Result<Self> {
-        const OP: &str = "rpma_mr_remote_from_descriptor";
+        const OP: &str = "MrRemote::from_descriptor";
         let Some(d) = desc.get(..MR_DESCRIPTOR_SIZE) else {
             return Err(Error::invalid_input(OP, "descriptor shorter than 21 bytes"));
         };
@@ -87,9 +87,7 @@ pub const fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRI
 /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if `desc` is empty
 /// (docs/decisions.md #11).
 pub fn decode_peer_cfg(desc: &[u8]) -> Result<bool> {
-    desc.first()
-        .map(|b| *b != 0)
-        .ok_or_else(|| Error::invalid_input("rpma_peer_cfg_from_descriptor", "descriptor is empty"))
+    desc.first().map(|b| *b != 0).ok_or_else(|| Error::invalid_input("PeerCfg::from_descriptor", "descriptor is empty"))
 }
 
 #[cfg(test)]

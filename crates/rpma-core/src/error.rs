@@ -1,12 +1,14 @@
 //! Errors: what went wrong ([`ErrorKind`]), in which call, and why.
 //!
-//! Every fallible call returns [`Result<T>`]. On top of its [`ErrorKind`], an [`Error`] carries
-//! the operation that failed (the name of the librpma function it corresponds to, e.g.
-//! `"rpma_read"`), the provider `errno` for [`ErrorKind::Provider`] errors (librpma only logged
-//! it), and a short human-readable detail. librpma's codes and strings for the kinds are in
+//! Every fallible call returns [`Result<T>`]. An [`Error`] carries its [`ErrorKind`], the Rust
+//! item the caller called ([`Error::op`], e.g. `"Conn::read"`), the provider call that failed
+//! with its `errno` if one did ([`Error::failed_call`]; the `errno` as a [`std::io::Error`] is the
+//! error's [`source`](std::error::Error::source)), and a detail naming the argument, the
+//! numbers and the fix. librpma's C codes and function names for all of it are in
 //! [`crate::librpma`].
 
 use std::fmt;
+use std::io;
 
 /// The kind of an error: what the caller can do about it.
 ///
@@ -92,33 +94,39 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// An error of an rpma operation: its [`ErrorKind`] plus context. `Send + Sync + 'static`, so
-/// it converts into `Box<dyn std::error::Error + Send + Sync>` and `std::io::Error`.
+/// An error of an rpma call: its [`ErrorKind`] plus context. `Send + Sync + 'static`, so it
+/// converts into `Box<dyn std::error::Error + Send + Sync>`, `anyhow::Error` and
+/// [`std::io::Error`].
+///
+/// [`Display`](fmt::Display) is one sentence: the Rust item called, the kind, the provider call
+/// that failed, the detail (`Conn::write: invalid argument: offset 4090 + length 8 > the
+/// region's 4096 bytes ...`). The provider's `errno` is not in it: it is the
+/// [`source`](std::error::Error::source), an [`io::Error`], which reports such as `anyhow`'s
+/// `{:#}` print after it. [`Debug`](fmt::Debug) lists the fields.
 ///
 /// One pointer wide (the context is boxed, errors are the cold path): a `Result<()>` is
 /// returned in a register, so a successful post or poll carries no error-sized copy.
-#[derive(Clone, PartialEq, Eq)]
 pub struct Error(Box<Inner>);
 
-#[derive(Clone, PartialEq, Eq)]
 struct Inner {
     kind: ErrorKind,
+    /// The Rust item called (`Conn::read`), or the provider call while a backend reports it.
     op: &'static str,
-    errno: Option<i32>,
-    detail: Option<Box<str>>,
-    /// The provider call that failed (`Error::provider`), kept when `op` is replaced.
+    /// The provider call that failed (`Error::provider`, `Error::failed`), kept when `op` is
+    /// replaced.
     call: Option<&'static str>,
-    /// The Rust call the user made, when it is not the one `rust_name(op)` gives.
-    called_as: Option<&'static str>,
+    /// The `errno` of `call`, an OS error (`io::Error::from_raw_os_error`).
+    source: Option<io::Error>,
+    detail: Option<Box<str>>,
 }
 
 impl Error {
-    /// A new error of `kind` raised by operation `op` (a librpma function name).
+    /// A new error of `kind` raised by `op` (the Rust item called, e.g. `"Conn::read"`).
     #[must_use]
     #[cold]
     #[inline(never)]
     pub fn new(kind: ErrorKind, op: &'static str) -> Self {
-        Self(Box::new(Inner { kind, op, errno: None, detail: None, call: None, called_as: None }))
+        Self(Box::new(Inner { kind, op, call: None, source: None, detail: None }))
     }
 
     /// An [`ErrorKind::InvalidInput`] error with a detail saying which argument was wrong.
@@ -129,29 +137,29 @@ impl Error {
         Self::new(ErrorKind::InvalidInput, op).with_detail(detail)
     }
 
-    /// An [`ErrorKind::Provider`] error carrying the provider's `errno`.
+    /// An [`ErrorKind::Provider`] error: the provider call `call` failed with `errno`. Its
+    /// operation is `call` until the public call that made it names itself ([`Error::in_op`]).
     #[must_use]
     #[cold]
     #[inline(never)]
-    pub fn provider(op: &'static str, errno: i32) -> Self {
-        Self(Box::new(Inner {
-            kind: ErrorKind::Provider,
-            op,
-            errno: Some(errno),
-            detail: None,
-            call: Some(op),
-            called_as: None,
-        }))
+    pub fn provider(call: &'static str, errno: i32) -> Self {
+        Self::failed(ErrorKind::Provider, call, errno)
     }
 
     /// An error of `kind` because the provider call `call` failed with `errno` (e.g.
-    /// `ibv_advise_mr` with `EOPNOTSUPP` is [`Unsupported`](ErrorKind::Unsupported)): librpma maps
-    /// some errnos to kinds of their own, and still reports the failed call.
+    /// `ibv_advise_mr` with `EOPNOTSUPP` is [`Unsupported`](ErrorKind::Unsupported)): librpma
+    /// maps some errnos to kinds of their own, and still reports the failed call.
     #[must_use]
     #[cold]
     #[inline(never)]
     pub fn failed(kind: ErrorKind, call: &'static str, errno: i32) -> Self {
-        Self(Box::new(Inner { kind, op: call, errno: Some(errno), detail: None, call: Some(call), called_as: None }))
+        Self(Box::new(Inner {
+            kind,
+            op: call,
+            call: Some(call),
+            source: Some(io::Error::from_raw_os_error(errno)),
+            detail: None,
+        }))
     }
 
     /// The [`ErrorKind::Provider`] error (`ENOMEM`, a provider's answer to a full queue) of a
@@ -207,23 +215,25 @@ impl Error {
         self
     }
 
-    /// Names the Rust call the user made (e.g. `Peer::alloc_mr`, which registers through
-    /// `rpma_mr_reg`): the message shows it in place of the Rust item of [`Error::op`], which
-    /// stays the librpma function.
-    #[must_use]
-    #[cold]
-    #[inline(never)]
-    pub fn called_as(mut self, rust: &'static str) -> Self {
-        self.0.called_as = Some(rust);
-        self
-    }
-
-    /// Replaces the operation name (used when one public call reports a backend step's error).
+    /// Names the Rust item the caller called (`"Peer::alloc_mr"`), replacing the operation of
+    /// a step it made (a backend's provider call, or another public call it is built on).
     #[must_use]
     pub fn in_op(mut self, op: &'static str) -> Self {
         self.0.op = op;
-        self.0.called_as = None;
         self
+    }
+
+    /// The kind.
+    #[must_use]
+    pub const fn kind(&self) -> ErrorKind {
+        self.0.kind
+    }
+
+    /// The Rust item the caller called (e.g. `"Conn::flush"`, `"Peer::alloc_mr"`); its
+    /// librpma function, if it has one, is [`crate::librpma::c_function`] of it.
+    #[must_use]
+    pub const fn op(&self) -> &'static str {
+        self.0.op
     }
 
     /// The provider call that failed (`ibv_advise_mr`, `rdma_getaddrinfo`, ...), for an error
@@ -233,22 +243,11 @@ impl Error {
         self.0.call
     }
 
-    /// The kind (`RPMA_E_*`).
+    /// The `errno` of the failed provider call ([`Error::failed_call`]): the raw OS error of
+    /// the error's [`source`](std::error::Error::source).
     #[must_use]
-    pub const fn kind(&self) -> ErrorKind {
-        self.0.kind
-    }
-
-    /// The operation that failed (a librpma function name, e.g. `"rpma_flush"`).
-    #[must_use]
-    pub const fn op(&self) -> &'static str {
-        self.0.op
-    }
-
-    /// The provider's `errno`, for [`ErrorKind::Provider`] errors.
-    #[must_use]
-    pub const fn errno(&self) -> Option<i32> {
-        self.0.errno
+    pub fn errno(&self) -> Option<i32> {
+        self.0.source.as_ref().and_then(io::Error::raw_os_error)
     }
 
     /// The detail message, if any.
@@ -258,16 +257,35 @@ impl Error {
     }
 }
 
+/// A copy; the `errno`'s [`io::Error`] is made again from its raw OS error.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        let Inner { kind, op, call, ref source, ref detail } = *self.0;
+        let source = source.as_ref().and_then(io::Error::raw_os_error).map(io::Error::from_raw_os_error);
+        Self(Box::new(Inner { kind, op, call, source, detail: detail.clone() }))
+    }
+}
+
+/// Equal kind, operation, failed call, `errno` and detail.
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&*self.0, &*other.0);
+        (a.kind, a.op, a.call, &a.detail) == (b.kind, b.op, b.call, &b.detail) && self.errno() == other.errno()
+    }
+}
+
+impl Eq for Error {}
+
 /// Structured: every field by name (for logs and test failures); [`Display`](fmt::Display) is the
 /// sentence for people.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
         d.field("kind", &self.0.kind).field("op", &self.0.op);
-        if let Some(rust) = self.0.called_as {
-            d.field("called_as", &rust);
+        if let Some(call) = self.0.call {
+            d.field("call", &call);
         }
-        if let Some(errno) = self.0.errno {
+        if let Some(errno) = self.errno() {
             d.field("errno", &errno);
         }
         if let Some(detail) = &self.0.detail {
@@ -277,61 +295,13 @@ impl fmt::Debug for Error {
     }
 }
 
-/// The Rust item of this API that a librpma function's error comes from, for messages: a Rust
-/// caller reads `Device::lookup (rpma_utils_get_ibv_context): ...`, the C name following.
-#[must_use]
-pub fn rust_name(op: &str) -> Option<&'static str> {
-    Some(match op {
-        "rpma_utils_get_ibv_context" => "Device::lookup",
-        "rpma_utils_ibv_context_is_odp_capable" => "Device::is_odp_capable",
-        "rpma_peer_new" => "Peer::new",
-        "rpma_peer_delete" => "Peer::delete",
-        "rpma_peer_cfg_from_descriptor" => "PeerCfg::from_descriptor",
-        "rpma_mr_reg" => "Peer::reg_mr",
-        "rpma_mr_dereg" => "MrLocal::dereg",
-        "rpma_mr_advise" => "MrLocal::advise",
-        "rpma_mr_remote_from_descriptor" => "MrRemote::from_descriptor",
-        "rpma_ep_listen" => "Ep::listen",
-        "rpma_ep_next_conn_req" => "Ep::next_conn_req",
-        "rpma_ep_shutdown" => "Ep::shutdown",
-        "rpma_conn_req_new" => "ConnReq::new",
-        "rpma_conn_req_connect" => "ConnReq::connect",
-        "rpma_conn_req_delete" => "ConnReq::delete",
-        "rpma_conn_req_recv" => "ConnReq::recv",
-        "rpma_conn_next_event" => "Conn::next_event",
-        "rpma_conn_disconnect" => "Conn::disconnect",
-        "rpma_conn_delete" => "Conn::delete",
-        "rpma_conn_wait" => "Conn::wait",
-        "rpma_conn_get_compl_fd" => "Conn::compl_fd",
-        "rpma_read" => "Conn::read",
-        "rpma_write" => "Conn::write",
-        "rpma_write_with_imm" => "Conn::write(..).imm",
-        "rpma_atomic_write" => "Conn::atomic_write",
-        "rpma_flush" => "Conn::flush",
-        "rpma_send" => "Conn::send",
-        "rpma_send_with_imm" => "Conn::send(..).imm",
-        "rpma_recv" => "Conn::recv",
-        "rpma_cq_wait" => "Cq::wait",
-        "rpma_cq_get_wc" => "Cq::poll",
-        "rpma_srq_new" => "Srq::new",
-        "rpma_srq_delete" => "Srq::delete",
-        "rpma_srq_recv" => "Srq::recv",
-        "rpma_log_set_threshold" => "logging::set_threshold",
-        _ => return None,
-    })
-}
-
+/// `op: kind[: call failed][: detail]`, e.g. `Peer::alloc_mr: provider error: ibv_reg_mr
+/// failed`; the `errno` is the [`source`](std::error::Error::source).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(rust) = self.0.called_as.or_else(|| rust_name(self.0.op)) {
-            write!(f, "{rust} ({}): ", self.0.op)?;
-        } else {
-            write!(f, "{}: ", self.0.op)?;
-        }
-        let kind = crate::librpma::err_2str(crate::librpma::code(self.0.kind));
-        write!(f, "{} ({})", kind.to_string_lossy(), crate::librpma::macro_name(self.0.kind))?;
-        if let Some(errno) = self.0.errno {
-            write!(f, ", errno {errno} ({})", std::io::Error::from_raw_os_error(errno))?;
+        write!(f, "{}: {}", self.0.op, self.0.kind)?;
+        if let Some(call) = self.0.call.filter(|c| *c != self.0.op) {
+            write!(f, ": {call} failed")?;
         }
         if let Some(d) = &self.0.detail {
             write!(f, ": {d}")?;
@@ -340,17 +310,22 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// The `errno` of the failed provider call, as an [`io::Error`].
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source.as_ref().map(|e| e as _)
+    }
+}
 
-impl From<Error> for std::io::Error {
+impl From<Error> for io::Error {
     fn from(e: Error) -> Self {
         let kind = match e.0.kind {
-            ErrorKind::InvalidInput => std::io::ErrorKind::InvalidInput,
-            ErrorKind::Unsupported => std::io::ErrorKind::Unsupported,
-            ErrorKind::OutOfMemory => std::io::ErrorKind::OutOfMemory,
-            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::WouldBlock => std::io::ErrorKind::WouldBlock,
+            ErrorKind::InvalidInput => io::ErrorKind::InvalidInput,
+            ErrorKind::Unsupported => io::ErrorKind::Unsupported,
+            ErrorKind::OutOfMemory => io::ErrorKind::OutOfMemory,
+            ErrorKind::NoCompletion | ErrorKind::NoEvent | ErrorKind::WouldBlock => io::ErrorKind::WouldBlock,
             ErrorKind::Provider | ErrorKind::SharedChannel | ErrorKind::NotSharedChannel | ErrorKind::Other => {
-                std::io::ErrorKind::Other
+                io::ErrorKind::Other
             }
         };
         Self::new(kind, e)
@@ -363,6 +338,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
 
     #[test]
     fn results_are_returned_in_registers() {
@@ -373,25 +349,67 @@ mod tests {
     }
 
     #[test]
-    fn display_carries_context() {
-        let e = Error::provider("rpma_read", 12).with_detail("post failed");
-        let s = e.to_string();
-        assert!(s.starts_with("Conn::read (rpma_read): Provider error occurred (RPMA_E_PROVIDER), errno 12"), "{s}");
+    fn errors_are_send_sync_static() {
+        fn check<E: std::error::Error + Send + Sync + 'static>() {}
+        check::<Error>();
+    }
+
+    #[test]
+    fn display_names_the_item_the_kind_the_call_and_the_detail() {
+        let e = Error::provider("ibv_post_send", 12).in_op("Conn::read").with_detail("post failed");
+        assert_eq!(e.to_string(), "Conn::read: provider error: ibv_post_send failed: post failed");
+        // Before a public call names itself, the provider call is the operation: not twice.
+        assert_eq!(Error::provider("ibv_poll_cq", 5).to_string(), "ibv_poll_cq: provider error");
         let plain = Error::invalid_input("Offer::decode", "short");
-        assert!(plain.to_string().starts_with("Offer::decode: Invalid argument"), "{plain}");
-        assert_eq!(rust_name("rpma_utils_get_ibv_context"), Some("Device::lookup"));
-        assert!(s.ends_with(": post failed"), "{s}");
-        assert_eq!(e.errno(), Some(12));
-        assert_eq!(Error::invalid_input("x", "y").kind(), ErrorKind::InvalidInput);
+        assert_eq!(plain.to_string(), "Offer::decode: invalid argument: short");
+        assert_eq!(Error::new(ErrorKind::WouldBlock, "MrLocal::as_mut_slice").kind(), ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn the_errno_is_the_source_an_io_error() {
+        let e = Error::provider("ibv_reg_mr", 5).in_op("Peer::alloc_mr");
+        assert_eq!(e.errno(), Some(5));
+        let source = e.source().expect("an errno is the source");
+        let io = source.downcast_ref::<io::Error>().expect("an io::Error");
+        assert_eq!(io.raw_os_error(), Some(5));
+        assert_eq!(io.kind(), io::Error::from_raw_os_error(5).kind());
+        // A kind of librpma's own for an errno keeps the errno too.
+        let e = Error::failed(ErrorKind::Unsupported, "ibv_advise_mr", 95);
+        assert_eq!(e.source().and_then(|s| s.downcast_ref::<io::Error>()).and_then(io::Error::raw_os_error), Some(95));
+        // No errno, no source.
+        assert!(Error::invalid_input("Conn::write", "len").source().is_none());
+        assert_eq!(Error::invalid_input("Conn::write", "len").errno(), None);
+    }
+
+    #[test]
+    fn a_clone_is_equal_and_keeps_the_source() {
+        let e = Error::failed(ErrorKind::OutOfMemory, "ibv_alloc_pd", 12).in_op("Peer::new").with_detail("d");
+        let c = e.clone();
+        assert_eq!(c, e);
+        assert_eq!(c.errno(), Some(12));
+        assert_ne!(Error::provider("x", 5), Error::provider("x", 12));
     }
 
     #[test]
     fn debug_is_structured() {
-        let e = Error::provider("rpma_read", 12).with_detail("post failed");
-        assert_eq!(format!("{e:?}"), r#"Error { kind: Provider, op: "rpma_read", errno: 12, detail: "post failed" }"#);
+        let e = Error::provider("ibv_post_send", 12).in_op("Conn::read").with_detail("post failed");
+        assert_eq!(
+            format!("{e:?}"),
+            r#"Error { kind: Provider, op: "Conn::read", call: "ibv_post_send", errno: 12, detail: "post failed" }"#
+        );
         assert_eq!(
             format!("{:?}", Error::new(ErrorKind::InvalidInput, "x")),
             r#"Error { kind: InvalidInput, op: "x" }"#
         );
+    }
+
+    #[test]
+    fn io_errors_keep_the_kind_and_the_chain() {
+        let io: io::Error = Error::invalid_input("Conn::write", "len").into();
+        assert_eq!(io.kind(), io::ErrorKind::InvalidInput);
+        let io: io::Error = Error::provider("ibv_post_send", 12).in_op("Conn::write").into();
+        let inner = io.get_ref().and_then(|e| e.downcast_ref::<Error>()).expect("the rpma error inside");
+        assert_eq!(inner.errno(), Some(12));
+        assert_eq!(io.kind(), io::ErrorKind::Other);
     }
 }

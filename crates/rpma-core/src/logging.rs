@@ -62,7 +62,7 @@ impl TryFrom<i32> for LogLevel {
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) outside -1..=5.
     fn try_from(v: i32) -> Result<Self> {
-        Self::from_i32(v).ok_or_else(|| Error::invalid_input("rpma_log_set_threshold", "level outside -1..5"))
+        Self::from_i32(v).ok_or_else(|| Error::invalid_input("LogLevel::try_from", "level outside -1..5"))
     }
 }
 
@@ -83,7 +83,7 @@ impl TryFrom<i32> for Threshold {
         match v {
             0 => Ok(Self::Primary),
             1 => Ok(Self::Aux),
-            _ => Err(Error::invalid_input("rpma_log_set_threshold", "threshold is neither PRIMARY nor AUX")),
+            _ => Err(Error::invalid_input("Threshold::try_from", "threshold is neither PRIMARY nor AUX")),
         }
     }
 }
@@ -97,8 +97,9 @@ pub struct LogRecord<'a> {
     pub file: &'static str,
     /// Source line.
     pub line: u32,
-    /// The librpma function of a line librpma also logs (e.g. `rpma_ep_listen`), or the Rust
-    /// item (`ConnReq::drop`) or module path of a line of this library's own.
+    /// The Rust item that logs (e.g. `Ep::listen`, `ConnReq::drop`), or the module path of the
+    /// line. rpma-capi gives a C log function the librpma function of the item
+    /// ([`crate::librpma::c_function`]), so the lines librpma also writes name its function.
     pub function: &'static str,
     /// The formatted message.
     pub message: &'a std::fmt::Arguments<'a>,
@@ -177,8 +178,9 @@ fn default_function(rec: &LogRecord<'_>) {
 }
 
 /// Logs through rpma's log function if the level passes the primary threshold; the record's
-/// function is the Rust module, or with `in "rpma_peer_new"` the librpma function the line is
-/// librpma's own (what a C log function of rpma-capi then sees, as with librpma).
+/// function is the Rust module, or with `in "Peer::new"` the Rust item that logs (for a line
+/// librpma also writes, the item's librpma function is what a C log function of rpma-capi then
+/// sees, as with librpma: [`LogRecord::function`](crate::logging::LogRecord::function)).
 #[macro_export]
 macro_rules! rpma_log {
     ($lvl:ident in $func:expr, $($arg:tt)+) => {

@@ -31,7 +31,7 @@ impl<T: Transport> Device<T> {
     /// resolved (e.g. no RDMA device has the address). A NULL `addr`, NULL out-pointer or an
     /// invalid type cannot be expressed.
     pub fn lookup(transport: &T, addr: &str, kind: ContextType) -> Result<Self> {
-        let dev = transport.lookup_device(addr, kind).map_err(|e| e.in_op("rpma_utils_get_ibv_context"))?;
+        let dev = transport.lookup_device(addr, kind).map_err(|e| e.in_op("Device::lookup"))?;
         Ok(Self { transport: transport.clone(), dev })
     }
 
@@ -50,8 +50,7 @@ impl<T: Transport> Device<T> {
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if the device query fails.
     pub fn is_odp_capable(&self) -> Result<bool> {
-        let caps =
-            self.transport.capabilities(&self.dev).map_err(|e| e.in_op("rpma_utils_ibv_context_is_odp_capable"))?;
+        let caps = self.transport.capabilities(&self.dev).map_err(|e| e.in_op("Device::is_odp_capable"))?;
         Ok(caps.odp)
     }
 
@@ -60,7 +59,7 @@ impl<T: Transport> Device<T> {
     /// # Errors
     /// [`Provider`](crate::ErrorKind::Provider) if the device query fails.
     pub fn capabilities(&self) -> Result<Capabilities> {
-        self.transport.capabilities(&self.dev).map_err(|e| e.in_op("ibv_query_device_ex"))
+        self.transport.capabilities(&self.dev).map_err(|e| e.in_op("Device::capabilities"))
     }
 
     /// The device's name (e.g. `rxe0`).
@@ -134,7 +133,7 @@ impl<T: Transport> Peer<T> {
     /// memory (`ENOMEM`); [`Other`](crate::ErrorKind::Other) if `ibv_alloc_pd` fails without an
     /// errno.
     pub fn new(device: &Device<T>) -> Result<Self> {
-        const OP: &str = "rpma_peer_new";
+        const OP: &str = "Peer::new";
         let caps = device.transport.capabilities(&device.dev).map_err(|e| e.in_op(OP))?;
         // librpma 1.3's line, word for word and from its function (librpma logs nothing of the
         // flush; ours says it at DEBUG, with the device).

@@ -39,7 +39,7 @@ pub(crate) fn rendezvous_from_env() -> Result<Option<std::path::PathBuf>> {
 }
 
 /// The operation named by errors of the fabric's configuration.
-pub(crate) const CONFIG_OP: &str = "rpma_mock_fabric";
+pub(crate) const CONFIG_OP: &str = "MockFabricBuilder::build";
 
 /// When a one-sided operation or a send executes on the mock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

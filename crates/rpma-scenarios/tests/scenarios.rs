@@ -394,7 +394,7 @@ fn s05_a_persistent_flush_to_dram_is_refused() {
     )
     .unwrap_err();
     let msg = format!("{err:#}");
-    assert!(msg.contains("client") && msg.contains("rpma_flush"), "{msg}");
+    assert!(msg.contains("client") && msg.contains("Conn::flush"), "{msg}");
 }
 
 #[test]

@@ -31,16 +31,18 @@ impl Channels {
     /// # Errors
     /// As [`watch`]; [`Provider`](ErrorKind::Provider) if an fd cannot be made non-blocking.
     pub(crate) fn new<T: Transport>(conn: &Conn<T>) -> Result<Self> {
+        // Made for `AsyncConn::new`, the call that reports its errors.
+        const OP: &str = "AsyncConn::new";
         if let Ok(fd) = conn.compl_fd() {
             conn.set_nonblocking(true)?;
-            return Ok(Self { main: watch("rpma_conn_get_compl_fd", fd)?, receive: None, shared: true });
+            return Ok(Self { main: watch(OP, fd)?, receive: None, shared: true });
         }
         conn.cq().set_nonblocking(true)?;
-        let main = watch("rpma_cq_get_fd", conn.cq().fd())?;
+        let main = watch(OP, conn.cq().fd())?;
         let receive = match conn.rcq() {
             Some(rcq) => {
                 rcq.set_nonblocking(true)?;
-                Some(watch("rpma_cq_get_fd", rcq.fd())?)
+                Some(watch(OP, rcq.fd())?)
             }
             None => None,
         };

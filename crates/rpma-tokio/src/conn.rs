@@ -62,7 +62,7 @@ pub async fn connect_timeout<T: Transport>(
     timeout: Duration,
 ) -> Result<AsyncConn<T>> {
     // The timeout is checked before the request is consumed.
-    Limit::default().set("rpma_conn_req_connect", Some(timeout))?;
+    Limit::default().set("tokio::connect_timeout", Some(timeout))?;
     let conn = AsyncConn::new(req.connect(pdata)?)?;
     conn.set_timeout(Some(timeout))?;
     let conn = established(conn).await?;
@@ -73,7 +73,7 @@ pub async fn connect_timeout<T: Transport>(
 async fn established<T: Transport>(conn: AsyncConn<T>) -> Result<AsyncConn<T>> {
     match conn.next_event().await? {
         ConnEvent::Established => Ok(conn),
-        ev => Err(Error::new(ErrorKind::Other, "rpma_conn_req_connect")
+        ev => Err(Error::new(ErrorKind::Other, "tokio::connect")
             .with_detail(&format!("the connection was not established: {}", ev.as_str()))),
     }
 }
@@ -87,7 +87,7 @@ impl<T: Transport> AsyncConn<T> {
     /// [`Provider`](ErrorKind::Provider) if an fd cannot be made non-blocking or registered.
     pub fn new(conn: Conn<T>) -> Result<Self> {
         conn.set_nonblocking(true)?;
-        let events = watch("rpma_conn_get_event_fd", conn.event_fd())?;
+        let events = watch("AsyncConn::new", conn.event_fd())?;
         let channels = Channels::new(&conn)?;
         Ok(Self { state: State::new(conn), events, channels, limit: Limit::default() })
     }
@@ -180,7 +180,7 @@ impl<T: Transport> AsyncConn<T> {
     /// As [`Conn::next_event`]; [`NoEvent`](ErrorKind::NoEvent) when the connection's timeout
     /// passes (never otherwise: it waits instead).
     pub async fn next_event(&self) -> Result<ConnEvent> {
-        const OP: &str = "rpma_conn_next_event";
+        const OP: &str = "AsyncConn::next_event";
         let mut deadline = Deadline::default();
         loop {
             let mut readable = std::pin::pin!(self.events.readable());
@@ -193,7 +193,7 @@ impl<T: Transport> AsyncConn<T> {
             .await?;
             match self.lock().conn.next_event() {
                 Err(e) if e.kind() == ErrorKind::NoEvent => guard.clear_ready(),
-                r => return r,
+                r => return r.map_err(|e| e.in_op(OP)),
             }
         }
     }
@@ -210,7 +210,7 @@ impl<T: Transport> AsyncConn<T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) when the connection's timeout passes.
     pub async fn next_wc(&self) -> Result<Wc> {
         let mut waiter = Waiter::new(&self.state);
-        self.wait_for("rpma_cq_get_wc", "waiting for a completion", |inner, waker| {
+        self.wait_for("AsyncConn::next_wc", "waiting for a completion", |inner, waker| {
             match inner.dispatch.pop_unclaimed() {
                 Some(wc) => {
                     waiter.done(inner);

@@ -26,7 +26,7 @@ impl<T: Transport> AsyncEp<T> {
     /// [`Provider`](ErrorKind::Provider) if the fd cannot be made non-blocking or registered.
     pub fn new(ep: Ep<T>) -> Result<Self> {
         ep.set_nonblocking(true)?;
-        Ok(Self { fd: watch("rpma_ep_get_fd", ep.fd())?, limit: Limit::default(), ep })
+        Ok(Self { fd: watch("AsyncEp::new", ep.fd())?, limit: Limit::default(), ep })
     }
 
     /// The endpoint.
@@ -53,7 +53,7 @@ impl<T: Transport> AsyncEp<T> {
     /// As [`Ep::next_conn_req`]; [`NoEvent`](ErrorKind::NoEvent) when the endpoint's timeout
     /// passes (never otherwise: it waits instead).
     pub async fn accept(&mut self, cfg: Option<&ConnCfg<T>>) -> Result<ConnReq<T>> {
-        const OP: &str = "rpma_ep_next_conn_req";
+        const OP: &str = "AsyncEp::accept";
         let mut deadline = Deadline::default();
         loop {
             let mut readable = std::pin::pin!(self.fd.readable());
@@ -66,7 +66,7 @@ impl<T: Transport> AsyncEp<T> {
             .await?;
             match self.ep.next_conn_req(cfg) {
                 Err(e) if e.kind() == ErrorKind::NoEvent => guard.clear_ready(),
-                r => return r,
+                r => return r.map_err(|e| e.in_op(OP)),
             }
         }
     }

@@ -117,11 +117,11 @@ async fn bad_arguments_are_errors_and_post_nothing() {
     let src = p.cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let free = p.client.sq_free();
     let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).await.unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_write"));
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::write"));
     // (An immediate value on a flush, or a receive posted unsignaled, does not compile:
     // tests/compile_fail/imm_on_read_async.rs.)
     let e = p.client.post(op::read(src.slice(0..8), remote(&dst).at(60))).await.unwrap_err();
-    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "rpma_read"));
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::read"));
     assert_eq!((p.client.sq_free(), p.client.in_flight()), (free, 0));
 }
 
@@ -562,7 +562,7 @@ async fn awaiting_on_a_closed_connection_is_an_error() {
     assert_eq!(timeout(LONG, p.client.next_event()).await.unwrap().unwrap(), ConnEvent::Closed);
     let e = timeout(LONG, p.client.write(remote(&dst).at(0), src.slice(0..8))).await.expect("no hang").unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Provider), "{e}");
-    assert_eq!(e.op(), "rpma_write");
+    assert_eq!(e.op(), "Conn::write");
 }
 
 #[tokio::test]

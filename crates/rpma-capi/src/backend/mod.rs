@@ -119,7 +119,7 @@ impl UnlockedConnWait {
             // SAFETY: [C2] the caller's promise is the one SharedCqEvents::wait asks for.
             Self::Verbs(ref e) => unsafe { e.wait() }
                 .map(|slot| slot == rpma_core::transport::CqSlot::Receive)
-                .map_err(|e| e.in_op("rpma_conn_wait")),
+                .map_err(|e| e.in_op("Conn::wait")),
         }
     }
 }

@@ -58,9 +58,9 @@ impl<'a, T: Transport> Cq<'a, T> {
     /// (non-blocking fd); [`Provider`](crate::ErrorKind::Provider) if re-arming fails.
     pub fn wait(&self) -> Result<()> {
         if self.shared {
-            return Err(Error::new(ErrorKind::SharedChannel, "rpma_cq_wait"));
+            return Err(Error::new(ErrorKind::SharedChannel, "Cq::wait"));
         }
-        self.cq.wait().map_err(|e| e.in_op("rpma_cq_wait"))
+        self.cq.wait().map_err(|e| e.in_op("Cq::wait"))
     }
 
     /// `rpma_cq_get_wc`: polls up to `wc.len()` completions into `wc` and returns how many
@@ -74,7 +74,7 @@ impl<'a, T: Transport> Cq<'a, T> {
     #[inline(always)]
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         if wc.is_empty() {
-            return Err(Error::invalid_input("rpma_cq_get_wc", "num_entries < 1"));
+            return Err(Error::invalid_input("Cq::poll", "num_entries < 1"));
         }
         polled(self.cq.poll(wc), wc.len())
     }
@@ -109,7 +109,7 @@ impl<'a, T: Transport> Cq<'a, T> {
 /// `NoCompletion`); more than asked (a misbehaving provider) → `Other`; a failure → its kind.
 #[inline]
 fn polled(r: Result<usize>, asked: usize) -> Result<usize> {
-    const OP: &str = "rpma_cq_get_wc";
+    const OP: &str = "Cq::poll";
     match r {
         Ok(n) if n <= asked => Ok(n),
         Ok(_) => Err(Error::new(ErrorKind::Other, OP).with_detail("provider returned too many entries")),
@@ -135,12 +135,12 @@ mod tests {
     fn cq_get_wc__poll_cq_more_than_asked_E_UNKNOWN() {
         for (asked, got) in [(1, 2), (4, 5), (4, usize::MAX)] {
             let e = polled(Ok(got), asked).expect_err("more entries than asked must fail");
-            assert_eq!((e.kind(), e.op()), (ErrorKind::Other, "rpma_cq_get_wc"));
+            assert_eq!((e.kind(), e.op()), (ErrorKind::Other, "Cq::poll"));
         }
         assert_eq!(polled(Ok(4), 4), Ok(4));
         assert_eq!(polled(Ok(1), 4), Ok(1));
         assert_eq!(polled(Ok(0), 4), Ok(0));
         let e = polled(Err(Error::provider("ibv_poll_cq", 5)), 4).expect_err("a failed poll");
-        assert_eq!((e.kind(), e.op(), e.errno()), (ErrorKind::Provider, "rpma_cq_get_wc", Some(5)));
+        assert_eq!((e.kind(), e.op(), e.errno()), (ErrorKind::Provider, "Cq::poll", Some(5)));
     }
 }

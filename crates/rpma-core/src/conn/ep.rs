@@ -39,8 +39,8 @@ impl<T: Transport> Ep<T> {
         let l = peer
             .transport()
             .listen(&peer.inner.pd, addr, port)
-            .map_err(|e| e.in_op("rpma_ep_listen").with_context(&format!("listening on {addr}:{port}")))?;
-        crate::rpma_log!(Notice in "rpma_ep_listen", "Waiting for incoming connection on {addr}:{port}");
+            .map_err(|e| e.in_op("Ep::listen").with_context(&format!("listening on {addr}:{port}")))?;
+        crate::rpma_log!(Notice in "Ep::listen", "Waiting for incoming connection on {addr}:{port}");
         Ok(Self { listener: Some(l), peer: peer.clone(), trace: EpTrace::new(addr, port) })
     }
 
@@ -78,7 +78,7 @@ impl<T: Transport> Ep<T> {
         cfg: Option<&ConnCfg<T>>,
         take: impl FnOnce(&T::Listener, &QueueConfig<'_, T>) -> Option<Result<T::Qp>>,
     ) -> Option<Result<ConnReq<T>>> {
-        const OP: &str = "rpma_ep_next_conn_req";
+        const OP: &str = "Ep::next_conn_req";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
         let qc = match queue_config(OP, &self.peer, cfg, &srq) {
             Ok(qc) => qc,
@@ -114,7 +114,7 @@ impl<T: Transport> Ep<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if destroying the listening identifier fails; the
     /// endpoint is gone all the same (docs/decisions.md #10).
     pub fn shutdown(mut self) -> Result<()> {
-        self.listener.take().map_or(Ok(()), |l| l.shutdown().map_err(|e| e.in_op("rpma_ep_shutdown")))
+        self.listener.take().map_or(Ok(()), |l| l.shutdown().map_err(|e| e.in_op("Ep::shutdown")))
     }
 }
 

@@ -117,7 +117,7 @@ impl<T: Transport> Conn<T> {
 
     /// Maps a CM event the backend took (`rpma_conn_next_event`'s rules).
     pub(crate) fn take_event(&self, taken: Result<(CmEvent, Option<Box<[u8]>>)>) -> Result<ConnEvent> {
-        const OP: &str = "rpma_conn_next_event";
+        const OP: &str = "Conn::next_event";
         let (ev, pdata) = taken.map_err(|e| e.in_op(OP))?;
         let _span = self.trace.enter();
         let event = match ev {
@@ -183,7 +183,7 @@ impl<T: Transport> Conn<T> {
     /// # Errors
     /// [`NotSharedChannel`](crate::ErrorKind::NotSharedChannel) if the channel is not shared.
     pub fn compl_fd(&self) -> Result<BorrowedFd<'_>> {
-        self.qp().compl_fd().ok_or_else(|| Error::new(ErrorKind::NotSharedChannel, "rpma_conn_get_compl_fd"))
+        self.qp().compl_fd().ok_or_else(|| Error::new(ErrorKind::NotSharedChannel, "Conn::compl_fd"))
     }
 
     /// `rpma_conn_wait`: waits on the shared completion channel and says which CQ has a
@@ -195,7 +195,7 @@ impl<T: Transport> Conn<T> {
     /// [`Other`](crate::ErrorKind::Other) for an event of an unknown CQ;
     /// [`Provider`](crate::ErrorKind::Provider) if re-arming fails.
     pub fn wait(&self) -> Result<(Cq<'_, T>, bool)> {
-        const OP: &str = "rpma_conn_wait";
+        const OP: &str = "Conn::wait";
         if !self.shared {
             return Err(Error::new(ErrorKind::NotSharedChannel, OP));
         }
@@ -216,8 +216,8 @@ impl<T: Transport> Conn<T> {
     pub fn disconnect(&self) -> Result<()> {
         let _span = self.trace.enter();
         self.trace.step(Step::Disconnect);
-        crate::rpma_log!(Notice in "rpma_conn_disconnect", "Requesting for disconnection");
-        self.qp().disconnect().map_err(|e| e.in_op("rpma_conn_disconnect"))
+        crate::rpma_log!(Notice in "Conn::disconnect", "Requesting for disconnection");
+        self.qp().disconnect().map_err(|e| e.in_op("Conn::disconnect"))
     }
 
     /// `rpma_conn_delete`: releases the connection now and reports the first failure (every
@@ -232,7 +232,7 @@ impl<T: Transport> Conn<T> {
         let Self { qp, _srq, peer, trace, .. } = self;
         let _span = trace.enter();
         trace.step(Step::Delete);
-        let r = qp.destroy().map_err(|e| e.in_op("rpma_conn_delete"));
+        let r = qp.destroy().map_err(|e| e.in_op("Conn::delete"));
         drop(_srq);
         drop(peer);
         r

@@ -117,7 +117,7 @@ impl<T: Transport> ConnReq<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if resolving the address or route, or creating the
     /// CQs or QP, fails; [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn new(peer: &Peer<T>, addr: &str, port: &str, cfg: Option<&ConnCfg<T>>) -> Result<Self> {
-        const OP: &str = "rpma_conn_req_new";
+        const OP: &str = "ConnReq::new";
         let srq = cfg.and_then(ConnCfg::srq).cloned();
         let qc = queue_config(OP, peer, cfg, &srq)?;
         let shared = qc.shared_channel;
@@ -182,7 +182,7 @@ impl<T: Transport> ConnReq<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if connecting or accepting fails;
     /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn connect(mut self, pdata: Option<&[u8]>) -> Result<Conn<T>> {
-        const OP: &str = "rpma_conn_req_connect";
+        const OP: &str = "ConnReq::connect";
         let caps = &self.peer.inner.caps;
         let limit = if self.incoming { caps.max_private_data_accept } else { caps.max_private_data_connect };
         validate::private_data(OP, pdata, limit)?;
@@ -227,7 +227,7 @@ impl<T: Transport> ConnReq<T> {
         let _span = self.trace.enter();
         self.qp.take().map_or(Ok(()), |qp| {
             self.trace.step(Step::Reject);
-            qp.reject().map_err(|e| e.in_op("rpma_conn_req_delete"))
+            qp.reject().map_err(|e| e.in_op("ConnReq::delete"))
         })
     }
 }

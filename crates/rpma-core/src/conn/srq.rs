@@ -43,11 +43,11 @@ impl<T: Transport> Srq<T> {
     /// (`max_srq_wr`, `max_cqe`); [`Provider`](crate::ErrorKind::Provider) if creating the SRQ,
     /// channel or CQ fails; [`OutOfMemory`](crate::ErrorKind::OutOfMemory).
     pub fn new(peer: &Peer<T>, cfg: Option<&SrqCfg>) -> Result<Self> {
-        const OP: &str = "rpma_srq_new";
+        const OP: &str = "Srq::new";
         let (rq, rcq) = cfg.map_or((SrqCfg::DEFAULT_SIZE, SrqCfg::DEFAULT_SIZE), |c| (c.rq_size(), c.rcq_size()));
         validate::queue_size(OP, "rq_size", rq, peer.inner.caps.max_srq_wr)?;
         validate::queue_size(OP, "rcq_size", rcq, peer.inner.caps.max_cqe)?;
-        let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("rpma_srq_new"))?;
+        let srq = peer.transport().create_srq(&peer.inner.pd, rq, rcq).map_err(|e| e.in_op("Srq::new"))?;
         Ok(Self { srq: Arc::new(srq), _peer: Arc::clone(&peer.inner), limits: OpLimits::single(&peer.inner.caps) })
     }
 
@@ -82,7 +82,7 @@ impl<T: Transport> Srq<T> {
     /// [`Provider`](crate::ErrorKind::Provider) if destroying the CQ, channel or SRQ fails.
     pub fn delete(self) -> Result<()> {
         match Arc::try_unwrap(self.srq) {
-            Ok(s) => s.destroy().map_err(|e| e.in_op("rpma_srq_delete")),
+            Ok(s) => s.destroy().map_err(|e| e.in_op("Srq::delete")),
             Err(_) => Ok(()),
         }
     }

@@ -119,7 +119,7 @@ impl<T: Transport> Ep<T> {
     /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Ep::next_conn_req`]
     /// otherwise.
     pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg<T>>, timeout: Duration) -> Result<ConnReq<T>> {
-        const OP: &str = "rpma_ep_next_conn_req";
+        const OP: &str = "Ep::next_conn_req_timeout";
         if timeout.is_zero() {
             return Err(zero_timeout(OP));
         }
@@ -127,6 +127,7 @@ impl<T: Transport> Ep<T> {
             Some(taken) => taken.map_err(|e| timed_out(e, ErrorKind::NoEvent, timeout)),
             None => with_deadline(OP, self.fd(), timeout, ErrorKind::NoEvent, || self.next_conn_req(cfg)),
         }
+        .map_err(|e| e.in_op(OP))
     }
 
     /// Makes the endpoint's fd non-blocking (`on`) or blocking: [`Ep::next_conn_req`] then
@@ -135,7 +136,7 @@ impl<T: Transport> Ep<T> {
     /// # Errors
     /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
     pub fn set_nonblocking(&self, on: bool) -> Result<()> {
-        set_nonblocking("rpma_ep_get_fd", self.fd(), on)
+        set_nonblocking("Ep::set_nonblocking", self.fd(), on)
     }
 }
 
@@ -147,7 +148,7 @@ impl<T: Transport> Conn<T> {
     /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Conn::next_event`]
     /// otherwise.
     pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
-        const OP: &str = "rpma_conn_next_event";
+        const OP: &str = "Conn::next_event_timeout";
         if timeout.is_zero() {
             return Err(zero_timeout(OP));
         }
@@ -155,6 +156,7 @@ impl<T: Transport> Conn<T> {
             Some(taken) => self.take_event(taken.map_err(|e| timed_out(e, ErrorKind::NoEvent, timeout))),
             None => with_deadline(OP, self.event_fd(), timeout, ErrorKind::NoEvent, || self.next_event()),
         }
+        .map_err(|e| e.in_op(OP))
     }
 
     /// [`Conn::wait`] waiting at most `timeout`.
@@ -163,8 +165,9 @@ impl<T: Transport> Conn<T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
     /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Conn::wait`] otherwise.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(Cq<'_, T>, bool)> {
-        let fd = self.compl_fd().map_err(|e| e.in_op("rpma_conn_wait"))?;
-        with_deadline("rpma_conn_wait", fd, timeout, ErrorKind::NoCompletion, || self.wait())
+        const OP: &str = "Conn::wait_timeout";
+        let fd = self.compl_fd().map_err(|e| e.in_op(OP))?;
+        with_deadline(OP, fd, timeout, ErrorKind::NoCompletion, || self.wait()).map_err(|e| e.in_op(OP))
     }
 
     /// Makes the connection's CM event fd (and its shared completion channel's fd, if any)
@@ -173,9 +176,10 @@ impl<T: Transport> Conn<T> {
     /// # Errors
     /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
     pub fn set_nonblocking(&self, on: bool) -> Result<()> {
-        set_nonblocking("rpma_conn_get_event_fd", self.event_fd(), on)?;
+        const OP: &str = "Conn::set_nonblocking";
+        set_nonblocking(OP, self.event_fd(), on)?;
         match self.compl_fd() {
-            Ok(fd) => set_nonblocking("rpma_conn_get_compl_fd", fd, on),
+            Ok(fd) => set_nonblocking(OP, fd, on),
             Err(_) => Ok(()),
         }
     }
@@ -188,7 +192,7 @@ impl<T: Transport> Cq<'_, T> {
     /// [`NoCompletion`](ErrorKind::NoCompletion) if no completion event came in time;
     /// [`InvalidInput`](ErrorKind::InvalidInput) for a zero timeout; as [`Cq::wait`] otherwise.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        const OP: &str = "rpma_cq_wait";
+        const OP: &str = "Cq::wait_timeout";
         if timeout.is_zero() {
             return Err(zero_timeout(OP));
         }
@@ -196,9 +200,10 @@ impl<T: Transport> Cq<'_, T> {
             return Err(Error::new(ErrorKind::SharedChannel, OP));
         }
         match self.cq.wait_timeout(timeout) {
-            Some(r) => r.map_err(|e| timed_out(e, ErrorKind::NoCompletion, timeout).in_op(OP)),
+            Some(r) => r.map_err(|e| timed_out(e, ErrorKind::NoCompletion, timeout)),
             None => with_deadline(OP, self.fd(), timeout, ErrorKind::NoCompletion, || self.wait()),
         }
+        .map_err(|e| e.in_op(OP))
     }
 
     /// Makes the CQ's completion-channel fd non-blocking (`on`) or blocking.
@@ -206,7 +211,7 @@ impl<T: Transport> Cq<'_, T> {
     /// # Errors
     /// [`Provider`](ErrorKind::Provider) if `fcntl` fails.
     pub fn set_nonblocking(&self, on: bool) -> Result<()> {
-        set_nonblocking("rpma_cq_get_fd", self.fd(), on)
+        set_nonblocking("Cq::set_nonblocking", self.fd(), on)
     }
 
     /// The next completion, sleeping until one comes (at most `timeout`; `None`: no limit):

@@ -76,7 +76,7 @@ impl<T: Transport> Peer<T> {
     /// registration fails (the memory is released then).
     #[doc(alias = "rpma_mr_reg")]
     pub fn reg_mr(&self, memory: Memory, usage: Usage) -> Result<MrLocal<T>> {
-        const OP: &str = "rpma_mr_reg";
+        const OP: &str = "Peer::reg_mr";
         if memory.is_empty() {
             return Err(Error::invalid_input(OP, "size is 0"));
         }
@@ -95,13 +95,12 @@ impl<T: Transport> Peer<T> {
     /// [`OutOfMemory`](crate::ErrorKind::OutOfMemory) if the memory cannot be allocated; as
     /// [`Peer::reg_mr`].
     pub fn alloc_mr(&self, len: usize, usage: Usage) -> Result<MrLocal<T>> {
-        const OP: &str = "rpma_mr_reg";
-        const CALL: &str = "Peer::alloc_mr";
+        const OP: &str = "Peer::alloc_mr";
         if len == 0 {
-            return Err(Error::invalid_input(OP, "len is 0: a region holds at least 1 byte").called_as(CALL));
+            return Err(Error::invalid_input(OP, "len is 0: a region holds at least 1 byte"));
         }
-        let memory = Memory::page_aligned(len).map_err(|e| mem_error(OP, &e).called_as(CALL))?;
-        self.reg_mr(memory, usage).map_err(|e| e.called_as(CALL))
+        let memory = Memory::page_aligned(len).map_err(|e| mem_error(OP, &e))?;
+        self.reg_mr(memory, usage).map_err(|e| e.in_op(OP))
     }
 }
 
@@ -265,7 +264,7 @@ impl<T: Transport> MrLocal<T> {
     /// [`Provider`](crate::ErrorKind::Provider) on other provider failures.
     #[doc(alias = "rpma_mr_advise")]
     pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: u32) -> Result<()> {
-        const OP: &str = "rpma_mr_advise";
+        const OP: &str = "MrLocal::advise";
         validate::local_range(OP, self.mr.len(), offset, len)?;
         if len > u32::MAX as usize {
             return Err(Error::invalid_input(OP, "len does not fit the 32-bit SGE length"));
@@ -291,7 +290,7 @@ impl<T: Transport> MrLocal<T> {
     #[doc(alias = "rpma_mr_dereg")]
     pub fn dereg(self) -> Result<Option<Memory>> {
         match Arc::try_unwrap(self.mr) {
-            Ok(mr) => mr.dereg().map_err(|e| e.in_op("rpma_mr_dereg")),
+            Ok(mr) => mr.dereg().map_err(|e| e.in_op("MrLocal::dereg")),
             Err(_) => Ok(None),
         }
     }

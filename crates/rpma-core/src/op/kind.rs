@@ -88,7 +88,8 @@ impl<T: Transport> sealed::Sealed for Recv<'_, T> {}
 /// An operation of a connection's send queue: [`Read`], [`Write`], [`AtomicWrite`],
 /// [`Flush`], [`Send`] (sealed). What [`Post`](super::Post) and [`Batch`](super::Batch) take.
 pub trait SendKind<'a, T: Transport>: sealed::Sealed {
-    /// The librpma function the operation is (e.g. `"rpma_write_with_imm"`).
+    /// The operation's name as its errors give it ([`Error::op`](crate::Error::op)): the Rust
+    /// item that posts it (e.g. `"Conn::write(..).imm"`, a write with `.imm(..)`).
     fn op_name(&self) -> &'static str;
     #[doc(hidden)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>>;
@@ -102,12 +103,12 @@ fn rules<T: Transport>(conn: &Conn<T>, read: bool) -> Rules<'_> {
 
 impl<'a, T: Transport> SendKind<'a, T> for Read<'a, T> {
     fn op_name(&self) -> &'static str {
-        "rpma_read"
+        "Conn::read"
     }
 
     #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
-        const OP: &str = "rpma_read";
+        const OP: &str = "Conn::read";
         let (local, len) = self.dst.validate(OP, &conn.peer().inner, rules(conn, true))?;
         let remote = match self.src {
             None => None,
@@ -123,9 +124,9 @@ impl<'a, T: Transport> SendKind<'a, T> for Read<'a, T> {
 impl<'a, T: Transport> SendKind<'a, T> for Write<'a, T> {
     fn op_name(&self) -> &'static str {
         if self.imm.is_some() {
-            "rpma_write_with_imm"
+            "Conn::write(..).imm"
         } else {
-            "rpma_write"
+            "Conn::write"
         }
     }
 
@@ -147,12 +148,12 @@ impl<'a, T: Transport> SendKind<'a, T> for Write<'a, T> {
 
 impl<'a, T: Transport> SendKind<'a, T> for AtomicWrite<'a> {
     fn op_name(&self) -> &'static str {
-        "rpma_atomic_write"
+        "Conn::atomic_write"
     }
 
     #[inline(always)]
     fn work_request(self, _conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
-        const OP: &str = "rpma_atomic_write";
+        const OP: &str = "Conn::atomic_write";
         validate::atomic_offset(OP, self.dst.offset)?;
         let remote = validate::remote_buf(OP, self.dst.mr, self.dst.offset, 8, RemoteAccess::Write)?;
         Ok(SendWr {
@@ -169,12 +170,12 @@ impl<'a, T: Transport> SendKind<'a, T> for AtomicWrite<'a> {
 
 impl<'a, T: Transport> SendKind<'a, T> for Flush<'a> {
     fn op_name(&self) -> &'static str {
-        "rpma_flush"
+        "Conn::flush"
     }
 
     #[inline(always)]
     fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
-        const OP: &str = "rpma_flush";
+        const OP: &str = "Conn::flush";
         if self.flush_type == FlushType::Persistent && !conn.direct_write_to_pmem() {
             return Err(Error::new(ErrorKind::Unsupported, OP).with_detail(
                 "the remote peer does not support direct write to PMem: a persistent flush needs the peer's \
@@ -199,9 +200,9 @@ impl<'a, T: Transport> SendKind<'a, T> for Flush<'a> {
 impl<'a, T: Transport> SendKind<'a, T> for Send<'a, T> {
     fn op_name(&self) -> &'static str {
         if self.imm.is_some() {
-            "rpma_send_with_imm"
+            "Conn::send(..).imm"
         } else {
-            "rpma_send"
+            "Conn::send"
         }
     }
 

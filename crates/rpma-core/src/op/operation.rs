@@ -11,7 +11,8 @@ use super::value::Op;
 
 /// An operation [`Conn::post`] posts: every kind (sealed).
 pub trait Operation<'a, T: Transport>: Sealed + Sized {
-    /// The librpma function the operation is (e.g. `"rpma_send_with_imm"`).
+    /// The operation's name as its errors give it ([`Error::op`](crate::Error::op)): the Rust
+    /// item that posts it (e.g. `"Conn::send(..).imm"`, a send with `.imm(..)`).
     fn name(&self) -> &'static str;
     /// Whether the operation takes a send-queue slot (all but a receive).
     fn uses_send_queue(&self) -> bool;
@@ -45,14 +46,14 @@ send_queue_operation!(Read<'a, T>, Write<'a, T>, AtomicWrite<'a>, Flush<'a>, Sen
 
 impl<'a, T: Transport> Operation<'a, T> for Recv<'a, T> {
     fn name(&self) -> &'static str {
-        "rpma_recv"
+        "Conn::recv"
     }
     fn uses_send_queue(&self) -> bool {
         false
     }
     #[inline(always)]
     fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
-        const OP: &str = "rpma_recv";
+        const OP: &str = "Conn::recv";
         let wr = op.kind.work_request(OP, conn.limits(), &conn.peer().inner, op.context)?;
         conn.qp().post_recv_one(wr).map_err(|e| e.in_op(OP))
     }
@@ -102,7 +103,7 @@ impl<T: Transport> Srq<T> {
     #[doc(alias = "rpma_srq_recv")]
     #[inline(always)]
     pub fn post(&self, op: Op<Recv<'_, T>>) -> Result<()> {
-        const OP: &str = "rpma_srq_recv";
+        const OP: &str = "Srq::recv";
         let wr = op.kind.work_request(OP, self.limits(), self.peer_inner(), op.context)?;
         self.backend().post_recv(std::slice::from_ref(&wr)).map_err(|e| e.in_op(OP))
     }

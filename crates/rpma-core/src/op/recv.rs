@@ -100,12 +100,12 @@ impl<T: Transport> Clone for RecvQueue<'_, T> {
 impl<T: Transport> Copy for RecvQueue<'_, T> {}
 
 impl<T: Transport> RecvQueue<'_, T> {
-    /// The librpma function posting to this queue.
+    /// The Rust item posting to this queue, as its errors name it.
     pub(super) const fn op(&self) -> &'static str {
         match self {
-            Self::Conn(_) => "rpma_recv",
-            Self::Srq(_) => "rpma_srq_recv",
-            Self::Req(_) => "rpma_conn_req_recv",
+            Self::Conn(_) => "Conn::recv",
+            Self::Srq(_) => "Srq::recv",
+            Self::Req(_) => "ConnReq::recv",
         }
     }
 
@@ -191,7 +191,7 @@ impl<'c, T: Transport> PostRecv<'c, T> {
             RecvQueue::Conn(c) => c.post(self.op),
             RecvQueue::Srq(s) => s.post(self.op),
             RecvQueue::Req(r) => {
-                const OP: &str = "rpma_conn_req_recv";
+                const OP: &str = "ConnReq::recv";
                 let wr = self.op.kind.work_request(OP, r.limits(), &r.peer().inner, self.op.context)?;
                 r.qp().post_recv_one(wr).map_err(|e| e.in_op(OP))
             }

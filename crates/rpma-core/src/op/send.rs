@@ -56,8 +56,8 @@ impl<'c, T: Transport, K: SendKind<'c, T> + SendQueue> Post<'c, T, K> {
         self.op
     }
 
-    /// Validates every argument into the work request a backend posts, with the name of the
-    /// librpma function the operation is.
+    /// Validates every argument into the work request a backend posts, with the operation's
+    /// name ([`SendKind::op_name`]).
     #[inline(always)]
     pub(super) fn into_wr(self) -> Result<(SendWr<'c, T>, &'static str)> {
         self.op.send_wr(self.conn)

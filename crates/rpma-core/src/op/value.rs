@@ -81,7 +81,7 @@ impl<K: SendQueue> Op<K> {
 
 impl<K> Op<K> {
     /// Validates a send-queue operation into the work request a backend posts on `conn`, with
-    /// the name of the librpma function it is.
+    /// the operation's name ([`SendKind::op_name`]).
     #[inline(always)]
     pub(super) fn send_wr<'a, T: Transport>(self, conn: &Conn<T>) -> Result<(SendWr<'a, T>, &'static str)>
     where

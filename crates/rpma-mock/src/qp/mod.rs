@@ -443,7 +443,7 @@ impl QpBackend<MockFabric> for MockQp {
 
     fn wait_shared(&self) -> Result<CqSlot> {
         let Some(ch) = &self.shared_channel else {
-            return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
+            return Err(Error::new(ErrorKind::NotSharedChannel, "Conn::wait"));
         };
         self.shared.fabric.faults.check("ibv_get_cq_event").map_err(|e| Error::new(ErrorKind::NoCompletion, e.op()))?;
         let hook = self.progress_hook();

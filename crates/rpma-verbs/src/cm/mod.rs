@@ -40,7 +40,7 @@ const RDMA_MAX_INIT_DEPTH: u8 = 0xFF;
 /// The 8-byte destination of the emulated flush's RDMA Read.
 fn flush_buffer() -> Result<rpma_mem::Memory> {
     rpma_mem::Memory::page_aligned(8)
-        .map_err(|e| Error::new(ErrorKind::OutOfMemory, "rpma_conn_req_new").with_detail(&e.to_string()))
+        .map_err(|e| Error::new(ErrorKind::OutOfMemory, "ConnReq::new").with_detail(&e.to_string()))
 }
 
 fn cstring(op: &'static str, s: &str) -> Result<CString> {

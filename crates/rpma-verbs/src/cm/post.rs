@@ -171,7 +171,7 @@ pub(super) fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr
                 p.counted = Some(Counted::AtomicWriteNative);
             } else {
                 if crate::native::native_only().atomic_write {
-                    return Err(no_native(ops.pd, "rpma_atomic_write", "atomic write"));
+                    return Err(no_native(ops.pd, "Conn::atomic_write", "atomic write"));
                 }
                 // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
                 // before preceding reads (flushes) complete; inline data is copied at post time.
@@ -195,7 +195,7 @@ pub(super) fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr
             // native-only policy.
             let by_rule = *t == FlushType::Persistent && ops.native_flush;
             if !by_rule && crate::native::native_only().flush {
-                return Err(no_native(ops.pd, "rpma_flush", "flush"));
+                return Err(no_native(ops.pd, "Conn::flush", "flush"));
             }
             if ops.flush_mr.is_none() {
                 return Err(Error::new(ErrorKind::Unsupported, "ibv_post_send").with_detail("no flush buffer"));

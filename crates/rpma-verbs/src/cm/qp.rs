@@ -448,7 +448,7 @@ impl QpBackend<Verbs> for VerbsQp {
 
     fn wait_shared(&self) -> Result<CqSlot> {
         let Some(ch) = &self.shared else {
-            return Err(Error::new(ErrorKind::NotSharedChannel, "rpma_conn_wait"));
+            return Err(Error::new(ErrorKind::NotSharedChannel, "Conn::wait"));
         };
         slot_of(ch.wait()? as usize, self.cq.as_ptr() as usize, self.rcq.as_ref().map(|r| r.as_ptr() as usize))
     }

@@ -41,8 +41,8 @@ pub(crate) fn socket_path(dir: &Path, addr: &str, port: u16) -> PathBuf {
 /// `Provider` (`EACCES`) if it is not a directory, belongs to another user or is open to
 /// group or others; the errno of a failed creation.
 pub(crate) fn private_dir(dir: &Path, op: &'static str) -> Result<()> {
-    // The errno is the error's own text (`errno 17 (File exists ...)`); an error without one
-    // says what it is in the detail.
+    // The errno is the error's source (`File exists (os error 17)` follows the message in a
+    // report of the chain); an error without one says what it is in the detail.
     let io_err = |e: io::Error, what: &str| match e.raw_os_error() {
         Some(errno) => {
             Error::provider(op, errno).with_detail(&format!("mock rendezvous directory {}: {what}", dir.display()))
@@ -218,14 +218,15 @@ mod tests {
     use super::*;
 
     /// A rendezvous path that is a file: the error names the directory and what failed, and
-    /// the errno's text once.
+    /// its source the errno: the chain says it once.
     #[test]
     fn a_directory_that_cannot_be_made_says_why_once() {
         let file = std::env::temp_dir().join(format!("rpma-rendezvous-test-{}", std::process::id()));
         std::fs::write(&file, b"").unwrap();
-        let e = private_dir(&file, "rpma_ep_listen").unwrap_err();
+        let e = private_dir(&file, "Ep::listen").unwrap_err();
         std::fs::remove_file(&file).unwrap();
-        let text = e.to_string();
+        let source = std::error::Error::source(&e).expect("the errno").to_string();
+        let text = format!("{e}: {source}");
         assert_eq!(e.errno(), Some(17), "{text}");
         assert!(text.contains(&format!("mock rendezvous directory {}: cannot create it", file.display())), "{text}");
         assert_eq!(text.matches("File exists").count(), 1, "{text}");
