@@ -8,7 +8,7 @@ use parking_lot::MutexGuard;
 use rpma_core::transport::Transport;
 use rpma_core::{Conn, Cq, Srq, Wc};
 
-use crate::backend::{lock, on_backend, Backed, Backend, ConnType, Kind, SrqType};
+use crate::backend::{lock, on_backend, Backed, Backend, ConnType, SrqType};
 use crate::ffi::{code, guard, handle, nonnull, put, CResult, E_INVAL, E_NO_COMPLETION, E_UNKNOWN};
 use crate::log::guard_deferring_log;
 use crate::wait::{blocking, turn};
@@ -41,12 +41,12 @@ impl RpmaCq {
     ///
     /// # Safety
     /// C2: as for [`RpmaCq::with`].
-    unsafe fn kind(&self) -> Kind {
+    unsafe fn backend(&self) -> rpma_facade::any::Backend {
         match self.owner {
             // SAFETY: [C2] the connection outlives the CQ handles inside it.
-            CqOwner::Conn { conn, .. } => unsafe { &*conn }.kind(),
+            CqOwner::Conn { conn, .. } => unsafe { &*conn }.backend(),
             // SAFETY: [C2] the shared RQ outlives the CQ handle inside it.
-            CqOwner::Srq(srq) => unsafe { &*srq }.kind(),
+            CqOwner::Srq(srq) => unsafe { &*srq }.backend(),
         }
     }
 
@@ -86,7 +86,7 @@ macro_rules! on_cq {
     ($cq:expr, |$T:ident, $q:ident| $body:expr) => {{
         let cq: &RpmaCq = $cq;
         // SAFETY: [C2] the caller's handle, inside a live connection or shared RQ.
-        on_backend!(kind unsafe { cq.kind() }, |$T| unsafe { cq.with::<$T, _>(|$q| $body) })
+        on_backend!(kind unsafe { cq.backend() }, |$T| unsafe { cq.with::<$T, _>(|$q| $body) })
     }};
 }
 
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn rpma_cq_wait(cq: *mut RpmaCq) -> c_int {
         // SAFETY: [C2] the caller's handle.
         let cq = unsafe { handle(cq) }?;
         // SAFETY: [C2] inside a live connection or shared RQ.
-        on_backend!(kind unsafe { cq.kind() }, |T| {
+        on_backend!(kind unsafe { cq.backend() }, |T| {
             // SAFETY: [C2] as above.
             let unlocked = unsafe {
                 cq.with::<T, _>(|q| {

@@ -6,7 +6,9 @@ use std::ffi::{c_char, c_int, CStr};
 use rpma_core::{ContextType, Device};
 
 use crate::backend::device::{device, ibv_context, remember};
-use crate::backend::{chosen, on_backend, Backed, Chosen, DeviceType};
+use rpma_facade::any::AnyTransport;
+
+use crate::backend::{chosen, not_of_this_library, on_backend, Backed, DeviceType};
 use crate::ffi::{code, cstr, guard, nonnull, put, E_INVAL};
 
 /// `rpma_utils_get_ibv_context`: the device of a local (`type` 0) or remote (1) address.
@@ -29,19 +31,21 @@ pub unsafe extern "C" fn rpma_utils_get_ibv_context(
         // SAFETY: [C1] the caller's address string.
         let addr = unsafe { cstr(addr) }?;
         let ctx = match chosen()? {
-            Chosen::Mock(f) => {
+            AnyTransport::Mock(f) => {
                 let dev = Device::lookup(f, addr, kind).map_err(code)?;
                 let name = dev.name();
                 let same = |d: &Backed<DeviceType>| matches!(d, Backed::Mock(m) if m.name() == name);
                 remember(0, Backed::Mock(dev), same).0
             }
             #[cfg(feature = "verbs")]
-            Chosen::Verbs(v) => {
+            AnyTransport::Verbs(v) => {
                 let dev = Device::lookup(v, addr, kind).map_err(code)?;
                 let raw = dev.backend().as_raw() as usize;
                 // A context seen before keeps its first device (and that one's reference on it).
                 remember(raw, Backed::Verbs(dev), |_| false).0
             }
+            #[allow(unreachable_patterns)]
+            _ => not_of_this_library(),
         };
         // SAFETY: [C1] checked non-NULL out-parameter.
         unsafe { put(ibv_ctx_ptr, ctx as *mut ibv_context) };

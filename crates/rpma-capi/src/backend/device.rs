@@ -9,7 +9,9 @@
 
 use parking_lot::Mutex;
 
-use super::{chosen, Backed, Chosen, DeviceType};
+use rpma_facade::any::AnyTransport;
+
+use super::{chosen, not_of_this_library, Backed, DeviceType};
 use crate::ffi::{nonnull, CResult, E_INVAL};
 
 /// `struct ibv_context`: opaque to this library's C side (on verbs, libibverbs' own).
@@ -59,9 +61,9 @@ pub(crate) fn device(ctx: *const ibv_context) -> CResult<&'static Backed<DeviceT
         return Ok(d);
     }
     match chosen()? {
-        Chosen::Mock(_) => {}
+        AnyTransport::Mock(_) => {}
         #[cfg(feature = "verbs")]
-        Chosen::Verbs(v) => {
+        AnyTransport::Verbs(v) => {
             if let Some(d) = rpma_verbs::VerbsDevice::from_rdma_cm_context(ctx.cast()).map_err(crate::ffi::code)? {
                 let dev =
                     <rpma_verbs::Verbs as super::Backend>::wrap::<DeviceType>(rpma_core::Device::from_backend(v, d));
@@ -74,6 +76,8 @@ pub(crate) fn device(ctx: *const ibv_context) -> CResult<&'static Backed<DeviceT
                  cannot serve RDMA CM's queue pairs)"
             );
         }
+        #[allow(unreachable_patterns)]
+        _ => not_of_this_library(),
     }
     Err(E_INVAL)
 }

@@ -2,12 +2,14 @@
 //! handles' link to it.
 //!
 //! Every handle that holds a backend object (peer, region, endpoint, request, connection,
-//! shared RQ, device) holds it as a [`Backed`]: the object of the backend it was made on, typed by
-//! that backend. A function taking handles dispatches once on the variant of its first handle
-//! ([`on_backend!`], the one way from a handle to its object) and runs its body with the
-//! concrete transport (`MockFabric` or `Verbs`): static dispatch below that point, no boxing, nothing allocated or locked beyond
-//! what the body does. Only one backend is ever chosen in a process, so every handle is of it;
-//! a handle of another backend (which cannot exist) would be `RPMA_E_INVAL`, never a cast.
+//! shared RQ, device) holds it as a [`Backed`], `rpma::any`'s `AnyOf`: the object of the backend
+//! it was made on, typed by that backend. A function taking handles dispatches once on the
+//! variant of its first handle ([`on_backend!`], the one way from a handle to its object) and
+//! runs its body with the concrete transport (`MockFabric` or `Verbs`): static dispatch below
+//! that point, no boxing, nothing allocated or locked beyond what the body does. Only one backend
+//! is ever chosen in a process, so every handle is of it; a handle of another backend (which
+//! cannot exist) would be `RPMA_E_INVAL`, never a cast. The backends are `rpma::any`'s
+//! ([`any::Backend`], [`AnyTransport`]): this library has no enumeration of its own.
 
 pub(crate) mod device;
 
@@ -16,58 +18,19 @@ use std::sync::OnceLock;
 use parking_lot::{Mutex, MutexGuard};
 
 use rpma_core::{rpma_log, Conn, ConnReq, Device, Ep, MrLocal, Peer, Srq, Transport};
-use rpma_facade::any::{self, AnyTransport, BACKEND_ENV};
+use rpma_facade::any::{self, AnyOf, AnyTransport, PerTransport, BACKEND_ENV};
 use rpma_mock::MockFabric;
 #[cfg(feature = "verbs")]
 use rpma_verbs::Verbs;
 
 use crate::ffi::{CResult, E_INVAL};
 
-/// The backends this library can run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// rpma-mock's in-process fabric.
-    Mock,
-    /// rpma-verbs (libibverbs + librdmacm).
-    #[cfg(feature = "verbs")]
-    Verbs,
-}
-
-/// The chosen backend's transport.
-pub(crate) enum Chosen {
-    /// The process's one mock fabric.
-    Mock(MockFabric),
-    /// The verbs transport.
-    #[cfg(feature = "verbs")]
-    Verbs(Verbs),
-}
-
-/// One of rpma-core's types that are generic over the transport (e.g. `Peer<T>`), as a handle
-/// holds it: [`CoreType::On`] is that type on transport `T`.
-pub(crate) trait CoreType {
-    /// The type on transport `T`.
-    type On<T: Transport>;
-}
-
-/// The object a handle holds, of the backend it was made on.
-pub(crate) enum Backed<C: CoreType> {
-    /// Made on the mock.
-    Mock(C::On<MockFabric>),
-    /// Made on verbs.
-    #[cfg(feature = "verbs")]
-    Verbs(C::On<Verbs>),
-}
-
-impl<C: CoreType> Backed<C> {
-    /// The backend the object was made on.
-    pub(crate) const fn kind(&self) -> Kind {
-        match self {
-            Self::Mock(_) => Kind::Mock,
-            #[cfg(feature = "verbs")]
-            Self::Verbs(_) => Kind::Verbs,
-        }
-    }
-}
+/// The object a handle holds, of the backend it was made on: one of rpma-core's types that are
+/// generic over the transport (e.g. `Peer<T>`, the family `C`: [`PeerType`]) on that backend.
+/// Only [`Backend::wrap`] makes one, for a backend of this library; the facade may have one more
+/// (a workspace build can give `rpma` verbs without this crate's `verbs`), whose variant no
+/// handle holds.
+pub(crate) type Backed<C> = AnyOf<C>;
 
 /// A wait for a CQ's completion events that runs without the handle's lock
 /// ([`Backend::unlocked_wait`]).
@@ -127,9 +90,9 @@ impl UnlockedConnWait {
 /// A transport this library can run on: how a handle's [`Backed`] holds its objects.
 pub(crate) trait Backend: Transport {
     /// The object of `b`, if it was made on this backend (else `RPMA_E_INVAL`).
-    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>>;
+    fn get<C: PerTransport>(b: &Backed<C>) -> CResult<&C::On<Self>>;
     /// `v` as a handle's object.
-    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C>;
+    fn wrap<C: PerTransport>(v: C::On<Self>) -> Backed<C>;
     /// How `rpma_cq_wait` may take `cq`'s events without the handle's lock, if the backend's
     /// calls for it are thread-safe (verbs); `None`: it waits under the lock, sleeping without
     /// it ([`crate::wait`]; the mock, whose CQ is not `Sync`).
@@ -140,14 +103,14 @@ pub(crate) trait Backend: Transport {
 }
 
 impl Backend for MockFabric {
-    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>> {
+    fn get<C: PerTransport>(b: &Backed<C>) -> CResult<&C::On<Self>> {
         #[allow(unreachable_patterns)]
         match b {
             Backed::Mock(v) => Ok(v),
             _ => Err(E_INVAL),
         }
     }
-    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C> {
+    fn wrap<C: PerTransport>(v: C::On<Self>) -> Backed<C> {
         Backed::Mock(v)
     }
     fn unlocked_wait(_: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
@@ -160,13 +123,13 @@ impl Backend for MockFabric {
 
 #[cfg(feature = "verbs")]
 impl Backend for Verbs {
-    fn get<C: CoreType>(b: &Backed<C>) -> CResult<&C::On<Self>> {
+    fn get<C: PerTransport>(b: &Backed<C>) -> CResult<&C::On<Self>> {
         match b {
             Backed::Verbs(v) => Ok(v),
-            Backed::Mock(_) => Err(E_INVAL),
+            _ => Err(E_INVAL),
         }
     }
-    fn wrap<C: CoreType>(v: C::On<Self>) -> Backed<C> {
+    fn wrap<C: PerTransport>(v: C::On<Self>) -> Backed<C> {
         Backed::Verbs(v)
     }
     fn unlocked_wait(cq: &rpma_core::Cq<'_, Self>) -> Option<UnlockedWait> {
@@ -194,8 +157,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   reference) and the type alias `T` names its backend's transport (`MockFabric` or `Verbs`);
 /// - `on_backend!(held, |T, lock v| body)`: the same for an object behind a lock (request,
 ///   connection, shared RQ), `v` its guard, held until `body` ends;
-/// - `on_backend!(kind k, |T| body)`: `T` for the [`Kind`] `k` (a CQ's owner, known before its
-///   object is reached).
+/// - `on_backend!(kind k, |T| body)`: `T` for the [`any::Backend`] `k` (a CQ's owner, known
+///   before its object is reached).
 ///
 /// One match on the variant, then static dispatch: `body` is compiled once per backend, with
 /// nothing boxed, allocated or locked beyond what it does. Another handle of the same call is
@@ -221,62 +184,73 @@ macro_rules! on_backend {
                 type $T = ::rpma_verbs::Verbs;
                 $body
             }
+            #[allow(unreachable_patterns)]
+            _ => $crate::backend::not_of_this_library(),
         }
     };
     (kind $kind:expr, |$T:ident| $body:expr) => {
         match $kind {
-            $crate::backend::Kind::Mock => {
+            ::rpma_facade::any::Backend::Mock => {
                 type $T = ::rpma_mock::MockFabric;
                 $body
             }
             #[cfg(feature = "verbs")]
-            $crate::backend::Kind::Verbs => {
+            ::rpma_facade::any::Backend::Verbs => {
                 type $T = ::rpma_verbs::Verbs;
                 $body
             }
+            #[allow(unreachable_patterns)]
+            _ => $crate::backend::not_of_this_library(),
         }
     };
 }
 pub(crate) use on_backend;
 
+/// The arm of [`on_backend!`] for a backend this library was built without: no handle holds an
+/// object of one ([`Backend::wrap`] makes them all, and [`chosen`] refuses such a backend).
+#[cold]
+pub(crate) fn not_of_this_library() -> ! {
+    unreachable!("a handle of a backend this library was built without")
+}
+
 /// `Peer<T>`.
 pub(crate) struct PeerType;
-impl CoreType for PeerType {
+impl PerTransport for PeerType {
     type On<T: Transport> = Peer<T>;
 }
 /// `MrLocal<T>`.
 pub(crate) struct MrType;
-impl CoreType for MrType {
+impl PerTransport for MrType {
     type On<T: Transport> = MrLocal<T>;
 }
 /// `Ep<T>`.
 pub(crate) struct EpType;
-impl CoreType for EpType {
+impl PerTransport for EpType {
     type On<T: Transport> = Ep<T>;
 }
 /// `ConnReq<T>` behind a lock.
 pub(crate) struct ReqType;
-impl CoreType for ReqType {
+impl PerTransport for ReqType {
     type On<T: Transport> = Mutex<ConnReq<T>>;
 }
 /// `Conn<T>` behind a lock.
 pub(crate) struct ConnType;
-impl CoreType for ConnType {
+impl PerTransport for ConnType {
     type On<T: Transport> = Mutex<Conn<T>>;
 }
 /// `Srq<T>` behind a lock.
 pub(crate) struct SrqType;
-impl CoreType for SrqType {
+impl PerTransport for SrqType {
     type On<T: Transport> = Mutex<Srq<T>>;
 }
 /// `Srq<T>` (a clone kept by a connection configuration).
 pub(crate) struct SrqCloneType;
-impl CoreType for SrqCloneType {
+impl PerTransport for SrqCloneType {
     type On<T: Transport> = Srq<T>;
 }
 /// `Device<T>`.
 pub(crate) struct DeviceType;
-impl CoreType for DeviceType {
+impl PerTransport for DeviceType {
     type On<T: Transport> = Device<T>;
 }
 
@@ -295,7 +269,7 @@ const _: fn() = || {
     }
 };
 
-static BACKEND: OnceLock<Result<Chosen, String>> = OnceLock::new();
+static BACKEND: OnceLock<Result<AnyTransport, String>> = OnceLock::new();
 
 /// `RPMA_MOCK_FAULT=NAME:NTH[:ERRNO]`: the `NTH` call (1-based, from the first use of the
 /// library) of the mock's provider call `NAME` (e.g. `ibv_req_notify_cq`, `ibv_post_send`,
@@ -325,7 +299,7 @@ fn arm_fault(fabric: &MockFabric) -> Result<(), String> {
 /// The backend `RPMA_BACKEND` names (unset or empty: verbs, librpma's only one), opened by
 /// `rpma::any`; the mock with the fault `RPMA_MOCK_FAULT` describes armed. `Err`: the ERROR line
 /// saying why none can be used.
-fn choose() -> Result<Chosen, String> {
+fn choose() -> Result<AnyTransport, String> {
     let backend = any::Backend::from_env_or(any::Backend::Verbs).map_err(|e| e.to_string())?;
     let named = || match std::env::var_os(BACKEND_ENV) {
         Some(v) if !v.is_empty() => format!("{BACKEND_ENV}={backend}"),
@@ -341,10 +315,10 @@ fn choose() -> Result<Chosen, String> {
     match opened? {
         AnyTransport::Mock(fabric) => {
             arm_fault(&fabric)?;
-            Ok(Chosen::Mock(fabric))
+            Ok(AnyTransport::Mock(fabric))
         }
         #[cfg(feature = "verbs")]
-        AnyTransport::Verbs(verbs) => Ok(Chosen::Verbs(verbs)),
+        verbs @ AnyTransport::Verbs(_) => Ok(verbs),
         // `rpma` has verbs (another crate of the build asked for it), this library does not.
         #[allow(unreachable_patterns)]
         _ => Err(format!(
@@ -354,9 +328,9 @@ fn choose() -> Result<Chosen, String> {
     }
 }
 
-/// The process's backend; `RPMA_E_PROVIDER` (and an ERROR log line) if `RPMA_BACKEND` names no
-/// usable one.
-pub(crate) fn chosen() -> CResult<&'static Chosen> {
+/// The process's backend, one this library was built with; `RPMA_E_PROVIDER` (and an ERROR log
+/// line) if `RPMA_BACKEND` names no usable one.
+pub(crate) fn chosen() -> CResult<&'static AnyTransport> {
     match BACKEND.get_or_init(choose) {
         Ok(f) => Ok(f),
         Err(msg) => {
