@@ -1,8 +1,8 @@
 //! The arguments of `rpma bench` as the command line gives them (checked into a
 //! [`Plan`](super::plan::Plan) by [`plan`](super::plan::plan)).
 
-use rpma_scenarios::args;
-use rpma_scenarios::backend::BackendKind;
+use rpma::any::Backend;
+use rpma_scenarios::{args, backend};
 
 use super::flush_rule::FlushRule;
 use super::op::Op;
@@ -23,8 +23,8 @@ pub const DEFAULT_TIMEOUT_S: f64 = 30.0;
 #[command(group(clap::ArgGroup::new("format").args(["json", "csv"])))]
 pub struct BenchArgs {
     /// The transport.
-    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
-    pub backend: BackendKind,
+    #[arg(long, value_parser = backend::parser(), default_value_t = Backend::Mock)]
+    pub backend: Backend,
     /// Operations to measure (comma-separated).
     #[arg(long = "op", value_enum, value_delimiter = ',', default_value = "write")]
     pub ops: Vec<Op>,

@@ -38,8 +38,8 @@ mod report;
 mod sizes;
 
 use anyhow::Result;
-use rpma::any::WithTransport;
-use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
+use rpma::any::{Backend, WithTransport};
+use rpma_scenarios::backend::{dispatch, dispatch_between_processes};
 use rpma_scenarios::common::MapFile;
 use rpma_scenarios::usage::usage;
 
@@ -51,7 +51,7 @@ pub use plan::{parse_target, plan, Amount, Plan, Role, MAX_BATCH, MAX_CHAIN_PIEC
 pub use report::{BenchReport, Latency, OutputFormat, RunResult};
 pub use sizes::{parse_size, parse_sweep, Sweep, MAX_SIZE};
 
-struct Work<'a>(&'a Plan, BackendKind, Option<MapFile>);
+struct Work<'a>(&'a Plan, Backend, Option<MapFile>);
 
 impl WithTransport for Work<'_> {
     type Output = Result<BenchReport>;

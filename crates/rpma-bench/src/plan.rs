@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use rpma::any::Backend;
 use rpma::{ConnCfg, Transport};
 
 use super::args::BenchArgs;
@@ -11,7 +12,6 @@ use super::flush_rule::FlushRule;
 use super::op::{Op, ASYNC_OPS};
 use super::sizes::MAX_SIZE;
 use rpma_scenarios::args;
-use rpma_scenarios::backend::BackendKind;
 
 /// The largest queue depth accepted.
 pub const MAX_QD: usize = 4096;
@@ -224,7 +224,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
             flush_rules.push(*r);
         }
     }
-    if args.backend != BackendKind::Verbs && (args.pmem.is_some() || !flush_rules.is_empty()) {
+    if args.backend != Backend::Verbs && (args.pmem.is_some() || !flush_rules.is_empty()) {
         bail!("--pmem and --persistent-flush are for --backend verbs");
     }
     if args.pmem.is_some() && matches!(role, Role::Client { .. }) {

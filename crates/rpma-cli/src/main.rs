@@ -36,7 +36,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use devices::DeviceInfo;
 use rpma::any::{AnyTransport, Backend, WithTransport};
-use rpma_scenarios::backend::{dispatch, dispatch_between_processes, BackendKind};
+use rpma_scenarios::backend::{self, dispatch, dispatch_between_processes};
 use rpma_scenarios::stderr::err_line;
 use rpma_scenarios::usage::usage;
 use rpma_scenarios::{ClientOpts, Scenario, ServerOpts, SrqRcq, ALL};
@@ -136,8 +136,8 @@ struct DevicesArgs {
     #[arg(long)]
     json: bool,
     /// The backend whose devices to show.
-    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
-    backend: BackendKind,
+    #[arg(long, value_parser = backend::parser(), default_value_t = Backend::Mock)]
+    backend: Backend,
     /// Query only the device owning this local IP address (verbs).
     #[arg(long)]
     addr: Option<String>,
@@ -151,8 +151,8 @@ struct Conn {
     /// The transport: RDMA (verbs), or the mock, whose server and client processes meet through
     /// its rendezvous directory on this host (`RPMA_MOCK_RENDEZVOUS`, else a private directory
     /// of this user).
-    #[arg(long, value_enum, default_value_t = BackendKind::Verbs)]
-    backend: BackendKind,
+    #[arg(long, value_parser = backend::parser(), default_value_t = Backend::Verbs)]
+    backend: Backend,
     /// The server's IP address (an address of an RDMA interface; RDMA CM does not route
     /// 127.0.0.1).
     #[arg(long)]
@@ -531,11 +531,11 @@ impl WithTransport for Query {
 
 fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
     let devs: Vec<DeviceInfo> = match a.backend {
-        BackendKind::Mock => mock_devices(a.addr.as_deref())?,
-        BackendKind::Verbs => {
+        Backend::Mock => mock_devices(a.addr.as_deref())?,
+        Backend::Verbs => {
             let mut devs = devices::sysfs_devices(std::path::Path::new("/sys"));
             if let Some(addr) = &a.addr {
-                let (name, caps) = dispatch(BackendKind::Verbs, Query(addr.clone()))?;
+                let (name, caps) = dispatch(Backend::Verbs, Query(addr.clone()))?;
                 devs.retain(|d| d.name == name);
                 if devs.is_empty() {
                     devs.push(DeviceInfo {
@@ -551,7 +551,7 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
             } else {
                 for d in &mut devs {
                     match d.addresses.first() {
-                        Some(addr) => match dispatch(BackendKind::Verbs, Query(addr.clone())) {
+                        Some(addr) => match dispatch(Backend::Verbs, Query(addr.clone())) {
                             Ok((_, caps)) => d.capabilities = Some(caps),
                             Err(e) => d.note = Some(one_line(&e)),
                         },
@@ -561,6 +561,7 @@ fn devices_cmd(a: &DevicesArgs) -> Result<ExitCode> {
             }
             devs
         }
+        other => bail!("rpma devices cannot list the devices of the {other} backend"),
     };
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&devs)?)?;

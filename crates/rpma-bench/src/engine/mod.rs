@@ -21,12 +21,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context, Result};
+use rpma::any::Backend;
 use rpma::{ContextType, Device, Ep, Peer, Transport};
 
 use super::op::Op;
 use super::plan::{Plan, Role};
 use super::report::{BenchReport, RunResult, SCHEMA_VERSION};
-use rpma_scenarios::backend::BackendKind;
 use rpma_scenarios::common::MapFile;
 use rpma_scenarios::native::Source;
 
@@ -78,7 +78,7 @@ fn op_path_source<T: Transport>() -> Source {
 pub(super) fn run<T: Transport>(
     transport: &T,
     plan: &Plan,
-    backend: BackendKind,
+    backend: Backend,
     map: Option<MapFile>,
 ) -> Result<BenchReport> {
     let report = |device: String, results| BenchReport {

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use rpma::any::Backend;
 use rpma_log::{Quorum, ReplicaAddr};
 
 use rpma_bench::parse_size;
-use rpma_scenarios::args;
-use rpma_scenarios::backend::BackendKind;
+use rpma_scenarios::{args, backend};
 
 /// The log id `rpma log serve` and `rpma log bench` use unless `--log-id` says otherwise.
 pub(crate) const DEFAULT_LOG_ID: u64 = 0x5250_4d41_4c4f_4701;
@@ -60,8 +60,8 @@ fn log_id(s: &str) -> Result<u64, String> {
 pub(crate) struct ServeArgs {
     /// The transport: RDMA (verbs), or the mock, whose processes meet through its rendezvous
     /// directory on this host (`RPMA_MOCK_RENDEZVOUS`, else a private directory of this user).
-    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
-    pub(crate) backend: BackendKind,
+    #[arg(long, value_parser = backend::parser(), default_value_t = Backend::Mock)]
+    pub(crate) backend: Backend,
     /// The address to listen on (of an RDMA interface for verbs).
     #[arg(long)]
     pub(crate) addr: String,
@@ -191,8 +191,8 @@ impl Mode {
 pub(crate) struct LogBenchArgs {
     /// The transport. On the mock, replicas given by address are reached across processes
     /// (the rendezvous directory, as `rpma log serve --backend mock`).
-    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
-    pub(crate) backend: BackendKind,
+    #[arg(long, value_parser = backend::parser(), default_value_t = Backend::Mock)]
+    pub(crate) backend: Backend,
     /// The replicas: `N` (1 to 3) served by this process in threads on --addr, ports --port,
     /// --port + 1, ...; or `ADDR:PORT,...` served by `rpma log serve`.
     #[arg(long, default_value = "3", value_parser = parse_replicas)]
