@@ -9,7 +9,7 @@ use rpma::{Conn, ConnEvent, Ep, ErrorKind, MrLocal, MrRemote, Peer, PeerCfg, Tra
 
 use super::protocol::*;
 use super::wait::{self, ClientGaveUp, Idle};
-use crate::plan::{Plan, Role};
+use crate::plan::Plan;
 use rpma_scenarios::common::{poll_event, MapFile};
 
 /// One accepted connection with its memory.
@@ -27,14 +27,14 @@ pub(super) struct Served<T: Transport> {
     pub(super) busy_poll: bool,
     /// Sleep as soon as the CQ is empty (`--sleep-when-idle`).
     pub(super) sleep_when_idle: bool,
-    /// Sleep in `poll(2)` on the CQ's and the connection's fds, as the C program's server does
+    /// Sleep in `poll(2)` on the CQ's and the connection's fds, without a timeout, and take
+    /// the completion event once the CQ is drained, as the C program's server does
     /// (`--sleep-when-idle` on a backend whose fds exist anyway: not the mock, which makes them
-    /// on demand).
+    /// on demand). No timer is armed per sleep: the protocol's stop message ends the service,
+    /// and a client gone without it wakes the poll with its connection's end, the server's own
+    /// client in one process too (its connections are dropped before it raises the abort
+    /// flag, which the server reads on every wake).
     pub(super) poll_fds: bool,
-    /// How long such a `poll(2)` lasts: for ever in a server process (as the C server's: a
-    /// timed poll arms a timer in the kernel each time), [`SERVER_IDLE_WAIT`] in one process
-    /// with its clients, which looks at the abort flag in between.
-    pub(super) poll_wait: nix::poll::PollTimeout,
     /// How long any wait may last without progress (`--timeout`).
     pub(super) timeout: Duration,
 }
@@ -117,28 +117,11 @@ pub(super) fn accept<T: Transport>(
         ev => bail!("server: unexpected connection event {ev:?}"),
     }
     let poll_fds = sleep_when_idle && peer.device().transport().name() != "mock";
-    let poll_wait = match plan.role {
-        Role::Server => nix::poll::PollTimeout::NONE,
-        _ => nix::poll::PollTimeout::try_from(SERVER_IDLE_WAIT).unwrap_or(nix::poll::PollTimeout::MAX),
-    };
     if poll_fds {
         // Its waits then take what poll(2) saw without touching the fd's flags again.
         conn.cq().set_nonblocking(true).context("server: making the CQ's fd non-blocking")?;
     }
-    Ok(Served {
-        conn,
-        target,
-        recvs,
-        recv_slot,
-        source,
-        inbox,
-        req: r,
-        busy_poll,
-        sleep_when_idle,
-        poll_fds,
-        poll_wait,
-        timeout,
-    })
+    Ok(Served { conn, target, recvs, recv_slot, source, inbox, req: r, busy_poll, sleep_when_idle, poll_fds, timeout })
 }
 
 /// Checks a server's completion during a `write-pingpong`: only its own sends may complete.
@@ -231,6 +214,8 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
     // A connection event seen while idle: completions that came before it (the stop message)
     // are polled first.
     let mut ended = None;
+    // A completion event poll(2) saw and not yet taken (`--sleep-when-idle` on real fds).
+    let mut event = false;
     'serve: loop {
         let n = cq.poll(&mut wcs).context("server: polling")?;
         if n == 0 {
@@ -253,24 +238,35 @@ pub(super) fn serve<T: Transport>(s: Served<T>, abort: &AtomicBool) -> Result<()
                 std::hint::spin_loop();
             } else if idle < SERVER_SPINS + SERVER_YIELDS && !s.sleep_when_idle {
                 std::thread::yield_now();
+            } else if s.poll_fds && event {
+                // Drained: now take the event that woke the server, which re-arms the CQ, and
+                // poll once more before sleeping (a completion between the last poll and the
+                // re-arming raises no event). Taken only now, the CQ stayed unarmed while the
+                // server echoed, so the echo's own completion raised no second event: one
+                // event and four system calls a message (poll, the echo's doorbell, read, the
+                // re-arming ioctl), where taking it at once costs two events and seven.
+                event = false;
+                match cq.wait() {
+                    Ok(()) => idle = 0,
+                    Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+                    Err(e) => return Err(e).context("server: taking a completion event"),
+                }
             } else if s.poll_fds {
                 // The CQ is armed: a completion after the poll above still comes as an event.
-                // One poll(2) on both fds, then the event's own calls: the C server's wait.
+                // One poll(2) on both fds, without a timeout; the event is taken once the CQ is
+                // drained (above).
                 let mut fds = [
                     nix::poll::PollFd::new(cq.fd(), nix::poll::PollFlags::POLLIN),
                     nix::poll::PollFd::new(s.conn.event_fd(), nix::poll::PollFlags::POLLIN),
                 ];
-                match nix::poll::poll(&mut fds, s.poll_wait) {
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => return Err(e).context("server: polling the CQ's and the connection's fds"),
                 }
                 let [cq_fd, ev_fd] = fds.map(|f| f.any().unwrap_or(false));
                 if cq_fd {
-                    match cq.wait() {
-                        Ok(()) => idle = 0,
-                        Err(e) if e.kind() == ErrorKind::NoCompletion => {}
-                        Err(e) => return Err(e).context("server: taking a completion event"),
-                    }
+                    event = true;
+                    idle = 0;
                 }
                 if ev_fd {
                     ended = Some(s.conn.next_event().context("server: a connection event")?);
