@@ -8,6 +8,8 @@
 #   scripts/bench-softroce.sh --quick         # one round, few iterations: a smoke test (~2 min)
 #   SECTIONS=librpma,callgrind REPEAT=9 scripts/bench-softroce.sh
 #   RPMA_BIN=/path/to/rpma scripts/bench-softroce.sh   # use an already built binary
+#   SOFTROCE_ACCEL=icount SECTIONS=librpma LAT_VARIANTS=send RATE_VARIANTS= REPEAT=3 SERVER_PRIO=none \
+#       scripts/bench-softroce.sh             # the send row, both servers at the default priority
 #
 # Sections (SECTIONS, comma-separated; default all):
 #   perftest   ours/perftest: read, send and write ping-pong latency (ib_*_lat t_typical vs our
@@ -43,7 +45,7 @@
 # SOFTROCE_ACCEL=icount: the guest's clock is its instruction count (one vCPU); timings then
 # repeat to ~0.1 % within a boot whatever the host's load (docs/bench.md, "The icount clock
 # (deterministic timings)"); the servers sleep when idle and run at a real-time priority, so
-# an echo runs as soon as its message arrives.
+# an echo runs as soon as its message arrives (SERVER_PRIO=none: at the default priority).
 # Every comparison runs REPEAT (default 9) rounds alternating which tool goes first and compares
 # the medians; it also prints the median, minimum and maximum of the rounds' own ratios (each
 # round's two runs side by side: the paired ratio, steadier under a drifting host load). Targets: latency ratio vs
@@ -80,12 +82,22 @@ if [[ ${SOFTROCE_ACCEL:-tcg} == icount ]]; then ICOUNT=1; fi
 CLOCK=''
 # How the servers wait (latency and rate rows): spinning on their CQ, each on its own vCPU; on
 # one vCPU (icount) a spinning server would take turns with the client, so both sleep in the
-# kernel when idle (ours with --sleep-when-idle, the C one with SERVER_SLEEPS), and both run
-# at a real-time priority (PRIO): woken by a message, a server then runs at once, as on a CPU
-# of its own, instead of after the busy-polling client's time slice (the scheduler does not
-# preempt for a task that slept only microseconds).
+# kernel when idle (ours with --sleep-when-idle, the C one with SERVER_SLEEPS: poll(2) on the
+# CQ's and the connection's fds, the completion event taken once the CQ is drained).
+# SERVER_PRIO (icount only): rt (default) runs both servers at a real-time priority (chrt -f 1),
+# so a server woken by a message runs as soon as the client's system call returns, as on a CPU
+# of its own; none leaves them to the default scheduler (CFS), which runs ksoftirqd (woken by
+# rxe's completion tasklet) first.
+SERVER_PRIO=${SERVER_PRIO:-rt}
+case $SERVER_PRIO in
+rt | none) ;;
+*) echo "SERVER_PRIO=$SERVER_PRIO: rt or none" >&2; exit 2 ;;
+esac
 SPIN=(--busy-poll) SLEEPY_C=() PRIO=()
-if ((ICOUNT)); then CLOCK=', icount clock' SPIN=(--sleep-when-idle) SLEEPY_C=(env SERVER_SLEEPS=1) PRIO=(chrt -f 1); fi
+if ((ICOUNT)); then
+    CLOCK=', icount clock' SPIN=(--sleep-when-idle) SLEEPY_C=(env SERVER_SLEEPS=1)
+    if [[ $SERVER_PRIO == rt ]]; then PRIO=(chrt -f 1); else CLOCK+=', servers at the default priority'; fi
+fi
 IFS=';' read -r -a RATE_LIST <<<"$RATE_VARIANTS"
 ADDR=10.77.0.1
 
@@ -110,7 +122,7 @@ if [[ "${1:-}" != --in-vm ]]; then
     fi
     SOFTROCE_RO="${SOFTROCE_RO:+$SOFTROCE_RO:}$extra" SOFTROCE_RW="${SOFTROCE_RW:+$SOFTROCE_RW:}$CG_DIR" \
         exec "$top/scripts/softroce/run.sh" \
-        env ICOUNT="$ICOUNT" CAPI_CALLGRIND="${CAPI_CALLGRIND:-1}" LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
+        env ICOUNT="$ICOUNT" SERVER_PRIO="$SERVER_PRIO" CAPI_CALLGRIND="${CAPI_CALLGRIND:-1}" LAT_VARIANTS="$LAT_VARIANTS" RATE_VARIANTS="$RATE_VARIANTS" SIZES="$SIZES" LAT_ITERS="$LAT_ITERS" BW_ITERS="$BW_ITERS" BW_QD="$BW_QD" CQ_MOD="$CQ_MOD" REPEAT="$REPEAT" \
         SETUP_ITERS="$SETUP_ITERS" CG_ITERS="$CG_ITERS" SECTIONS="$SECTIONS" RPMA_BIN="$RPMA_BIN" C_BIN="$C_BIN" CG_DIR="$CG_DIR" \
         CAPI_DIR="$CAPI_DIR" bash "$top/scripts/bench-softroce.sh" --in-vm
 fi
