@@ -1,22 +1,11 @@
-//! One operation value (`rpma::op`) for the synchronous and the asynchronous API: what it
-//! refuses at compile time (`tests/compile_fail_op/*.rs`, the compiler's messages in the
-//! `.stderr` files beside them), and that a value posts as its builder does.
+//! One operation value (`rpma::op`) for the synchronous and the asynchronous API posts and
+//! validates as its builder does. What it refuses at compile time is tested in
+//! crates/rpma-compile-fail.
 #![allow(missing_docs)]
 
 use rpma::mock::{ConnReq, Device, Ep, MockFabric, Peer};
 use rpma::op::Op;
 use rpma::{op, CompletionFlags, ConnEvent, ContextType, ErrorKind, FlushType, MrRemote, Usage};
-
-#[test]
-fn an_immediate_value_on_a_read_does_not_compile_in_the_sync_api() {
-    trybuild::TestCases::new().compile_fail("tests/compile_fail_op/imm_on_read.rs");
-}
-
-#[cfg(feature = "tokio")]
-#[test]
-fn an_immediate_value_on_a_read_does_not_compile_in_the_async_api() {
-    trybuild::TestCases::new().compile_fail("tests/compile_fail_op/imm_on_read_async.rs");
-}
 
 #[test]
 fn operation_values_post_and_validate_as_the_builders_do() -> rpma::Result<()> {

@@ -119,7 +119,7 @@ async fn bad_arguments_are_errors_and_post_nothing() {
     let e = p.client.write(remote(&dst).at(60), src.slice(0..8)).await.unwrap_err();
     assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::write"));
     // (An immediate value on a flush, or a receive posted unsignaled, does not compile:
-    // tests/compile_fail/imm_on_read_async.rs.)
+    // crates/rpma-compile-fail/tests/compile_fail_op/imm_on_read_async.rs.)
     let e = p.client.post(op::read(src.slice(0..8), remote(&dst).at(60))).await.unwrap_err();
     assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::read"));
     assert_eq!((p.client.sq_free(), p.client.in_flight()), (free, 0));
