@@ -10,7 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s ==\n' "$*"; }
+# Each step's header says how long the previous one took, and the run's time so far (a CI run
+# must stay under 45 minutes on two cores: the slow steps are the ones to look at).
+last=$SECONDS
+step() {
+    printf '\n== [%dm%02ds, the last step %d s] %s ==\n' $((SECONDS / 60)) $((SECONDS % 60)) $((SECONDS - last)) "$*"
+    last=$SECONDS
+}
 
 step "system packages (verbs backend build, C librpma, the Soft-RoCE VM)"
 scripts/test-verbs.sh --install-deps
@@ -113,3 +119,4 @@ RPMA_MOCK_MODE=deferred cargo run -q -p rpma-cli -- demo --two-process >/dev/nul
 # One closing line for the whole run: the sum over every test binary above.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
+step "all passed"

@@ -65,10 +65,11 @@ esac
 # CLUSTER_BUILD: release (default: the bench figures mean something) or debug (quicker to build)
 build=${CLUSTER_BUILD:-release}
 case $build in
-    release) cargo build -q --release -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs,rpma-testbins/testing --bin rpma --bin rpma-log-power-cut
-             cargo build -q --release -p rpma-capi ;;
-    debug) cargo build -q -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs,rpma-testbins/testing --bin rpma --bin rpma-log-power-cut
-           cargo build -q -p rpma-capi ;;
+    # (the features of every verbs build of the scripts: scripts/lib/features.sh)
+    release) . scripts/lib/features.sh
+             cargo build -q --release --workspace --features "$VERBS_FEATURES" --bin rpma --bin rpma-log-power-cut --lib ;;
+    debug) . scripts/lib/features.sh
+           cargo build -q --workspace --features "$VERBS_FEATURES" --bin rpma --bin rpma-log-power-cut --lib ;;
     *) echo "test-cluster: CLUSTER_BUILD must be release or debug" >&2; exit 2 ;;
 esac
 work=$(mktemp -d "$target_dir/cluster.XXXXXX")
@@ -411,6 +412,7 @@ for PROFILE in ${CLUSTER_PROFILES:-debian12 debian13}; do
     "$C" up 4
     say "$PROFILE: 4 nodes up in $((SECONDS - t_up)) s"
     for p in $parts; do
+        t_part=$SECONDS
         case $p in
             1) scenarios; interop ;;
             2) loss ;;
@@ -423,6 +425,7 @@ for PROFILE in ${CLUSTER_PROFILES:-debian12 debian13}; do
             4) nemesis_run "$rounds" "$seed" "$broken" || rc=1 ;;
             *) fail "no part $p (CLUSTER_PARTS: 1 2 3 4)" ;;
         esac
+        say "$PROFILE: part $p took $((SECONDS - t_part)) s"
     done
     "$C" down
 done

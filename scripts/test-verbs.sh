@@ -89,26 +89,25 @@ build_examples() {
         grep '"kind":\["example"\]' |
         sed -n 's/.*"manifest_path":"\([^"]*\)\/Cargo.toml".*"executable":"\([^"]*\)".*/\1\t\2\texample/p'
 }
-echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma), the tests of rpma-verbs, verbs_scenarios (rpma-cli) and c_verbs (rpma-capi)" >&2
-# librpma.so with the verbs backend (a default feature of rpma-capi), for c_verbs in the guest,
-# which has no cargo to build it
-cargo build -q -p rpma-capi
+echo "test-verbs: building ${targets[*]} ${fi_targets[*]} (rpma, rpma-log), the tests of rpma-verbs, verbs_scenarios (rpma-cli) and c_verbs (rpma-capi)" >&2
+# One set of features for every build below but the fault-injection one (scripts/lib/features.sh).
+. scripts/lib/features.sh
+# librpma.so with the verbs backend, for c_verbs in the guest, which has no cargo to build it
+cargo build -q --workspace --features "$VERBS_FEATURES" --lib
 export RPMA_CAPI_LIB=$target_dir/debug/librpma.so
 [ -f "$RPMA_CAPI_LIB" ] || { echo "test-verbs: $RPMA_CAPI_LIB was not built" >&2; exit 1; }
 {
-    build -p rpma --features verbs "${args[@]}"
-    [ ${#fi_args[@]} -eq 0 ] || build -p rpma --features verbs-fault-injection "${fi_args[@]}"
-    build -p rpma-verbs
-    # every `rpma` scenario, in one process and as two processes (crates/rpma-cli)
-    build -p rpma-cli --features verbs --test verbs_scenarios
-    # the replicated log on the device and pmem: replica processes killed, fencing (docs/log.md;
-    # it needs the NVDIMM, and fails without it)
-    [ -z "${SOFTROCE_PMEM-256M}" ] || build -p rpma-log --features verbs --test verbs
-    # rpma-tokio on the device, and the async examples (docs/async.md)
-    build -p rpma --features verbs,tokio --test tokio_backends
-    build_examples -p rpma-examples --features verbs,tokio --example async_echo --example async_replicated_write
+    # the facade's verbs tests; the replicated log on the device and pmem (rpma-log's `verbs`:
+    # replica processes killed, fencing, docs/log.md; it needs the NVDIMM, and fails without it);
+    # every `rpma` scenario, in one process and as two processes (rpma-cli's verbs_scenarios);
     # the C programs on our librpma.so (RPMA_BACKEND=verbs), and against Debian's librpma
-    build -p rpma-capi --test c_verbs
+    # (rpma-capi's c_verbs); rpma-tokio on the device (tokio_backends, docs/async.md)
+    build --workspace --features "$VERBS_FEATURES" "${args[@]}" --test tokio_backends --test verbs_scenarios --test c_verbs |
+        { if [ -n "${SOFTROCE_PMEM-256M}" ]; then cat; else grep -v '/crates/rpma-log'$'\t' || true; fi; }
+    [ ${#fi_args[@]} -eq 0 ] || build --workspace --all-features "${fi_args[@]}"
+    build -p rpma-verbs
+    # the async examples on the device
+    build_examples --workspace --features "$VERBS_FEATURES" --example async_echo --example async_replicated_write
 } > "$list"
 [ -s "$list" ] || { echo "test-verbs: cargo built no test binary" >&2; exit 1; }
 echo "test-verbs: $(wc -l < "$list") binaries (tests and examples); running them in one Soft-RoCE VM" >&2

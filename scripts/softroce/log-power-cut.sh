@@ -60,8 +60,8 @@ trap 'rm -rf "$work"' EXIT
 rpma=$work/rpma tool=$work/rpma-log-power-cut
 bins=${LOG_POWER_CUT_BINS:-}
 for _ in 1 2 3; do
-    [ -n "$bins" ] || cargo build -q -p rpma-cli -p rpma-testbins --features rpma-cli/verbs,rpma-testbins/verbs \
-        --bin rpma --bin rpma-log-power-cut
+    [ -n "$bins" ] || (. scripts/lib/features.sh &&
+        cargo build -q --workspace --features "$VERBS_FEATURES" --bin rpma --bin rpma-log-power-cut)
     cp "${bins:-$target_dir/debug}/rpma" "$rpma"
     cp "${bins:-$target_dir/debug}/rpma-log-power-cut" "$tool"
     "$tool" write x 0 0 2>&1 | grep -q "without the verbs feature" || break

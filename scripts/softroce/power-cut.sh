@@ -42,7 +42,7 @@ work=$(mktemp -d "$target_dir/power-cut.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tool=$work/rpma-power-cut
 for _ in 1 2 3; do
-    cargo build -q -p rpma-testbins --features verbs --bin rpma-power-cut
+    (. scripts/lib/features.sh && cargo build -q --workspace --features "$VERBS_FEATURES" --bin rpma-power-cut)
     cp "$target_dir/debug/rpma-power-cut" "$tool"
     "$tool" write 2>&1 | grep -q "without the verbs feature" || break
 done
