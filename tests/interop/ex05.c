@@ -16,7 +16,9 @@
  *                                          server's data_offset, flushes them PERSISTENT (as the
  *                                          server's peer configuration allows), checks the
  *                                          completion, disconnects
- *   ex05 stream05 ADDR PORT WAIT           client05's write + flush again and again, one at a time,
+ *   ex05 stream05 ADDR PORT WAIT [atomic]  client05's write + flush again and again, one at a time
+ *                                          (with `atomic`, each followed by an 8-byte atomic write
+ *                                          + flush of the same place),
  *                                          for at most 120 s; each completion awaited the way a C
  *                                          application with a deadline does (poll() on
  *                                          rpma_cq_get_fd, then rpma_cq_wait and rpma_cq_get_wc).
@@ -29,7 +31,8 @@
  *                                          "DELETED in <ms> ms" once rpma_conn_disconnect and
  *                                          rpma_conn_delete returned.
  *                                          Exits 0 after an error completion or post, 3 after no
- *                                          completion, 4 if the stream was never cut.
+ *                                          completion, 4 if the stream was never cut ("STREAMED
+ *                                          <n> for 120 s").
  *                                          (scripts/test-cluster.sh part 3: the C library's face of a
  *                                          pulled cable and of a partition.)
  *
@@ -260,7 +263,33 @@ static void report_event(struct rpma_conn *conn, double last, int *events)
 	(*events)++;
 }
 
-static int stream(const char *addr, const char *port, const char *wait_s)
+/* awaits the next completion on cq for at most `wait` ms since `*last`: 0 with *wc filled, 3
+ * after "NO COMPLETION" was printed; connection events are reported as they come */
+static int await_wc(struct link05 *l, struct rpma_cq *cq, int cq_fd, int ev_fd, double wait,
+		    const char *wait_s, const double *last, int *events, unsigned long n, struct ibv_wc *wc)
+{
+	for (;;) {
+		int r = rpma_cq_get_wc(cq, 1, wc, NULL);
+		if (r == 0)
+			return 0;
+		if (r != RPMA_E_NO_COMPLETION)
+			CK(r);
+		double left = wait - (now_ms() - *last);
+		if (left <= 0) {
+			printf("NO COMPLETION in %s s (%lu flushed before)\n", wait_s, n);
+			return 3;
+		}
+		/* the CQ is armed (rpma_cq_wait re-arms it): a completion makes cq_fd readable;
+		 * a connection event (if any comes) is reported when it comes */
+		int ready = readable(cq_fd, *events ? -1 : ev_fd, left);
+		if (ready & 2)
+			report_event(l->conn, *last, events);
+		if (ready & 1)
+			CK(rpma_cq_wait(cq));
+	}
+}
+
+static int stream(const char *addr, const char *port, const char *wait_s, int atomic)
 {
 	double wait = strtod(wait_s, NULL) * 1e3;
 	struct link05 l;
@@ -273,53 +302,47 @@ static int stream(const char *addr, const char *port, const char *wait_s)
 	double start = now_ms(), last = start;
 	unsigned long n = 0;
 	struct ibv_wc wc;
+	static const char word[RPMA_ATOMIC_WRITE_ALIGNMENT] = "01234567";
 	while (rc == 4 && now_ms() - start < 120e3) {
-		int p = rpma_write(l.conn, l.dst, l.data_offset, l.src_mr, 0, HELLO_STR_SIZE,
-				   RPMA_F_COMPLETION_ON_ERROR, NULL);
-		if (!p)
-			p = rpma_flush(l.conn, l.dst, l.data_offset, HELLO_STR_SIZE, l.flush,
-				       RPMA_F_COMPLETION_ALWAYS, (void *)(uintptr_t)n);
-		if (p) {
-			printf("POST %s after %.0f ms (%lu flushed before)\n", rpma_err_2str(p), now_ms() - last, n);
-			rc = 0;
-			break;
-		}
-		for (;;) {
-			int r = rpma_cq_get_wc(cq, 1, &wc, NULL);
-			if (r == 0)
+		/* write + flush; with `atomic`, then an 8-byte atomic write + flush, each flush's
+		 * completion awaited before the next post */
+		for (int step = 0; step < (atomic ? 2 : 1) && rc == 4; step++) {
+			int p = step == 0 ? rpma_write(l.conn, l.dst, l.data_offset, l.src_mr, 0, HELLO_STR_SIZE,
+						       RPMA_F_COMPLETION_ON_ERROR, NULL)
+					  : rpma_atomic_write(l.conn, l.dst, l.data_offset, word,
+							      RPMA_F_COMPLETION_ON_ERROR, NULL);
+			if (!p)
+				p = rpma_flush(l.conn, l.dst, l.data_offset, step == 0 ? HELLO_STR_SIZE : sizeof(word),
+					       l.flush, RPMA_F_COMPLETION_ALWAYS, (void *)(uintptr_t)n);
+			if (p) {
+				printf("POST %s after %.0f ms (%lu flushed before)\n", rpma_err_2str(p),
+				       now_ms() - last, n);
+				rc = 0;
 				break;
-			if (r != RPMA_E_NO_COMPLETION)
-				CK(r);
-			double left = wait - (now_ms() - last);
-			if (left <= 0) {
-				printf("NO COMPLETION in %s s (%lu flushed before)\n", wait_s, n);
+			}
+			if (await_wc(&l, cq, cq_fd, ev_fd, wait, wait_s, &last, &events, n, &wc)) {
 				rc = 3;
 				break;
 			}
-			/* the CQ is armed (rpma_cq_wait re-arms it): a completion makes cq_fd readable;
-			 * a connection event (if any comes) is reported when it comes */
-			int ready = readable(cq_fd, events ? -1 : ev_fd, left);
-			if (ready & 2)
-				report_event(l.conn, last, &events);
-			if (ready & 1)
-				CK(rpma_cq_wait(cq));
+			if (wc.status != IBV_WC_SUCCESS) {
+				printf("WC %s after %.0f ms (%lu flushed before)\n", ibv_wc_status_str(wc.status),
+				       now_ms() - last, n);
+				rc = 0;
+				break;
+			}
+			last = now_ms();
 		}
-		if (rc == 3)
+		if (rc != 4)
 			break;
-		if (wc.status != IBV_WC_SUCCESS) {
-			printf("WC %s after %.0f ms (%lu flushed before)\n", ibv_wc_status_str(wc.status),
-			       now_ms() - last, n);
-			rc = 0;
-			break;
-		}
 		if (n++ == 0) {
 			printf("STREAMING\n");
 			fflush(stdout);
 		}
-		last = now_ms();
 	}
 	if (!events && readable(-1, ev_fd, 5e3))
 		report_event(l.conn, last, &events);
+	if (rc == 4)
+		printf("STREAMED %lu for 120 s\n", n);
 	double cut = now_ms();
 	int r = rpma_conn_disconnect(l.conn);
 	if (r)
@@ -340,11 +363,11 @@ int main(int argc, char *argv[])
 		role = "client05";
 		return client(argv[2], argv[3]);
 	}
-	if (argc == 5 && strcmp(argv[1], "stream05") == 0) {
+	if ((argc == 5 || (argc == 6 && strcmp(argv[5], "atomic") == 0)) && strcmp(argv[1], "stream05") == 0) {
 		role = "stream05";
-		return stream(argv[2], argv[3], argv[4]);
+		return stream(argv[2], argv[3], argv[4], argc == 6);
 	}
-	fprintf(stderr, "usage: %s server05 ADDR PORT DEVDAX OFFSET | client05 ADDR PORT | stream05 ADDR PORT WAIT\n",
+	fprintf(stderr, "usage: %s server05 ADDR PORT DEVDAX OFFSET | client05 ADDR PORT | stream05 ADDR PORT WAIT [atomic]\n",
 		argv[0]);
 	return 2;
 }
