@@ -220,15 +220,17 @@ loss() {
     for cond in "loss 1%" "loss 5%" "delay 10ms 2ms reorder 25% 50%"; do
         # shellcheck disable=SC2086
         "$C" netem 1 $cond && "$C" netem 2 $cond && "$C" netem 3 $cond
-        # The scenarios that check their bytes (CLUSTER_LOSSY_SCENARIOS=1), with an ACK timeout of
-        # 67 ms on both sides (RPMA_ACK_TIMEOUT, read by the scenarios;
-        # CLUSTER_SCENARIO_ACK_TIMEOUT=none keeps the connection manager's), each client bounded
-        # by PAIR_TIMEOUT. Not a CI step: on rxe a client sometimes waits for ever for a lost
-        # packet that is never sent again (a ping-pong client after its last send under 5 % loss,
-        # an atomic-write client under 1 % loss or reordering: still waiting after 180 s with
-        # either ACK timeout). The bench always runs.
-        local scen="write-to-persistent messages-ping-pong atomic-write"
-        [ "${CLUSTER_LOSSY_SCENARIOS:-0}" = 1 ] || scen=
+        # The scenarios that check their bytes, with an ACK timeout of 67 ms on both sides
+        # (RPMA_ACK_TIMEOUT, read by the scenarios; CLUSTER_SCENARIO_ACK_TIMEOUT=none keeps the
+        # connection manager's), each client bounded by PAIR_TIMEOUT: write-to-persistent (write,
+        # flush, read back) always; the send ping-pong and the atomic write only with
+        # CLUSTER_LOSSY_SCENARIOS=1. Under loss rxe's requester sometimes stops for good before
+        # a work request marked IBV_SEND_FENCE (debian12's atomic write: a fenced 8-byte write),
+        # nothing in flight and nothing to retransmit; C librpma's atomic write stalls the same
+        # way (tests/interop/ex05.c's `stream05 ... atomic`; docs/reliability.md). A ping-pong
+        # client once waited for ever after its last send under 5 % loss. The bench always runs.
+        local scen="write-to-persistent"
+        [ "${CLUSTER_LOSSY_SCENARIOS:-0}" != 1 ] || scen+=" messages-ping-pong atomic-write"
         for s in $scen; do
             local sargs="-s $s" cargs=
             case $s in
@@ -243,9 +245,9 @@ loss() {
         "$C" heal
     done
     unset RPMA_ESTABLISH_TIMEOUT_MS PAIR_TIMEOUT RPMA_ACK_TIMEOUT
-    if [ "${CLUSTER_LOSSY_SCENARIOS:-0}" = 1 ]; then
-        say "$PROFILE: loss: every client's bytes right (3 scenarios under 1 % and 5 % loss and under delay with reordering, RPMA_ACK_TIMEOUT=$ack); servers that saw CLOSED first (a lost RTU): $LOST_RTU"
-    fi
+    local what="write-to-persistent"
+    [ "${CLUSTER_LOSSY_SCENARIOS:-0}" != 1 ] || what="write-to-persistent, the send ping-pong and the atomic write"
+    say "$PROFILE: loss: every client's bytes right ($what under 1 % and 5 % loss and under delay with reordering, RPMA_ACK_TIMEOUT=$ack); servers that saw CLOSED first (a lost RTU): $LOST_RTU"
 }
 
 # no_qp_left: no queue pair of an earlier client is left on node 2 (the next one is recognised by
