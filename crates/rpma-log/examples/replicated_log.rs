@@ -95,7 +95,7 @@ fn run() -> Res<()> {
 
     let (mut log, report) = Log::open(&writer, &set, opts.clone())?;
     println!("writer 1: epoch {}, recovered {} entries", report.epoch, report.next_lsn);
-    // Appends with group commit: one commit record per replica for each 64 appends.
+    // Appends with group commit: one batch (writes and a flush) per replica for each 64 appends.
     let n = 4096u64;
     let rate = group_commit(&mut log, n)?;
     println!(

@@ -8,11 +8,18 @@
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Broken {
-    /// Writer: the commit record is flushed to visibility only, even in
+    /// Writer: a sync's flush of the entries is to visibility only, even in
     /// [`FlushMode::Persistent`](crate::FlushMode::Persistent).
-    pub commit_flush_visibility: bool,
-    /// Writer: the commit record is written without the entries' flush before it.
-    pub skip_data_flush: bool,
+    pub sync_flush_visibility: bool,
+    /// Writer: a sync's batch has the writes and no flush: the completion of its last write is
+    /// taken as the replica's acknowledgement.
+    pub ack_before_flush: bool,
+    /// Writer: recovery's tail scan takes records of any epoch, not only the replica's commit
+    /// epoch (a fenced writer's records beyond the history a later writer installed count).
+    pub tail_any_epoch: bool,
+    /// Writer: a sync's commit word carries the position the sync is about to write and flush,
+    /// ahead of its records (it may claim records a power cut then loses or tears).
+    pub commit_word_ahead: bool,
     /// Writer: `open` chooses a history and repairs replicas as soon as it has one header, and
     /// checks its read quorum only afterwards (and goes on to the next history when one fails
     /// validation).
@@ -41,8 +48,10 @@ impl Broken {
     #[must_use]
     pub const fn none() -> Self {
         Self {
-            commit_flush_visibility: false,
-            skip_data_flush: false,
+            sync_flush_visibility: false,
+            ack_before_flush: false,
+            tail_any_epoch: false,
+            commit_word_ahead: false,
             repair_before_read_quorum: false,
             open_in_the_promised_epoch: false,
             blank_replicas_vote: false,

@@ -1,6 +1,6 @@
 //! An offline check of a replica region's bytes: what a recovery would find there.
 
-use crate::format::{self, Record};
+use crate::format::{self, Record, Tail};
 use crate::{LogError, Lsn, Result};
 
 /// What a replica region holds, checked ([`check_region`]).
@@ -17,15 +17,19 @@ pub struct RegionCheck {
     pub commit_epoch: u64,
     /// The first lsn held.
     pub head_lsn: Lsn,
-    /// One past the last committed lsn.
+    /// One past the last entry below the commit word (the committed part of the history).
+    pub committed_lsn: Lsn,
+    /// One past the last entry of the history: the committed part and the tail.
     pub next_lsn: Lsn,
-    /// The committed entries, in order: (lsn, payload).
+    /// The history's entries, in order: (lsn, payload).
     pub entries: Vec<(Lsn, Vec<u8>)>,
 }
 
 /// Checks the bytes of a replica region (e.g. what a power cut left, or a pmem file) as a
-/// recovery reads them: the header (magic number, checksums, positions), then every committed
-/// record (checksum, position, consecutive lsns).
+/// recovery reads them: the header (magic number, version, checksums, positions), then every
+/// committed record (checksum, position, consecutive lsns), then the tail beyond the commit word
+/// (the chain of valid records of the region's commit epoch with consecutive lsns, ending at the
+/// first that is not one: docs/log.md, "Recovery"). The history is both.
 ///
 /// # Errors
 /// [`LogError::CorruptHeader`] if the header fails its checks; [`LogError::CorruptEntries`]
@@ -34,12 +38,17 @@ pub fn check_region(bytes: &[u8]) -> Result<RegionCheck> {
     let corrupt = |detail: String| LogError::CorruptHeader { replica: "region".into(), detail };
     let h = format::decode_header(bytes, bytes.len() as u64).map_err(corrupt)?;
     let corrupt = |detail: String| LogError::CorruptEntries { replica: "region".into(), detail };
-    let ring = &bytes[format::HEADER..format::HEADER + h.capacity as usize];
+    let cap = h.capacity;
+    let ring = &bytes[format::HEADER..format::HEADER + cap as usize];
+    let payload = |pos: u64, len: u64| {
+        let off = (pos % cap) as usize + format::ENTRY_HEADER;
+        ring[off..off + len as usize].to_vec()
+    };
     let mut pos = h.head;
     let mut entries = Vec::new();
     let mut next: Option<Lsn> = None;
     while pos < h.commit {
-        let rec = format::parse_record(ring, h.capacity, pos, h.commit).map_err(corrupt)?;
+        let rec = format::parse_record(ring, cap, pos, h.commit).map_err(corrupt)?;
         if let Record::Entry { lsn, len, .. } = rec {
             if next.is_none() && lsn < h.head_lsn {
                 pos += rec.size();
@@ -53,19 +62,31 @@ pub fn check_region(bytes: &[u8]) -> Result<RegionCheck> {
                 return Err(corrupt(format!("the first entry has lsn {lsn}, the head says {}", h.head_lsn)));
             }
             next = Some(lsn.checked_add(1).ok_or_else(|| corrupt(format!("lsn {lsn} at position {pos}")))?);
-            let off = (pos % h.capacity) as usize + format::ENTRY_HEADER;
-            entries.push((lsn, ring[off..off + len as usize].to_vec()));
+            entries.push((lsn, payload(pos, len)));
         }
         pos += rec.size();
     }
+    let committed = entries.len();
+    if !h.emptied {
+        let first = next.or((h.head_lsn != 0).then_some(h.head_lsn));
+        let mut tail = Tail::new(h.commit, h.commit_epoch, first, h.head + cap, false);
+        let all = h.head + cap;
+        tail.walk(ring, cap, all, |pos, rec| {
+            if let Record::Entry { lsn, len, .. } = rec {
+                entries.push((lsn, payload(pos, len)));
+            }
+        });
+    }
     let head_lsn = entries.first().map_or(h.head_lsn, |e| e.0);
+    let after = |k: usize| if k == 0 { head_lsn } else { entries[k - 1].0 + 1 };
     Ok(RegionCheck {
         log_id: h.log_id,
-        capacity: h.capacity,
+        capacity: cap,
         promised: h.promised,
         commit_epoch: h.commit_epoch,
         head_lsn,
-        next_lsn: next.unwrap_or(head_lsn),
+        committed_lsn: after(committed),
+        next_lsn: after(entries.len()),
         entries,
     })
 }

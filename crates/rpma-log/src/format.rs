@@ -4,7 +4,10 @@
 
 /// The region's layout: a 256-byte header, then the entry area (a ring).
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"RPMALOG1");
-pub(crate) const VERSION: u32 = 2;
+/// Version 3: a replica's history goes on beyond its commit word (the tail: docs/log.md,
+/// "Layout"). A version-2 writer reads only `[head, commit)` and would miss acknowledged records
+/// of the tail, so the two refuse each other's regions.
+pub(crate) const VERSION: u32 = 3;
 /// Static block: magic, version, log id, capacity, checksum (offsets 0..64), written once, at
 /// format.
 pub(crate) const STATIC_SUM: usize = 56;
@@ -119,6 +122,9 @@ pub(crate) struct Header {
     pub(crate) head_lsn: u64,
     /// It votes ([`JOINED`]).
     pub(crate) joined: bool,
+    /// The commit word is below the head: an empty log at the head, with no tail (a repair
+    /// passes through that state; `commit` is then the head).
+    pub(crate) emptied: bool,
 }
 
 /// Decodes the first [`HEADER`] bytes of a region of `region_len` bytes.
@@ -133,6 +139,13 @@ pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String>
         return Err("the header's static block fails its checksum".into());
     }
     let version = get_u32(b, 8);
+    if version == 2 {
+        return Err(format!(
+            "header version 2, an older rpma-log's region: its writers commit every record, this build's leave \
+             acknowledged records beyond the commit word (the tail), which a version-2 writer would not read; \
+             serve it with the build that made it, or format it anew (this build reads version {VERSION})"
+        ));
+    }
     if version != VERSION {
         return Err(format!("header version {version}, this build reads {VERSION}"));
     }
@@ -161,10 +174,12 @@ pub(crate) fn decode_header(b: &[u8], region_len: u64) -> Result<Header, String>
             1 => true,
             j => return Err(format!("the joined word holds {j}, not 0 or 1")),
         },
+        emptied: false,
     };
     // A commit below the head is an empty log at the head (a repair moves a replica that holds
     // nothing of the retained history there: docs/log.md, "Repair").
     let mut h = h;
+    h.emptied = h.commit < h.head;
     h.commit = h.commit.max(h.head);
     if h.commit > MAX_POSITION {
         return Err(format!("commit position {} is beyond the largest position {MAX_POSITION}", h.commit));
@@ -263,6 +278,106 @@ pub(crate) fn parse_record(ring: &[u8], cap: u64, pos: u64, end: u64) -> Result<
         }
         k => Err(format!("the record at position {pos} has an unknown kind {k}")),
     }
+}
+
+/// A replica's tail being walked (docs/log.md, "Recovery"): the chain of records from its commit
+/// word on, each valid (checksum, its position where it lies, kind, bounds), of the replica's
+/// commit epoch, its entries' lsns consecutive with the one before; the chain ends at the first
+/// record that fails any of these (a torn or stale record ends it, nothing is rejected) and never
+/// runs past `limit` (the head plus the capacity).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tail {
+    /// The next position to look at.
+    pub(crate) pos: u64,
+    /// The end of the last entry of the chain (where it began, if it holds none): the end of
+    /// the replica's history. A pad or skip after it is not part of it.
+    pub(crate) end: u64,
+    /// The lsn the next entry must have (`None`: any, for the first one).
+    pub(crate) next: Option<u64>,
+    epoch: u64,
+    limit: u64,
+    any_epoch: bool,
+    ended: bool,
+}
+
+impl Tail {
+    /// A tail from `from` (the commit word) of a replica of commit epoch `epoch`, its first entry
+    /// `next` (if known), bounded by `limit`. `any_epoch`: `Broken::tail_any_epoch`.
+    pub(crate) const fn new(from: u64, epoch: u64, next: Option<u64>, limit: u64, any_epoch: bool) -> Self {
+        Self { pos: from, end: from, next, epoch, limit, any_epoch, ended: false }
+    }
+
+    /// Walks the chain over `ring` (ring offsets of a ring of `cap` bytes), whose bytes are valid
+    /// up to position `have`, calling `f(position, record)` for each record of the chain. Returns
+    /// `None` once the chain ended, `Some(p)` when it needs the bytes up to position `p` to go on.
+    pub(crate) fn walk(&mut self, ring: &[u8], cap: u64, have: u64, mut f: impl FnMut(u64, Record)) -> Option<u64> {
+        while !self.ended {
+            match self.step(ring, cap, have) {
+                Step::Need(p) => return Some(p),
+                Step::End => self.ended = true,
+                Step::Record(r) => {
+                    f(self.pos, r);
+                    self.pos += r.size();
+                    if let Record::Entry { lsn, .. } = r {
+                        self.end = self.pos;
+                        self.next = Some(lsn + 1);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn step(&self, ring: &[u8], cap: u64, have: u64) -> Step {
+        let pos = self.pos;
+        if pos >= self.limit {
+            return Step::End;
+        }
+        let off = (pos % cap) as usize;
+        let to_end = cap - off as u64;
+        if to_end < ENTRY_HEADER as u64 {
+            return if pos.saturating_add(to_end) > self.limit {
+                Step::End
+            } else {
+                Step::Record(Record::Skip(to_end))
+            };
+        }
+        let header_end = pos.saturating_add(ENTRY_HEADER as u64);
+        if header_end > self.limit {
+            return Step::End;
+        }
+        if header_end > have {
+            return Step::Need(header_end);
+        }
+        let h = &ring[off..off + ENTRY_HEADER];
+        let size = match get_u32(h, 4) {
+            KIND_PAD => to_end,
+            KIND_ENTRY => record_size(u64::from(get_u32(h, 0))),
+            _ => return Step::End,
+        };
+        let end = pos.saturating_add(size);
+        if size > to_end || end > self.limit {
+            return Step::End;
+        }
+        if end > have {
+            return Step::Need(end);
+        }
+        if !self.any_epoch && get_u64(h, 16) != self.epoch {
+            return Step::End;
+        }
+        match parse_record(ring, cap, pos, self.limit) {
+            Ok(Record::Entry { lsn, .. }) if self.next.is_some_and(|n| n != lsn) || lsn == u64::MAX => Step::End,
+            Ok(r) => Step::Record(r),
+            Err(_) => Step::End,
+        }
+    }
+}
+
+/// What the tail holds at a position.
+enum Step {
+    Record(Record),
+    End,
+    Need(u64),
 }
 
 /// What a writer asks of a replica in its hello.
@@ -445,7 +560,10 @@ mod tests {
         set(&mut b, HEAD, 4096);
         set(&mut b, COMMIT, 1000);
         let h = decode_header(&b, 2048).expect("empty at the head");
-        assert_eq!((h.head, h.commit), (4096, 4096));
+        assert_eq!((h.head, h.commit, h.emptied), (4096, 4096, true), "no tail below the head");
+        set(&mut b, COMMIT, 4096);
+        assert!(!decode_header(&b, 2048).expect("at the head").emptied, "a tail from the head");
+        set(&mut b, COMMIT, 1000);
         set(&mut b, COMMIT, 4096 + 1025);
         assert!(decode_header(&b, 2048).is_err(), "a range longer than the ring passed");
         set(&mut b, HEAD, u64::MAX - 8);
@@ -474,6 +592,100 @@ mod tests {
         assert!(parse_record(&ring, cap, 64, 512).is_err());
         ring[110] ^= 1;
         assert!(parse_record(&ring, cap, 1024 + 64, 1024 + 512).is_err());
+    }
+
+    #[test]
+    fn a_version_2_region_is_refused_saying_why() {
+        let mut b = header(7, 1024, 3, 9);
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let sum = checksum(&[&b[..STATIC_SUM]]);
+        b[STATIC_SUM..STATIC_SUM + 8].copy_from_slice(&sum.to_le_bytes());
+        let e = decode_header(&b, 2048).expect_err("a version-2 header passed");
+        assert!(e.contains("header version 2") && e.contains("tail"), "{e}");
+        b[8..12].copy_from_slice(&4u32.to_le_bytes());
+        let sum = checksum(&[&b[..STATIC_SUM]]);
+        b[STATIC_SUM..STATIC_SUM + 8].copy_from_slice(&sum.to_le_bytes());
+        assert!(decode_header(&b, 2048).expect_err("version 4 passed").contains("this build reads 3"));
+    }
+
+    /// Writes an entry (`lsn`, `epoch`, a payload of `len` bytes) at position `pos` of `ring`;
+    /// returns the position after it.
+    fn put(ring: &mut [u8], pos: u64, lsn: u64, epoch: u64, len: usize) -> u64 {
+        let cap = ring.len() as u64;
+        let off = (pos % cap) as usize;
+        let payload = vec![lsn as u8; len];
+        ring[off..off + ENTRY_HEADER].copy_from_slice(&entry_header(KIND_ENTRY, len as u32, lsn, epoch, pos, &payload));
+        ring[off + ENTRY_HEADER..off + ENTRY_HEADER + len].copy_from_slice(&payload);
+        pos + record_size(len as u64)
+    }
+
+    /// The tail from `from` over `ring` (all of it read): its end and its entries' lsns.
+    fn walk(ring: &[u8], from: u64, epoch: u64, next: Option<u64>, limit: u64) -> (u64, Vec<u64>) {
+        let mut t = Tail::new(from, epoch, next, limit, false);
+        let mut lsns = Vec::new();
+        let need = t.walk(ring, ring.len() as u64, u64::MAX, |_, r| {
+            if let Record::Entry { lsn, .. } = r {
+                lsns.push(lsn);
+            }
+        });
+        assert_eq!(need, None);
+        (t.end, lsns)
+    }
+
+    #[test]
+    fn a_tail_is_the_chain_of_its_epochs_records_from_the_commit_word() {
+        let cap = 512u64;
+        let mut ring = vec![0u8; cap as usize];
+        let mut ends = vec![0u64];
+        for lsn in 0..5 {
+            let p = put(&mut ring, *ends.last().unwrap(), lsn, 2, 20);
+            ends.push(p);
+        }
+        // From the commit word (after lsn 1), as far as the records of epoch 2 go.
+        assert_eq!(walk(&ring, ends[2], 2, Some(2), cap), (ends[5], vec![2, 3, 4]));
+        // The first entry must be the one that follows the committed ones.
+        assert_eq!(walk(&ring, ends[2], 2, Some(7), cap), (ends[2], vec![]));
+        // A record of another epoch ends it (a fenced writer's, beyond the history installed).
+        put(&mut ring, ends[5], 5, 1, 20);
+        assert_eq!(walk(&ring, ends[2], 2, Some(2), cap).0, ends[5]);
+        // So does a gap in the lsns, and a torn record; the records after it do not count.
+        let after = put(&mut ring, ends[5], 7, 2, 20);
+        put(&mut ring, after, 8, 2, 20);
+        assert_eq!(walk(&ring, ends[2], 2, Some(2), cap).0, ends[5]);
+        ring[(ends[3] + 45) as usize] ^= 1;
+        assert_eq!(walk(&ring, ends[2], 2, Some(2), cap), (ends[3], vec![2]));
+        // Never past the limit (head + capacity).
+        assert_eq!(walk(&ring, ends[0], 2, Some(0), ends[2] + 8).0, ends[2]);
+        // A stale record of an earlier lap fails its position.
+        assert_eq!(walk(&ring, ends[0] + cap, 2, None, 2 * cap).0, ends[0] + cap);
+    }
+
+    #[test]
+    fn a_tail_goes_on_over_a_pad_and_a_skip_and_ends_after_an_entry() {
+        let cap = 256u64;
+        let limit = 48 + cap;
+        let mut ring = vec![0u8; cap as usize];
+        // An entry up to 24 bytes before the ring's end (a skip), then the next lap.
+        assert_eq!(put(&mut ring, 48, 0, 3, 144), cap - 24);
+        let next = put(&mut ring, cap, 1, 3, 8);
+        assert_eq!(walk(&ring, 48, 3, Some(0), limit), (next, vec![0, 1]));
+        // A pad to the ring's end, then nothing valid after it: the tail ends before the pad.
+        let mut ring = vec![0u8; cap as usize];
+        let p = put(&mut ring, 48, 0, 3, 100);
+        let pad = entry_header(KIND_PAD, (cap - p - ENTRY_HEADER as u64) as u32, 1, 3, p, &[]);
+        ring[p as usize..p as usize + ENTRY_HEADER].copy_from_slice(&pad);
+        assert_eq!(walk(&ring, 48, 3, Some(0), limit), (p, vec![0]));
+        assert_eq!(walk(&ring, 48, 3, Some(0), limit), (p, vec![0]));
+        let next = put(&mut ring, cap, 1, 3, 8);
+        assert_eq!(walk(&ring, 48, 3, Some(0), limit), (next, vec![0, 1]));
+        // A pad of another epoch ends it too.
+        let pad = entry_header(KIND_PAD, (cap - p - ENTRY_HEADER as u64) as u32, 1, 2, p, &[]);
+        ring[p as usize..p as usize + ENTRY_HEADER].copy_from_slice(&pad);
+        assert_eq!(walk(&ring, 48, 3, Some(0), limit), (p, vec![0]));
+        // Bytes not read yet: it asks for them.
+        let mut t = Tail::new(48, 3, Some(0), limit, false);
+        assert_eq!(t.walk(&ring, cap, 60, |_, _| {}), Some(48 + ENTRY_HEADER as u64));
+        assert_eq!(t.walk(&ring, cap, 100, |_, _| {}), Some(p));
     }
 
     #[test]

@@ -1,16 +1,18 @@
 //! # rpma-log: a replicated persistent log on rpma
 //!
-//! A writer ([`Log`]) appends entries to the persistent regions of one or more replicas
-//! ([`Replica`]) with one-sided RDMA writes, and commits them the way librpma's example 07 does:
-//! the entries' persistent flush, an 8-byte atomic write of the commit position, its persistent
-//! flush. [`Log::sync`] returns once a quorum of replicas has the entries and the commit record
-//! persistent; appends between two syncs share one commit record (group commit).
+//! A writer ([`Log`]) appends entries into its own copy of the ring; [`Log::sync`] posts to each
+//! replica ([`Replica`]) one batch (one doorbell) with the one-sided RDMA writes of everything
+//! appended since the last sync and their persistent flush, and returns once a quorum of replicas
+//! completed the flush: the floor of a persistent replicated write (group commit: appends between
+//! two syncs share it). A replica's history is its committed records and the tail beyond its
+//! commit word (the records of its commit epoch that follow): the commit word is written now and
+//! then, off the critical path.
 //!
 //! Replicas stay out of the data path: they take part in connection setup, where a new writer
 //! takes the log over with a higher epoch and each replica re-registers its region (the old
 //! writer's rkey dies: fencing), and nowhere else. A new writer recovers the log from a quorum's
-//! headers (RDMA Reads), keeps what the highest commit of the highest epoch covers, validates
-//! every entry by checksum, and repairs the other replicas to the same history.
+//! headers and tails (RDMA Reads), keeps the longest history of the highest commit epoch,
+//! validates every entry by checksum, and repairs the other replicas to the same history.
 //!
 //! A replica that fails is marked down and the writer goes on while a quorum is up;
 //! [`Log::maintain`] (or, with [`LogOptions::reconnect_in_background`], a thread of the log's

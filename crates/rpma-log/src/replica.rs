@@ -88,7 +88,8 @@ pub struct ReplicaState {
     pub commit_epoch: u64,
     /// The position of the first entry held.
     pub head: u64,
-    /// The committed position: entries before it are committed.
+    /// The commit word: the records before it are committed; the history goes on beyond it with
+    /// the records of the commit epoch that follow (its tail, which only a recovery reads).
     pub commit: u64,
     /// Whether it votes: formatted for a new log, or repaired by a writer since it was
     /// formatted as a replacement ([`Replica::format_replacement`]).

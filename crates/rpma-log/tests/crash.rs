@@ -1,10 +1,11 @@
 //! Crash consistency of the log at every crash point (docs/persistence.md): a short run of
 //! appends, syncs and a truncation, with the power of one replica's node cut right after each
 //! event of the run; then the node reboots with what its region kept, and a new writer
-//! recovers. At every point: no entry that `sync` acknowledged is lost (on the log, and on the
-//! cut replica as far as the writer saw its commit complete), no entry that no commit record
-//! ever covered is visible, no committed record fails its checksum. With the commit record
-//! flushed to visibility only (a deliberately broken writer), the exploration finds violations.
+//! recovers. At every point: no entry that `sync` acknowledged is lost (on the log, and in the
+//! cut replica's history as far as the writer saw its sync complete there), no entry that no
+//! sync posted is visible, no committed record fails its checksum. With a deliberately broken
+//! writer (the sync's flush to visibility only, the acknowledgement taken before the flush, the
+//! commit word ahead of the flushed records), the exploration finds violations.
 
 mod common;
 
@@ -21,11 +22,12 @@ const LEN: usize = rpma_log::HEADER_SIZE + 512;
 struct Outcome {
     /// The durable position the last successful sync returned.
     acked: u64,
-    /// The next lsn when the last sync was called: no commit record covers entries from it on.
-    covered: u64,
+    /// The next lsn when the last sync was called: entries from it on were never posted (an
+    /// append posts nothing; a sync writes what was appended before it).
+    posted: u64,
     /// The highest truncation point asked for.
     truncated: u64,
-    /// Per replica, the durable position the writer saw complete there.
+    /// Per replica, the durable position the writer saw complete there (its sync's flush).
     on_replica: Vec<u64>,
     handles: Vec<Option<ReplicaHandle>>,
 }
@@ -41,21 +43,24 @@ fn quorum(n: usize) -> Quorum {
 /// A deliberately broken writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Bug {
-    /// The commit record flushed to visibility only.
-    CommitVisibility,
-    /// The commit record written without the entries' flush before it.
-    NoDataFlush,
+    /// The sync's flush to visibility only.
+    SyncVisibility,
+    /// The sync acknowledged on its write's completion, before its flush.
+    AckBeforeFlush,
+    /// The commit word carrying the sync's own position, ahead of its records' flush.
+    CommitWordAhead,
 }
 
 fn options(n: usize, bug: Option<Bug>) -> LogOptions {
     let mut broken = Broken::none();
-    broken.commit_flush_visibility = bug == Some(Bug::CommitVisibility);
-    broken.skip_data_flush = bug == Some(Bug::NoDataFlush);
+    broken.sync_flush_visibility = bug == Some(Bug::SyncVisibility);
+    broken.ack_before_flush = bug == Some(Bug::AckBeforeFlush);
+    broken.commit_word_ahead = bug == Some(Bug::CommitWordAhead);
     LogOptions::new(LOG_ID).quorum(quorum(n)).timeout(Duration::from_secs(2)).broken(broken)
 }
 
 fn scenario(fabric: &MockFabric, n: usize, bug: Option<Bug>) -> Outcome {
-    let mut out = Outcome { acked: 0, covered: 0, truncated: 0, on_replica: vec![0; n], handles: Vec::new() };
+    let mut out = Outcome { acked: 0, posted: 0, truncated: 0, on_replica: vec![0; n], handles: Vec::new() };
     for i in 0..n {
         match start(fabric, i, None, LEN) {
             Ok(h) => out.handles.push(Some(h)),
@@ -87,7 +92,7 @@ fn scenario(fabric: &MockFabric, n: usize, bug: Option<Bug>) -> Outcome {
             }
             break;
         }
-        out.covered = log.next_lsn();
+        out.posted = log.next_lsn();
         match log.sync_all() {
             Ok(d) => {
                 out.acked = d;
@@ -112,16 +117,16 @@ fn check(reboot: Reboot, mut out: Outcome, n: usize) -> Result<(), String> {
     let kept = check_region(&memory.to_vec()).map_err(|e| format!("the cut replica's region: {e}"))?;
     if kept.next_lsn < out.on_replica[cut] {
         return Err(format!(
-            "the writer saw the commit up to lsn {} complete on replica {cut}; it kept up to {}",
+            "the writer saw the sync up to lsn {} complete on replica {cut}; its history kept up to {}",
             out.on_replica[cut], kept.next_lsn
         ));
     }
-    if kept.next_lsn > out.covered {
-        return Err(format!("replica {cut} commits lsn {} that no commit record covered", kept.next_lsn - 1));
+    if kept.next_lsn > out.posted {
+        return Err(format!("replica {cut}'s history holds lsn {} that no sync posted", kept.next_lsn - 1));
     }
     for (lsn, p) in &kept.entries {
         if *p != payload(*lsn) {
-            return Err(format!("replica {cut} holds a committed entry {lsn} with other bytes"));
+            return Err(format!("replica {cut}'s history holds an entry {lsn} with other bytes"));
         }
     }
     // The node reboots; a new writer recovers.
@@ -137,8 +142,8 @@ fn check(reboot: Reboot, mut out: Outcome, n: usize) -> Result<(), String> {
     if report.next_lsn < out.acked {
         return Err(format!("{} entries were acknowledged, recovery kept {}", out.acked, report.next_lsn));
     }
-    if report.next_lsn > out.covered {
-        return Err(format!("recovery shows lsn {} that no commit record covered", report.next_lsn - 1));
+    if report.next_lsn > out.posted {
+        return Err(format!("recovery shows lsn {} that no sync posted", report.next_lsn - 1));
     }
     if report.head_lsn > out.truncated {
         return Err(format!("recovery starts at lsn {}, only {} were truncated", report.head_lsn, out.truncated));
@@ -192,35 +197,40 @@ fn crash_at_every_point_three_replicas_majority_cut_of_the_last_replica() {
     prove(3, "r2");
 }
 
+/// The exploration of a broken writer must find a violation; returns the first.
+fn finds(n: usize, policy: Unflushed, seeds: u64, bug: Bug) -> rpma::mock::CrashFailure {
+    let report = explore(n, "r0", policy, seeds, Some(bug));
+    let first = report.violations.first().cloned().unwrap_or_else(|| {
+        panic!("{n} replicas, {policy:?}, {bug:?}: the broken writer passed {} crash points", report.points)
+    });
+    eprintln!(
+        "{n} replicas, {policy:?}, {bug:?}: {} violations of {} points; the first: {first}",
+        report.violations.len(),
+        report.points
+    );
+    first
+}
+
 #[test]
-fn crash_exploration_finds_the_commit_record_flushed_to_visibility_only() {
+fn crash_exploration_finds_the_sync_flushed_to_visibility_only() {
     for n in [1, 2, 3] {
-        let report = explore(n, "r0", Unflushed::Lost, 1, Some(Bug::CommitVisibility));
-        let first = report
-            .violations
-            .first()
-            .unwrap_or_else(|| panic!("{n} replicas: the broken writer passed {} crash points", report.points));
-        eprintln!(
-            "{n} replicas, commit flushed to visibility: {} violations of {} points; the first: {first}",
-            report.violations.len(),
-            report.points
-        );
-        assert!(first.message.contains("saw the commit") || first.message.contains("acknowledged"), "{first}");
+        let first = finds(n, Unflushed::Lost, 1, Bug::SyncVisibility);
+        assert!(first.message.contains("saw the sync") || first.message.contains("acknowledged"), "{first}");
     }
 }
 
 #[test]
-fn crash_exploration_finds_the_commit_written_before_the_entries_flush() {
-    for (n, policy) in [(1, Unflushed::Lost), (3, Unflushed::Lost), (1, Unflushed::Torn { seed: 5 })] {
-        let report = explore(n, "r0", policy, 2, Some(Bug::NoDataFlush));
-        let first = report.violations.first().unwrap_or_else(|| {
-            panic!("{n} replicas, {policy:?}: the broken writer passed {} crash points", report.points)
-        });
-        eprintln!(
-            "{n} replicas, {policy:?}, no data flush: {} violations of {} points; the first: {first}",
-            report.violations.len(),
-            report.points
-        );
+fn crash_exploration_finds_the_acknowledgement_before_the_flush() {
+    for n in [1, 2, 3] {
+        let first = finds(n, Unflushed::Lost, 1, Bug::AckBeforeFlush);
+        assert!(first.message.contains("saw the sync") || first.message.contains("acknowledged"), "{first}");
+    }
+}
+
+#[test]
+fn crash_exploration_finds_the_commit_word_ahead_of_the_flushed_records() {
+    for n in [1, 3] {
+        let first = finds(n, Unflushed::Torn { seed: 5 }, 4, Bug::CommitWordAhead);
         assert!(first.message.contains("corrupt committed entries"), "{first}");
     }
 }

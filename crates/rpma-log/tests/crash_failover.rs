@@ -1,11 +1,13 @@
 //! Crash consistency across a writer failover, at every crash point: an old writer appends and
-//! syncs, leaves appends it never synced on the replicas, then a new writer recovers (repairing
-//! the replicas to the committed history and fencing the old writer), appends its own entries
-//! at the same lsns, syncs; the old writer tries again and is refused. A power cut of one
-//! replica's node falls after each event of the whole run (the recovery and repair included);
-//! then a third writer recovers. No acknowledged entry of either writer is lost, no entry is
-//! visible that no commit record covered, every entry is the one its writer wrote, and the old
-//! writer's entries after the failover never appear.
+//! syncs, leaves appends it never synced, then a new writer recovers (repairing the replicas to
+//! the chosen history and fencing the old writer), appends its own entries at the same lsns,
+//! syncs; the old writer tries again and is refused. A power cut of one replica's node falls
+//! after each event of the whole run (the recovery and repair included); then a third writer
+//! recovers. No acknowledged entry of either writer is lost, no entry is visible that no sync
+//! posted, every entry is the one its writer wrote, and the old writer's entries after the
+//! failover never appear. A second run leaves the old writer's records beyond the new writer's
+//! history on a replica the new writer catches up later: its tail ends at them (they are of
+//! another epoch than the one installed there).
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use common::{addrs, builder, start, writer_peer, LOG_ID};
 use rpma::mock::{CrashPoints, MockFabric, Reboot, Unflushed};
-use rpma_log::{Log, LogOptions, Quorum, ReplicaHandle};
+use rpma_log::{Broken, Log, LogOptions, Quorum, ReplicaHandle};
 
 const LEN: usize = rpma_log::HEADER_SIZE + 1024;
 
@@ -26,13 +28,14 @@ fn entry(w: u8, lsn: u64) -> Vec<u8> {
 
 #[derive(Default)]
 struct Outcome {
-    /// The old writer's acknowledged position, and the next lsn at its last sync call.
+    /// The old writer's acknowledged position, and the next lsn at its last sync call (no sync
+    /// posted the entries from it on).
     acked1: u64,
-    covered1: u64,
+    posted1: u64,
     /// Where the new writer's entries start (its recovered position), if it opened.
     start2: Option<u64>,
     acked2: u64,
-    covered2: u64,
+    posted2: u64,
     /// The highest truncation point asked for.
     truncated: u64,
     handles: Vec<Option<ReplicaHandle>>,
@@ -57,13 +60,13 @@ fn scenario(fabric: &MockFabric, n: usize) -> Outcome {
             return out;
         }
     }
-    out.covered1 = old.next_lsn();
+    out.posted1 = old.next_lsn();
     if let Ok(d) = old.sync_all() {
         out.acked1 = d;
     } else {
         return out;
     }
-    // Posted, never committed.
+    // Appended, never synced: never posted.
     for lsn in 3..5 {
         let _ = old.append(&entry(1, lsn));
     }
@@ -76,7 +79,7 @@ fn scenario(fabric: &MockFabric, n: usize) -> Outcome {
                 return out;
             }
         }
-        out.covered2 = new.next_lsn();
+        out.posted2 = new.next_lsn();
         match new.sync_all() {
             Ok(d) => out.acked2 = d,
             Err(_) => return out,
@@ -91,19 +94,29 @@ fn scenario(fabric: &MockFabric, n: usize) -> Outcome {
     out
 }
 
-fn check(reboot: Reboot, mut out: Outcome, n: usize) -> Result<(), String> {
+fn check(reboot: Reboot, out: Outcome, n: usize) -> Result<(), String> {
+    check_with(reboot, out, n, options(n))
+}
+
+/// [`check`] with the recovery's options `opts`.
+fn check_with(reboot: Reboot, mut out: Outcome, n: usize, opts: LogOptions) -> Result<(), String> {
     let cut: usize = reboot.cut.device().trim_start_matches('r').parse().map_err(|_| "not a replica node")?;
     let memory = reboot.cut.into_regions().pop().ok_or("the replica's region did not come back")?.into_memory();
     if let Some(h) = out.handles.get_mut(cut).and_then(Option::take) {
         h.kill();
     }
     let _rebooted = start(&reboot.fabric, cut, Some(memory), LEN).map_err(|e| format!("rebooting: {e}"))?;
-    check_serving(&reboot.fabric, out, n)
+    check_serving_with(&reboot.fabric, out, n, opts)
 }
 
 /// A new writer recovers from the replicas serving now.
 fn check_serving(fabric: &MockFabric, out: Outcome, n: usize) -> Result<(), String> {
-    let (log, report) = Log::open(&writer_peer(fabric), &addrs(n), options(n)).map_err(|e| format!("recovery: {e}"))?;
+    check_serving_with(fabric, out, n, options(n))
+}
+
+/// [`check_serving`] with the recovery's options `opts`.
+fn check_serving_with(fabric: &MockFabric, out: Outcome, n: usize, opts: LogOptions) -> Result<(), String> {
+    let (log, report) = Log::open(&writer_peer(fabric), &addrs(n), opts).map_err(|e| format!("recovery: {e}"))?;
     if !report.rejected.is_empty() {
         return Err(format!("committed entries fail validation: {:?}", report.rejected));
     }
@@ -111,9 +124,9 @@ fn check_serving(fabric: &MockFabric, out: Outcome, n: usize) -> Result<(), Stri
     if report.next_lsn < acked {
         return Err(format!("{acked} entries were acknowledged, recovery kept {}", report.next_lsn));
     }
-    let covered = out.covered1.max(out.covered2);
-    if report.next_lsn > covered {
-        return Err(format!("lsn {} is visible, no commit record covered it", report.next_lsn - 1));
+    let posted = out.posted1.max(out.posted2);
+    if report.next_lsn > posted {
+        return Err(format!("lsn {} is visible, no sync posted it", report.next_lsn - 1));
     }
     if report.head_lsn > out.truncated {
         return Err(format!("recovery starts at lsn {}, only {} were truncated", report.head_lsn, out.truncated));
@@ -129,6 +142,131 @@ fn check_serving(fabric: &MockFabric, out: Outcome, n: usize) -> Result<(), Stri
         }
     }
     Ok(())
+}
+
+/// Writer `w` appends `k` entries and syncs them; false if that failed.
+fn sync(log: &mut Log<MockFabric>, out: &mut Outcome, w: u8, k: u64) -> bool {
+    for _ in 0..k {
+        let lsn = log.next_lsn();
+        if log.append(&entry(w, lsn)).is_err() {
+            return false;
+        }
+    }
+    if w == 1 {
+        out.posted1 = log.next_lsn();
+    } else {
+        out.posted2 = log.next_lsn();
+    }
+    match log.sync_all() {
+        Ok(d) if w == 1 => out.acked1 = d,
+        Ok(d) => out.acked2 = d,
+        Err(_) => return false,
+    }
+    true
+}
+
+/// The old writer's records beyond the new writer's history on replica 0, in the old writer's
+/// epoch: W1 acknowledges 0..3 on all three replicas; r1 and r2 stop and W1 syncs 3..8 to r0
+/// alone (no quorum: never acknowledged; in r0's tail); r0 stops, r1 and r2 come back, W2 opens
+/// without r0 (the history 0..3), acknowledges 3..5 on r1 and r2; r0 comes back and W2 catches
+/// it up (its records from its commit word rewritten up to W2's tail, then W2's commit and
+/// epoch); W2 acknowledges 5 on all three. W2's entries have the sizes of W1's at the same
+/// lsns, so W1's records 5..8 lie exactly where r0's tail goes on, with the lsns that follow:
+/// only their epoch ends the tail there. The crash points fall on r0's node (a bystander region
+/// keeps it a node with memory while r0 is stopped).
+fn scenario_fenced_tail(fabric: &MockFabric, broken: Broken) -> (Outcome, Option<rpma::mock::MrLocal>) {
+    let n = 3;
+    let mut out = Outcome::default();
+    let bystander = common::peer(fabric, &common::replica_ip(0)).alloc_mr(64, rpma::Usage::WRITE_DST).ok();
+    for i in 0..n {
+        match start(fabric, i, None, LEN) {
+            Ok(h) => out.handles.push(Some(h)),
+            Err(_) => return (out, bystander),
+        }
+    }
+    let opts = options(n).broken(broken);
+    let Ok((mut w1, _)) = Log::open(&writer_peer(fabric), &addrs(n), opts.clone()) else { return (out, bystander) };
+    if !sync(&mut w1, &mut out, 1, 3) {
+        return (out, bystander);
+    }
+    let mut kept = [None, None];
+    for (k, i) in [1, 2].into_iter().enumerate() {
+        match out.handles[i].take().map(ReplicaHandle::stop) {
+            Some(Ok(m)) => kept[k] = Some(m),
+            _ => return (out, bystander),
+        }
+    }
+    w1.refresh_health();
+    let _ = sync(&mut w1, &mut out, 1, 5);
+    drop(w1);
+    let Some(Ok(m0)) = out.handles[0].take().map(ReplicaHandle::stop) else { return (out, bystander) };
+    for (k, i) in [1, 2].into_iter().enumerate() {
+        match start(fabric, i, kept[k].take(), LEN) {
+            Ok(h) => out.handles[i] = Some(h),
+            Err(_) => return (out, bystander),
+        }
+    }
+    let Ok((mut w2, report)) = Log::open(&writer_peer(fabric), &addrs(n), opts) else { return (out, bystander) };
+    out.start2 = Some(report.next_lsn);
+    if !sync(&mut w2, &mut out, 2, 2) {
+        return (out, bystander);
+    }
+    match start(fabric, 0, Some(m0), LEN) {
+        Ok(h) => out.handles[0] = Some(h),
+        Err(_) => return (out, bystander),
+    }
+    if w2.reconnect(0).is_ok() {
+        let _ = sync(&mut w2, &mut out, 2, 1);
+    }
+    (out, bystander)
+}
+
+/// Explores the crash points of r0's node in [`scenario_fenced_tail`]; returns the points and the
+/// first violation, if any.
+fn explore_fenced_tail(broken: Broken, policies: &[(Unflushed, u64)]) -> (u64, Option<String>) {
+    let mut points = 0;
+    for &(policy, seeds) in policies {
+        let report = CrashPoints::new(builder(3).unflushed(policy), "r0")
+            .seeds(seeds)
+            .run_all(
+                |f| scenario_fenced_tail(f, broken),
+                |r, (o, _bystander)| {
+                    // The recovery that checks is one of the (maybe broken) writers too.
+                    let opts = options(3).broken(broken);
+                    if r.cut.regions().len() < 2 {
+                        return check_serving_with(&r.fabric, o, 3, opts);
+                    }
+                    check_with(r, o, 3, opts)
+                },
+            )
+            .unwrap_or_else(|e| panic!("{policy:?}: the exploration failed: {e}"));
+        points += report.points;
+        if let Some(v) = report.violations.first() {
+            return (points, Some(format!("{} violations ({policy:?}), the first: {v}", report.violations.len())));
+        }
+    }
+    (points, None)
+}
+
+#[test]
+fn crash_of_a_replica_holding_a_fenced_writers_records_beyond_the_history() {
+    let policies = [(Unflushed::Lost, 1), (Unflushed::Kept, 1), (Unflushed::Torn { seed: 0x7A11_E90C }, 4)];
+    let (points, violation) = explore_fenced_tail(Broken::none(), &policies);
+    if let Some(v) = violation {
+        panic!("{v}");
+    }
+    eprintln!("fenced writer's tail, 3 replicas, cut r0: {points} crash points, no violation");
+    assert!(points > 100, "too few crash points ({points})");
+}
+
+#[test]
+fn crash_exploration_finds_a_tail_that_takes_any_epoch() {
+    let mut broken = Broken::none();
+    broken.tail_any_epoch = true;
+    let (points, violation) = explore_fenced_tail(broken, &[(Unflushed::Lost, 1)]);
+    let v = violation.unwrap_or_else(|| panic!("the broken recovery passed {points} crash points"));
+    eprintln!("tail of any epoch: {v}");
+    assert!(v.contains("is not writer 2's entry"), "{v}");
 }
 
 /// A replica that missed a truncation comes back: it is stopped (its region's memory kept) while
@@ -148,25 +286,6 @@ fn scenario_lagging(fabric: &MockFabric) -> (Outcome, Option<rpma::mock::MrLocal
         }
     }
     let Ok((mut w1, _)) = Log::open(&writer_peer(fabric), &addrs(n), options(n)) else { return (out, bystander) };
-    let sync = |log: &mut Log<MockFabric>, out: &mut Outcome, w: u8, k: u64| -> bool {
-        for _ in 0..k {
-            let lsn = log.next_lsn();
-            if log.append(&entry(w, lsn)).is_err() {
-                return false;
-            }
-        }
-        if w == 1 {
-            out.covered1 = log.next_lsn();
-        } else {
-            out.covered2 = log.next_lsn();
-        }
-        match log.sync_all() {
-            Ok(d) if w == 1 => out.acked1 = d,
-            Ok(d) => out.acked2 = d,
-            Err(_) => return false,
-        }
-        true
-    };
     if !sync(&mut w1, &mut out, 1, 2) {
         return (out, bystander);
     }

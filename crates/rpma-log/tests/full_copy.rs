@@ -23,9 +23,10 @@ fn options() -> LogOptions {
 
 #[derive(Default)]
 struct Outcome {
-    /// The highest durable position a sync returned, and the next lsn at the last sync call.
+    /// The highest durable position a sync returned, and the next lsn at the last sync call (no
+    /// sync posted the entries from it on).
     acked: u64,
-    covered: u64,
+    posted: u64,
     /// The truncation point the first writer asked for (it reached replica 0 only).
     truncated: u64,
     /// Whether the second writer's reconnect of replica 0 (the full copy) returned Ok.
@@ -51,7 +52,7 @@ fn sync(log: &mut Log<MockFabric>, out: &mut Outcome, k: u64) -> bool {
             return false;
         }
     }
-    out.covered = out.covered.max(log.next_lsn());
+    out.posted = out.posted.max(log.next_lsn());
     match log.sync_all() {
         Ok(d) => {
             out.acked = out.acked.max(d);
@@ -95,15 +96,15 @@ fn scenario(
         Err(LogError::NoQuorum { .. }) => {}
         _ => return (out, bystander),
     }
-    // It goes on alone on replica 0 and commits entries there that wrap its ring (over the
-    // space of the entries it truncated there): never acknowledged.
+    // It goes on alone on replica 0 and syncs entries there that wrap its ring (over the space of
+    // the entries it truncated there): in replica 0's history (its tail), never acknowledged.
     for _ in 0..10 {
         let lsn = w1.next_lsn();
         if w1.append(&unacked(lsn)).is_err() {
             break;
         }
     }
-    out.covered = w1.next_lsn();
+    out.posted = w1.next_lsn();
     let _ = w1.sync_all();
     drop(w1);
     // Replica 0 stops; 1 and 2 come back; a new writer takes over without 0 and goes on.
@@ -131,15 +132,14 @@ fn scenario(
     (out, bystander)
 }
 
-/// What replica 0's region holds, on its own: a valid log (nothing claimed that was not
-/// copied: no torn or stale record, no range longer than the ring) whose entries are ones
-/// appended at their lsns, up to at most what a commit record covered; once the second
-/// writer's epoch is installed there (the full copy's last step), only the second writer's
-/// history.
+/// What replica 0's region holds, on its own: a valid log (nothing committed that was not
+/// copied: no torn or stale record, no range longer than the ring) whose history's entries are
+/// ones appended at their lsns, up to at most what a sync posted; once the second writer's epoch
+/// is installed there (the full copy's last step), only the second writer's history.
 fn check_replica_0(bytes: &[u8], out: &Outcome) -> Result<(), String> {
     let c = check_region(bytes).map_err(|e| format!("replica 0's region: {e}"))?;
-    if c.next_lsn > out.covered {
-        return Err(format!("replica 0 commits lsn {} that no commit record covered", c.next_lsn - 1));
+    if c.next_lsn > out.posted {
+        return Err(format!("replica 0's history holds lsn {} that no sync posted", c.next_lsn - 1));
     }
     for (lsn, data) in &c.entries {
         if *data != payload(*lsn) && ((out.epoch2 != 0 && c.commit_epoch >= out.epoch2) || *data != unacked(*lsn)) {
@@ -149,8 +149,8 @@ fn check_replica_0(bytes: &[u8], out: &Outcome) -> Result<(), String> {
     Ok(())
 }
 
-/// A new writer recovers from the replicas serving now: everything acknowledged, nothing more
-/// than what a commit record covered, each entry's bytes.
+/// A new writer recovers from the replicas serving now: everything acknowledged, nothing that no
+/// sync posted, each entry's bytes.
 fn recover(fabric: &MockFabric, out: &Outcome) -> Result<(), String> {
     let (log, report) = Log::open(&writer_peer(fabric), &addrs(3), options()).map_err(|e| format!("recovery: {e}"))?;
     if !report.rejected.is_empty() {
@@ -159,8 +159,8 @@ fn recover(fabric: &MockFabric, out: &Outcome) -> Result<(), String> {
     if report.next_lsn < out.acked {
         return Err(format!("{} entries were acknowledged, recovery kept {}", out.acked, report.next_lsn));
     }
-    if report.next_lsn > out.covered {
-        return Err(format!("lsn {} is visible, no commit record covered it", report.next_lsn - 1));
+    if report.next_lsn > out.posted {
+        return Err(format!("lsn {} is visible, no sync posted it", report.next_lsn - 1));
     }
     if report.head_lsn > out.truncated {
         return Err(format!("recovery starts at lsn {}, only {} were truncated", report.head_lsn, out.truncated));

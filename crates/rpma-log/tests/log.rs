@@ -57,6 +57,48 @@ fn appends_synced_on_three_replicas_recover_in_a_new_writer() {
     }
 }
 
+/// A sync writes the records and flushes them; the commit word follows now and then (when the
+/// durable position moved more than an eighth of the ring), so most acknowledged records lie in
+/// the replicas' tails, and a recovery reads them there.
+#[test]
+fn acknowledged_records_beyond_the_commit_word_are_recovered_from_the_tail() {
+    let fabric = fabric(3);
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    let eighth = log.capacity() / 8;
+    let mut bytes = 0;
+    let mut lsn = 0;
+    while bytes < 3 * eighth {
+        let p = payload(lsn);
+        bytes += rpma_log::record_size(p.len());
+        log.append(&p).unwrap();
+        if lsn % 5 == 4 {
+            log.sync(lsn).unwrap();
+        }
+        lsn += 1;
+    }
+    assert_eq!(log.sync_all().unwrap(), lsn);
+    drop(log);
+    let memories: Vec<Memory> = handles.into_iter().map(|h| h.stop().unwrap()).collect();
+    for m in &memories {
+        let c = check_region(&m.to_vec()).unwrap();
+        assert_eq!((c.head_lsn, c.next_lsn), (0, lsn), "the history");
+        // The commit word moved (twice at least) and trails the history.
+        let committed: u64 =
+            c.entries[..c.committed_lsn as usize].iter().map(|e| rpma_log::record_size(e.1.len())).sum();
+        let tail: u64 = c.entries[c.committed_lsn as usize..].iter().map(|e| rpma_log::record_size(e.1.len())).sum();
+        assert!(committed >= 2 * eighth && tail > 0, "committed {committed} bytes, tail {tail} ({c:?})");
+        assert!(tail <= eighth + 5 * 200, "a tail of {tail} bytes: the commit word lags more than an eighth");
+    }
+    let _handles: Vec<_> =
+        memories.into_iter().enumerate().map(|(i, m)| start(&fabric, i, Some(m), LEN).unwrap()).collect();
+    let (log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!((report.head_lsn, report.next_lsn), (0, lsn), "{report:?}");
+    for l in 0..lsn {
+        assert_eq!(log.read(l).unwrap(), payload(l));
+    }
+}
+
 #[test]
 fn unsynced_appends_are_truncated_by_recovery() {
     let fabric = fabric(1);
@@ -71,7 +113,7 @@ fn unsynced_appends_are_truncated_by_recovery() {
     }
     drop(log);
     let (log, report) = Log::open(&writer_peer(&fabric), &addrs(1), opts(Quorum::All)).unwrap();
-    assert_eq!(report.next_lsn, 5, "entries never committed are visible: {report:?}");
+    assert_eq!(report.next_lsn, 5, "entries never synced (never posted) are visible: {report:?}");
     assert!(matches!(log.read(5), Err(LogError::NoEntry { lsn: 5, .. })));
     drop(log);
     drop(h);

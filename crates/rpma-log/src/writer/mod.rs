@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use rpma::op::Batch;
 use rpma::{
     CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
     Transport, Usage,
@@ -23,26 +24,32 @@ mod recovery;
 
 pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
 
-/// Each replica connection's send (and completion) queue: room for a group commit of 128
-/// appends and its commit without draining the queue mid-group (with 128, a group of 128
-/// drained each replica in turn, waiting: 0.63x the plain writes' rate on rxe). Not more: with
-/// 512, rxe (6.12) stopped completing a live replica's operations after another replica's
-/// process was killed with hundreds of writes in flight to it (tests/verbs.rs).
+/// Each replica connection's send (and completion) queue. A sync takes a handful of slots per
+/// replica (its batch: a write and a flush per piece of its range, the commit word now and
+/// then), so many syncs fit in flight to a replica that lags. Not more: with 512, rxe (6.12)
+/// stopped completing a live replica's operations after another replica's process was killed
+/// with hundreds of writes in flight to it (tests/verbs.rs).
 const SQ: u32 = 256;
-/// Send-queue slots kept for a commit (two data flushes, an atomic write, a flush, spare).
-const RESERVE: u32 = 8;
+/// The most operations of one batch (one doorbell); a sync's batch of a replica holds at most
+/// five unless its range is larger than [`MAX_WR`]. This many send-queue slots must be free
+/// before a batch is posted.
+const BATCH: usize = 16;
+/// The largest write, read or flush of one work request (1 GiB, below the 2 GiB maximum
+/// message of RDMA devices and a scatter-gather entry's 32-bit length); a larger range is
+/// posted in pieces.
+const MAX_WR: usize = 1 << 30;
 
 struct Slot<T: Transport> {
     addr: ReplicaAddr,
     conn: Option<Conn<T>>,
     remote: Option<MrRemote>,
     health: Health,
-    /// Data flushes posted up to this position.
-    flushed: u64,
-    /// Commit records posted up to this position.
+    /// The ring written and flushed (posted) up to this position on this connection.
     posted: u64,
-    /// Commit records completed (durable on this replica) up to this position.
+    /// Flushes completed (durable on this replica) up to this position.
     durable: u64,
+    /// The value of its commit word as this writer last wrote it.
+    committed: u64,
     /// Signaled operations in flight.
     inflight: usize,
     /// [`Log::maintain`]: the earliest next reconnect attempt, and the wait after a failed one.
@@ -73,6 +80,10 @@ pub struct Log<T: Transport> {
     bounds: VecDeque<u64>,
     durable: u64,
     durable_lsn: Lsn,
+    /// A sync carries a replica's commit word when its durable position moved more than this
+    /// (an eighth of the ring) since the word was last written: it bounds the tail a recovery
+    /// scans (docs/log.md, "Writing and committing").
+    commit_every: u64,
     events: VecDeque<HealthEvent>,
     /// The record [`Log::append`] builds before copying it into the ring (kept: no allocation
     /// per append).
@@ -118,6 +129,12 @@ fn pieces(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> 
     let off = from % cap;
     let first = len.min(cap - off);
     [(off as usize, first as usize), (0, (len - first) as usize)].into_iter().filter(|&(_, l)| l > 0)
+}
+
+/// `[from, to)` of a ring of `cap` bytes as the (ring offset, length) pieces one work request
+/// each takes: none crosses the ring's end or is longer than [`MAX_WR`].
+fn chunks(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> {
+    pieces(cap, from, to).flat_map(|(off, len)| (0..len).step_by(MAX_WR).map(move |k| (off + k, (len - k).min(MAX_WR))))
 }
 
 impl<T: Transport> Log<T> {
@@ -241,13 +258,14 @@ impl<T: Transport> Log<T> {
         }
     }
 
-    /// Appends `data` as the next entry and posts it to every replica up, without waiting.
-    /// The entry is durable once [`Log::sync`] returns a position above its lsn.
+    /// Appends `data` as the next entry: into the writer's copy of the ring, nothing posted
+    /// yet (the next [`Log::sync`] writes every entry appended since the last one to each
+    /// replica in one batch). The entry is durable once [`Log::sync`] returns a position above
+    /// its lsn.
     ///
     /// # Errors
     /// [`LogError::EntryTooLarge`] if it can never fit the ring; [`LogError::Full`] if it does
-    /// not fit before a prefix is truncated; [`LogError::NoQuorum`] if a replica's send queue
-    /// had to be drained and the quorum was lost doing it.
+    /// not fit before a prefix is truncated.
     pub fn append(&mut self, data: &[u8]) -> Result<Lsn> {
         let size = format::record_size(data.len() as u64);
         let len32 = u32::try_from(data.len()).ok();
@@ -261,16 +279,6 @@ impl<T: Transport> Log<T> {
         if needed > free {
             return Err(LogError::Full { needed, free });
         }
-        // Room in every send queue for these writes and a commit.
-        for i in 0..self.slots.len() {
-            let low = self.slots[i].conn.as_ref().is_some_and(|c| c.sq_free() < RESERVE);
-            if low {
-                self.drain(i);
-            }
-        }
-        // The pad's write (if any) and the entry's: (position, length).
-        let mut writes = [(0u64, 0usize); 2];
-        let mut nw = 0;
         if pre > 0 {
             self.bounds.push_back(self.tail);
             if pre >= format::ENTRY_HEADER as u64 {
@@ -283,8 +291,6 @@ impl<T: Transport> Log<T> {
                     &[],
                 );
                 self.ring.write((self.tail % self.cap) as usize, &pad)?;
-                writes[nw] = (self.tail, format::ENTRY_HEADER);
-                nw += 1;
             }
         }
         let pos = self.tail + pre;
@@ -302,73 +308,108 @@ impl<T: Transport> Log<T> {
         ));
         rec[format::ENTRY_HEADER..format::ENTRY_HEADER + data.len()].copy_from_slice(data);
         let written = self.ring.write((pos % self.cap) as usize, &rec);
-        let rec_len = rec.len();
         self.rec = rec;
         written?;
-        writes[nw] = (pos, rec_len);
-        nw += 1;
         self.bounds.push_back(pos);
         self.index.push_back(pos);
         self.tail = pos + size;
         self.next_lsn += 1;
-        let cap = self.cap;
-        for i in 0..self.slots.len() {
-            let s = &self.slots[i];
-            let (Some(conn), Some(remote)) = (s.conn.as_ref(), s.remote) else { continue };
-            if s.health == Health::CatchingUp {
-                continue;
-            }
-            let mut failed = None;
-            for &(p, len) in &writes[..nw] {
-                let off = (p % cap) as usize;
-                let r = conn
-                    .write(remote.at(region_off(cap, p)), self.ring.slice(off..off + len))
-                    .flags(CompletionFlags::ON_ERROR)
-                    .post();
-                if let Err(e) = r {
-                    failed = Some(format!("posting a write: {e}"));
-                    break;
-                }
-            }
-            if let Some(why) = failed {
-                self.mark_down(i, why);
-            }
-        }
         Ok(lsn)
     }
 
-    /// Posts replica `i`'s commit record for everything appended (data flush, atomic write of
-    /// the commit position, its flush, signaled).
-    fn post_commit(&mut self, i: usize) {
+    /// Posts replica `i`'s sync of everything appended and not posted there yet, as one batch
+    /// (one doorbell): its commit word when it is due (a position whose records are durable there
+    /// already, carried when the writer's durable position moved more than `commit_every` since
+    /// the word was last written; unsignaled, never flushed on its own), a write of each piece of
+    /// the ring's range, a flush of each piece (persistent in `FlushMode::Persistent`), the last
+    /// signaled with the range's end as its context. The RC order of the connection makes the
+    /// flushes execute after the writes (docs/log.md, "Writing and committing").
+    fn post_sync(&mut self, i: usize) {
         let tail = self.tail;
-        let cap = self.cap;
-        let ft = self.flush_type();
         let broken = self.opts.rules_off();
-        let commit_ft = if broken.commit_flush_visibility { FlushType::Visibility } else { ft };
-        let skip_data = broken.skip_data_flush;
         let s = &self.slots[i];
-        if s.posted >= tail || s.health == Health::CatchingUp {
+        if s.posted >= tail || s.health == Health::CatchingUp || s.conn.is_none() {
             return;
         }
-        let (Some(conn), Some(remote)) = (s.conn.as_ref(), s.remote) else { return };
+        let from = s.posted;
+        let word = if broken.commit_word_ahead { tail } else { self.durable.min(s.durable) };
+        let word = (broken.commit_word_ahead || word > s.committed.saturating_add(self.commit_every)).then_some(word);
+        let flushes = if broken.ack_before_flush { 0 } else { 1 };
+        let total = usize::from(word.is_some()) + (1 + flushes) * chunks(self.cap, from, tail).count();
+        let mut k = 0;
+        while k < total {
+            let take = (total - k).min(BATCH);
+            if !self.room(i, take) {
+                return;
+            }
+            if let Err(e) = self.post_sync_ops(i, (from, tail), word, k..k + take) {
+                self.mark_down(i, format!("posting a sync: {e}"));
+                return;
+            }
+            k += take;
+        }
+        let s = &mut self.slots[i];
+        s.posted = tail;
+        s.inflight += 1;
+        if let Some(w) = word {
+            s.committed = w;
+        }
+    }
+
+    /// Posts the operations `ops` of replica `i`'s sync of the range `[from, to)` (in order:
+    /// the commit word `word` if any, the writes, the flushes) as one batch.
+    fn post_sync_ops(
+        &self,
+        i: usize,
+        (from, to): (u64, u64),
+        word: Option<u64>,
+        ops: std::ops::Range<usize>,
+    ) -> rpma::Result<()> {
+        let s = &self.slots[i];
+        let (Some(conn), Some(remote)) = (s.conn.as_ref(), s.remote) else { return Ok(()) };
+        let broken = self.opts.rules_off();
+        let ft = if broken.sync_flush_visibility { FlushType::Visibility } else { self.flush_type() };
         let quiet = CompletionFlags::ON_ERROR;
-        let r = (|| -> rpma::Result<()> {
-            let data_from = if skip_data { tail } else { s.flushed };
-            for (off, len) in pieces(cap, data_from, tail) {
-                let at = format::HEADER + off;
-                conn.flush(remote.slice(at..at + len), ft).flags(quiet).post()?;
+        let n = chunks(self.cap, from, to).count();
+        let w = usize::from(word.is_some());
+        let last = if broken.ack_before_flush { w + n - 1 } else { w + 2 * n - 1 };
+        let mut b = Batch::<T, BATCH>::new(conn);
+        for k in ops {
+            if let (true, Some(v)) = (k < w, word) {
+                b.push(conn.atomic_write(remote.at(format::COMMIT), v.to_le_bytes()).flags(quiet))?;
+                continue;
             }
-            conn.atomic_write(remote.at(format::COMMIT), tail.to_le_bytes()).flags(quiet).post()?;
-            conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), commit_ft).context(tail).post()
-        })();
-        match r {
-            Ok(()) => {
-                let s = &mut self.slots[i];
-                s.flushed = tail;
-                s.posted = tail;
-                s.inflight += 1;
+            let j = k - w;
+            let Some((off, len)) = chunks(self.cap, from, to).nth(j % n) else { continue };
+            let at = format::HEADER + off;
+            if j < n {
+                let op = conn.write(remote.at(at), self.ring.slice(off..off + len));
+                b.push(if k == last { op.context(to) } else { op.flags(quiet) })?;
+            } else {
+                let op = conn.flush(remote.slice(at..at + len), ft);
+                b.push(if k == last { op.context(to) } else { op.flags(quiet) })?;
             }
-            Err(e) => self.mark_down(i, format!("posting a commit: {e}")),
+        }
+        b.post()
+    }
+
+    /// Makes `need` send-queue slots free on replica `i`: retires what it completed, and if that
+    /// is not enough waits for everything in flight there (marking it down after the timeout: a
+    /// replica that answers nothing is found so). False if it is down.
+    fn room(&mut self, i: usize, need: usize) -> bool {
+        let free = |s: &Slot<T>| s.conn.as_ref().map(|c| c.sq_free() as usize);
+        match free(&self.slots[i]) {
+            None => return false,
+            Some(f) if f >= need => return true,
+            Some(_) => self.poll(i),
+        }
+        match free(&self.slots[i]) {
+            None => false,
+            Some(f) if f >= need => true,
+            Some(_) => {
+                self.wait_idle(i);
+                self.slots[i].conn.is_some()
+            }
         }
     }
 
@@ -399,9 +440,14 @@ impl<T: Transport> Log<T> {
         }
     }
 
-    /// Commits everything appended on replica `i` and waits for it (to free its send queue).
+    /// Syncs everything appended on replica `i` and waits for it.
     fn drain(&mut self, i: usize) {
-        self.post_commit(i);
+        self.post_sync(i);
+        self.wait_idle(i);
+    }
+
+    /// Waits until replica `i` completed everything in flight (marking it down after the timeout).
+    fn wait_idle(&mut self, i: usize) {
         let deadline = self.peer.runtime().now() + self.opts.timeout;
         while self.slots[i].conn.is_some() && self.slots[i].inflight > 0 {
             self.poll(i);
@@ -433,7 +479,7 @@ impl<T: Transport> Log<T> {
         }
         let (target, target_lsn) = (self.tail, self.next_lsn);
         for i in 0..self.slots.len() {
-            self.post_commit(i);
+            self.post_sync(i);
         }
         let deadline = self.peer.runtime().now() + self.opts.timeout;
         loop {
@@ -453,7 +499,7 @@ impl<T: Transport> Log<T> {
                     .iter()
                     .map(|s| match (s.conn.is_some(), s.durable >= target) {
                         (false, _) => Some("down".to_owned()),
-                        (true, false) => Some("commit not completed".to_owned()),
+                        (true, false) => Some("sync not completed".to_owned()),
                         (true, true) => None,
                     })
                     .collect();
@@ -501,8 +547,8 @@ impl<T: Transport> Log<T> {
     }
 
     /// Drops the entries before `lsn`, which must be durable, so that their ring space can be
-    /// reused: every replica up commits everything appended, then records the new head
-    /// (persistently) before the space is reused.
+    /// reused: every replica up syncs everything appended and commits it (its commit word,
+    /// persisted), then records the new head (persistently) before the space is reused.
     ///
     /// # Errors
     /// [`LogError::NotDurable`] if entries before `lsn` are appended but not durable yet;
@@ -535,16 +581,29 @@ impl<T: Transport> Log<T> {
             self.drain(i);
             let s = &self.slots[i];
             let (Some(conn), Some(remote)) = (s.conn.as_ref(), s.remote) else { continue };
+            // Everything posted there is durable: the commit word takes it, persisted before the
+            // new head (a commit word below the head would empty the log there).
+            let word = s.durable;
+            if word < new_head {
+                self.mark_down(i, format!("its durable position {word} is below the new head {new_head}"));
+                continue;
+            }
             let quiet = CompletionFlags::ON_ERROR;
+            let word_at = |at: usize| remote.slice(at..at + 8);
             let r = (|| -> rpma::Result<()> {
-                conn.atomic_write(remote.at(format::HEAD_LSN), lsn.to_le_bytes()).flags(quiet).post()?;
-                conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post()?;
-                conn.atomic_write(remote.at(format::HEAD), new_head.to_le_bytes()).flags(quiet).post()?;
-                conn.flush(remote.slice(format::HEAD..format::HEAD + 8), ft).context(4).post()
+                let mut b = Batch::<T, BATCH>::new(conn);
+                b.push(conn.atomic_write(remote.at(format::COMMIT), word.to_le_bytes()).flags(quiet))?;
+                b.push(conn.flush(word_at(format::COMMIT), ft).flags(quiet))?;
+                b.push(conn.atomic_write(remote.at(format::HEAD_LSN), lsn.to_le_bytes()).flags(quiet))?;
+                b.push(conn.flush(word_at(format::HEAD_LSN), ft).flags(quiet))?;
+                b.push(conn.atomic_write(remote.at(format::HEAD), new_head.to_le_bytes()).flags(quiet))?;
+                b.push(conn.flush(word_at(format::HEAD), ft).context(4))?;
+                b.post()
             })();
             let r = r.map_err(|e| e.to_string()).and_then(|()| self.wait_one(i, 4));
-            if let Err(why) = r {
-                self.mark_down(i, format!("recording the head: {why}"));
+            match r {
+                Ok(()) => self.slots[i].committed = word,
+                Err(why) => self.mark_down(i, format!("recording the head: {why}")),
             }
         }
         while self.index.front().is_some() && self.head_lsn < lsn {
@@ -590,8 +649,8 @@ impl<T: Transport> Log<T> {
     }
 
     /// The position on replica `replica` as this writer knows it from its completions: every
-    /// entry below it has its commit record durable there. 0 when nothing is known: for an
-    /// index outside the set, or a replica whose last completed commit is below the head.
+    /// entry below it is durable there (its sync's flush completed). 0 when nothing is known:
+    /// for an index outside the set, or a replica whose last completed sync is below the head.
     #[must_use]
     pub fn durable_on(&self, replica: usize) -> Lsn {
         let Some(s) = self.slots.get(replica) else { return 0 };

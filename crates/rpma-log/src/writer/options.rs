@@ -214,7 +214,7 @@ impl LogOptions {
 pub enum Health {
     /// Connected, and in the quorum of the last sync.
     Up,
-    /// Connected, but its commit record was behind when the last sync returned.
+    /// Connected, but its sync was not complete when the last sync returned.
     Lagging,
     /// Not connected (it failed, refused, or was never reached); [`Log::reconnect`](crate::Log::reconnect) tries again.
     Down,
@@ -244,9 +244,9 @@ pub struct RecoveryReport {
     pub epoch: u64,
     /// The first lsn held.
     pub head_lsn: Lsn,
-    /// The next lsn to append: every entry before it was committed and is kept.
+    /// The next lsn to append: every entry before it is in the history recovered, kept.
     pub next_lsn: Lsn,
-    /// The committed position recovered (bytes of the ring since the log began).
+    /// The end of the history recovered (bytes of the ring since the log began).
     pub committed: u64,
     /// The replica whose history was taken.
     pub source: Option<usize>,
@@ -257,6 +257,7 @@ pub struct RecoveryReport {
     pub full_copies: Vec<usize>,
     /// The replicas not taken over or repaired, and why.
     pub down: Vec<(usize, String)>,
-    /// The replicas whose committed entries failed validation (checksum, position, lsn).
+    /// The replicas whose committed entries (below their commit word) failed validation
+    /// (checksum, position, lsn).
     pub rejected: Vec<(usize, String)>,
 }

@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// How much of a replica's tail a recovery reads at a time.
+const TAIL_CHUNK: u64 = 1 << 20;
+
+/// A voter of a recovery: its header, and the end of its history as far as it is known (its
+/// commit word; then as far as its tail goes, `scanned`; then read whole and validated, `exact`).
+#[derive(Clone, Copy)]
+struct Ranked {
+    i: usize,
+    h: format::Header,
+    end: u64,
+    scanned: bool,
+    exact: bool,
+}
+
 impl<T: Transport> Log<T> {
     /// Opens log `opts.log_id` on `replicas` as a new writer: takes the replicas over with a
     /// new epoch (fencing every earlier writer on them), recovers the committed history from
@@ -114,9 +128,9 @@ impl<T: Transport> Log<T> {
                     conn,
                     remote,
                     health,
-                    flushed: 0,
                     posted: 0,
                     durable: 0,
+                    committed: 0,
                     inflight: 0,
                     retry_at: None,
                     backoff: opts.backoff.0,
@@ -141,6 +155,7 @@ impl<T: Transport> Log<T> {
             bounds: VecDeque::new(),
             durable: 0,
             durable_lsn: 0,
+            commit_every: (cap / 8).max(8),
             events: VecDeque::new(),
             rec: Vec::new(),
             reconnector: None,
@@ -173,7 +188,7 @@ impl<T: Transport> Log<T> {
         // quorum is complete (docs/log.md, "Safety").
         let read_quorum = replicas.len() - quorum + 1;
         let broken = log.opts.rules_off();
-        let (mut voters, blank): (Vec<_>, Vec<_>) =
+        let (voters, blank): (Vec<(usize, format::Header)>, Vec<_>) =
             headers.iter().copied().partition(|(_, h)| broken.blank_replicas_vote || h.joined);
         let short = |voters: usize, report: &RecoveryReport| {
             let detail = report
@@ -199,23 +214,63 @@ impl<T: Transport> Log<T> {
         if voters.len() < read_quorum && !broken.repair_before_read_quorum {
             return Err(short(voters.len(), &report));
         }
-        // The history: the highest commit of the highest epoch among the voters, validated. A
-        // voter whose committed records fail validation no longer votes.
-        voters.sort_by_key(|h| std::cmp::Reverse((h.1.commit_epoch, h.1.commit)));
+        // The history: the longest of the highest commit epoch among the voters (its committed
+        // records and its tail), validated. A voter whose committed records fail validation no
+        // longer votes.
+        let mut ranked: Vec<Ranked> =
+            voters.iter().map(|&(i, h)| Ranked { i, h, end: h.commit, scanned: false, exact: false }).collect();
         let mut source = None;
-        while let Some(&(i, h)) = voters.first() {
-            match log.load_history(i, &h) {
+        loop {
+            if ranked.len() < read_quorum && !broken.repair_before_read_quorum {
+                return Err(short(ranked.len(), &report));
+            }
+            let Some(top) = ranked.iter().map(|r| r.h.commit_epoch).max() else { break };
+            // The end of each tail of that epoch, as far as the chain from its commit word goes.
+            let mut k = 0;
+            while k < ranked.len() {
+                let r = ranked[k];
+                if r.h.commit_epoch == top && !r.scanned {
+                    match log.tail_end(r.i, &r.h) {
+                        Ok(end) => {
+                            ranked[k].end = end;
+                            ranked[k].scanned = true;
+                        }
+                        Err(why) => {
+                            log.mark_down(r.i, why.clone());
+                            report.rejected.push((r.i, why));
+                            ranked.remove(k);
+                            continue;
+                        }
+                    }
+                }
+                k += 1;
+            }
+            let Some(best) = ranked
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.h.commit_epoch == top)
+                .max_by_key(|(k, r)| (r.end, std::cmp::Reverse(*k)))
+                .map(|(k, _)| k)
+            else {
+                continue;
+            };
+            let r = ranked[best];
+            if r.exact && source == Some(r.i) {
+                break;
+            }
+            match log.load_history(r.i, &r.h) {
                 Ok(()) => {
-                    source = Some(i);
-                    break;
+                    // Its history read whole: its end may be below the scan's (a tail whose first
+                    // entry does not follow the committed ones is empty); rank it again.
+                    ranked[best].end = log.tail;
+                    ranked[best].exact = true;
+                    source = Some(r.i);
                 }
                 Err(why) => {
-                    log.mark_down(i, why.clone());
-                    report.rejected.push((i, why));
-                    voters.remove(0);
-                    if voters.len() < read_quorum && !broken.repair_before_read_quorum {
-                        return Err(short(voters.len(), &report));
-                    }
+                    log.mark_down(r.i, why.clone());
+                    report.rejected.push((r.i, why));
+                    ranked.remove(best);
+                    source = None;
                 }
             }
         }
@@ -342,8 +397,8 @@ impl<T: Transport> Log<T> {
         Ok(h)
     }
 
-    /// Reads replica `i`'s range `[from, to)` into `into` (the ring or the scratch region) at
-    /// ring offsets.
+    /// Reads replica `i`'s range `[from, to)` into the ring (`into_ring`) or the scratch region,
+    /// at ring offsets.
     pub(super) fn read_range(
         &mut self,
         i: usize,
@@ -355,33 +410,76 @@ impl<T: Transport> Log<T> {
             return Err("not connected".into());
         };
         let dst = if into_ring { &self.ring } else { &self.scratch };
-        let mut posted = false;
-        for (off, len) in pieces(self.cap, from, to) {
+        // Each read is signaled: at most a batch's worth in flight at a time.
+        let mut posted = 0;
+        for (off, len) in chunks(self.cap, from, to).take(BATCH) {
             conn.read(dst.slice(off..off + len), remote.at(format::HEADER + off))
                 .context(2)
                 .post()
                 .map_err(|e| format!("reading its entries: {e}"))?;
-            posted = true;
+            posted += len as u64;
         }
-        if posted {
-            // Each read is signaled: wait for all of them.
-            let n = pieces(self.cap, from, to).count();
-            for _ in 0..n {
-                self.wait_one(i, 2)?;
-            }
+        for _ in chunks(self.cap, from, to).take(BATCH) {
+            self.wait_one(i, 2)?;
+        }
+        if from + posted < to {
+            return self.read_range(i, from + posted, to, into_ring);
         }
         Ok(())
     }
 
-    /// Takes replica `i`'s committed history into the writer's ring, validating every record.
+    /// Copies `[from, to)` of the ring (`from_ring`) or the scratch region into `buf` (ring offsets).
+    fn copy_out(&self, from: u64, to: u64, from_ring: bool, buf: &mut [u8]) -> std::result::Result<(), String> {
+        let src = if from_ring { &self.ring } else { &self.scratch };
+        for (off, len) in pieces(self.cap, from, to) {
+            src.read(off, &mut buf[off..off + len]).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Reads replica `i`'s tail (header `h`) into the ring (`into_ring`) or the scratch region, in
+    /// chunks as far as the chain goes (docs/log.md, "Recovery"): the records of its commit epoch
+    /// from its commit word on, the first entry's lsn `first` (if known), each handed to `found`.
+    /// `buf` holds the ring's bytes (ring offsets) as read. Returns the end of the tail.
+    fn scan_tail(
+        &mut self,
+        i: usize,
+        h: &format::Header,
+        (first, into_ring): (Option<Lsn>, bool),
+        buf: &mut [u8],
+        mut found: impl FnMut(u64, Record),
+    ) -> std::result::Result<u64, String> {
+        if h.emptied {
+            return Ok(h.commit);
+        }
+        let (cap, limit) = (self.cap, h.head + self.cap);
+        let any_epoch = self.opts.rules_off().tail_any_epoch;
+        let mut tail = format::Tail::new(h.commit, h.commit_epoch, first, limit, any_epoch);
+        let mut have = h.commit;
+        while let Some(need) = tail.walk(buf, cap, have, &mut found) {
+            let to = need.max(have.saturating_add(TAIL_CHUNK)).min(limit);
+            self.read_range(i, have, to, into_ring)?;
+            self.copy_out(have, to, into_ring, buf)?;
+            have = to;
+        }
+        Ok(tail.end)
+    }
+
+    /// The end of replica `i`'s history (header `h`) as its tail says, read into the scratch
+    /// region; its first entry is taken whatever its lsn (whether it follows the committed entries
+    /// is checked when the history is read whole, [`Log::load_history`], which may end it there).
+    pub(super) fn tail_end(&mut self, i: usize, h: &format::Header) -> std::result::Result<u64, String> {
+        let first = (h.commit == h.head && h.head_lsn != 0).then_some(h.head_lsn);
+        let mut buf = vec![0u8; self.cap as usize];
+        self.scan_tail(i, h, (first, false), &mut buf, |_, _| {})
+    }
+
+    /// Takes replica `i`'s history into the writer's ring: its committed records, each validated
+    /// (one that fails rejects the replica), then its tail.
     pub(super) fn load_history(&mut self, i: usize, h: &format::Header) -> std::result::Result<(), String> {
         self.read_range(i, h.head, h.commit, true)?;
-        // An empty history has no record to parse: the ring is not copied.
-        let ring = if h.commit > h.head {
-            self.ring.to_vec(0, self.cap as usize).map_err(|e| e.to_string())?
-        } else {
-            Vec::new()
-        };
+        let mut ring = vec![0u8; self.cap as usize];
+        self.copy_out(h.head, h.commit, true, &mut ring)?;
         let mut pos = h.head;
         let mut head = h.head;
         let mut head_lsn = h.head_lsn;
@@ -413,12 +511,23 @@ impl<T: Transport> Log<T> {
             bounds.push_back(pos);
             pos += rec.size();
         }
+        let first = next.or((h.head_lsn != 0).then_some(h.head_lsn));
+        let end = self.scan_tail(i, h, (first, true), &mut ring, |p, rec| {
+            if let Record::Entry { lsn, .. } = rec {
+                if next.is_none() {
+                    head_lsn = lsn;
+                }
+                next = Some(lsn + 1);
+                index.push_back(p);
+            }
+            bounds.push_back(p);
+        })?;
         self.head = head;
-        self.bounds = bounds.into_iter().filter(|&b| b >= head).collect();
+        self.bounds = bounds.into_iter().filter(|&b| b >= head && b < end).collect();
         self.head_lsn = head_lsn;
         self.next_lsn = next.unwrap_or(head_lsn);
         self.index = index;
-        self.tail = h.commit;
+        self.tail = end;
         Ok(())
     }
 
@@ -546,7 +655,7 @@ impl<T: Transport> Log<T> {
         let (Some(conn), Some(remote)) = (slot.conn.as_ref(), slot.remote) else {
             return Err("not connected".into());
         };
-        for (off, len) in pieces(cap, pb, tail) {
+        for (off, len) in chunks(cap, pb, tail) {
             let at = region_off(cap, 0) + off;
             post(conn.write(remote.at(at), self.ring.slice(off..off + len)).flags(quiet).post())?;
             post(conn.flush(remote.slice(at..at + len), ft).flags(quiet).post())?;
@@ -565,9 +674,9 @@ impl<T: Transport> Log<T> {
         }
         self.wait_one(i, 3)?;
         let s = &mut self.slots[i];
-        s.flushed = tail;
         s.posted = tail;
         s.durable = tail;
+        s.committed = tail;
         s.inflight = 0;
         self.set_health(i, Health::Up);
         Ok(())

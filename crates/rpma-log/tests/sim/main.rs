@@ -192,8 +192,10 @@ fn mutants() -> Vec<(&'static str, Broken)> {
         ("epoch_block_checksum", mutant(|b| b.epoch_block_checksum = true)),
         ("reconnect_beside_the_thread", mutant(|b| b.reconnect_beside_the_thread = true)),
         ("compare_pad_filler", mutant(|b| b.compare_pad_filler = true)),
-        ("commit_flush_visibility", mutant(|b| b.commit_flush_visibility = true)),
-        ("skip_data_flush", mutant(|b| b.skip_data_flush = true)),
+        ("sync_flush_visibility", mutant(|b| b.sync_flush_visibility = true)),
+        ("ack_before_flush", mutant(|b| b.ack_before_flush = true)),
+        ("tail_any_epoch", mutant(|b| b.tail_any_epoch = true)),
+        ("commit_word_ahead", mutant(|b| b.commit_word_ahead = true)),
     ]
 }
 

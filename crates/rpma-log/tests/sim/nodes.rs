@@ -22,8 +22,8 @@ const REGION: usize = rpma_log::HEADER_SIZE + 2048;
 
 /// Starts replica `r`'s process on `memory` (opened) or a fresh region: formatted for the new
 /// log (the first start), or as a blank replacement (a restart that lost its memory). A region
-/// that kept its memory must open: a persistent log whose replica refuses its own region after a
-/// crash has lost what it held.
+/// that kept its memory must pass the offline check and open: a persistent log whose replica
+/// refuses its own region after a crash has lost what it held.
 pub fn spawn_replica(
     shared: &Arc<Shared>,
     fabric: &MockFabric,
@@ -46,7 +46,14 @@ pub fn spawn_replica(
             let Ok(dev) = Device::lookup(&f, &ip, ContextType::Local) else { return };
             let Ok(peer) = rpma::mock::Peer::new(&dev) else { return };
             let replica = match memory {
-                Some(m) => Replica::open(&peer, m, LOG_ID),
+                Some(m) => {
+                    // The commit word names only records durable there: what a crash kept
+                    // passes the offline check (its committed records whole).
+                    if let Err(e) = rpma_log::check_region(&m.to_vec()) {
+                        sh.violation(format!("r{r}: what a crash kept fails its check: {e}"));
+                    }
+                    Replica::open(&peer, m, LOG_ID)
+                }
                 None => Memory::page_aligned(REGION).map_err(LogError::from).and_then(|m| {
                     if founding {
                         Replica::format(&peer, m, LOG_ID)

@@ -90,7 +90,11 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
     let mut flush = if rng.bool() { FlushMode::Persistent } else { FlushMode::Visibility };
     // A rule of persistence is switched off: its loss shows in the persistent mode only; the
     // amnesia rule's, where every crash loses a replica's memory.
-    if broken.epoch_block_checksum || broken.commit_flush_visibility || broken.skip_data_flush {
+    if broken.epoch_block_checksum
+        || broken.sync_flush_visibility
+        || broken.ack_before_flush
+        || broken.commit_word_ahead
+    {
         flush = FlushMode::Persistent;
     }
     if broken.blank_replicas_vote {
@@ -100,8 +104,9 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
         n,
         quorum,
         flush,
-        // The read quorum's rule is broken by opens racing each other: three writers.
-        writers: if rng.u8(..3) == 0 || broken.repair_before_read_quorum { 3 } else { 2 },
+        // The read quorum's rule is broken by opens racing each other, the tail's epoch by a
+        // fenced writer's records beyond a later one's history: three writers.
+        writers: if rng.u8(..3) == 0 || broken.repair_before_read_quorum || broken.tail_any_epoch { 3 } else { 2 },
         same_id: rng.u8(..3) == 0,
         // The reconnect thread's race needs the thread: always on when that rule is off.
         background: rng.u8(..3) == 0 || broken.reconnect_beside_the_thread,

@@ -19,7 +19,8 @@
 //!
 //! `--broken RULE,...` (a build with the `testing` feature) switches rules of rpma-log's writer
 //! off ([`rpma_log::Broken`]): `blank_replicas_vote`, `repair_before_read_quorum`,
-//! `skip_data_flush`, `commit_flush_visibility`, `compare_pad_filler`.
+//! `sync_flush_visibility`, `ack_before_flush`, `tail_any_epoch`, `commit_word_ahead`,
+//! `compare_pad_filler`.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -56,8 +57,10 @@ fn broken(names: &str) -> Result<rpma_log::Broken, String> {
         match name {
             "blank_replicas_vote" => b.blank_replicas_vote = true,
             "repair_before_read_quorum" => b.repair_before_read_quorum = true,
-            "skip_data_flush" => b.skip_data_flush = true,
-            "commit_flush_visibility" => b.commit_flush_visibility = true,
+            "sync_flush_visibility" => b.sync_flush_visibility = true,
+            "ack_before_flush" => b.ack_before_flush = true,
+            "tail_any_epoch" => b.tail_any_epoch = true,
+            "commit_word_ahead" => b.commit_word_ahead = true,
             "compare_pad_filler" => b.compare_pad_filler = true,
             other => return Err(format!("no writer rule `{other}` to switch off")),
         }
