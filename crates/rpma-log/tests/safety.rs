@@ -172,3 +172,45 @@ fn a_replica_serves_on_after_an_incoming_request_failed() {
     assert_eq!(log.sync_all().unwrap(), 1);
     assert!(!h.is_finished(), "the replica stopped serving");
 }
+
+/// n = 3, majority, a ring of 1024 bytes. W1 acknowledges lsn 0..9 (ending 72 bytes before the
+/// ring's end) on all three and truncates below 5 there; with r0 and r2 away it appends lsn 9 (a
+/// pad, then the entry at the next lap, 1024) and truncates below 9, which records head 1024 on
+/// r1 alone (no quorum). W2
+/// opens on r0 and r2 and acknowledges its own lsn 9 (72 bytes: at 952, before the ring's end)
+/// and lsn 10 (at 1024). W3 reads all three: r1's head 1024 is a record boundary of W2's history,
+/// but there it is lsn 10, not the lsn 9 r1's truncation named; taking it as a truncation dropped
+/// W2's acknowledged lsn 9 (found by the simulator).
+#[test]
+fn a_truncation_of_another_history_does_not_cut_the_chosen_one() {
+    let fabric = fabric(3);
+    let len = rpma_log::HEADER_SIZE + 1024;
+    let mut h: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, len).unwrap())).collect();
+    let entry = |lsn: u64, n: usize| vec![lsn as u8; n];
+    let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    for lsn in 0..9 {
+        w1.append(&entry(lsn, if lsn < 8 { 64 } else { 80 })).unwrap();
+    }
+    assert_eq!(w1.sync_all().unwrap(), 9);
+    w1.truncate_prefix(5).unwrap();
+    let m0 = away(h[0].take().unwrap());
+    let m2 = away(h[2].take().unwrap());
+    w1.refresh_health();
+    w1.append(&entry(0xA9, 64)).unwrap();
+    assert!(matches!(w1.truncate_prefix(9), Err(LogError::NoQuorum { .. })));
+    drop(w1);
+    let m1 = away(h[1].take().unwrap());
+    h[0] = Some(start(&fabric, 0, Some(m0), len).unwrap());
+    h[2] = Some(start(&fabric, 2, Some(m2), len).unwrap());
+    let (mut w2, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    assert_eq!((report.head_lsn, report.next_lsn), (5, 9), "{report:?}");
+    w2.append(&entry(0xB9, 32)).unwrap();
+    w2.append(&entry(0xBA, 64)).unwrap();
+    assert_eq!(w2.sync_all().unwrap(), 11);
+    drop(w2);
+    h[1] = Some(start(&fabric, 1, Some(m1), len).unwrap());
+    let (w3, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts()).unwrap();
+    assert_eq!((report.head_lsn, report.next_lsn), (5, 11), "{report:?}");
+    assert_eq!(w3.read(9).unwrap(), entry(0xB9, 32), "W2's acknowledged lsn 9");
+    assert_eq!(w3.read(10).unwrap(), entry(0xBA, 64));
+}

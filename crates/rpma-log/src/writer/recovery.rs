@@ -282,12 +282,14 @@ impl<T: Transport> Log<T> {
             });
         }
         report.source = source;
-        // A truncation that reached a replica taken over takes effect: the highest head that is a
-        // record boundary of the history (entries below it were durable, and truncated).
+        // A truncation that reached a replica taken over takes effect: the highest head that is
+        // where the history holds the entry of that replica's head lsn (the lsns below it were
+        // durable, and truncated). A head of another history that only falls on a record boundary
+        // of this one (its records of other sizes, a pad elsewhere) is not a truncation of it.
         let top = headers
             .iter()
+            .filter(|(_, h)| h.head > log.head && log.entry_at(h.head) == Some(h.head_lsn))
             .map(|(_, h)| h.head)
-            .filter(|&p| p > log.head && (p == log.tail || (p < log.tail && log.bounds.contains(&p))))
             .max();
         if let Some(p) = top {
             while log.index.front().is_some_and(|&e| e < p) {
@@ -573,6 +575,16 @@ impl<T: Transport> Log<T> {
             }
         }
         Ok(to)
+    }
+
+    /// The lsn of the entry at position `p` of the writer's history (the next lsn at its end), if
+    /// an entry starts there.
+    pub(super) fn entry_at(&self, p: u64) -> Option<Lsn> {
+        if p == self.tail {
+            return Some(self.next_lsn);
+        }
+        let k = self.index.partition_point(|&e| e < p);
+        (self.index.get(k) == Some(&p)).then(|| self.head_lsn + k as u64)
     }
 
     /// The largest record boundary at or below `p` (the head at least).
