@@ -282,6 +282,16 @@ impl<T: Transport> Log<T> {
             });
         }
         report.source = source;
+        // A replica whose history could not be read or validated is down: if fewer than the open
+        // needs are left, the open cannot succeed, and it writes nothing (it would install its
+        // epoch on a weaker history while the better one is only out of reach).
+        let up = log.slots.iter().filter(|s| s.conn.is_some()).count();
+        if up < open_quorum && !broken.repair_before_read_quorum {
+            let reasons: Vec<Option<String>> = (0..log.slots.len())
+                .map(|i| report.down.iter().chain(&report.rejected).find(|(j, _)| *j == i).map(|(_, w)| w.clone()))
+                .collect();
+            return Err(no_quorum(up, open_quorum, replicas, &reasons));
+        }
         // A truncation that reached a replica taken over takes effect: the highest head that is
         // where the history holds the entry of that replica's head lsn (the lsns below it were
         // durable, and truncated). A head of another history that only falls on a record boundary
