@@ -292,13 +292,14 @@ impl<T: Transport> Log<T> {
                 .collect();
             return Err(no_quorum(up, open_quorum, replicas, &reasons));
         }
-        // A truncation that reached a replica taken over takes effect: the highest head that is
-        // where the history holds the entry of that replica's head lsn (the lsns below it were
-        // durable, and truncated). A head of another history that only falls on a record boundary
-        // of this one (its records of other sizes, a pad elsewhere) is not a truncation of it.
+        // A truncation that reached a replica taken over takes effect: the highest head that is a
+        // record boundary of the history where that replica's head lsn is the next entry's (the
+        // lsns below it were durable, and truncated). A head of another history that only falls
+        // on a record boundary of this one (its records of other sizes, a pad elsewhere) is not
+        // a truncation of it.
         let top = headers
             .iter()
-            .filter(|(_, h)| h.head > log.head && log.entry_at(h.head) == Some(h.head_lsn))
+            .filter(|(_, h)| h.head > log.head && log.lsn_at(h.head) == Some(h.head_lsn))
             .map(|(_, h)| h.head)
             .max();
         if let Some(p) = top {
@@ -587,14 +588,15 @@ impl<T: Transport> Log<T> {
         Ok(to)
     }
 
-    /// The lsn of the entry at position `p` of the writer's history (the next lsn at its end), if
-    /// an entry starts there.
-    pub(super) fn entry_at(&self, p: u64) -> Option<Lsn> {
+    /// The lsn a head at position `p` of the writer's history would have, if `p` is a record
+    /// boundary there: the lsn of the first entry from `p` on (after a pad or a skip, the entry
+    /// that follows it), the next lsn at the end.
+    pub(super) fn lsn_at(&self, p: u64) -> Option<Lsn> {
         if p == self.tail {
             return Some(self.next_lsn);
         }
-        let k = self.index.partition_point(|&e| e < p);
-        (self.index.get(k) == Some(&p)).then(|| self.head_lsn + k as u64)
+        self.bounds.binary_search(&p).ok()?;
+        Some(self.head_lsn + self.index.partition_point(|&e| e < p) as u64)
     }
 
     /// The largest record boundary at or below `p` (the head at least).
