@@ -102,7 +102,7 @@ impl<T: Transport> Log<T> {
                 return Err(down(why));
             }
         };
-        if let Err(why) = self.repair(replica, &h) {
+        if let Err(why) = self.repair(replica, &h, None) {
             self.mark_down(replica, why.clone());
             return Err(down(why));
         }

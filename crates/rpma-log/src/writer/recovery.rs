@@ -4,6 +4,17 @@
 
 use super::*;
 
+/// A replica's history as read: its head (and lsn), the next lsn after it, its end, where its
+/// records start and where its entries are.
+struct History {
+    head: u64,
+    head_lsn: Lsn,
+    next: Option<Lsn>,
+    end: u64,
+    bounds: VecDeque<u64>,
+    index: VecDeque<u64>,
+}
+
 /// How much of a replica's tail a recovery reads at a time.
 const TAIL_CHUNK: u64 = 1 << 20;
 
@@ -340,7 +351,8 @@ impl<T: Transport> Log<T> {
                 report.down.push((i, why));
                 continue;
             }
-            match log.repair(i, &h) {
+            let end = (Some(i) == source).then_some(log.tail);
+            match log.repair(i, &h, end) {
                 Ok(()) => {
                     report.repaired.push(i);
                     if is_full {
@@ -487,60 +499,72 @@ impl<T: Transport> Log<T> {
         self.scan_tail(i, h, (first, false), &mut buf, |_, _| {})
     }
 
-    /// Takes replica `i`'s history into the writer's ring: its committed records, each validated
-    /// (one that fails rejects the replica), then its tail.
-    pub(super) fn load_history(&mut self, i: usize, h: &format::Header) -> std::result::Result<(), String> {
-        self.read_range(i, h.head, h.commit, true)?;
+    /// Reads replica `i`'s history (header `h`) into the ring (`into_ring`) or the scratch
+    /// region: its committed records, each validated (one that fails is the error), then its tail.
+    fn read_history(&mut self, i: usize, h: &format::Header, into_ring: bool) -> std::result::Result<History, String> {
+        self.read_range(i, h.head, h.commit, into_ring)?;
         let mut ring = vec![0u8; self.cap as usize];
-        self.copy_out(h.head, h.commit, true, &mut ring)?;
+        self.copy_out(h.head, h.commit, into_ring, &mut ring)?;
+        let mut y = History {
+            head: h.head,
+            head_lsn: h.head_lsn,
+            next: None,
+            end: h.commit,
+            bounds: VecDeque::new(),
+            index: VecDeque::new(),
+        };
         let mut pos = h.head;
-        let mut head = h.head;
-        let mut head_lsn = h.head_lsn;
-        let mut next: Option<Lsn> = None;
-        let mut bounds = VecDeque::new();
-        let mut index = VecDeque::new();
         while pos < h.commit {
             let rec = format::parse_record(&ring, self.cap, pos, h.commit)?;
             if let Record::Entry { lsn, .. } = rec {
-                match next {
+                match y.next {
                     None if lsn < h.head_lsn => {
                         // Truncated before a crash that kept the head's lsn and not the head.
                         pos += rec.size();
-                        head = pos;
+                        y.head = pos;
                         continue;
                     }
-                    None if lsn != h.head_lsn && !(h.head_lsn == 0 && bounds.is_empty()) => {
+                    None if lsn != h.head_lsn && !(h.head_lsn == 0 && y.bounds.is_empty()) => {
                         return Err(format!("its first entry has lsn {lsn}, its head says {}", h.head_lsn));
                     }
                     Some(n) if lsn != n => return Err(format!("lsn {lsn} follows lsn {}", n - 1)),
                     _ => {}
                 }
-                if next.is_none() {
-                    head_lsn = lsn;
+                if y.next.is_none() {
+                    y.head_lsn = lsn;
                 }
-                next = Some(lsn.checked_add(1).ok_or_else(|| format!("lsn {lsn} at position {pos}"))?);
-                index.push_back(pos);
+                y.next = Some(lsn.checked_add(1).ok_or_else(|| format!("lsn {lsn} at position {pos}"))?);
+                y.index.push_back(pos);
             }
-            bounds.push_back(pos);
+            y.bounds.push_back(pos);
             pos += rec.size();
         }
-        let first = next.or((h.head_lsn != 0).then_some(h.head_lsn));
-        let end = self.scan_tail(i, h, (first, true), &mut ring, |p, rec| {
+        let first = y.next.or((h.head_lsn != 0).then_some(h.head_lsn));
+        y.end = self.scan_tail(i, h, (first, into_ring), &mut ring, |p, rec| {
             if let Record::Entry { lsn, .. } = rec {
-                if next.is_none() {
-                    head_lsn = lsn;
+                if y.next.is_none() {
+                    y.head_lsn = lsn;
                 }
-                next = Some(lsn + 1);
-                index.push_back(p);
+                y.next = Some(lsn + 1);
+                y.index.push_back(p);
             }
-            bounds.push_back(p);
+            y.bounds.push_back(p);
         })?;
-        self.head = head;
-        self.bounds = bounds.into_iter().filter(|&b| b >= head && b < end).collect();
-        self.head_lsn = head_lsn;
-        self.next_lsn = next.unwrap_or(head_lsn);
-        self.index = index;
-        self.tail = end;
+        let (head, end) = (y.head, y.end);
+        y.bounds.retain(|&b| b >= head && b < end);
+        Ok(y)
+    }
+
+    /// Takes replica `i`'s history into the writer's ring: its committed records, each validated
+    /// (one that fails rejects the replica), then its tail.
+    pub(super) fn load_history(&mut self, i: usize, h: &format::Header) -> std::result::Result<(), String> {
+        let y = self.read_history(i, h, true)?;
+        self.head = y.head;
+        self.bounds = y.bounds;
+        self.head_lsn = y.head_lsn;
+        self.next_lsn = y.next.unwrap_or(y.head_lsn);
+        self.index = y.index;
+        self.tail = y.end;
         Ok(())
     }
 
@@ -612,34 +636,55 @@ impl<T: Transport> Log<T> {
         }
     }
 
-    /// Brings replica `i` (header `x`) to the writer's history `[head, tail)` and epoch: the
-    /// part of its history equal to the writer's is kept, what differs is uncommitted first,
-    /// then rewritten, then committed, then the epoch is installed (docs/log.md, "Repair").
+    /// Brings replica `i` (header `x`; the end of its history `end`, if known) to the writer's
+    /// history `[head, tail)` and epoch: the part of its history equal to the writer's is kept
+    /// (its commit word set at its end: raised over its own tail, or lowered to the first
+    /// difference), then the rest rewritten, then committed, then the epoch is installed
+    /// (docs/log.md, "Repair").
     ///
     /// A replica whose head is beyond the writer's (another writer truncated further there)
     /// gets a **full copy**: its commit is lowered below its head (it holds nothing), its head
     /// moved back to the writer's, the writer's whole live range written and flushed, then the
     /// commit and the epoch installed. At no point does its header claim a record not copied.
-    pub(super) fn repair(&mut self, i: usize, x: &format::Header) -> std::result::Result<(), String> {
+    pub(super) fn repair(&mut self, i: usize, x: &format::Header, end: Option<u64>) -> std::result::Result<(), String> {
         self.set_health(i, Health::CatchingUp);
         let full_copy = x.head > self.head;
-        // Holding nothing of the retained history, it is emptied at its own head first; beyond
-        // the writer's head, it is emptied (its commit below its head) and copied whole.
-        let reset = full_copy || x.commit < self.head;
+        // Its history goes on beyond its commit word: its end (`end` if known: the source's), as
+        // far as its records are valid, and whether a record of it starts at the writer's head.
+        // Also the lsn of its first entry, if it has one.
+        let (end, aligned, first) = match end {
+            _ if full_copy || x.emptied => (x.commit, false, None),
+            Some(e) => (e, true, None),
+            None => match self.read_history(i, x, false) {
+                Ok(y) => {
+                    let aligned = self.head == y.end || y.bounds.binary_search(&self.head).is_ok();
+                    (y.end, aligned, y.next.map(|_| y.head_lsn))
+                }
+                Err(_) => (x.commit, false, Some(Lsn::MAX)),
+            },
+        };
+        // Holding nothing of the retained history (its history ends there, or lays its records
+        // out otherwise: a commit word set at the writer's head would cut one of its records),
+        // it is emptied at its own head first; beyond the writer's head, it is emptied (its
+        // commit below its head) and copied whole.
+        let reset = full_copy || !aligned || end <= self.head;
         let mut pb = self.head;
         if !reset {
-            let cmp_end = x.commit.min(self.tail);
+            let cmp_end = end.min(self.tail);
             self.read_range(i, self.head, cmp_end, false)?;
             let p = self.first_difference(self.head, cmp_end)?;
             pb = self.bound_at_or_below(p);
         }
-        let lower_to = if full_copy {
+        let set_commit = if full_copy {
             // Below its head: an empty log there (whatever its commit was).
             Some(self.head)
         } else if reset {
             (x.commit > x.head).then_some(x.head)
         } else {
-            (x.commit > pb).then_some(pb)
+            // Lowered to the first difference, or raised to it over its own tail (records
+            // validated now and durable since the takeover persisted its region): the commit word
+            // must not stay below the head it gets.
+            (x.commit != pb).then_some(pb)
         };
         let ft = self.flush_type();
         let epoch = self.epoch;
@@ -650,25 +695,29 @@ impl<T: Transport> Log<T> {
         };
         let quiet = CompletionFlags::ON_ERROR;
         let post = |r: rpma::Result<()>| r.map_err(|e| format!("repairing: {e}"));
-        let mut header_changed = false;
-        if let Some(to) = lower_to {
-            post(conn.atomic_write(remote.at(format::COMMIT), to.to_le_bytes()).flags(quiet).post())?;
-            post(conn.flush(remote.slice(format::COMMIT..format::COMMIT + 8), ft).flags(quiet).post())?;
-            header_changed = true;
+        let word = |at: usize, v: u64| {
+            post(conn.atomic_write(remote.at(at), v.to_le_bytes()).flags(quiet).post())?;
+            post(conn.flush(remote.slice(at..at + 8), ft).flags(quiet).post())
+        };
+        // Emptied (reset), it must not keep its old head lsn as the next lsn of an empty history
+        // (a recovery that took it would give acknowledged lsns again): its head lsn moves first,
+        // which skips its entries below it, when they all are (none of its entries above it).
+        let lsn_first = reset && !full_copy && x.head_lsn != head_lsn && first.map_or(true, |f| f <= head_lsn);
+        if lsn_first {
+            word(format::HEAD_LSN, head_lsn)?;
         }
-        if x.head != head {
+        if let Some(to) = set_commit {
+            word(format::COMMIT, to)?;
+        }
+        if x.head_lsn != head_lsn && !lsn_first {
             // Behind (it missed truncations) or beyond (a full copy): it holds nothing claimed
             // now, so the head may move either way.
-            post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
-            post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
-            post(conn.atomic_write(remote.at(format::HEAD), head.to_le_bytes()).flags(quiet).post())?;
-            post(conn.flush(remote.slice(format::HEAD..format::HEAD + 8), ft).flags(quiet).post())?;
-            header_changed = true;
-        } else if x.head_lsn != head_lsn {
-            post(conn.atomic_write(remote.at(format::HEAD_LSN), head_lsn.to_le_bytes()).flags(quiet).post())?;
-            post(conn.flush(remote.slice(format::HEAD_LSN..format::HEAD_LSN + 8), ft).flags(quiet).post())?;
-            header_changed = true;
+            word(format::HEAD_LSN, head_lsn)?;
         }
+        if x.head != head {
+            word(format::HEAD, head)?;
+        }
+        let header_changed = set_commit.is_some() || x.head_lsn != head_lsn || x.head != head;
         if header_changed && pb < tail {
             // The records are rewritten only once the lowered commit and the moved head are
             // durable: an RDMA write does not wait for an earlier flush (a read) to complete.
