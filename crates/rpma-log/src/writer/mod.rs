@@ -134,7 +134,12 @@ fn pieces(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> 
 /// `[from, to)` of a ring of `cap` bytes as the (ring offset, length) pieces one work request
 /// each takes: none crosses the ring's end or is longer than [`MAX_WR`].
 fn chunks(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> {
-    pieces(cap, from, to).flat_map(|(off, len)| (0..len).step_by(MAX_WR).map(move |k| (off + k, (len - k).min(MAX_WR))))
+    chunked(pieces(cap, from, to))
+}
+
+/// `pieces` cut in pieces of at most [`MAX_WR`].
+fn chunked(pieces: impl Iterator<Item = (usize, usize)>) -> impl Iterator<Item = (usize, usize)> {
+    pieces.flat_map(|(off, len)| (0..len).step_by(MAX_WR).map(move |k| (off + k, (len - k).min(MAX_WR))))
 }
 
 impl<T: Transport> Log<T> {
@@ -335,7 +340,7 @@ impl<T: Transport> Log<T> {
         let word = if broken.commit_word_ahead { tail } else { self.durable.min(s.durable) };
         let word = (broken.commit_word_ahead || word > s.committed.saturating_add(self.commit_every)).then_some(word);
         let flushes = if broken.ack_before_flush { 0 } else { 1 };
-        let total = usize::from(word.is_some()) + (1 + flushes) * chunks(self.cap, from, tail).count();
+        let total = usize::from(word.is_some()) + (1 + flushes) * self.sync_chunks(from, tail).count();
         let mut k = 0;
         while k < total {
             let take = (total - k).min(BATCH);
@@ -370,7 +375,7 @@ impl<T: Transport> Log<T> {
         let broken = self.opts.rules_off();
         let ft = if broken.sync_flush_visibility { FlushType::Visibility } else { self.flush_type() };
         let quiet = CompletionFlags::ON_ERROR;
-        let n = chunks(self.cap, from, to).count();
+        let n = self.sync_chunks(from, to).count();
         let w = usize::from(word.is_some());
         let last = if broken.ack_before_flush { w + n - 1 } else { w + 2 * n - 1 };
         let mut b = Batch::<T, BATCH>::new(conn);
@@ -380,7 +385,7 @@ impl<T: Transport> Log<T> {
                 continue;
             }
             let j = k - w;
-            let Some((off, len)) = chunks(self.cap, from, to).nth(j % n) else { continue };
+            let Some((off, len)) = self.sync_chunks(from, to).nth(j % n) else { continue };
             let at = format::HEADER + off;
             if j < n {
                 let op = conn.write(remote.at(at), self.ring.slice(off..off + len));
@@ -391,6 +396,29 @@ impl<T: Transport> Log<T> {
             }
         }
         b.post()
+    }
+
+    /// What a sync writes and flushes of `[from, to)`: its pieces (split at the ring's end, in
+    /// chunks of at most [`MAX_WR`]), the one that reaches the ring's end stopping before a pad's
+    /// filler or the skip there: bytes no sync writes (each replica keeps what it held there; a
+    /// repair compares records by the bytes they are made of, rule 6 of docs/log.md).
+    fn sync_chunks(&self, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> {
+        let cap = self.cap;
+        let lap_end = (from / cap + 1) * cap;
+        let mut first_end = lap_end.min(to);
+        if to > lap_end {
+            let k = self.bounds.partition_point(|&b| b < lap_end);
+            if let Some(&b) = k.checked_sub(1).and_then(|k| self.bounds.get(k)).filter(|&&b| b >= from) {
+                if lap_end - b < format::ENTRY_HEADER as u64 {
+                    first_end = b;
+                } else if self.index.binary_search(&b).is_err() {
+                    first_end = b + format::ENTRY_HEADER as u64;
+                }
+            }
+        }
+        let first = ((from % cap) as usize, (first_end - from) as usize);
+        let second = (0, to.saturating_sub(lap_end) as usize);
+        chunked([first, second].into_iter().filter(|&(_, len)| len > 0))
     }
 
     /// Makes `need` send-queue slots free on replica `i`: retires what it completed, and if that
