@@ -46,13 +46,21 @@ fn options(n: usize) -> LogOptions {
     LogOptions::new(LOG_ID).quorum(q).timeout(Duration::from_secs(2))
 }
 
-fn scenario(fabric: &MockFabric, n: usize) -> Outcome {
-    let mut out = Outcome::default();
+/// Replicas `0..n` serving fresh regions (their handles in `out`); false if one could not start.
+fn start_all(fabric: &MockFabric, n: usize, out: &mut Outcome) -> bool {
     for i in 0..n {
         match start(fabric, i, None, LEN) {
             Ok(h) => out.handles.push(Some(h)),
-            Err(_) => return out,
+            Err(_) => return false,
         }
+    }
+    true
+}
+
+fn scenario(fabric: &MockFabric, n: usize) -> Outcome {
+    let mut out = Outcome::default();
+    if !start_all(fabric, n, &mut out) {
+        return out;
     }
     let Ok((mut old, _)) = Log::open(&writer_peer(fabric), &addrs(n), options(n)) else { return out };
     for lsn in 0..3 {
@@ -176,35 +184,22 @@ fn sync(log: &mut Log<MockFabric>, out: &mut Outcome, w: u8, k: u64) -> bool {
 /// keeps it a node with memory while r0 is stopped).
 fn scenario_fenced_tail(fabric: &MockFabric, broken: Broken) -> (Outcome, Option<rpma::mock::MrLocal>) {
     let n = 3;
-    let mut out = Outcome::default();
-    let bystander = common::peer(fabric, &common::replica_ip(0)).alloc_mr(64, rpma::Usage::WRITE_DST).ok();
-    for i in 0..n {
-        match start(fabric, i, None, LEN) {
-            Ok(h) => out.handles.push(Some(h)),
-            Err(_) => return (out, bystander),
-        }
+    let (mut out, bystander) = (Outcome::default(), common::bystander(fabric, 0));
+    if !start_all(fabric, n, &mut out) {
+        return (out, bystander);
     }
     let opts = options(n).broken(broken);
     let Ok((mut w1, _)) = Log::open(&writer_peer(fabric), &addrs(n), opts.clone()) else { return (out, bystander) };
     if !sync(&mut w1, &mut out, 1, 3) {
         return (out, bystander);
     }
-    let mut kept = [None, None];
-    for (k, i) in [1, 2].into_iter().enumerate() {
-        match out.handles[i].take().map(ReplicaHandle::stop) {
-            Some(Ok(m)) => kept[k] = Some(m),
-            _ => return (out, bystander),
-        }
-    }
+    let Some(kept) = common::stop_replicas(&mut out.handles, &[1, 2]) else { return (out, bystander) };
     w1.refresh_health();
     let _ = sync(&mut w1, &mut out, 1, 5);
     drop(w1);
     let Some(Ok(m0)) = out.handles[0].take().map(ReplicaHandle::stop) else { return (out, bystander) };
-    for (k, i) in [1, 2].into_iter().enumerate() {
-        match start(fabric, i, kept[k].take(), LEN) {
-            Ok(h) => out.handles[i] = Some(h),
-            Err(_) => return (out, bystander),
-        }
+    if !common::restart_replicas(fabric, &mut out.handles, &[1, 2], kept, LEN) {
+        return (out, bystander);
     }
     let Ok((mut w2, report)) = Log::open(&writer_peer(fabric), &addrs(n), opts) else { return (out, bystander) };
     out.start2 = Some(report.next_lsn);
@@ -277,13 +272,9 @@ fn crash_exploration_finds_a_tail_that_takes_any_epoch() {
 /// serves on the rebooted node).
 fn scenario_lagging(fabric: &MockFabric) -> (Outcome, Option<rpma::mock::MrLocal>) {
     let n = 3;
-    let mut out = Outcome::default();
-    let bystander = common::peer(fabric, &common::replica_ip(0)).alloc_mr(64, rpma::Usage::WRITE_DST).ok();
-    for i in 0..n {
-        match start(fabric, i, None, LEN) {
-            Ok(h) => out.handles.push(Some(h)),
-            Err(_) => return (out, bystander),
-        }
+    let (mut out, bystander) = (Outcome::default(), common::bystander(fabric, 0));
+    if !start_all(fabric, n, &mut out) {
+        return (out, bystander);
     }
     let Ok((mut w1, _)) = Log::open(&writer_peer(fabric), &addrs(n), options(n)) else { return (out, bystander) };
     if !sync(&mut w1, &mut out, 1, 2) {

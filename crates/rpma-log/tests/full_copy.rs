@@ -70,7 +70,7 @@ fn scenario(
     let mut out = Outcome::default();
     // Replica 0's node keeps a region registered while the replica is stopped, so that a power
     // cut then is a cut too.
-    let bystander = common::peer(fabric, &common::replica_ip(0)).alloc_mr(64, rpma::Usage::WRITE_DST).ok();
+    let bystander = common::bystander(fabric, 0);
     for i in 0..3 {
         match start(fabric, i, None, LEN) {
             Ok(h) => out.handles.push(Some(h)),
@@ -83,13 +83,7 @@ fn scenario(
     }
     // Replicas 1 and 2 stop; the truncation reaches replica 0 alone and fails for want of a
     // quorum.
-    let mut kept = [None, None];
-    for (k, i) in [1, 2].into_iter().enumerate() {
-        match out.handles[i].take().map(ReplicaHandle::stop) {
-            Some(Ok(m)) => kept[k] = Some(m),
-            _ => return (out, bystander),
-        }
-    }
+    let Some(kept) = common::stop_replicas(&mut out.handles, &[1, 2]) else { return (out, bystander) };
     w1.refresh_health();
     out.truncated = w1.durable_lsn();
     match w1.truncate_prefix(w1.durable_lsn()) {
@@ -109,11 +103,8 @@ fn scenario(
     drop(w1);
     // Replica 0 stops; 1 and 2 come back; a new writer takes over without 0 and goes on.
     let Some(Ok(m0)) = out.handles[0].take().map(ReplicaHandle::stop) else { return (out, bystander) };
-    for (k, i) in [1, 2].into_iter().enumerate() {
-        match start(fabric, i, kept[k].take(), LEN) {
-            Ok(h) => out.handles[i] = Some(h),
-            Err(_) => return (out, bystander),
-        }
+    if !common::restart_replicas(fabric, &mut out.handles, &[1, 2], kept, LEN) {
+        return (out, bystander);
     }
     let Ok((mut w2, report)) = Log::open(&writer_peer(fabric), &addrs(3), options()) else { return (out, bystander) };
     out.epoch2 = report.epoch;

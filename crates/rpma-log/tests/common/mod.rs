@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rpma::mock::{Device, MockFabric, MockFabricBuilder, Peer};
+use rpma::mock::{Device, MockFabric, MockFabricBuilder, MrLocal, Peer};
 use rpma::{ContextType, Memory};
 use rpma_log::{Replica, ReplicaAddr, ReplicaHandle, ReplicaOptions};
 
@@ -64,4 +64,34 @@ pub fn start_replacement(fabric: &MockFabric, i: usize, len: usize) -> rpma_log:
 pub fn payload(lsn: u64) -> Vec<u8> {
     let len = 8 + (lsn as usize * 13) % 90;
     (0..len).map(|k| (lsn as u8).wrapping_mul(31).wrapping_add(k as u8)).collect()
+}
+
+/// A small region registered on replica `i`'s node beside the replica's, so that the node keeps
+/// memory while its replica is stopped (a power cut then is a cut too).
+pub fn bystander(fabric: &MockFabric, i: usize) -> Option<MrLocal> {
+    peer(fabric, &replica_ip(i)).alloc_mr(64, rpma::Usage::WRITE_DST).ok()
+}
+
+/// Stops the replicas `which` (each becomes unreachable) and gives back their regions as they
+/// are; `None` if one was not serving.
+pub fn stop_replicas(handles: &mut [Option<ReplicaHandle>], which: &[usize]) -> Option<Vec<Memory>> {
+    which.iter().map(|&i| handles.get_mut(i)?.take()?.stop().ok()).collect()
+}
+
+/// Starts the replicas `which` again on `memories` (theirs, as [`stop_replicas`] gave them back);
+/// false if one could not start.
+pub fn restart_replicas(
+    fabric: &MockFabric,
+    handles: &mut [Option<ReplicaHandle>],
+    which: &[usize],
+    memories: Vec<Memory>,
+    len: usize,
+) -> bool {
+    for (&i, m) in which.iter().zip(memories) {
+        match start(fabric, i, Some(m), len) {
+            Ok(h) => handles[i] = Some(h),
+            Err(_) => return false,
+        }
+    }
+    true
 }
