@@ -17,8 +17,6 @@ use crate::world::{lock, replica_ip, writer_ip, Shared};
 
 const LOG_ID: u64 = 0x51_4D00;
 const PORT: &str = "7600";
-/// A replica's region: the header and a ring small enough to wrap.
-const REGION: usize = rpma_log::HEADER_SIZE + 2048;
 
 /// Starts replica `r`'s process on `memory` (opened) or a fresh region: formatted for the new
 /// log (the first start), or as a blank replacement (a restart that lost its memory). A region
@@ -39,6 +37,7 @@ pub fn spawn_replica(
     let f = fabric.clone();
     let flag = Arc::clone(blank);
     let broken = cfg.broken;
+    let (ring, junk_seed) = (cfg.ring, cfg.junk);
     shared
         .sim
         .spawn(&format!("r{r}"), move || {
@@ -54,7 +53,12 @@ pub fn spawn_replica(
                     }
                     Replica::open(&peer, m, LOG_ID)
                 }
-                None => Memory::page_aligned(REGION).map_err(LogError::from).and_then(|m| {
+                None => Memory::page_aligned(rpma_log::HEADER_SIZE + ring).map_err(LogError::from).and_then(|m| {
+                    // A fresh region holds whatever the memory held before: bytes of the node's
+                    // own, never a valid record (which no recovery may take for one).
+                    let mut junk = fastrand::Rng::with_seed(junk_seed ^ (r as u64 + 1).wrapping_mul(0x9E37_79B9));
+                    let bytes: Vec<u8> = (0..m.len()).map(|_| junk.u8(..)).collect();
+                    m.volatile().write(0, &bytes)?;
                     if founding {
                         Replica::format(&peer, m, LOG_ID)
                     } else {

@@ -23,6 +23,10 @@ pub struct Config {
     pub broken: Broken,
     /// Steps of the faulty phase; then every fault heals and one writer must make progress.
     pub chaos_steps: u64,
+    /// Each replica region's ring bytes.
+    pub ring: usize,
+    /// What a fresh region holds before it is formatted (the seed of its bytes).
+    pub junk: u64,
 }
 
 /// A node of the cluster.
@@ -89,11 +93,13 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
     };
     let mut flush = if rng.bool() { FlushMode::Persistent } else { FlushMode::Visibility };
     // A rule of persistence is switched off: its loss shows in the persistent mode only; the
-    // amnesia rule's, where every crash loses a replica's memory.
+    // amnesia rule's, where every crash loses a replica's memory. The pad filler's comparison
+    // needs replicas that keep what they held across crashes.
     if broken.epoch_block_checksum
         || broken.sync_flush_visibility
         || broken.ack_before_flush
         || broken.commit_word_ahead
+        || broken.compare_pad_filler
     {
         flush = FlushMode::Persistent;
     }
@@ -105,13 +111,32 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
         quorum,
         flush,
         // The read quorum's rule is broken by opens racing each other, the tail's epoch by a
-        // fenced writer's records beyond a later one's history: three writers.
-        writers: if rng.u8(..3) == 0 || broken.repair_before_read_quorum || broken.tail_any_epoch { 3 } else { 2 },
+        // fenced writer's records beyond a later one's history, the repair's comparison by
+        // repairs racing failovers: three writers.
+        writers: if rng.u8(..3) == 0
+            || broken.repair_before_read_quorum
+            || broken.tail_any_epoch
+            || broken.compare_pad_filler
+        {
+            3
+        } else {
+            2
+        },
         same_id: rng.u8(..3) == 0,
         // The reconnect thread's race needs the thread: always on when that rule is off.
         background: rng.u8(..3) == 0 || broken.reconnect_beside_the_thread,
         broken,
         chaos_steps: 2500 + rng.u64(..2500),
+        // Small enough to wrap often (the pad filler's comparison needs many pads); the blank
+        // vote's and the tail epoch's losses need histories longer than a few entries.
+        ring: match rng.u8(..3) {
+            _ if broken.compare_pad_filler => 640,
+            _ if broken.blank_replicas_vote || broken.tail_any_epoch => 2048,
+            0 => 640,
+            1 => 1024,
+            _ => 2048,
+        },
+        junk: rng.u64(..),
     };
     let faults = 3 + rng.usize(..10);
     let mut plan: Vec<Planned> = (0..faults)
