@@ -560,3 +560,47 @@ fn connection_retry_settings_reach_the_writers_connections() {
         assert!(text.contains("ack_timeout") || text.contains("retry_count"), "{text}");
     }
 }
+
+/// A sync whose batch (the records' write and their flush) fails on one replica, the provider
+/// refusing its post: with a majority the sync goes on with the other two and that replica is
+/// down, with a reason, until `reconnect` catches it up; with `All` the sync fails with
+/// `NoQuorum` naming it. Either way a new writer recovers every entry a sync acknowledged.
+#[test]
+fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it() {
+    for quorum in [Quorum::Majority, Quorum::All] {
+        let fabric = fabric(3);
+        let _h: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+        let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(quorum)).unwrap();
+        for lsn in 0..5 {
+            log.append(&payload(lsn)).unwrap();
+        }
+        assert_eq!(log.sync_all().unwrap(), 5);
+        for lsn in 5..10 {
+            log.append(&payload(lsn)).unwrap();
+        }
+        // The sync posts one batch per replica: the second post is replica 1's.
+        fabric.faults().fail_nth(2, 5, Some("ibv_post_send"));
+        let r = log.sync_all();
+        fabric.faults().disarm();
+        assert_eq!(log.health()[1], Health::Down, "{quorum:?}: its post failed: {:?}", log.health());
+        assert!(log.health_events().iter().any(|e| e.replica == 1 && e.health == Health::Down && e.reason.is_some()));
+        match (quorum, r) {
+            (Quorum::Majority, Ok(d)) => assert_eq!(d, 10),
+            (Quorum::All, Err(LogError::NoQuorum { up, needed, detail })) => {
+                assert_eq!((up, needed), (2, 3));
+                assert!(detail.contains(&common::replica_ip(1)), "the reason does not name the replica: {detail}");
+                assert_eq!(log.durable_lsn(), 5);
+            }
+            (q, r) => panic!("{q:?}: a sync with one replica's post failing: {r:?}"),
+        }
+        log.reconnect(1).unwrap();
+        assert_eq!(log.health()[1], Health::Up);
+        assert_eq!(log.sync_all().unwrap(), 10);
+        drop(log);
+        let (log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(quorum)).unwrap();
+        assert_eq!(log.next_lsn(), 10, "{quorum:?}");
+        for lsn in 0..10 {
+            assert_eq!(log.read(lsn).unwrap(), payload(lsn), "{quorum:?}: entry {lsn}");
+        }
+    }
+}
