@@ -52,6 +52,17 @@ fn a_pads_filler_is_no_difference_and_an_entrys_byte_is() {
     let filler = (pad % 512) as usize + format::ENTRY_HEADER;
     log.scratch.write(filler, &[0xEE; 8]).expect("filler");
     assert_eq!(log.first_difference(from, to).expect("compare"), to, "a pad's filler counted as a difference");
+    // With the rule off (`Broken::compare_pad_filler`) the filler counts, at the pad: the
+    // assertion above catches it.
+    #[cfg(feature = "testing")]
+    {
+        let rules = log.opts.clone();
+        let mut broken = crate::Broken::none();
+        broken.compare_pad_filler = true;
+        log.opts = rules.clone().broken(broken);
+        assert_eq!(log.first_difference(from, to).expect("compare"), pad, "the broken comparison");
+        log.opts = rules;
+    }
     // A byte of the entry's payload: a difference, at the entry.
     let at = (entry % 512) as usize + format::ENTRY_HEADER + 3;
     log.scratch.write(at, &[0xEE]).expect("payload");
