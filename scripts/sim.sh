@@ -12,7 +12,9 @@
 #                                     a bigger machine); prints the base to replay from
 #   SIM_SEED=N scripts/sim.sh --replay   one seed: its history; if it fails, the shrunk plan
 # Environment: SIM_BASE (first seed), SIM_MUTANT_SEEDS (the most seeds a mutant may take, 20000),
-# SIM_BROKEN (with --replay: the mutant's name), SIM_TRACE (with --replay: every step).
+# SIM_BROKEN (with --replay: the mutant's name), SIM_CONTROL (with --replay and SIM_BROKEN: the
+# mutant's configuration and plan with every rule on, which must pass), SIM_TRACE (with --replay:
+# every step).
 # A failing seed prints its violations, the faults it needs and the history of that run, and
 # the command that replays it; the script exits 1.
 set -euo pipefail

@@ -199,11 +199,20 @@ fn mutants() -> Vec<(&'static str, Broken)> {
     ]
 }
 
+/// The mutants whose loss the simulator's plans do not reach within a mutant's budget (none in
+/// 4000 to 7800 seeds each), with the test that catches each instead: a tail of any epoch needs
+/// a fenced writer's records at the positions and lsns that follow a later writer's history on a
+/// replica, then a cut that keeps them and loses that writer's (`crash_failover.rs` builds it and
+/// catches it); the pad filler's comparison loses an entry only where it lowers a replica's commit
+/// word above records of an older epoch than its own, in a repair cut short, on a replica that is
+/// one of the last `q` holding them (`writer/compare_tests.rs` catches the comparison itself).
+const NOT_REACHED: [&str; 2] = ["tail_any_epoch", "compare_pad_filler"];
+
 fn main() {
     let args = Arguments::from_args();
     let max = env_u64("SIM_MUTANT_SEEDS", 20_000);
     let mut trials = vec![Trial::test("simulate", simulate)];
-    for (name, b) in mutants() {
+    for (name, b) in mutants().into_iter().filter(|(n, _)| !NOT_REACHED.contains(n)) {
         // Run by scripts/sim.sh (`--include-ignored`): each takes up to a minute.
         trials.push(Trial::test(format!("catches_{name}"), move || catches(name, b, max)).with_ignored_flag(true));
     }
@@ -214,7 +223,13 @@ fn main() {
                 |_| Broken::none(),
                 |name| mutants().into_iter().find(|(n, _)| *n == name).map_or_else(Broken::none, |(_, b)| b),
             );
-            let (cfg, plan) = draw(seed, broken);
+            let (mut cfg, plan) = draw(seed, broken);
+            // SIM_CONTROL: the mutant's configuration and plan with every rule on (a mutant's
+            // catch is its own only if this run has no violation).
+            let control = std::env::var_os("SIM_CONTROL").is_some();
+            if control {
+                cfg.broken = Broken::none();
+            }
             let o = run(seed, &cfg, &plan);
             println!("seed {seed}: {cfg:?}\n{} steps, {} acknowledged, {} recoveries", o.steps, o.acked, o.recoveries);
             for h in &o.history {
@@ -222,6 +237,8 @@ fn main() {
             }
             if o.violations.is_empty() {
                 Ok(())
+            } else if control {
+                Err(format!("control run, every rule on: {:?}", o.violations).into())
             } else {
                 Err(report(seed, broken, Duration::from_secs(120)).into())
             }

@@ -167,7 +167,8 @@ fn writer(sh: &Shared, f: &MockFabric, cfg: &Config, seed: u64, w: usize, genera
                     for _ in 0..1 + rng.usize(..4) {
                         counter += 1;
                         let mut p = format!("w{w}#{generation}.{counter}|").into_bytes();
-                        p.extend((0..rng.usize(..120)).map(|_| rng.u8(..)));
+                        let len = cfg.entry_len.map_or_else(|| p.len() + rng.usize(..120), |n| n.max(p.len()));
+                        p.extend((p.len()..len).map(|_| rng.u8(..)));
                         match log.append(&p) {
                             Ok(lsn) => lock(&sh.checker).appended(lsn, &p),
                             Err(LogError::Full { .. }) => {
