@@ -1,9 +1,9 @@
 //! The hand-written baseline of `rpma log bench --baseline`: the log's work done with the plain
 //! rpma API, as well as it can be done, against regions of this process.
 //!
-//! - `qd1`: one append + sync at a time: to every replica, with every replica's posts before
-//!   any wait, a write of the entry, a flush of it, an 8-byte atomic write of the commit
-//!   position and its flush (signaled); then the wait for the quorum's completions (the others
+//! - `qd1`: one append + sync at a time at the floor of a durable remote append: to every
+//!   replica, with every replica's posts before any wait, one batch (one doorbell) of a write of
+//!   the entry and its flush (signaled); then the wait for the quorum's completions (the others
 //!   are taken later).
 //! - `group-commit`: the rate of plain writes of the entry to every replica at queue depth 128
 //!   (a signaled write every 32nd; no flush, no commit record).
@@ -20,8 +20,6 @@ use super::options::Mode;
 
 /// Where the entries go in a baseline region (after a header the size of the log's).
 const DATA: usize = rpma_log::HEADER_SIZE;
-/// Where the commit word goes (the log's commit position's offset).
-const COMMIT: usize = 144;
 /// The writes kept in flight per replica by `group-commit`.
 const DEPTH: u64 = 128;
 /// One signaled write in this many (`group-commit`).
@@ -156,10 +154,10 @@ impl<T: Transport> Baseline<T> {
             // Every replica's posts before any wait.
             for t in &self.targets {
                 let (c, r) = (&t.conn, t.remote);
-                c.write(r.at(off), self.src.slice(0..size)).flags(quiet).post()?;
-                c.flush(r.slice(off..off + size), ft).flags(quiet).post()?;
-                c.atomic_write(r.at(COMMIT), seq.to_le_bytes()).flags(quiet).post()?;
-                c.flush(r.slice(COMMIT..COMMIT + 8), ft).context(seq).post()?;
+                let mut b = c.batch();
+                b.push(c.write(r.at(off), self.src.slice(0..size)).flags(quiet))?;
+                b.push(c.flush(r.slice(off..off + size), ft).context(seq))?;
+                b.post()?;
             }
             self.wait(seq, self.quorum)?;
             sample(u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1));
