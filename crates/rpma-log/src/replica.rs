@@ -252,6 +252,16 @@ impl<T: Transport> Replica<T> {
         self.mr.as_ref().ok_or_else(|| LogError::Replica("the region was lost in a failed re-registration".into()))
     }
 
+    /// What the region holds now, read as a recovery reads it ([`check_region`](crate::check_region)
+    /// of its bytes): the header, the committed records, then the tail; the history's entries.
+    ///
+    /// # Errors
+    /// As [`check_region`](crate::check_region); [`LogError::Replica`] if the region was lost.
+    pub fn check(&self) -> Result<crate::RegionCheck> {
+        let mr = self.region()?;
+        crate::check_region(&mr.to_vec(0, mr.len())?)
+    }
+
     /// What the header says now.
     ///
     /// # Errors
