@@ -65,5 +65,31 @@ fn operation_values_post_and_validate_as_the_builders_do() -> rpma::Result<()> {
     };
     assert_eq!(wc.wr_id(), 4);
     assert_eq!(src.to_vec(32, 16)?, b"operation value!");
+    // A receive kept as an Op<AnyKind> takes no send-queue slot: a batch refuses it, unchanged.
+    let any: Op<op::AnyKind<'_, _>> = op::recv(inbox.slice(..)).into();
+    let e = batch.push_op(any).unwrap_err();
+    assert_eq!((e.kind(), e.op()), (ErrorKind::InvalidInput, "Conn::recv"));
+    assert!(batch.is_empty());
+    // A builder is the value bound to its connection, with the same options.
+    let built = client.write(remote.at(8), src.slice(0..8)).imm(7).context(6).flags(CompletionFlags::ON_ERROR);
+    let value = op::write(remote.at(8), src.slice(0..8)).imm(7).context(6).flags(CompletionFlags::ON_ERROR);
+    assert_eq!(format!("{:?}", built.into_op()), format!("{value:?}"));
     Ok(())
+}
+
+/// `use rpma::op::*` shadows nothing of std's prelude: `Send` here is `std::marker::Send` (with
+/// a kind named `Send` in `rpma::op`, this would not compile).
+mod glob {
+    use rpma::op::*;
+
+    fn is_send<T: Send>(_: &T) -> bool {
+        true
+    }
+
+    #[test]
+    fn a_glob_import_of_op_keeps_std_send() {
+        let op: Op<Message<'_, rpma::mock::MockFabric>> = send_empty().imm(1);
+        assert!(is_send(&DEFAULT_BATCH));
+        assert!(format!("{op:?}").contains("imm: Some(1)"));
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rpma_core::op::{self, Op, Operation, Recv, SendQueue};
+use rpma_core::op::{self, Op, Operation, Recv};
 use rpma_core::{CompletionFlags, Conn, FlushType, LocalSlice, MrRemote, Transport};
 
 use crate::backend::{on_backend, Backend};
@@ -45,7 +45,7 @@ fn local<T: Backend>(mr: &RpmaMrLocal, offset: usize, len: usize) -> CResult<Loc
 #[inline(always)]
 fn post<'a, T: Transport, K>(c: &Conn<T>, op: Op<K>, f: CompletionFlags, ctx: *const c_void) -> CResult
 where
-    K: Operation<'a, T> + SendQueue,
+    K: Operation<'a, T, Flags = CompletionFlags>,
 {
     c.post(op.flags(f).context(ctx as u64)).map_err(code)
 }
@@ -78,7 +78,7 @@ impl<T: Transport> Imm for op::Write<'_, T> {
     }
 }
 
-impl<T: Transport> Imm for op::Send<'_, T> {
+impl<T: Transport> Imm for op::Message<'_, T> {
     #[inline(always)]
     fn imm(op: Op<Self>, imm: u32) -> Op<Self> {
         op.imm(imm)

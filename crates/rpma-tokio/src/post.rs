@@ -31,8 +31,7 @@ impl<T: Transport> AsyncConn<T> {
     /// its completion (the backend holds it), and the completion is discarded when it arrives.
     ///
     /// # Errors
-    /// The future fails as [`Post::post`](rpma_core::Post::post) /
-    /// [`PostRecv::post`](rpma_core::PostRecv::post) (bad arguments are
+    /// The future fails as [`Conn::post`](rpma_core::Conn::post) (bad arguments are
     /// [`InvalidInput`](rpma_core::ErrorKind::InvalidInput), nothing is posted);
     /// [`Provider`](rpma_core::ErrorKind::Provider) if the operation completed with an error status
     /// (the detail names it: e.g. `WrFlushErr` when the connection failed or was closed,
@@ -113,7 +112,7 @@ impl<T: Transport> AsyncConn<T> {
     /// nothing awaited is in flight to free them).
     pub async fn post_unsignaled<'a, K>(&self, op: Op<K>) -> Result<()>
     where
-        K: Operation<'a, T> + op::SendQueue,
+        K: Operation<'a, T, Flags = CompletionFlags>,
     {
         let name = op.kind().name();
         let mut op = Some(op.flags(CompletionFlags::ON_ERROR));

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use rpma::op::{Batch, LocalSlice, Operation, Post, SendKind, SendQueue};
+use rpma::op::{Batch, LocalSlice, Operation, Post};
 use rpma::{
     CompletionFlags, Conn, ConnEvent, ConnReq, FlushType, MrLocal, MrRemote, Peer, PeerCfg, Transport, Usage, Wc,
 };
@@ -39,7 +39,7 @@ enum Sink<'b, 'c, T: Transport> {
 
 impl<'c, T: Transport> Sink<'_, 'c, T> {
     #[inline(always)]
-    fn emit<K: SendKind<'c, T> + SendQueue + Operation<'c, T>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
+    fn emit<K: Operation<'c, T, Flags = CompletionFlags>>(&mut self, p: Post<'c, T, K>) -> rpma::Result<()> {
         match self {
             Self::Now => p.post(),
             Self::Chain(b) => b.push(p).map(|_| ()),

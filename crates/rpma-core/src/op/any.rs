@@ -6,12 +6,17 @@
 use std::fmt;
 
 use crate::transport::Transport;
-use crate::types::CompletionFlags;
 
-use super::kind::{sealed::Sealed, AtomicWrite, Flush, Read, Recv, Send, Write};
+use super::atomic_write::AtomicWrite;
+use super::flush::Flush;
+use super::read::Read;
+use super::recv::Recv;
+use super::send::Message;
 use super::value::Op;
+use super::write::Write;
 
-/// One operation of any kind (`Op::from(op::write(..))`, or `.into()`).
+/// One operation of any kind (`Op::from(op::write(..))`, or `.into()`). It takes completion
+/// flags; a receive in it ignores them (it always completes).
 pub enum AnyKind<'a, T: Transport> {
     /// A read.
     Read(Read<'a, T>),
@@ -21,8 +26,8 @@ pub enum AnyKind<'a, T: Transport> {
     AtomicWrite(AtomicWrite<'a>),
     /// A flush.
     Flush(Flush<'a>),
-    /// A send.
-    Send(Send<'a, T>),
+    /// A message sent.
+    Message(Message<'a, T>),
     /// A receive.
     Recv(Recv<'a, T>),
 }
@@ -34,19 +39,17 @@ impl<T: Transport> fmt::Debug for AnyKind<'_, T> {
             Self::Write(k) => k.fmt(f),
             Self::AtomicWrite(k) => k.fmt(f),
             Self::Flush(k) => k.fmt(f),
-            Self::Send(k) => k.fmt(f),
+            Self::Message(k) => k.fmt(f),
             Self::Recv(k) => k.fmt(f),
         }
     }
 }
 
-impl<T: Transport> Sealed for AnyKind<'_, T> {}
-
 macro_rules! from_kind {
     ($($variant:ident: $ty:ty),*) => {$(
         impl<'a, T: Transport> From<Op<$ty>> for Op<AnyKind<'a, T>> {
             fn from(op: Op<$ty>) -> Self {
-                Op { kind: AnyKind::$variant(op.kind), flags: op.flags, context: op.context }
+                Op { kind: AnyKind::$variant(op.kind), flags: op.flags, context: op.context, on: () }
             }
         }
     )*};
@@ -56,15 +59,6 @@ from_kind!(
     Write: Write<'a, T>,
     AtomicWrite: AtomicWrite<'a>,
     Flush: Flush<'a>,
-    Send: Send<'a, T>,
+    Message: Message<'a, T>,
     Recv: Recv<'a, T>
 );
-
-impl<T: Transport> Op<AnyKind<'_, T>> {
-    /// The completion flags ([`Op::flags`]); a receive has none (it always completes) and
-    /// ignores them.
-    pub const fn flags(mut self, flags: CompletionFlags) -> Self {
-        self.flags = flags;
-        self
-    }
-}

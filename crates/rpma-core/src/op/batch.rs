@@ -8,14 +8,14 @@ use std::fmt;
 
 use arrayvec::ArrayVec;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Srq};
 use crate::error::{Error, Result};
 use crate::transport::{QpBackend, RecvWr, SendWr, Transport};
+use crate::types::CompletionFlags;
 
-use super::kind::{Recv, SendKind};
-use super::recv::{PostRecv, RecvQueue};
-use super::send::Post;
-use super::value::{Op, SendQueue};
+use super::operation::{send_wr, Operation};
+use super::recv::{PostRecv, Recv, RecvQueue};
+use super::value::{Op, Post};
 
 /// How many operations a [`Batch`] or [`RecvBatch`] holds unless told otherwise.
 pub const DEFAULT_BATCH: usize = 16;
@@ -38,7 +38,7 @@ pub const DEFAULT_BATCH: usize = 16;
 /// in posting order.
 ///
 /// **Signalling and send-queue slots**: each operation keeps its own
-/// [`flags`](Post::flags); [`Batch::signal_last`] posts every operation but the last
+/// [`flags`](Op::flags); [`Batch::signal_last`] posts every operation but the last
 /// unsignaled (only the last completes, and its completion retires the whole chain: one
 /// completion per batch). Every operation takes a send-queue slot until it is retired (its own
 /// completion, or a later one's); a chain longer than [`Conn::sq_free`] is refused whole.
@@ -79,18 +79,21 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     ///
     /// # Errors
     /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full, `op` was made on
-    /// another connection, or any argument is invalid (see [`Post::post`]); the batch is unchanged
-    /// then. [`Unsupported`](crate::ErrorKind::Unsupported) as [`Post::post`].
+    /// another connection, or any argument is invalid (see [`Conn::post`]); the batch is unchanged
+    /// then. [`Unsupported`](crate::ErrorKind::Unsupported) as [`Conn::post`].
     #[inline(always)]
-    pub fn push<K: SendKind<'c, T> + SendQueue>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self> {
+    pub fn push<K>(&mut self, op: Post<'c, T, K>) -> Result<&mut Self>
+    where
+        K: Operation<'c, T, Flags = CompletionFlags>,
+    {
         const OP: &str = "Batch::push";
         if self.wrs.is_full() {
             return Err(Error::invalid_input(OP, "the batch is full").with_detail(&format!("capacity {N}")));
         }
-        if !std::ptr::eq(op.conn, self.conn) {
+        if !std::ptr::eq(op.on, self.conn) {
             return Err(Error::invalid_input(OP, "the operation was made on another connection"));
         }
-        let (wr, _) = op.into_wr()?;
+        let (wr, _) = send_wr(op, self.conn)?;
         self.wrs.push(wr);
         Ok(self)
     }
@@ -100,16 +103,20 @@ impl<'c, T: Transport, const N: usize> Batch<'c, T, N> {
     ///
     /// # Errors
     /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full or any argument is
-    /// invalid (see [`Conn::post`]); the batch is unchanged then.
-    /// [`Unsupported`](crate::ErrorKind::Unsupported) as [`Conn::post`].
+    /// invalid (see [`Conn::post`]), or it is a receive in an [`AnyKind`](super::AnyKind); the
+    /// batch is unchanged then. [`Unsupported`](crate::ErrorKind::Unsupported) as
+    /// [`Conn::post`].
     #[inline(always)]
-    pub fn push_op<K: SendKind<'c, T> + SendQueue>(&mut self, op: Op<K>) -> Result<&mut Self> {
+    pub fn push_op<K>(&mut self, op: Op<K>) -> Result<&mut Self>
+    where
+        K: Operation<'c, T, Flags = CompletionFlags>,
+    {
         if self.wrs.is_full() {
             return Err(
                 Error::invalid_input("Batch::push_op", "the batch is full").with_detail(&format!("capacity {N}"))
             );
         }
-        let (wr, _) = op.send_wr(self.conn)?;
+        let (wr, _) = send_wr(op, self.conn)?;
         self.wrs.push(wr);
         Ok(self)
     }
@@ -191,7 +198,7 @@ impl<T: Transport> Conn<T> {
     }
 }
 
-impl<T: Transport> crate::Srq<T> {
+impl<T: Transport> Srq<T> {
     /// An empty batch of up to [`DEFAULT_BATCH`] receives on this shared receive queue.
     pub fn recv_batch(&self) -> RecvBatch<'_, T> {
         RecvBatch { queue: RecvQueue::Srq(self), wrs: ArrayVec::new() }
@@ -209,16 +216,17 @@ impl<'c, T: Transport, const N: usize> RecvBatch<'c, T, N> {
     ///
     /// # Errors
     /// [`InvalidInput`](crate::ErrorKind::InvalidInput) if the batch is full, `recv` is for another
-    /// queue, or its buffer is invalid (see [`PostRecv::post`]); the batch is unchanged then.
+    /// queue, or its buffer is invalid (see [`PostRecv::post`](Op::post)); the batch is unchanged
+    /// then.
     pub fn push(&mut self, recv: PostRecv<'c, T>) -> Result<&mut Self> {
         const OP: &str = "RecvBatch::push";
         if self.wrs.is_full() {
             return Err(Error::invalid_input(OP, "the batch is full").with_detail(&format!("capacity {N}")));
         }
-        if !recv.queue.same(&self.queue) {
+        if !recv.on.same(&self.queue) {
             return Err(Error::invalid_input(OP, "the receive is for another queue"));
         }
-        let (wr, _) = recv.into_wr()?;
+        let wr = recv.on.work_request(&recv)?;
         self.wrs.push(wr);
         Ok(self)
     }
@@ -229,12 +237,8 @@ impl<'c, T: Transport, const N: usize> RecvBatch<'c, T, N> {
     /// # Errors
     /// As [`RecvBatch::push`].
     pub fn push_op(&mut self, op: Op<Recv<'c, T>>) -> Result<&mut Self> {
-        let recv = match self.queue {
-            RecvQueue::Conn(c) => c.recv_op(op),
-            RecvQueue::Srq(s) => s.recv_op(op),
-            RecvQueue::Req(r) => r.recv_op(op),
-        };
-        self.push(recv)
+        let queue = self.queue;
+        self.push(op.on(queue))
     }
 
     /// Receives in the batch.

@@ -4,12 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::conn::OpLimits;
+use crate::conn::{Conn, OpLimits};
 use crate::error::{Error, Result};
 use crate::peer::PeerInner;
-use crate::transport::{Local, Transport};
+use crate::transport::{Local, RemoteBuf, Transport};
+use crate::validate::{self, RemoteAccess};
 
-use super::slice::LocalSlice;
+use super::slice::{LocalSlice, RemoteAt};
 
 /// The local side of an operation, as given (unchecked).
 pub(super) enum Src<'a, T: Transport> {
@@ -40,6 +41,19 @@ impl<T: Transport> fmt::Debug for Src<'_, T> {
         }
     }
 }
+
+/// `Debug` of an operation kind generic over its transport (which need not be `Debug`), field
+/// by field.
+macro_rules! debug_by_field {
+    ($ty:ident { $($field:ident),* }) => {
+        impl<T: Transport> std::fmt::Debug for $ty<'_, T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))$(.field(stringify!($field), &self.$field))*.finish()
+            }
+        }
+    };
+}
+pub(super) use debug_by_field;
 
 /// Where a validated local side goes: `device_writes` (read destinations, receives), and how
 /// many pieces and inline bytes the connection allows.
@@ -120,4 +134,28 @@ impl<'a, T: Transport> Src<'a, T> {
             }
         }
     }
+}
+
+/// Validates both sides of a read (`read`) or a write by `op` on `conn`: the local side, and
+/// the remote one if there is one (not in the zero-byte forms) for as many bytes. Returns the
+/// local side, the remote one and the length.
+#[inline(always)]
+pub(super) fn one_sided<'a, T: Transport>(
+    op: &'static str,
+    conn: &Conn<T>,
+    local: Src<'a, T>,
+    remote: Option<RemoteAt<'_>>,
+    read: bool,
+) -> Result<(Local<'a, T>, Option<RemoteBuf>, usize)> {
+    let rules = Rules { device_writes: read, read, limits: conn.limits() };
+    let (local, len) = local.validate(op, &conn.peer().inner, rules)?;
+    let remote = match remote {
+        None => None,
+        Some(at) => {
+            validate::msg_len(op, conn.limits().max_msg, len)?;
+            let access = if read { RemoteAccess::Read } else { RemoteAccess::Write };
+            Some(validate::remote_buf(op, at.mr, at.offset, len, access)?)
+        }
+    };
+    Ok((local, remote, len))
 }

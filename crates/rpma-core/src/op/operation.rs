@@ -1,48 +1,107 @@
-//! Posting an operation value: [`Operation`], what every kind of [`Op`] does when it is
-//! posted, and the calls that post one ([`Conn::post`], [`Srq::post`]).
+//! What every kind does when it is posted: [`Operation`], the one trait of the operations
+//! (sealed), and the calls that post an operation value ([`Conn::post`], `.post()` on a
+//! [`Post`]).
 
-use crate::conn::{Conn, Srq};
-use crate::error::Result;
-use crate::transport::{QpBackend, SrqBackend, Transport};
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::transport::{QpBackend, SendWr, Transport};
+use crate::types::CompletionFlags;
+use crate::validate;
 
 use super::any::AnyKind;
-use super::kind::{sealed::Sealed, AtomicWrite, Flush, Read, Recv, Send, SendKind, Write};
-use super::value::Op;
+use super::atomic_write::AtomicWrite;
+use super::flush::Flush;
+use super::read::Read;
+use super::recv::Recv;
+use super::send::Message;
+use super::value::{sealed::Sealed, NoFlags, Op, Post};
+use super::write::Write;
 
-/// An operation [`Conn::post`] posts: every kind (sealed).
+/// An operation of `rpma::op` (sealed): what [`Conn::post`] posts, and, bound by
+/// `Operation<'a, T, Flags = CompletionFlags>`, what goes on a connection's send queue and
+/// takes completion flags (every kind but a receive, whose flags are
+/// [`NoFlags`](super::NoFlags); a receive in an [`AnyKind`] is refused there):
+/// [`Batch::push`](super::Batch::push), rpma-tokio's `post_unsignaled`.
+///
+/// ```ignore
+/// fn post_all<'c, T: Transport, K: Operation<'c, T, Flags = CompletionFlags>>(
+///     b: &mut Batch<'c, T>,
+///     ops: impl IntoIterator<Item = Post<'c, T, K>>,
+/// ) -> rpma::Result<()> { ... }
+/// ```
 pub trait Operation<'a, T: Transport>: Sealed + Sized {
     /// The operation's name as its errors give it ([`Error::op`](crate::Error::op)): the Rust
     /// item that posts it (e.g. `"Conn::send(..).imm"`, a send with `.imm(..)`).
     fn name(&self) -> &'static str;
     /// Whether the operation takes a send-queue slot (all but a receive).
     fn uses_send_queue(&self) -> bool;
-    #[doc(hidden)]
-    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()>;
     /// The operation as an `Op` of [`AnyKind`], to keep with operations of other kinds.
     fn into_any(op: Op<Self>) -> Op<AnyKind<'a, T>>;
+    #[doc(hidden)]
+    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()>;
+    #[doc(hidden)]
+    fn send_wr(self, conn: &Conn<T>, flags: Self::Flags, wr_id: u64) -> Result<(SendWr<'a, T>, &'static str)>;
 }
+
+/// Validates the send-queue operation `op` into the work request a backend posts on `conn`,
+/// with the operation's name.
+#[inline(always)]
+pub(super) fn send_wr<'a, T, K, On>(op: Op<K, On>, conn: &Conn<T>) -> Result<(SendWr<'a, T>, &'static str)>
+where
+    T: Transport,
+    K: Operation<'a, T, Flags = CompletionFlags>,
+{
+    op.kind.send_wr(conn, op.flags, op.context)
+}
+
+/// The kinds that take completion flags: those of the send queue, and any kind.
+macro_rules! takes_completion_flags {
+    ($([$($g:tt)*] $ty:ty),*) => {$(
+        impl<$($g)*> Sealed for $ty {
+            type Flags = CompletionFlags;
+            #[inline(always)]
+            fn completion_flags(flags: CompletionFlags) -> CompletionFlags {
+                flags
+            }
+        }
+    )*};
+}
+takes_completion_flags!(
+    [T: Transport] Read<'_, T>,
+    [T: Transport] Write<'_, T>,
+    [] AtomicWrite<'_>,
+    [] Flush<'_>,
+    [T: Transport] Message<'_, T>,
+    [T: Transport] AnyKind<'_, T>
+);
 
 macro_rules! send_queue_operation {
     ($($ty:ty),*) => {$(
         impl<'a, T: Transport> Operation<'a, T> for $ty {
             fn name(&self) -> &'static str {
-                SendKind::<T>::op_name(self)
+                <$ty>::name(self)
             }
             fn uses_send_queue(&self) -> bool {
                 true
             }
-            #[inline(always)]
-            fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
-                let (wr, name) = op.send_wr(conn)?;
-                conn.qp().post_send_one(wr).map_err(|e| e.in_op(name))
-            }
             fn into_any(op: Op<Self>) -> Op<AnyKind<'a, T>> {
                 op.into()
+            }
+            #[inline(always)]
+            fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
+                let (wr, name) = send_wr(op, conn)?;
+                conn.qp().post_send_one(wr).map_err(|e| e.in_op(name))
+            }
+            #[inline(always)]
+            fn send_wr(self, conn: &Conn<T>, flags: CompletionFlags, wr_id: u64) -> Result<(SendWr<'a, T>, &'static str)> {
+                let name = <$ty>::name(&self);
+                let signaled = validate::flags(name, flags)?;
+                Ok((self.work_request(conn, signaled, wr_id)?, name))
             }
         }
     )*};
 }
-send_queue_operation!(Read<'a, T>, Write<'a, T>, AtomicWrite<'a>, Flush<'a>, Send<'a, T>);
+send_queue_operation!(Read<'a, T>, Write<'a, T>, AtomicWrite<'a>, Flush<'a>, Message<'a, T>);
 
 impl<'a, T: Transport> Operation<'a, T> for Recv<'a, T> {
     fn name(&self) -> &'static str {
@@ -51,14 +110,64 @@ impl<'a, T: Transport> Operation<'a, T> for Recv<'a, T> {
     fn uses_send_queue(&self) -> bool {
         false
     }
-    #[inline(always)]
-    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
-        const OP: &str = "Conn::recv";
-        let wr = op.kind.work_request(OP, conn.limits(), &conn.peer().inner, op.context)?;
-        conn.qp().post_recv_one(wr).map_err(|e| e.in_op(OP))
-    }
     fn into_any(op: Op<Self>) -> Op<AnyKind<'a, T>> {
         op.into()
+    }
+    #[inline(always)]
+    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
+        Recv::post_on(op, conn)
+    }
+    fn send_wr(self, _: &Conn<T>, flags: NoFlags, _: u64) -> Result<(SendWr<'a, T>, &'static str)> {
+        match flags {}
+    }
+}
+
+impl<'a, T: Transport> Operation<'a, T> for AnyKind<'a, T> {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Read(k) => Operation::<T>::name(k),
+            Self::Write(k) => Operation::<T>::name(k),
+            Self::AtomicWrite(k) => Operation::<T>::name(k),
+            Self::Flush(k) => Operation::<T>::name(k),
+            Self::Message(k) => Operation::<T>::name(k),
+            Self::Recv(k) => Operation::<T>::name(k),
+        }
+    }
+
+    fn uses_send_queue(&self) -> bool {
+        !matches!(self, Self::Recv(_))
+    }
+
+    fn into_any(op: Op<Self>) -> Op<Self> {
+        op
+    }
+
+    #[inline]
+    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
+        let Op { kind, flags, context, on: () } = op;
+        match kind {
+            Self::Read(kind) => conn.post(Op { kind, flags, context, on: () }),
+            Self::Write(kind) => conn.post(Op { kind, flags, context, on: () }),
+            Self::AtomicWrite(kind) => conn.post(Op { kind, flags, context, on: () }),
+            Self::Flush(kind) => conn.post(Op { kind, flags, context, on: () }),
+            Self::Message(kind) => conn.post(Op { kind, flags, context, on: () }),
+            Self::Recv(kind) => conn.post(Op { kind, flags, context, on: () }),
+        }
+    }
+
+    fn send_wr(self, conn: &Conn<T>, flags: CompletionFlags, wr_id: u64) -> Result<(SendWr<'a, T>, &'static str)> {
+        match self {
+            Self::Read(k) => k.send_wr(conn, flags, wr_id),
+            Self::Write(k) => k.send_wr(conn, flags, wr_id),
+            Self::AtomicWrite(k) => k.send_wr(conn, flags, wr_id),
+            Self::Flush(k) => k.send_wr(conn, flags, wr_id),
+            Self::Message(k) => k.send_wr(conn, flags, wr_id),
+            Self::Recv(_) => Err(Error::invalid_input(
+                "Conn::recv",
+                "a receive goes to a receive queue, not the send queue: post it (Conn::post) or push it into a \
+                 RecvBatch",
+            )),
+        }
     }
 }
 
@@ -94,51 +203,14 @@ impl<T: Transport> Conn<T> {
     }
 }
 
-impl<T: Transport> Srq<T> {
-    /// Validates the receive `op` and posts it to the shared receive queue
-    /// (`rpma_srq_recv`; [`Srq::recv`] is this).
+impl<'c, T: Transport, K: Operation<'c, T>> Post<'c, T, K> {
+    /// Validates every argument and posts the operation on its connection ([`Conn::post`]).
     ///
     /// # Errors
-    /// As [`Conn::post`] for a receive.
-    #[doc(alias = "rpma_srq_recv")]
+    /// As [`Conn::post`].
     #[inline(always)]
-    pub fn post(&self, op: Op<Recv<'_, T>>) -> Result<()> {
-        const OP: &str = "Srq::recv";
-        let wr = op.kind.work_request(OP, self.limits(), self.peer_inner(), op.context)?;
-        self.backend().post_recv(std::slice::from_ref(&wr)).map_err(|e| e.in_op(OP))
-    }
-}
-
-impl<'a, T: Transport> Operation<'a, T> for AnyKind<'a, T> {
-    fn name(&self) -> &'static str {
-        match self {
-            Self::Read(k) => Operation::<T>::name(k),
-            Self::Write(k) => Operation::<T>::name(k),
-            Self::AtomicWrite(k) => Operation::<T>::name(k),
-            Self::Flush(k) => Operation::<T>::name(k),
-            Self::Send(k) => Operation::<T>::name(k),
-            Self::Recv(k) => Operation::<T>::name(k),
-        }
-    }
-
-    fn uses_send_queue(&self) -> bool {
-        !matches!(self, Self::Recv(_))
-    }
-
-    #[inline]
-    fn post_on(op: Op<Self>, conn: &Conn<T>) -> Result<()> {
-        let Op { kind, flags, context } = op;
-        match kind {
-            Self::Read(kind) => conn.post(Op { kind, flags, context }),
-            Self::Write(kind) => conn.post(Op { kind, flags, context }),
-            Self::AtomicWrite(kind) => conn.post(Op { kind, flags, context }),
-            Self::Flush(kind) => conn.post(Op { kind, flags, context }),
-            Self::Send(kind) => conn.post(Op { kind, flags, context }),
-            Self::Recv(kind) => conn.post(Op { kind, flags, context }),
-        }
-    }
-
-    fn into_any(op: Op<Self>) -> Op<Self> {
-        op
+    pub fn post(self) -> Result<()> {
+        let conn = self.on;
+        conn.post(self.into_op())
     }
 }

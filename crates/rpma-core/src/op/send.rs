@@ -1,200 +1,101 @@
-//! The send-queue builders: `conn.write(remote.at(0), src.slice(0..8)).context(1).post()` is
-//! `conn.post(op::write(remote.at(0), src.slice(0..8)).context(1))` written from the
-//! connection ([`Post`]: the connection and an [`Op`]).
-
-use std::fmt;
+//! The send (`rpma_send`, `rpma_send_with_imm`): the message kind [`Message`], its
+//! constructors ([`send`], [`send_sg`], [`send_inline`], [`send_empty`] and the same on a
+//! connection, [`Conn::send`]), its immediate value ([`Op::imm`]), and its validation.
 
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::transport::{SendWr, Transport};
-use crate::types::{CompletionFlags, FlushType};
+use crate::transport::{ByCore, SendOp, SendWr, Transport};
+use crate::validate;
 
-use super::kind::{AtomicWrite, Flush, Read, Send, SendKind, Write};
-use super::operation::Operation;
-use super::slice::{LocalSlice, RemoteAt, RemoteSlice};
-use super::value::{self as op, Op, SendQueue};
+use super::local::{debug_by_field, Rules, Src};
+use super::slice::LocalSlice;
+use super::value::{imm_name, Op, Post};
 
-/// An operation on a connection's send queue, ready to post: an [`Op`] and the connection it
-/// goes to. Chain options, then [`post`](Post::post) (or push it into a
-/// [`Batch`](super::Batch)). `K` says which operation ([`Read`], [`Write`], [`AtomicWrite`],
-/// [`Flush`], [`Send`]).
-///
-/// Defaults: [`CompletionFlags::ALWAYS`] (a completion always appears) and operation context 0.
-/// It borrows the connection, so it lives on the connection's thread.
-#[must_use = "an operation does nothing until it is posted with .post()"]
-pub struct Post<'c, T: Transport, K> {
-    pub(super) conn: &'c Conn<T>,
-    op: Op<K>,
+/// A message sent (`rpma_send`, with an immediate value `rpma_send_with_imm`):
+/// [`op::send`](send), [`op::send_sg`](send_sg), [`op::send_inline`](send_inline),
+/// [`op::send_empty`](send_empty), [`Conn::send`].
+pub struct Message<'a, T: Transport> {
+    src: Src<'a, T>,
+    imm: Option<u32>,
 }
 
-impl<T: Transport, K: fmt::Debug> fmt::Debug for Post<'_, T, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Post").field("op", &self.op).finish_non_exhaustive()
-    }
-}
+debug_by_field!(Message { src, imm });
 
-impl<'c, T: Transport, K: SendKind<'c, T> + SendQueue> Post<'c, T, K> {
-    pub(crate) const fn new(conn: &'c Conn<T>, op: Op<K>) -> Self {
-        Self { conn, op }
+impl<'a, T: Transport> Message<'a, T> {
+    /// The Rust item that posts this message, as its errors name it.
+    pub(super) const fn name(&self) -> &'static str {
+        imm_name(self.imm, "Conn::send", "Conn::send(..).imm")
     }
 
-    /// When a completion appears: [`CompletionFlags::ALWAYS`] (the default) or
-    /// [`CompletionFlags::ON_ERROR`] (unsignaled: only a failure completes).
-    pub const fn flags(mut self, flags: CompletionFlags) -> Self {
-        self.op.flags = flags;
-        self
-    }
-
-    /// The operation context (librpma's `op_context`), returned as [`Wc::wr_id`](crate::Wc::wr_id).
-    pub const fn context(mut self, context: u64) -> Self {
-        self.op.context = context;
-        self
-    }
-
-    /// The operation, apart from the connection.
-    pub fn into_op(self) -> Op<K> {
-        self.op
-    }
-
-    /// Validates every argument into the work request a backend posts, with the operation's
-    /// name ([`SendKind::op_name`]).
+    /// Validates the message against `conn` into the work request a backend posts.
     #[inline(always)]
-    pub(super) fn into_wr(self) -> Result<(SendWr<'c, T>, &'static str)> {
-        self.op.send_wr(self.conn)
-    }
-
-    /// Validates every argument and posts the operation ([`Conn::post`]).
-    ///
-    /// # Errors
-    /// As [`Conn::post`].
-    #[inline(always)]
-    pub fn post(self) -> Result<()>
-    where
-        K: Operation<'c, T>,
-    {
-        self.conn.post(self.op)
+    pub(super) fn work_request(self, conn: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
+        let op = self.name();
+        let rules = Rules { device_writes: false, read: false, limits: conn.limits() };
+        let (local, len) = self.src.validate(op, &conn.peer().inner, rules)?;
+        validate::msg_len(op, conn.limits().max_msg, len)?;
+        let sop = self.imm.map_or(SendOp::Send, SendOp::SendImm);
+        Ok(SendWr { op: sop, local, remote: None, len, signaled, wr_id, _by_core: ByCore::VALIDATED })
     }
 }
 
-impl<T: Transport> Post<'_, T, Write<'_, T>> {
-    /// Carries `imm` (host order; `rpma_write_with_imm`): consumes a receive buffer at the peer,
-    /// whose completion is [`RecvRdmaWithImm`](crate::WcOpcode::RecvRdmaWithImm) with
-    /// `imm_data == Some(imm)`.
-    pub const fn imm(mut self, imm: u32) -> Self {
-        self.op.kind.imm = Some(imm);
-        self
-    }
-}
-
-impl<T: Transport> Post<'_, T, Send<'_, T>> {
+impl<T: Transport, On> Op<Message<'_, T>, On> {
     /// Carries `imm` (host order; `rpma_send_with_imm`).
     pub const fn imm(mut self, imm: u32) -> Self {
-        self.op.kind.imm = Some(imm);
+        self.kind.imm = Some(imm);
         self
     }
+}
+
+/// `rpma_send`: sends `src`; needs a receive posted at the peer. With [`.imm(..)`](Op::imm),
+/// `rpma_send_with_imm`.
+#[doc(alias = "rpma_send")]
+#[doc(alias = "rpma_send_with_imm")]
+pub const fn send<T: Transport>(src: LocalSlice<'_, T>) -> Op<Message<'_, T>> {
+    Op::new(Message { src: Src::One(src), imm: None })
+}
+
+/// A gathering send: one message made of the pieces of `src`, in order. At most the
+/// connection's [`max_sge`](crate::ConnCfg::with_max_sge) pieces, none empty.
+pub const fn send_sg<'a, T: Transport>(src: &'a [LocalSlice<'a, T>]) -> Op<Message<'a, T>> {
+    Op::new(Message { src: Src::Sg(src), imm: None })
+}
+
+/// An inline send: `src` is plain memory, copied into the work request when it is posted (no
+/// registration). At most the connection's [`max_inline`](crate::ConnCfg::with_max_inline)
+/// bytes, at least one.
+pub const fn send_inline<T: Transport>(src: &[u8]) -> Op<Message<'_, T>> {
+    Op::new(Message { src: Src::Inline(src), imm: None })
+}
+
+/// An empty message (`rpma_send` with no region).
+#[doc(alias = "rpma_send")]
+pub const fn send_empty<'a, T: Transport>() -> Op<Message<'a, T>> {
+    Op::new(Message { src: Src::None, imm: None })
 }
 
 impl<T: Transport> Conn<T> {
-    /// `rpma_read`: RDMA Read of `dst.len()` bytes at `src` of the remote region into `dst`.
-    ///
-    /// ```ignore
-    /// conn.read(dst.slice(0..4096), remote.at(0)).context(1).post()?;
-    /// ```
-    #[doc(alias = "rpma_read")]
-    pub fn read<'c>(&'c self, dst: LocalSlice<'c, T>, src: RemoteAt<'c>) -> Post<'c, T, Read<'c, T>> {
-        Post::new(self, op::read(dst, src))
-    }
-
-    /// A scattering read: the remote bytes at `src`, as many as the pieces hold together, land
-    /// in `dst` piece after piece. At most the connection's
-    /// [`max_sge`](crate::ConnCfg::with_max_sge) pieces (and the device's `max_sge_rd`), none
-    /// empty.
-    pub fn read_sg<'c>(&'c self, dst: &'c [LocalSlice<'c, T>], src: RemoteAt<'c>) -> Post<'c, T, Read<'c, T>> {
-        Post::new(self, op::read_sg(dst, src))
-    }
-
-    /// The zero-byte read (`rpma_read` with no regions): orders after earlier operations
-    /// without moving data.
-    #[doc(alias = "rpma_read")]
-    pub fn read_empty(&self) -> Post<'_, T, Read<'_, T>> {
-        Post::new(self, op::read_empty())
-    }
-
-    /// `rpma_write`: RDMA Write of `src` to the remote region at `dst`. With
-    /// [`.imm(..)`](Post::imm), `rpma_write_with_imm`.
-    ///
-    /// ```ignore
-    /// conn.write(remote.at(0), src.slice(0..10)).flags(CompletionFlags::ON_ERROR).post()?;
-    /// ```
-    #[doc(alias = "rpma_write")]
-    #[doc(alias = "rpma_write_with_imm")]
-    pub fn write<'c>(&'c self, dst: RemoteAt<'c>, src: LocalSlice<'c, T>) -> Post<'c, T, Write<'c, T>> {
-        Post::new(self, op::write(dst, src))
-    }
-
-    /// A gathering write: the pieces of `src`, in order, written as one contiguous range at
-    /// `dst`. At most the connection's [`max_sge`](crate::ConnCfg::with_max_sge) pieces, none
-    /// empty.
-    pub fn write_sg<'c>(&'c self, dst: RemoteAt<'c>, src: &'c [LocalSlice<'c, T>]) -> Post<'c, T, Write<'c, T>> {
-        Post::new(self, op::write_sg(dst, src))
-    }
-
-    /// An inline write: `src` is plain memory, copied into the work request when it is posted
-    /// (no registration; `src` may be reused as soon as `post` returns). At most the
-    /// connection's [`max_inline`](crate::ConnCfg::with_max_inline) bytes, at least one.
-    pub fn write_inline<'c>(&'c self, dst: RemoteAt<'c>, src: &'c [u8]) -> Post<'c, T, Write<'c, T>> {
-        Post::new(self, op::write_inline(dst, src))
-    }
-
-    /// The zero-byte write (`rpma_write` with no regions), e.g. to carry an immediate value
-    /// alone with [`.imm(..)`](Post::imm).
-    #[doc(alias = "rpma_write")]
-    #[doc(alias = "rpma_write_with_imm")]
-    pub fn write_empty(&self) -> Post<'_, T, Write<'_, T>> {
-        Post::new(self, op::write_empty())
-    }
-
-    /// `rpma_atomic_write`: writes the 8 bytes `value` atomically at `dst` (an offset multiple of
-    /// [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT)): a native atomic write, or an
-    /// inline 8-byte write fenced behind earlier reads and flushes ("write data; flush;
-    /// atomic-write the commit pointer; flush").
-    #[doc(alias = "rpma_atomic_write")]
-    pub fn atomic_write<'c>(&'c self, dst: RemoteAt<'c>, value: [u8; 8]) -> Post<'c, T, AtomicWrite<'c>> {
-        Post::new(self, op::atomic_write(dst, value))
-    }
-
-    /// `rpma_flush`: makes the data previously written to `dst` visible
-    /// ([`FlushType::Visibility`]) or persistent ([`FlushType::Persistent`]) at the target.
-    #[doc(alias = "rpma_flush")]
-    pub fn flush<'c>(&'c self, dst: RemoteSlice<'c>, flush_type: FlushType) -> Post<'c, T, Flush<'c>> {
-        Post::new(self, op::flush(dst, flush_type))
-    }
-
-    /// `rpma_send`: sends `src`; needs a receive posted at the peer. With
-    /// [`.imm(..)`](Post::imm), `rpma_send_with_imm`.
+    /// [`op::send`](send) on this connection.
     #[doc(alias = "rpma_send")]
     #[doc(alias = "rpma_send_with_imm")]
-    pub fn send<'c>(&'c self, src: LocalSlice<'c, T>) -> Post<'c, T, Send<'c, T>> {
-        Post::new(self, op::send(src))
+    pub fn send<'c>(&'c self, src: LocalSlice<'c, T>) -> Post<'c, T, Message<'c, T>> {
+        send(src).on(self)
     }
 
-    /// A gathering send: one message made of the pieces of `src`, in order. At most the
-    /// connection's [`max_sge`](crate::ConnCfg::with_max_sge) pieces, none empty.
-    pub fn send_sg<'c>(&'c self, src: &'c [LocalSlice<'c, T>]) -> Post<'c, T, Send<'c, T>> {
-        Post::new(self, op::send_sg(src))
+    /// [`op::send_sg`](send_sg) on this connection.
+    pub fn send_sg<'c>(&'c self, src: &'c [LocalSlice<'c, T>]) -> Post<'c, T, Message<'c, T>> {
+        send_sg(src).on(self)
     }
 
-    /// An inline send: `src` is plain memory, copied into the work request when it is posted
-    /// (no registration). At most the connection's
-    /// [`max_inline`](crate::ConnCfg::with_max_inline) bytes, at least one.
-    pub fn send_inline<'c>(&'c self, src: &'c [u8]) -> Post<'c, T, Send<'c, T>> {
-        Post::new(self, op::send_inline(src))
+    /// [`op::send_inline`](send_inline) on this connection.
+    pub fn send_inline<'c>(&'c self, src: &'c [u8]) -> Post<'c, T, Message<'c, T>> {
+        send_inline(src).on(self)
     }
 
-    /// Sends an empty message (`rpma_send` with no region).
+    /// [`op::send_empty`](send_empty) on this connection.
     #[doc(alias = "rpma_send")]
     #[doc(alias = "rpma_send_with_imm")]
-    pub fn send_empty(&self) -> Post<'_, T, Send<'_, T>> {
-        Post::new(self, op::send_empty())
+    pub fn send_empty(&self) -> Post<'_, T, Message<'_, T>> {
+        send_empty().on(self)
     }
 }

@@ -167,7 +167,7 @@ mod tests {
         assert!(checked("x", inverted).is_err());
         assert_eq!(
             checked("x", resolve(&(usize::MAX..), 10)).map_err(|e| e.kind()),
-            Err(crate::ErrorKind::InvalidInput)
+            Err(crate::error::ErrorKind::InvalidInput)
         );
     }
 }
