@@ -1,6 +1,7 @@
 //! Connection management (librdmacm): addresses, CM ids, event channels and device lookup; the
 //! queue pairs, their send and receive queues, listeners and shared receive queues built on
-//! them have a file each (posting's pure conversions: `post`).
+//! them have a file each (what the queues share when they post, chains of work requests:
+//! `chain`).
 
 use std::ffi::CString;
 use std::ptr::NonNull;
@@ -14,8 +15,8 @@ use crate::sys::{call, errno, release, track};
 use crate::{VerbsDevice, VerbsPd};
 
 mod addr;
+mod chain;
 mod listener;
-mod post;
 mod qp;
 mod recv_queue;
 mod send_queue;
@@ -23,9 +24,9 @@ mod srq;
 
 pub(crate) use listener::listen;
 pub use listener::VerbsListener;
-pub(crate) use post::RecvScratch;
 pub(crate) use qp::connect_request;
 pub use qp::{SharedCqEvents, VerbsQp};
+pub(crate) use recv_queue::RecvScratch;
 pub(crate) use srq::create_srq;
 pub use srq::VerbsSrq;
 

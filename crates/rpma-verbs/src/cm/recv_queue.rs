@@ -18,7 +18,7 @@ use crate::ring::{Ring, RingBox};
 use crate::sys::call;
 use crate::Verbs;
 
-use super::post::{self, RecvScratch};
+use super::chain;
 
 /// A connection's receive queue (see the module docs). Reached by one thread at a time (rule
 /// V6: the queue pair holding it is `Send`, not `Sync`).
@@ -83,12 +83,12 @@ impl RecvQueue {
         // with this call, and nothing called here takes another (posting never polls).
         let (ring, sc) = unsafe { (ring.get(), &mut *self.scratch.get()) };
         ring.check(OP, wrs.len())?;
-        let head = post::recv_chain(ring, sc, wrs);
+        let head = recv_chain(ring, sc, wrs);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: [V2, V4] the chain was just linked in the scratch buffers, untouched until the
         // call returns; its SGEs describe pieces of regions `wrs` borrows (pinned right after).
         let r = unsafe { self.doorbell(head, &mut bad) };
-        post::recvs_posted(ring, wrs, OP, head, r, bad)
+        recvs_posted(ring, wrs, OP, head, r, bad)
     }
 
     /// The QP was destroyed: the regions the ring pins are free (crate::pin).
@@ -128,7 +128,7 @@ impl RecvQueue {
             Local::Sg(_) | Local::Inline(_) => return None,
         };
         if r != 0 {
-            return Some(Err(post::post_failed("ibv_post_recv", r)));
+            return Some(Err(chain::post_failed("ibv_post_recv", r)));
         }
         ring.push_one(id, wr.wr_id, mr);
         Some(Ok(()))
@@ -153,4 +153,67 @@ impl RecvQueue {
     fn post_general_one(&self, wr: RecvWr<'_, Verbs>) -> Result<()> {
         self.post(std::slice::from_ref(&wr))
     }
+}
+
+/// Reusable buffers of a receive queue's chains (owned by one queue; rule V6 or a lock).
+#[derive(Default)]
+pub(crate) struct RecvScratch {
+    recv: Vec<ffi::ibv_recv_wr>,
+    sges: Vec<ffi::ibv_sge>,
+}
+
+// SAFETY: [V6] as `SendScratch`.
+unsafe impl Send for RecvScratch {}
+
+impl std::fmt::Debug for RecvScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvScratch").field("capacity", &self.recv.capacity()).finish()
+    }
+}
+
+/// Builds the chain of receives `wrs` in `sc`, numbered by `ring` (after [`Ring::check`]);
+/// returns its first receive, valid while `sc` is not changed.
+pub(super) fn recv_chain(ring: &impl Ring, sc: &mut RecvScratch, wrs: &[RecvWr<'_, Verbs>]) -> *mut ffi::ibv_recv_wr {
+    sc.recv.clear();
+    sc.sges.clear();
+    for (k, wr) in wrs.iter().enumerate() {
+        let before = sc.sges.len();
+        sc.sges.extend(regions_sges(&wr.local));
+        let num_sge = (sc.sges.len() - before) as i32;
+        sc.recv.push(ffi::ibv_recv_wr {
+            wr_id: ring.id(k),
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge,
+        });
+    }
+    chain::link(&mut sc.recv, &mut sc.sges)
+}
+
+/// Records in `ring` the receives of `wrs` that a post of their chain at `head` (from
+/// [`recv_chain`]) took, the provider having returned `r` and pointed `bad`.
+///
+/// # Errors
+/// `Provider` (`op`) if the post failed, saying how many were posted.
+pub(super) fn recvs_posted(
+    ring: &mut impl Ring,
+    wrs: &[RecvWr<'_, Verbs>],
+    op: &'static str,
+    head: *mut ffi::ibv_recv_wr,
+    r: i32,
+    bad: *mut ffi::ibv_recv_wr,
+) -> Result<()> {
+    let n = chain::posted(r, head, bad, wrs.len());
+    for wr in &wrs[..n] {
+        ring.push(wr.wr_id, chain::regions(&wr.local));
+    }
+    if r == 0 {
+        return Ok(());
+    }
+    Err(chain::chain_failed(op, r, n, wrs.len(), "receives"))
+}
+
+fn regions_sges<'m>(local: &Local<'m, Verbs>) -> impl Iterator<Item = ffi::ibv_sge> + 'm {
+    let l = *local;
+    (0..l.pieces_len()).filter_map(move |i| l.piece(i)).map(|b| b.mr.sge(b.offset, b.len))
 }

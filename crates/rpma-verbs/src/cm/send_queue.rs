@@ -23,11 +23,11 @@ use rpma_core::{Error, ErrorKind, FlushType, Result};
 use crate::mr::VerbsMr;
 use crate::native::Counted;
 use crate::provider::PostSend;
-use crate::ring::{FifoRing, Ring, RingBox};
+use crate::ring::{FifoRing, Ring, RingBox, FLUSH_READ_BIT};
 use crate::sys::call;
 use crate::{Verbs, VerbsPd};
 
-use super::post::{self, Data, Native, QpOps, SendScratch, VerbsWr};
+use super::chain::{self, regions};
 
 /// A connection's send queue (see the module docs). Reached by one thread at a time (rule V6:
 /// the queue pair holding it is `Send`, not `Sync`).
@@ -48,7 +48,7 @@ pub(super) struct SendQueue {
 }
 
 /// A read, write or send of at most one registered piece, or an emulated flush: what the fast
-/// paths post without [`post::verbs_wr`].
+/// paths post without [`verbs_wr`].
 struct FastWr<'m> {
     opcode: ffi::ibv_wr_opcode::Type,
     imm: Option<u32>,
@@ -172,7 +172,7 @@ impl SendQueue {
         };
         Some(match wr.op {
             SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {
-                let (opcode, imm) = post::rw_send_opcode(&wr.op)?;
+                let (opcode, imm) = rw_send_opcode(&wr.op)?;
                 FastWr { opcode, imm, sge: piece.map(|b| b.mr.sge(b.offset, b.len)), mr: piece.map(|b| &**b.mr) }
             }
             // An emulated flush: an 8-byte RDMA Read at the flushed address into the connection's
@@ -208,7 +208,7 @@ impl SendQueue {
         // call and describes a piece of a region `wr` borrows (pinned below) or the flush buffer.
         let r = unsafe { self.doorbell(&mut w, &mut bad) };
         if r != 0 {
-            return Some(Err(post::post_failed("ibv_post_send", r)));
+            return Some(Err(chain::post_failed("ibv_post_send", r)));
         }
         ring.push_one(n, wr.wr_id, p.mr);
         if matches!(wr.op, SendOp::Flush(_)) {
@@ -240,13 +240,13 @@ impl SendQueue {
             }
             sc.send.push(w);
         }
-        let head = post::link(&mut sc.send, &mut sc.sges);
+        let head = chain::link(&mut sc.send, &mut sc.sges);
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: [V2, V4] the chain was just linked in the scratch buffers, which are not
         // touched until the call returns; its SGEs describe pieces of regions `wrs` borrow
         // (pinned below) or the flush buffer.
         let r = unsafe { self.doorbell(head, &mut bad) };
-        let posted = post::posted(r, head, bad, wrs.len());
+        let posted = chain::posted(r, head, bad, wrs.len());
         for wr in &wrs[..posted] {
             let mr = match wr.local {
                 Local::One(b) => Some(&**b.mr),
@@ -263,7 +263,7 @@ impl SendQueue {
         if r == 0 {
             return Some(Ok(()));
         }
-        Some(Err(post::chain_failed("ibv_post_send", r, posted, wrs.len(), "work requests")))
+        Some(Err(chain::chain_failed("ibv_post_send", r, posted, wrs.len(), "work requests")))
     }
 
     /// [`SendQueue::post_general`] of one work request (by value: the fast path builds it in
@@ -286,12 +286,12 @@ impl SendQueue {
         let ops = self.ops();
         let single;
         let all: &[VerbsWr] = if let [wr] = wrs {
-            single = post::verbs_wr(wr, ops)?;
+            single = verbs_wr(wr, ops)?;
             std::slice::from_ref(&single)
         } else {
             verbs_wrs.clear();
             for wr in wrs {
-                verbs_wrs.push(post::verbs_wr(wr, ops)?);
+                verbs_wrs.push(verbs_wr(wr, ops)?);
             }
             verbs_wrs
         };
@@ -344,11 +344,11 @@ impl SendQueue {
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
         let (r, posted) = if let ([wr], [p]) = (wrs, all) {
             // One work request: on the stack, with its SGE if it has at most one.
-            let mut w = post::send_wr(p, ring.id(0));
+            let mut w = send_wr(p, ring.id(0));
             let mut sge = MaybeUninit::<ffi::ibv_sge>::uninit();
             let n = if wr.local.pieces_len() > 1 {
                 sges.clear();
-                let n = post::push_sges(wr, p, flush_mr, sges);
+                let n = push_sges(wr, p, flush_mr, sges);
                 w.sg_list = sges.as_mut_ptr();
                 n
             } else {
@@ -376,18 +376,18 @@ impl SendQueue {
             send.clear();
             sges.clear();
             for (k, (wr, p)) in wrs.iter().zip(all).enumerate() {
-                let mut w = post::send_wr(p, ring.id(k));
-                w.num_sge = post::push_sges(wr, p, flush_mr, sges);
+                let mut w = send_wr(p, ring.id(k));
+                w.num_sge = push_sges(wr, p, flush_mr, sges);
                 send.push(w);
             }
-            let head = post::link(send, sges);
+            let head = chain::link(send, sges);
             // SAFETY: [V2, V4] the chain was just linked in `send` and `sges`, untouched until
             // the call returns; its SGEs are as above.
             let r = unsafe { self.doorbell(head, &mut bad) };
-            (r, post::posted(r, head, bad, wrs.len()))
+            (r, chain::posted(r, head, bad, wrs.len()))
         };
         for wr in &wrs[..posted] {
-            ring.push(wr.wr_id, post::regions(&wr.local));
+            ring.push(wr.wr_id, regions(&wr.local));
         }
         for p in &all[..posted] {
             if let Some(c) = p.counted {
@@ -397,7 +397,7 @@ impl SendQueue {
         if r == 0 {
             return Ok(());
         }
-        Err(post::chain_failed("ibv_post_send", r, posted, wrs.len(), "work requests"))
+        Err(chain::chain_failed("ibv_post_send", r, posted, wrs.len(), "work requests"))
     }
 
     /// Posts a chain holding native operations through the extended QP's builder (one
@@ -465,7 +465,7 @@ impl SendQueue {
                     Data::Inline(ptr, len) => ffi::ibv_wr_set_inline_data(q, ptr.cast_mut().cast(), len),
                     _ => {
                         sges.clear();
-                        let n = post::push_sges(wr, p, flush_mr, sges);
+                        let n = push_sges(wr, p, flush_mr, sges);
                         ffi::ibv_wr_set_sge_list(q, n as usize, sges.as_ptr());
                     }
                 }
@@ -476,7 +476,7 @@ impl SendQueue {
             return Err(Error::provider("ibv_wr_complete", crate::sys::ret_errno(r)));
         }
         for wr in wrs {
-            ring.push(wr.wr_id, post::regions(&wr.local));
+            ring.push(wr.wr_id, regions(&wr.local));
         }
         for p in all {
             if let Some(c) = p.counted {
@@ -517,5 +517,223 @@ fn fast_ibv_wr(wr: &SendWr<'_, Verbs>, p: &FastWr<'_>, id: u64) -> ffi::ibv_send
         w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
     }
     w.wr.rdma = ffi::rdma_t { remote_addr: raddr, rkey };
+    w
+}
+
+/// Reusable buffers of a send queue's chains (owned by the queue; rule V6).
+#[derive(Default)]
+struct SendScratch {
+    send: Vec<ffi::ibv_send_wr>,
+    sges: Vec<ffi::ibv_sge>,
+    /// The verbs form of a chain's work requests.
+    verbs_wrs: Vec<VerbsWr>,
+}
+
+// SAFETY: [V6] the vectors hold pointers (chain links, SGE lists, inline data) only while a
+// chain is posted by the thread that owns them; between posts those pointers are stale and
+// never read.
+unsafe impl Send for SendScratch {}
+
+impl std::fmt::Debug for SendScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendScratch").field("capacity", &self.send.capacity()).finish()
+    }
+}
+
+/// Where a work request's data comes from or goes to.
+#[derive(Clone, Copy)]
+enum Data {
+    /// Nothing.
+    None,
+    /// The registered pieces of its local side.
+    Local,
+    /// The first `n` bytes of the connection's flush buffer (an emulated flush).
+    FlushBuf(usize),
+    /// Inline bytes (copied by the provider at post time).
+    Inline(*const u8, usize),
+}
+
+/// A work request as verbs wants it.
+#[derive(Clone, Copy)]
+struct VerbsWr {
+    opcode: ffi::ibv_wr_opcode::Type,
+    flags: u32,
+    imm: Option<u32>,
+    rkey: u32,
+    raddr: u64,
+    /// Bits added to the verbs `wr_id`.
+    tag: u64,
+    data: Data,
+    native: Option<Native>,
+    counted: Option<Counted>,
+}
+
+/// A native operation of an extended QP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Native {
+    Flush(FlushType),
+    AtomicWrite,
+}
+
+/// What the QP can do, for [`verbs_wr`].
+#[derive(Clone, Copy)]
+struct QpOps<'a> {
+    native_flush: bool,
+    native_atomic_write: bool,
+    flush_mr: Option<&'a VerbsMr>,
+    /// Its protection domain (the device's capabilities and name, for a refusal).
+    pd: &'a VerbsPd,
+}
+
+/// The `Unsupported` of a native-only operation (`what`) that would be emulated on a QP of `pd`.
+#[cold]
+#[inline(never)]
+fn no_native(pd: &VerbsPd, op: &'static str, what: &str) -> Error {
+    let caps = pd.caps();
+    let device_has_it = if what == "flush" { caps.native_flush } else { caps.native_atomic_write };
+    let dev = pd.device().name();
+    let why = if device_has_it {
+        format!("this connection's QP on {dev} has no native {what}")
+    } else {
+        format!("device {dev} has no native {what} (kernel capability bits or provider support missing)")
+    };
+    Error::new(ErrorKind::Unsupported, op).with_detail(&format!(
+        "native {what} required (rpma_verbs::set_native_only / RPMA_VERBS_NATIVE_ONLY) but {why}; not emulated"
+    ))
+}
+
+/// The verbs opcode (and immediate data) of a read, write or send; `None` for the operations
+/// that have their own paths (atomic write, flush).
+#[inline(always)]
+fn rw_send_opcode(op: &SendOp) -> Option<(ffi::ibv_wr_opcode::Type, Option<u32>)> {
+    use ffi::ibv_wr_opcode as O;
+    Some(match *op {
+        SendOp::Read => (O::IBV_WR_RDMA_READ, None),
+        SendOp::Write => (O::IBV_WR_RDMA_WRITE, None),
+        SendOp::WriteImm(i) => (O::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
+        SendOp::Send => (O::IBV_WR_SEND, None),
+        SendOp::SendImm(i) => (O::IBV_WR_SEND_WITH_IMM, Some(i)),
+        SendOp::AtomicWrite(_) | SendOp::Flush(_) => return None,
+    })
+}
+
+/// Maps one validated work request to verbs.
+///
+/// # Errors
+/// `Unsupported` for an operation the native-only policy forbids to emulate, or a flush without a
+/// flush buffer.
+#[inline]
+fn verbs_wr(wr: &SendWr<'_, Verbs>, ops: QpOps<'_>) -> Result<VerbsWr> {
+    use ffi::ibv_send_flags as F;
+    use ffi::ibv_wr_opcode as O;
+    let (rkey, raddr) = wr.remote.map_or((0, 0), |r| (r.rkey, r.addr));
+    let mut p = VerbsWr {
+        opcode: O::IBV_WR_RDMA_WRITE,
+        flags: if wr.signaled { F::IBV_SEND_SIGNALED.0 } else { 0 },
+        imm: None,
+        rkey,
+        raddr,
+        tag: 0,
+        data: Data::Local,
+        native: None,
+        counted: None,
+    };
+    if let Local::Inline(b) = wr.local {
+        p.flags |= F::IBV_SEND_INLINE.0;
+        p.data = Data::Inline(b.as_ptr(), b.len());
+    }
+    if let Some((opcode, imm)) = rw_send_opcode(&wr.op) {
+        p.opcode = opcode;
+        p.imm = imm;
+        return Ok(p);
+    }
+    match &wr.op {
+        SendOp::Read | SendOp::Write | SendOp::WriteImm(_) | SendOp::Send | SendOp::SendImm(_) => {}
+        SendOp::AtomicWrite(bytes) => {
+            if ops.native_atomic_write {
+                p.native = Some(Native::AtomicWrite);
+                p.data = Data::Inline(bytes.as_ptr(), 8);
+                p.counted = Some(Counted::AtomicWriteNative);
+            } else {
+                if crate::native::native_only().atomic_write {
+                    return Err(no_native(ops.pd, "Conn::atomic_write", "atomic write"));
+                }
+                // A fenced inline 8-byte write (docs/semantics.md#atomic-write): not executed
+                // before preceding reads (flushes) complete; inline data is copied at post time.
+                p.flags |= F::IBV_SEND_INLINE.0 | F::IBV_SEND_FENCE.0;
+                p.data = Data::Inline(bytes.as_ptr(), 8);
+                p.counted = Some(Counted::AtomicWriteEmulated);
+            }
+        }
+        SendOp::Flush(t) if ops.native_flush && (*t == FlushType::Visibility || !crate::native::persistent_read()) => {
+            // docs/native-ops.md, "The persistent flush rule": native to visibility, and to
+            // persistence unless the process chose the RDMA Read (a target region on DRAM has no
+            // IBV_ACCESS_FLUSH_PERSISTENT: the flush then completes with a remote access error)
+            p.native = Some(Native::Flush(*t));
+            p.data = Data::None;
+            p.counted =
+                Some(if *t == FlushType::Persistent { Counted::FlushPersistentNative } else { Counted::FlushNative });
+        }
+        SendOp::Flush(t) => {
+            // A persistent flush on a native-flush QP is an RDMA Read only by the process's
+            // explicit choice (PersistentFlush::Read); any other emulated flush obeys the
+            // native-only policy.
+            let by_rule = *t == FlushType::Persistent && ops.native_flush;
+            if !by_rule && crate::native::native_only().flush {
+                return Err(no_native(ops.pd, "Conn::flush", "flush"));
+            }
+            if ops.flush_mr.is_none() {
+                return Err(Error::new(ErrorKind::Unsupported, "ibv_post_send").with_detail("no flush buffer"));
+            }
+            // APM (docs/semantics.md#flush): an 8-byte RDMA Read at the flushed address into
+            // the connection's private buffer (no more than the region is described to hold).
+            p.opcode = O::IBV_WR_RDMA_READ;
+            p.data = Data::FlushBuf(wr.remote.map_or(0, |r| r.described_len.min(8)) as usize);
+            if by_rule {
+                p.tag = FLUSH_READ_BIT;
+                p.counted = Some(Counted::FlushPersistentRead);
+            } else {
+                p.counted = Some(Counted::FlushEmulated);
+            }
+        }
+    }
+    Ok(p)
+}
+/// Appends the scatter-gather entries of `wr` (with `p`) to `sges`; returns how many.
+#[inline]
+fn push_sges(wr: &SendWr<'_, Verbs>, p: &VerbsWr, flush_mr: Option<&VerbsMr>, sges: &mut Vec<ffi::ibv_sge>) -> i32 {
+    match p.data {
+        Data::None => 0,
+        Data::Local => {
+            let n = wr.local.pieces_len();
+            sges.extend((0..n).filter_map(|i| wr.local.piece(i)).map(|b| b.mr.sge(b.offset, b.len)));
+            n as i32
+        }
+        Data::FlushBuf(n) => match flush_mr {
+            Some(fm) => {
+                sges.push(fm.sge(0, n));
+                1
+            }
+            None => 0,
+        },
+        Data::Inline(ptr, len) => {
+            sges.push(ffi::ibv_sge { addr: ptr as u64, length: len as u32, lkey: 0 });
+            1
+        }
+    }
+}
+
+/// A zeroed verbs send work request filled from `p`.
+#[inline]
+fn send_wr(p: &VerbsWr, id: u64) -> ffi::ibv_send_wr {
+    // SAFETY: [V2] zeroed is a valid `ibv_send_wr` (null pointers, zero fields).
+    let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+    w.wr_id = id | p.tag;
+    w.opcode = p.opcode;
+    w.send_flags = p.flags;
+    if let Some(i) = p.imm {
+        w.imm_data_invalidated_rkey_union.imm_data = i.to_be();
+    }
+    w.wr.rdma = ffi::rdma_t { remote_addr: p.raddr, rkey: p.rkey };
     w
 }

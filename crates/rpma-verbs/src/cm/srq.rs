@@ -15,7 +15,7 @@ use crate::ring::{FifoRing, Ring, SlotRing};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
-use super::post::{self, RecvScratch};
+use super::recv_queue::{recv_chain, recvs_posted, RecvScratch};
 
 /// A shared receive queue with its optional receive CQ.
 pub struct VerbsSrq {
@@ -103,13 +103,13 @@ impl SrqBackend<Verbs> for VerbsSrq {
         let mut g = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let SrqState { ring, scratch } = &mut *g;
         ring.check(OP, wrs.len())?;
-        let head = post::recv_chain(ring, scratch, wrs);
+        let head = recv_chain(ring, scratch, wrs);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: [V2, V4, V8] a live SRQ and its provider's `post_srq_recv`; the chain was just
         // linked in the scratch buffers (untouched until the call returns, under the lock), its
         // SGEs describe pieces of regions `wrs` borrows (pinned by the ring right after).
         let r = call!("ibv_post_srq_recv", errno(), unsafe { (self.post_fn)(self.srq.as_ptr(), head, &mut bad) });
-        post::recvs_posted(ring, wrs, OP, head, r, bad)
+        recvs_posted(ring, wrs, OP, head, r, bad)
     }
 
     fn rcq(&self) -> Option<&VerbsCq> {
