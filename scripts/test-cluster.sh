@@ -5,9 +5,11 @@
 #   1. every scenario with its server on node 1 and its clients on nodes 2 and 3; C librpma
 #      across nodes both ways (example 05's flow on the NVDIMM: a C server and `rpma client`,
 #      `rpma server --pmem` and a C client);
-#   2. packet loss of 1 % and 5 %, and 10 ms delay with reordering, on both ends: the scenarios
-#      that check their bytes pass, and `rpma bench` reports the rate and the p50/p99 latency of
-#      write + flush and of the send ping-pong against the lossless link;
+#   2. packet loss of 1 % and 5 %, and 10 ms delay with reordering, on both ends: write-to-persistent
+#      checks its bytes (the ping-pong and the atomic write too with CLUSTER_LOSSY_SCENARIOS=1), and
+#      `rpma bench` reports the rate and the p50/p99 latency of write + flush and of the send
+#      ping-pong against the lossless link (on debian13 the ping-pong's only: rxe's native flush
+#      fails under loss);
 #   3. a link pulled, or two nodes partitioned, during a stream of writes: what each side reports,
 #      and after how long, through the Rust API (sync and async) and the C library (rpma-capi's
 #      librpma.so against the guest's C librpma);
@@ -197,7 +199,7 @@ bench() {
     sj=$("$C" spawn 1 $R bench --backend verbs --server --addr "$("$C" addr 1)" --port "$port" --qd 1 --timeout 120 --no-progress $BENCH_KNOBS)
     serving 1 "$sj"
     # shellcheck disable=SC2086
-    out=$("$C" exec 2 $R bench --backend verbs --connect "$("$C" addr 1):$port" --op write-flush,send --size 64 \
+    out=$("$C" exec 2 $R bench --backend verbs --connect "$("$C" addr 1):$port" --op "$BENCH_OPS" --size 64 \
         --iters "$iters" --qd 1 --timeout 120 --no-progress --csv $BENCH_KNOBS 2>&1) || fail "rpma bench ($label): $out"
     "$C" wait 1 "$sj" >/dev/null 2>&1 || fail "rpma bench --server ($label)"
     awk -F, -v l="$label" '$1 == "verbs" {
@@ -208,7 +210,16 @@ bench() {
 # CLUSTER_BENCH_KNOBS: the benches' retry settings (default: an ACK timeout of 67 ms, which a lossy
 # link needs: with the connection manager's default a lost packet costs about a second)
 BENCH_KNOBS=${CLUSTER_BENCH_KNOBS---ack-timeout 14}
+BENCH_OPS=write-flush,send
 loss() {
+    # On debian13 (kernel 6.12, native flush) a flush under loss fails through either library
+    # (rxe's responder never answers a repeated flush, or answers it with a remote access error;
+    # docs/reliability.md): there only the send ping-pong's bench runs, and no scenario.
+    local flush=1
+    if [ "$PROFILE" = debian13 ]; then
+        flush=0 BENCH_OPS=send
+        say "$PROFILE: loss: rxe's native flush fails under loss (docs/reliability.md): the send ping-pong's bench only"
+    fi
     say "$PROFILE: rpma bench, node 2 -> node 1, 64 bytes, queue depth 1${BENCH_KNOBS:+, $BENCH_KNOBS}:"
     bench "lossless" 7710 300
     local cond port=7711
@@ -231,6 +242,7 @@ loss() {
         # client once waited for ever after its last send under 5 % loss. The bench always runs.
         local scen="write-to-persistent"
         [ "${CLUSTER_LOSSY_SCENARIOS:-0}" != 1 ] || scen+=" messages-ping-pong atomic-write"
+        [ "$flush" = 1 ] || scen=
         for s in $scen; do
             local sargs="-s $s" cargs=
             case $s in
@@ -245,6 +257,8 @@ loss() {
         "$C" heal
     done
     unset RPMA_ESTABLISH_TIMEOUT_MS PAIR_TIMEOUT RPMA_ACK_TIMEOUT
+    BENCH_OPS=write-flush,send
+    [ "$flush" = 1 ] || return 0
     local what="write-to-persistent"
     [ "${CLUSTER_LOSSY_SCENARIOS:-0}" != 1 ] || what="write-to-persistent, the send ping-pong and the atomic write"
     say "$PROFILE: loss: every client's bytes right ($what under 1 % and 5 % loss and under delay with reordering, RPMA_ACK_TIMEOUT=$ack); servers that saw CLOSED first (a lost RTU): $LOST_RTU"
