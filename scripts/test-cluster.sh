@@ -274,9 +274,11 @@ no_qp_left() {
     done
 }
 
-# cut HOW / uncut HOW: node 2's cable pulled (link) or nodes 1 and 2 partitioned (partition)
-cut() { if [ "$1" = partition ]; then "$C" partition 2 1; else "$C" link 2 down; fi; }
-uncut() { if [ "$1" = partition ]; then "$C" heal; else "$C" link 2 up; fi; }
+# sever HOW / unsever HOW: node 2's cable pulled (link) or nodes 1 and 2 partitioned (partition)
+# (not named `cut`: a function of that name would replace cut(1) in every script sourced here,
+# scripts/lib/nemesis.sh's checker among them)
+sever() { if [ "$1" = partition ]; then "$C" partition 2 1; else "$C" link 2 down; fi; }
+unsever() { if [ "$1" = partition ]; then "$C" heal; else "$C" link 2 up; fi; }
 
 # link_down PORT WAIT 'RETRY ARGS' [partition|link] [CLIENT ARGS...]: a stream of writes from node 2 to node 1 (both
 # sides with RETRY ARGS: rpma bench --retry-count/--ack-timeout); node 2's cable is pulled after
@@ -313,7 +315,7 @@ link_down() {
     # (node 2's packets are dropped first: the client's writes, then its disconnect request, go
     # unanswered; a partition takes two commands in the guests, so the clock starts before them)
     t0=$EPOCHREALTIME
-    cut "$how"
+    sever "$how"
     out_c=$("$C" out 2 "$cj") out_s=$("$C" out 1 "$sj")
     while [ -z "$tc" ] || [ -z "$ts" ]; do
         [ -n "$tc" ] || [ ! -e "${out_c%.out}.rc" ] || tc=$EPOCHREALTIME
@@ -321,7 +323,7 @@ link_down() {
         if awk "BEGIN { exit !($EPOCHREALTIME - $t0 > $wait) }"; then break; fi
         sleep 0.1
     done
-    uncut "$how"
+    unsever "$how"
     local rc_c rc_s
     rc_c=$(cat "${out_c%.out}.rc" 2>/dev/null || echo "still running after $wait s")
     rc_s=$(cat "${out_s%.out}.rc" 2>/dev/null || echo "still running after $wait s")
@@ -381,13 +383,13 @@ c_link_down() {
     done
     sleep 2
     t0=$EPOCHREALTIME
-    cut "$how"
+    sever "$how"
     while [ ! -e "${out%.out}.rc" ]; do
         awk "BEGIN { exit !($EPOCHREALTIME - $t0 > $wait + 40) }" && break
         sleep 0.1
     done
     [ -e "${out%.out}.rc" ] && tc=$EPOCHREALTIME
-    uncut "$how"
+    unsever "$how"
     gkill 1 "server05 [^ ]* $port "
     "$C" wait 1 "$sj" >/dev/null 2>&1 || true
     [ -n "$tc" ] || fail "C stream05 ($lib) did not end within $((wait + 40)) s of the $what (its release hangs?)"

@@ -87,7 +87,7 @@ nem_writer() {
     echo "INC $tag node $node $*" >> "$NEM_DIR/history"
 }
 nem_start() { sed -n 's/^START \([0-9]*\) .*$/\1/p' "${NEM_OUT[$1]}" 2>/dev/null | head -n 1; }
-nem_last_ack() { { grep '^ACK ' "${NEM_OUT[$1]}" 2>/dev/null || true; } | tail -n 1 | cut -d' ' -f2; }
+nem_last_ack() { { grep '^ACK ' "${NEM_OUT[$1]}" 2>/dev/null || true; } | tail -n 1 | command cut -d' ' -f2; }
 
 # nem_opened TAG [SECONDS]: wait until the incarnation opened (0) or ended without opening (1)
 nem_opened() {
@@ -344,6 +344,8 @@ nemesis_run() {
     say "$PROFILE: a round healed -> a writer acknowledges again: $(med "${NEM_LIVE[@]}")"
     say "$PROFILE: writers $NEM_TAGS, conflicts $NEM_CONFLICTS, bad entries $NEM_BAD, amnesia refused $(grep -c '^AMNESIA .* refused' "$NEM_DIR/history") of $NEM_AMNESIA"
     echo "cluster: nodes 4, partitions $NEM_P, power cuts $NEM_CUTS, failovers $NEM_F, acknowledged $NEM_ACKED, lost $NEM_LOST"
+    # a checker that saw no acknowledgement proved nothing
+    [ "$NEM_ACKED" -gt 0 ] || { say "$PROFILE: FAILED: no writer's acknowledgement reached the checker"; return 1; }
     local violated=0
     [ "$NEM_LOST" = 0 ] && [ "$NEM_CONFLICTS" = 0 ] && [ "$NEM_BAD" = 0 ] || violated=1
     if [ -n "$broken" ]; then
