@@ -41,6 +41,11 @@ pub struct Broken {
     /// writer writes), so a replica whose filler differs has its commit lowered below entries it
     /// holds like the others before they are rewritten.
     pub compare_pad_filler: bool,
+    /// Writer, [`Wait::Sleep`](crate::Wait::Sleep): after taking the completion events a sleep
+    /// saw (which re-arms the queues), it sleeps again at once instead of polling the queues
+    /// first (a completion that came between their last poll and the re-arming raised no
+    /// event: the writer sleeps past it).
+    pub sleep_without_repoll: bool,
 }
 
 impl Broken {
@@ -58,6 +63,7 @@ impl Broken {
             epoch_block_checksum: false,
             reconnect_beside_the_thread: false,
             compare_pad_filler: false,
+            sleep_without_repoll: false,
         }
     }
 }

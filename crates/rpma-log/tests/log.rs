@@ -6,19 +6,40 @@ mod common;
 use std::time::Duration;
 
 use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
-use rpma::mock::{Device, MockFabric, PersistentMemory};
+use rpma::mock::{Device, MockFabric, Mode, PersistentMemory};
 use rpma::{ContextType, Memory};
 use rpma_log::{
-    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, MIN_CAPACITY,
+    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, Wait, MIN_CAPACITY,
 };
 
 const LEN: usize = 64 * 1024;
 
+/// Whether this file runs as tests/log_sleep.rs's module: the same tests with the writer
+/// sleeping on its completion channels, on the mock in its deferred mode with writes landing 8
+/// bytes a step (a poll of the writer executes one step, the fabric's progress thread the rest
+/// about 2 ms later: the writer sleeps in poll(2) until their completions wake it).
+fn sleeping() -> bool {
+    module_path!().starts_with("log_sleep")
+}
+
 fn opts(quorum: Quorum) -> LogOptions {
-    LogOptions::new(LOG_ID).quorum(quorum).timeout(Duration::from_secs(2))
+    let wait = if sleeping() { Wait::Sleep } else { Wait::Spin };
+    LogOptions::new(LOG_ID).quorum(quorum).timeout(Duration::from_secs(2)).wait(wait)
 }
 
 fn fabric(n: usize) -> MockFabric {
+    let b = builder(n).persistent_memory(PersistentMemory::All);
+    if sleeping() {
+        b.mode(Mode::Deferred).tearing(8).build()
+    } else {
+        b.build()
+    }
+}
+
+/// [`fabric`] in the immediate mode whichever the waits: for the tests that count what each
+/// replica completed by the time a sync returns (in the deferred mode a replica outside the
+/// quorum, or beside one that failed, may not have completed yet).
+fn immediate_fabric(n: usize) -> MockFabric {
     builder(n).persistent_memory(PersistentMemory::All).build()
 }
 
@@ -62,7 +83,7 @@ fn appends_synced_on_three_replicas_recover_in_a_new_writer() {
 /// the replicas' tails, and a recovery reads them there.
 #[test]
 fn acknowledged_records_beyond_the_commit_word_are_recovered_from_the_tail() {
-    let fabric = fabric(3);
+    let fabric = immediate_fabric(3);
     let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
     let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
     let eighth = log.capacity() / 8;
@@ -198,7 +219,7 @@ fn quorum_majority_of_three_goes_on_with_one_replica_dead() {
 
 #[test]
 fn quorum_all_fails_sync_clearly_with_one_replica_dead() {
-    let fabric = fabric(3);
+    let fabric = immediate_fabric(3);
     let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
     let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::All)).unwrap();
     log.append(b"before").unwrap();
@@ -384,7 +405,7 @@ fn a_replica_set_entry_that_is_not_listening_is_down_not_a_hang() {
 
 #[test]
 fn recover_repairs_a_replica_whose_history_diverged_from_the_quorums() {
-    let fabric = fabric(3);
+    let fabric = immediate_fabric(3);
     let mut h: Vec<_> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
     // W1 commits two entries on r0 alone (r1 and r2 are stopped): its sync fails, unacknowledged.
     let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
@@ -568,7 +589,7 @@ fn connection_retry_settings_reach_the_writers_connections() {
 #[test]
 fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it() {
     for quorum in [Quorum::Majority, Quorum::All] {
-        let fabric = fabric(3);
+        let fabric = immediate_fabric(3);
         let _h: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
         let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(quorum)).unwrap();
         for lsn in 0..5 {

@@ -51,25 +51,37 @@ impl<T: Transport> Log<T> {
     /// what it hands over until that replica's attempt is in (others' are taken too).
     fn reconnect_through_the_thread(&mut self, replica: usize, addr: &ReplicaAddr) -> Result<()> {
         let deadline = self.peer.runtime().now() + self.opts.timeout;
+        let sleep = self.opts.wait == Wait::Sleep;
         if let Some(r) = &self.reconnector {
+            if sleep {
+                r.wake_on_handover(Some(self.peer.runtime().waker()));
+            }
             r.tell(reconnector::Request::Now(replica));
         }
-        loop {
+        let outcome = loop {
             if let Some(outcome) = self.take_handovers_for(Some(replica)) {
-                return outcome;
+                break outcome;
             }
             if self.slots[replica].conn.is_some() {
-                return Ok(());
+                break Ok(());
             }
             if self.peer.runtime().now() > deadline {
-                return Err(LogError::NoQuorum {
+                break Err(LogError::NoQuorum {
                     up: 0,
                     needed: 1,
                     detail: format!("{addr}: the reconnect thread handed nothing over within {:?}", self.opts.timeout),
                 });
             }
-            self.peer.runtime().pause(deadline);
+            if sleep {
+                self.peer.runtime().park(Some(deadline));
+            } else {
+                self.peer.runtime().pause(deadline);
+            }
+        };
+        if let (true, Some(r)) = (sleep, &self.reconnector) {
+            r.wake_on_handover(None);
         }
+        outcome
     }
 
     /// Takes replica `replica`'s new connection and catches it up (the repair, a full copy if
@@ -88,6 +100,7 @@ impl<T: Transport> Log<T> {
         }
         let s = &mut self.slots[replica];
         s.conn = Some(conn);
+        s.event = false;
         s.remote = Some(remote);
         s.inflight = 0;
         self.set_health(replica, Health::CatchingUp);

@@ -21,8 +21,9 @@ mod lying_replica_tests;
 mod options;
 mod reconnector;
 mod recovery;
+mod wait;
 
-pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr};
+pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr, Wait};
 
 /// Each replica connection's send (and completion) queue. A sync takes a handful of slots per
 /// replica (its batch: a write and a flush per piece of its range, the commit word now and
@@ -52,6 +53,9 @@ struct Slot<T: Transport> {
     committed: u64,
     /// Signaled operations in flight.
     inflight: usize,
+    /// [`Wait::Sleep`]: a completion event a sleep saw on its channel and not taken yet (its
+    /// CQ is not armed until it is taken, [`Log::idle`]).
+    event: bool,
     /// [`Log::maintain`]: the earliest next reconnect attempt, and the wait after a failed one.
     retry_at: Option<Instant>,
     backoff: Duration,
@@ -203,6 +207,13 @@ impl<T: Transport> Log<T> {
             ));
         }
         conn.apply_remote_peer_cfg(&pcfg);
+        if opts.wait == Wait::Sleep {
+            // The events are taken only once poll(2) saw them: never a blocking read.
+            if let Err(e) = conn.cq().set_nonblocking(true) {
+                let _ = conn.disconnect();
+                return Ok(Connected::Down(format!("making its completion channel non-blocking: {e}")));
+            }
+        }
         if reply.capacity < format::MIN_CAPACITY || reply.capacity % 8 != 0 {
             return Err(LogError::Capacity {
                 replica: r.to_string(),
@@ -230,6 +241,7 @@ impl<T: Transport> Log<T> {
             let _ = c.disconnect();
         }
         s.inflight = 0;
+        s.event = false;
         if s.health != Health::Down {
             s.health = Health::Down;
             self.event(i, Health::Down, Some(why));
@@ -248,16 +260,15 @@ impl<T: Transport> Log<T> {
 
     /// Waits for the signaled completion `wr_id` on replica `i` (the only one in flight).
     fn wait_one(&mut self, i: usize, wr_id: u64) -> std::result::Result<(), String> {
-        let rt = self.peer.runtime();
-        let deadline = rt.now() + self.opts.timeout;
-        let conn = self.slots[i].conn.as_ref().ok_or("not connected")?;
+        let deadline = self.peer.runtime().now() + self.opts.timeout;
         loop {
+            let conn = self.slots[i].conn.as_ref().ok_or("not connected")?;
             match conn.cq().next_wc() {
                 Ok(Some(wc)) if wc.is_success() && wc.wr_id() == wr_id => return Ok(()),
                 Ok(Some(wc)) if wc.is_success() => {}
                 Ok(Some(wc)) => return Err(format!("a work request failed: {:?}", wc.status())),
-                Ok(None) if rt.now() > deadline => return Err("timed out".into()),
-                Ok(None) => rt.pause(deadline),
+                Ok(None) if self.peer.runtime().now() > deadline => return Err("timed out".into()),
+                Ok(None) => self.idle(deadline, Some(i)),
                 Err(e) => return Err(format!("polling: {e}")),
             }
         }
@@ -482,7 +493,7 @@ impl<T: Transport> Log<T> {
             if self.peer.runtime().now() > deadline {
                 self.mark_down(i, "timed out".into());
             } else if self.slots[i].inflight > 0 {
-                self.peer.runtime().pause(deadline);
+                self.idle(deadline, Some(i));
             }
         }
     }
@@ -534,7 +545,7 @@ impl<T: Transport> Log<T> {
                 let addrs: Vec<ReplicaAddr> = self.slots.iter().map(|s| s.addr.clone()).collect();
                 return Err(no_quorum(done, self.quorum, &addrs, &reasons));
             }
-            self.peer.runtime().pause(deadline);
+            self.idle(deadline, None);
         }
         self.durable = target;
         self.durable_lsn = target_lsn;

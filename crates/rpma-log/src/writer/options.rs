@@ -67,6 +67,31 @@ pub enum FlushMode {
     Visibility,
 }
 
+/// How the writer waits for its replicas' completions (of a sync, a read at recovery, a
+/// truncation's head) when a poll of their completion queues found nothing yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// Busy polling: the writer polls again at once, yielding the core between polls
+    /// ([`rpma::runtime::Runtime::pause`]). The lowest latency; a writer waiting holds a core
+    /// at 100 %.
+    #[default]
+    Spin,
+    /// Sleeping on the completion channels: the writer sleeps in `poll(2)` on the channels' fds
+    /// of the replicas it waits for, until one signals a completion or the wait's deadline
+    /// passes, then takes the event (which re-arms the queue) only once that queue is drained,
+    /// as the C librpma's sleeping servers do: one event per wake-up. A wait for a connection
+    /// handed over by the reconnect thread parks until the thread hands it over. A waiting
+    /// writer costs no CPU; each wake-up costs the scheduler's latency. The timeouts are the
+    /// same: a replica that never answers is marked down at the deadline.
+    ///
+    /// Under a simulated runtime (one whose clock is not the real one, `rpma_mock::sim`) a thread
+    /// must not block in a system call: the writer then looks at the fds without blocking and
+    /// waits in the runtime's [`pause`](rpma::runtime::Runtime::pause) between looks, until an
+    /// fd is readable or the deadline passes (the same events, on the simulation's clock).
+    Sleep,
+}
+
 /// How a writer opens the log.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -95,6 +120,8 @@ pub struct LogOptions {
     /// The transport retry count of the writer's connections
     /// ([`rpma::ConnCfg::with_retry_count`]; `None`: 7).
     pub retry_count: Option<u8>,
+    /// How the writer waits for completions ([`LogOptions::wait`]).
+    pub wait: Wait,
     /// Tests only (feature `testing`): rules of the protocol switched off.
     #[cfg(feature = "testing")]
     pub broken: crate::Broken,
@@ -114,6 +141,7 @@ impl LogOptions {
             backoff: (Duration::from_millis(10), Duration::from_secs(2)),
             ack_timeout: None,
             retry_count: None,
+            wait: Wait::Spin,
             #[cfg(feature = "testing")]
             broken: crate::Broken::none(),
         }
@@ -123,6 +151,16 @@ impl LogOptions {
     #[must_use]
     pub const fn quorum(mut self, quorum: Quorum) -> Self {
         self.quorum = quorum;
+        self
+    }
+
+    /// Sets how the writer waits for its replicas' completions: [`Wait::Spin`] (the default)
+    /// or [`Wait::Sleep`]. On the mock, 3 replicas of one process, 64-byte entries, the two cost
+    /// what docs/log.md ("Waiting") reports (`rpma log bench --wait spin|sleep` prints the CPU
+    /// time per synced append beside the latency).
+    #[must_use]
+    pub const fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
         self
     }
 

@@ -59,12 +59,21 @@ struct Mailbox {
     requests: Mutex<VecDeque<Request>>,
     /// The thread's waker (set by the thread before it first parks).
     waker: Mutex<Option<Waker>>,
+    /// The writer's waker, while it waits for a handover parked ([`Wait::Sleep`](super::Wait::Sleep)):
+    /// woken after each one.
+    writer: Mutex<Option<Waker>>,
     stop: AtomicBool,
 }
 
 impl Mailbox {
     fn wake(&self) {
         if let Some(w) = self.waker.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+
+    fn wake_writer(&self) {
+        if let Some(w) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
             w.wake_by_ref();
         }
     }
@@ -90,6 +99,7 @@ impl<T: Transport> Reconnector<T> {
         let mailbox = Arc::new(Mailbox {
             requests: Mutex::new(VecDeque::new()),
             waker: Mutex::new(None),
+            writer: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
         let m = Arc::clone(&mailbox);
@@ -102,6 +112,13 @@ impl<T: Transport> Reconnector<T> {
     pub(super) fn tell(&self, r: Request) {
         self.mailbox.requests.lock().unwrap_or_else(PoisonError::into_inner).push_back(r);
         self.mailbox.wake();
+    }
+
+    /// Has `waker` (the writer's, of [`Runtime::park`](rpma::runtime::Runtime::park)) woken
+    /// after each handover from now on (`None`: no more). Set before the writer looks at the
+    /// handovers and parks, a handover between the two wakes its park.
+    pub(super) fn wake_on_handover(&self, waker: Option<Waker>) {
+        *self.mailbox.writer.lock().unwrap_or_else(PoisonError::into_inner) = waker;
     }
 
     /// The next connection or failure handed over, without waiting.
@@ -186,6 +203,7 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
                     if handovers.send(Handover::Connected { replica: i, conn, remote, cap }).is_err() {
                         return;
                     }
+                    mailbox.wake_writer();
                     continue;
                 }
                 Ok(Connected::Stale(p)) => format!("it promised epoch {p}: this writer is fenced"),
@@ -199,6 +217,7 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
             if handovers.send(Handover::Failed { replica: i, why }).is_err() {
                 return;
             }
+            mailbox.wake_writer();
         }
         let empty = mailbox.requests.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
         if empty && !mailbox.stop.load(Ordering::Acquire) {

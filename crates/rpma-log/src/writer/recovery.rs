@@ -143,6 +143,7 @@ impl<T: Transport> Log<T> {
                     durable: 0,
                     committed: 0,
                     inflight: 0,
+                    event: false,
                     retry_at: None,
                     backoff: opts.backoff.0,
                 }
