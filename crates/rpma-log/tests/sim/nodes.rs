@@ -104,6 +104,7 @@ fn options(cfg: &Config, id: u64) -> LogOptions {
         .timeout(Duration::from_millis(4))
         .writer_id(id)
         .reconnect_in_background(cfg.background)
+        .wait(cfg.wait)
         .reconnect_backoff(Duration::from_micros(200), Duration::from_millis(3))
         .broken(cfg.broken)
 }

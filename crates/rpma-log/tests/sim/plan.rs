@@ -4,7 +4,7 @@
 use std::fmt;
 
 use rpma::mock::{Direction, Unflushed};
-use rpma_log::{Broken, FlushMode, Quorum};
+use rpma_log::{Broken, FlushMode, Quorum, Wait};
 
 /// The cluster of one run.
 #[derive(Clone, Debug)]
@@ -27,6 +27,9 @@ pub struct Config {
     pub ring: usize,
     /// What a fresh region holds before it is formatted (the seed of its bytes).
     pub junk: u64,
+    /// How the writers wait for completions (drawn apart from the rest: the other draws of a
+    /// seed are those of the seed before the waits were drawn).
+    pub wait: Wait,
     /// Every entry's payload this long (a workload of fixed-size records, whose records of two
     /// writers fall at the same positions), or random.
     pub entry_len: Option<usize>,
@@ -140,6 +143,11 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
             _ => 2048,
         },
         junk: rng.u64(..),
+        wait: if broken.sleep_without_repoll || fastrand::Rng::with_seed(seed ^ 0x51EE_9000).bool() {
+            Wait::Sleep
+        } else {
+            Wait::Spin
+        },
         entry_len: None,
     };
     let faults = 3 + rng.usize(..10);
