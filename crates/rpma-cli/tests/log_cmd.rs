@@ -23,6 +23,8 @@ fn check_results(v: &Value, replicas: usize) {
         assert_eq!(r["size"], 64, "{r}");
         assert!(r["synced_appends_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
         assert!(r["elapsed_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["cpu_ns_per_append"].as_f64().is_some_and(|x| x >= 0.0), "{r}");
+        assert!(matches!(r["wait"].as_str(), Some("spin" | "sleep")), "{r}");
         let l = &r["latency_ns"];
         let get = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("latency_ns.{k} in {r}"));
         assert!(get("min") >= 1 && get("min") <= get("p50") && get("p50") <= get("p99") && get("p99") <= get("max"));
@@ -47,6 +49,23 @@ fn log_bench_on_the_mock_with_three_replicas_of_its_own_reports_json() {
     // ring is truncated on the way.
     let truncations: u64 = v["results"].as_array().unwrap().iter().map(|r| r["truncations"].as_u64().unwrap()).sum();
     assert!(truncations >= 1, "{v}");
+}
+
+#[test]
+fn log_bench_with_a_sleeping_writer_reports_its_wait_and_cpu_time() {
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--iters", "20000", "--port", "7590"])
+        .args(["--region", "1M", "--wait", "sleep"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    check_results(&v, 3);
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["wait"], "sleep", "{r}");
+        // 20000 appends take the writer's thread some CPU time (getrusage counts in us ticks).
+        assert!(r["cpu_ns_per_append"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    }
 }
 
 #[test]

@@ -5,9 +5,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
+use nix::sys::resource::{getrusage, UsageWho};
 use rpma::any::WithTransport;
 use rpma::{Memory, Peer, Transport, Usage};
-use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaHandle, ReplicaOptions};
+use rpma_log::{
+    FlushMode, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaHandle, ReplicaOptions, Wait,
+};
 
 use rpma_bench::Latency;
 use rpma_scenarios::backend::{dispatch, dispatch_between_processes};
@@ -162,13 +165,31 @@ fn open_error(e: LogError, flush: Flush) -> anyhow::Error {
     }
 }
 
+/// The CPU time (user + system) the calling thread has taken (getrusage(2), `RUSAGE_THREAD`).
+///
+/// # Errors
+/// The errno of getrusage(2).
+fn thread_cpu() -> Result<Duration> {
+    let u = getrusage(UsageWho::RUSAGE_THREAD).context("getrusage(RUSAGE_THREAD)")?;
+    let d = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
+    };
+    Ok(d(u.user_time()) + d(u.system_time()))
+}
+
 fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result<LogBenchReport> {
     let peer = client_peer(t, &set[0].addr)?;
     let flush = match a.flush {
         Flush::Persistent => FlushMode::Persistent,
         Flush::Visibility => FlushMode::Visibility,
     };
-    let opts = LogOptions::new(a.log_id).quorum(a.quorum).flush(flush).timeout(Duration::from_secs_f64(a.timeout));
+    let wait = match a.wait {
+        WaitArg::Spin => Wait::Spin,
+        WaitArg::Sleep => Wait::Sleep,
+    };
+    let opts =
+        LogOptions::new(a.log_id).quorum(a.quorum).flush(flush).timeout(Duration::from_secs_f64(a.timeout)).wait(wait);
     let (mut log, _report) = Log::open(&peer, set, opts).map_err(|e| open_error(e, a.flush))?;
     let quorum = match a.quorum {
         Quorum::All => set.len(),
@@ -199,7 +220,11 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
     } else {
         None
     };
-    let result = |mode: Mode, group: usize, syncs: u64, secs: f64, truncations: u64, hist: &Histogram<u64>| {
+    let result = |mode: Mode,
+                  (group, syncs, truncations): (usize, u64, u64),
+                  (secs, cpu): (f64, Duration),
+                  hist: &Histogram<u64>,
+                  wait: WaitArg| {
         let rate = a.iters as f64 / secs;
         LogResult {
             mode: mode.name(),
@@ -215,6 +240,8 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
             mb_s: rate * a.size as f64 / 1e6,
             truncations,
             latency_ns: Latency::of(hist),
+            wait: wait.name(),
+            cpu_ns_per_append: cpu.as_nanos() as f64 / a.iters as f64,
         }
     };
     let mut results = Vec::new();
@@ -226,6 +253,7 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
             run.appends(a.warmup)?;
             run.truncations = 0;
             let mut hist = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3).context("a histogram")?;
+            let cpu0 = thread_cpu()?;
             let t0 = Instant::now();
             let mut done = 0u64;
             let mut syncs = 0u64;
@@ -238,15 +266,18 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
                 syncs += 1;
             }
             let secs = t0.elapsed().as_secs_f64();
-            results.push(result(mode, group, syncs, secs, run.truncations, &hist));
+            let cpu = thread_cpu()?.saturating_sub(cpu0);
+            results.push(result(mode, (group, syncs, run.truncations), (secs, cpu), &hist, a.wait));
             if let Some(b) = base.as_mut() {
                 b.run(mode, a.warmup, group, &mut |_| {})?;
                 let mut hist = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3).context("a histogram")?;
+                let cpu0 = thread_cpu()?;
                 let t0 = Instant::now();
                 b.run(mode, a.iters, group, &mut |ns| hist.saturating_record(ns))?;
                 let secs = t0.elapsed().as_secs_f64();
+                let cpu = thread_cpu()?.saturating_sub(cpu0);
                 let syncs = if mode == Mode::Qd1 { a.iters } else { 0 };
-                baseline_results.push(result(mode, group, syncs, secs, 0, &hist));
+                baseline_results.push(result(mode, (group, syncs, 0), (secs, cpu), &hist, WaitArg::Spin));
             }
         }
     }

@@ -8,7 +8,9 @@
 //!   log serve`), or against `--replicas N` (1 to 3) replicas it serves itself in threads of
 //!   this process, and measures append + sync at queue depth 1 (`qd1`: latency percentiles) and
 //!   pipelined appends with one sync per `--group` appends (`group-commit`: group commit), as a
-//!   table or JSON (`--json`; each result has `synced_appends_per_s`). With `--baseline` it
+//!   table or JSON (`--json`; each result has `synced_appends_per_s`, and the writer thread's CPU
+//!   time per synced append, `cpu_ns_per_append`, with the writer spinning or, `--wait sleep`,
+//!   sleeping on the completion channels). With `--baseline` it
 //!   measures, in the same process and against regions of its own, the same work written by
 //!   hand with the plain rpma API (`log_cmd/baseline.rs`), each mode alternating with the log's for
 //!   `--rounds` rounds, and reports the ratios of the medians.

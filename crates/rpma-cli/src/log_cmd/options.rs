@@ -166,6 +166,26 @@ pub(crate) enum Flush {
     Visibility,
 }
 
+/// How `rpma log bench`'s writer waits for completions ([`rpma_log::Wait`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum WaitArg {
+    /// Busy polling (the log's default).
+    Spin,
+    /// Sleeping in poll(2) on the replicas' completion channels.
+    Sleep,
+}
+
+impl WaitArg {
+    /// The name in reports.
+    #[must_use]
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Spin => "spin",
+            Self::Sleep => "sleep",
+        }
+    }
+}
+
 /// A measurement of `rpma log bench`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub(crate) enum Mode {
@@ -218,6 +238,10 @@ pub(crate) struct LogBenchArgs {
     /// What durable means.
     #[arg(long, value_enum, default_value_t = Flush::Persistent)]
     pub(crate) flush: Flush,
+    /// How the writer waits for its replicas' completions: busy polling, or sleeping on their
+    /// completion channels (the CPU time it takes per synced append is reported either way).
+    #[arg(long, value_enum, default_value_t = WaitArg::Spin)]
+    pub(crate) wait: WaitArg,
     /// The log's id (decimal or 0x...).
     #[arg(long, default_value_t = DEFAULT_LOG_ID, value_parser = log_id)]
     pub(crate) log_id: u64,

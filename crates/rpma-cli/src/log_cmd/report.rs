@@ -35,6 +35,13 @@ pub(crate) struct LogResult {
     pub(crate) truncations: u64,
     /// `qd1`: each append + sync, nanoseconds; `group-commit`: each group's appends and sync.
     pub(crate) latency_ns: Latency,
+    /// How the writer waited for completions: `"spin"` or `"sleep"` (`--wait`; the baseline
+    /// spins).
+    pub(crate) wait: &'static str,
+    /// The CPU time (user + system) of the writer's thread during the measurement, per synced
+    /// append, nanoseconds (getrusage(2)'s `RUSAGE_THREAD`, to its resolution; replicas served
+    /// by this process run on threads of their own and are not counted).
+    pub(crate) cpu_ns_per_append: f64,
 }
 
 /// `rpma log bench`'s report.
@@ -103,8 +110,9 @@ impl LogBenchReport {
         )?;
         writeln!(
             out,
-            "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16} {:>9} {:>9} {:>9} {:>9}",
+            "{:<13} {:>5} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16} {:>9} {:>9} {:>9} {:>9} {:>12}",
             "mode",
+            "wait",
             "replicas",
             "quorum",
             "size",
@@ -114,17 +122,19 @@ impl LogBenchReport {
             "p50_ns",
             "p99_ns",
             "mean_ns",
-            "max_ns"
+            "max_ns",
+            "cpu_ns/append"
         )?;
         for r in self.results.iter().chain(&self.baseline) {
             writeln!(
                 out,
-                "{:<13} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16.0} {:>9} {:>9} {:>9.0} {:>9}",
+                "{:<13} {:>5} {:>8} {:>6} {:>6} {:>10} {:>11} {:>16.0} {:>9} {:>9} {:>9.0} {:>9} {:>12.0}",
                 if self.baseline.iter().any(|b| std::ptr::eq(b, r)) {
                     format!("{}*", r.mode)
                 } else {
                     r.mode.to_owned()
                 },
+                r.wait,
                 r.replicas,
                 r.quorum,
                 r.size,
@@ -134,7 +144,8 @@ impl LogBenchReport {
                 r.latency_ns.p50,
                 r.latency_ns.p99,
                 r.latency_ns.mean,
-                r.latency_ns.max
+                r.latency_ns.max,
+                r.cpu_ns_per_append
             )?;
         }
         if !self.baseline.is_empty() {
