@@ -155,9 +155,9 @@ impl LogOptions {
     }
 
     /// Sets how the writer waits for its replicas' completions: [`Wait::Spin`] (the default)
-    /// or [`Wait::Sleep`]. On the mock, 3 replicas of one process, 64-byte entries, the two cost
-    /// what docs/log.md ("Waiting") reports (`rpma log bench --wait spin|sleep` prints the CPU
-    /// time per synced append beside the latency).
+    /// or [`Wait::Sleep`]. `rpma log bench --wait spin|sleep` reports the writer's CPU time per
+    /// synced append beside the latency (docs/log.md, "Waiting: spinning or sleeping", has the
+    /// figures on the mock).
     #[must_use]
     pub const fn wait(mut self, wait: Wait) -> Self {
         self.wait = wait;
