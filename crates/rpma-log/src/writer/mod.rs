@@ -138,12 +138,12 @@ fn pieces(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> 
 /// `[from, to)` of a ring of `cap` bytes as the (ring offset, length) pieces one work request
 /// each takes: none crosses the ring's end or is longer than [`MAX_WR`].
 fn chunks(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> {
-    chunked(pieces(cap, from, to))
+    chunked(pieces(cap, from, to), MAX_WR)
 }
 
-/// `pieces` cut in pieces of at most [`MAX_WR`].
-fn chunked(pieces: impl Iterator<Item = (usize, usize)>) -> impl Iterator<Item = (usize, usize)> {
-    pieces.flat_map(|(off, len)| (0..len).step_by(MAX_WR).map(move |k| (off + k, (len - k).min(MAX_WR))))
+/// `pieces` cut in pieces of at most `max` bytes.
+fn chunked(pieces: impl Iterator<Item = (usize, usize)>, max: usize) -> impl Iterator<Item = (usize, usize)> {
+    pieces.flat_map(move |(off, len)| (0..len).step_by(max).map(move |k| (off + k, (len - k).min(max))))
 }
 
 impl<T: Transport> Log<T> {
@@ -429,7 +429,7 @@ impl<T: Transport> Log<T> {
         }
         let first = ((from % cap) as usize, (first_end - from) as usize);
         let second = (0, to.saturating_sub(lap_end) as usize);
-        chunked([first, second].into_iter().filter(|&(_, len)| len > 0))
+        chunked([first, second].into_iter().filter(|&(_, len)| len > 0), MAX_WR)
     }
 
     /// Makes `need` send-queue slots free on replica `i`: retires what it completed, and if that

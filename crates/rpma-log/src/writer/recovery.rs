@@ -25,8 +25,7 @@ const READ_PIECE: usize = 1 << 20;
 /// `[from, to)` of a ring of `cap` bytes as the (ring offset, length) reads of a recovery: split
 /// at the ring's end, each at most [`READ_PIECE`].
 fn read_pieces(cap: u64, from: u64, to: u64) -> impl Iterator<Item = (usize, usize)> {
-    pieces(cap, from, to)
-        .flat_map(|(off, len)| (0..len).step_by(READ_PIECE).map(move |k| (off + k, (len - k).min(READ_PIECE))))
+    chunked(pieces(cap, from, to), READ_PIECE)
 }
 
 /// A voter of a recovery: its header, and the end of its history as far as it is known (its
@@ -450,15 +449,16 @@ impl<T: Transport> Log<T> {
         // Each read is signaled: at most a batch's worth in flight at a time, each of at most
         // READ_PIECE bytes, so that the timeout bounds a wait for one piece, not the transfer of
         // a whole history (a ring of 32 MiB read at once outlasted an 8 s timeout on rxe).
-        let mut posted = 0;
+        let (mut posted, mut reads) = (0, 0);
         for (off, len) in read_pieces(self.cap, from, to).take(BATCH) {
             conn.read(dst.slice(off..off + len), remote.at(format::HEADER + off))
                 .context(2)
                 .post()
                 .map_err(|e| format!("reading its entries: {e}"))?;
             posted += len as u64;
+            reads += 1;
         }
-        for _ in read_pieces(self.cap, from, to).take(BATCH) {
+        for _ in 0..reads {
             self.wait_one(i, 2)?;
         }
         if from + posted < to {
