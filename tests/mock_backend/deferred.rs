@@ -3,6 +3,7 @@
 //! that work runs exactly when the case polls, waits or calls `MockFabric::progress`.
 
 use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use rpma::mock::Mode;
@@ -268,6 +269,42 @@ fn deferred__background_progress_wakes_an_fd_waiter() {
     cq.wait().unwrap();
     assert_eq!(next_wc(cq).wr_id(), 1);
     assert_eq!(fx.dst.to_vec(0, 2).unwrap(), b"bg");
+}
+
+/// A writer that polls while the progress thread comes for the same work, then sleeps in
+/// `poll(2)` on the completion fd: the work left after its last poll still completes. The
+/// thread takes the queue pair off its list and finds it busy when a poll is executing a piece of
+/// a torn write; the poll's step must then put it back (once it did not, and such a writer slept
+/// until its timeout). Each round polls across the thread's 2 ms delay.
+#[test]
+fn deferred__work_left_by_a_poll_racing_the_progress_thread_completes() {
+    const LEN: usize = 256 * 1024;
+    let f = MockFabric::builder().mode(Mode::Deferred).tearing(8).build();
+    let p = pair(&f);
+    let src = p.cpeer.alloc_mr(LEN, Usage::WRITE_SRC).unwrap();
+    let dst = p.speer.alloc_mr(LEN, Usage::WRITE_DST).unwrap();
+    let rdst = remote(&dst);
+    let cq = p.client.cq();
+    let fd = cq.fd();
+    for round in 0..16u8 {
+        src.write(0, &[round; LEN]).unwrap();
+        p.client.write(rdst.at(0), src.slice(0..LEN)).context(u64::from(round)).post().unwrap();
+        let start = Instant::now();
+        let mut wc = [Wc::default(); 1];
+        let mut done = false;
+        while start.elapsed() < Duration::from_millis(5) && !done {
+            done = cq.poll(&mut wc).unwrap() == 1;
+        }
+        if !done {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            let n = poll(&mut fds, PollTimeout::from(5000u16)).unwrap();
+            assert_eq!(n, 1, "round {round}: the work left after the last poll never completed");
+            cq.wait().unwrap();
+            wc[0] = next_wc(cq);
+        }
+        assert_eq!((wc[0].wr_id(), wc[0].status()), (u64::from(round), WcStatus::Success));
+        assert_eq!(dst.to_vec(0, LEN).unwrap(), vec![round; LEN]);
+    }
 }
 
 /// A blocking wait runs the deferred work it waits for (no progress thread here).

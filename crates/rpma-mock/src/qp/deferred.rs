@@ -268,6 +268,12 @@ fn reschedule_if_waiting(qp: &Arc<QpShared>) {
 /// Executes `qp`'s waiting work requests in order: all of them if `drain`, else up to the first
 /// piece of a torn write. Stops at a message waiting for a receive. Returns whether anything
 /// executed (nothing if another thread is executing the queue).
+///
+/// A step that ends with work still waiting (a torn write's next piece) puts `qp` back on its
+/// fabric's list. The progress thread takes `qp` off the list before it runs it, and finds it
+/// busy if a poll's step runs it meanwhile: that step is then the last to hold the queue, and
+/// without this nothing would run the rest until the next post (a writer asleep on its
+/// completion channel waited for ever).
 fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
     let Some(d) = &qp.deferred else { return false };
     let mut g = d.lock();
@@ -301,6 +307,11 @@ fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
         }
     }
     g.busy = false;
+    let more = !g.queue.is_empty() && g.stalled.is_none() && !g.closed;
+    drop(g);
+    if more {
+        schedule(qp);
+    }
     ran
 }
 
