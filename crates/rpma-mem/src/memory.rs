@@ -275,8 +275,9 @@ impl Drop for Memory {
             // SAFETY: [M1] ptr was allocated by alloc_zeroed with this layout and is freed once,
             // here; the &mut self of drop proves no VolatileSlice or slice is left.
             Owner::Heap(layout) => unsafe { std::alloc::dealloc(ptr.as_ptr(), *layout) },
-            // SAFETY: [M1] ptr..ptr + map_len is the huge-page mapping this Memory owns.
-            Owner::HugePages { map_len } => unsafe { owner::unmap(ptr, *map_len) },
+            // SAFETY: [M1] ptr..ptr + map_len is the anonymous (huge-page or not) mapping this
+            // Memory owns.
+            Owner::HugePages { map_len } | Owner::Anonymous { map_len } => unsafe { owner::unmap(ptr, *map_len) },
             // SAFETY: [M1] ptr, len and capacity are those of the Vec from_vec took apart.
             Owner::Vec { capacity } => drop(unsafe { Vec::from_raw_parts(ptr.as_ptr(), len, *capacity) }),
             // SAFETY: [M1] ptr and len are those of the Box from_boxed took apart.

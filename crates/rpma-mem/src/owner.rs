@@ -18,6 +18,8 @@ pub(crate) enum Owner {
     Heap(Layout),
     /// An anonymous huge-page mapping of this many bytes.
     HugePages { map_len: usize },
+    /// An anonymous private mapping of this many bytes (a large zeroed allocation).
+    Anonymous { map_len: usize },
     /// The buffer of a `Vec<u8>` of this capacity.
     Vec { capacity: usize },
     /// The buffer of a `Box<[u8]>`.
