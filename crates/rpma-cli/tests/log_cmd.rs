@@ -108,6 +108,29 @@ fn log_bench_with_the_baseline_reports_both_in_paired_rounds_and_their_ratios() 
     assert!(v.get("baseline").is_none() && v.get("ratios").is_none(), "{v}");
 }
 
+/// `--mode failover`: each takeover's phases, and the whole in the run's qd-1 syncs.
+#[test]
+fn log_bench_failover_reports_each_phase_of_the_takeovers() {
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--port", "7565"])
+        .args(["--region", "1M", "--mode", "failover", "--takeovers", "3", "--fill", "64K"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let f = &v["failovers"].as_array().expect("failovers")[0];
+    assert_eq!(f["takeovers"], 3, "{f}");
+    // 64 KiB of 104-byte records.
+    assert_eq!(f["history_bytes"], (64 * 1024 / 104) * 104, "{f}");
+    let ns = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{k} in {f}"));
+    for k in ["sync_p50_ns", "connect_ns", "headers_ns", "history_ns", "repair_ns", "first_sync_ns"] {
+        assert!(ns(k) > 0, "{k}: {f}");
+    }
+    assert!(ns("takeover_ns") >= ns("connect_ns") + ns("first_sync_ns"), "{f}");
+    let ratio = ns("takeover_ns") as f64 / ns("sync_p50_ns") as f64;
+    assert!((f["takeover_in_syncs"].as_f64().unwrap() - ratio).abs() < 1e-6, "{f}");
+}
+
 #[test]
 fn log_bench_arguments_are_checked() {
     let out = Command::new(RPMA).arg("log").output().expect("rpma runs");
@@ -125,6 +148,9 @@ fn log_bench_arguments_are_checked() {
         (&["--rounds", "0"], "--rounds"),
         (&["--replicas", "10.0.0.1:7480", "--baseline"], "--baseline"),
         (&["--replicas", "10.0.0.1:7480", "--pmem", "/dev/dax0.0"], "--pmem"),
+        (&["--mode", "failover", "--takeovers", "0"], "--takeovers"),
+        (&["--mode", "failover", "--baseline"], "no hand-written baseline"),
+        (&["--mode", "failover", "--region", "1M", "--fill", "2M"], "--fill"),
     ] {
         let out = Command::new(RPMA).args(["log", "bench"]).args(args).output().expect("rpma runs");
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -16,9 +16,9 @@ use rpma_bench::Latency;
 use rpma_scenarios::backend::{dispatch, dispatch_between_processes};
 use rpma_scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile};
 
-use super::baseline;
 use super::options::*;
 use super::report::*;
+use super::{baseline, failover};
 
 fn check_bench(a: &LogBenchArgs) -> Result<()> {
     if a.modes.is_empty() {
@@ -35,6 +35,12 @@ fn check_bench(a: &LogBenchArgs) -> Result<()> {
     }
     if a.rounds == 0 {
         bail!("--rounds must be at least 1");
+    }
+    if a.modes.contains(&Mode::Failover) && a.takeovers == 0 {
+        bail!("--takeovers must be at least 1");
+    }
+    if a.modes.contains(&Mode::Failover) && a.baseline {
+        bail!("--mode failover has no hand-written baseline: its unit is the run's own qd-1 sync");
     }
     if (a.baseline || a.pmem.is_some()) && !matches!(a.replicas, Replicas::SelfHosted(_)) {
         bail!("--baseline and --pmem need replicas of this process (--replicas N)");
@@ -54,6 +60,17 @@ fn check_bench(a: &LogBenchArgs) -> Result<()> {
                     a.group,
                     a.size
                 );
+            }
+            if a.modes.contains(&Mode::Failover) {
+                let need = failover::ring_bytes(a.fill, a.size);
+                if need > room {
+                    bail!(
+                        "--fill {}: with the qd-1 syncs timed beside it, the failover's history needs {need} ring bytes, \
+                         --region {} holds {room}",
+                        a.fill,
+                        a.region
+                    );
+                }
             }
             if usize::from(a.port) + n - 1 > usize::from(u16::MAX) {
                 bail!("--port {}: {n} replicas need ports up to {}", a.port, usize::from(a.port) + n - 1);
@@ -190,7 +207,7 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
     };
     let opts =
         LogOptions::new(a.log_id).quorum(a.quorum).flush(flush).timeout(Duration::from_secs_f64(a.timeout)).wait(wait);
-    let (mut log, _report) = Log::open(&peer, set, opts).map_err(|e| open_error(e, a.flush))?;
+    let (mut log, _report) = Log::open(&peer, set, opts.clone()).map_err(|e| open_error(e, a.flush))?;
     let quorum = match a.quorum {
         Quorum::All => set.len(),
         Quorum::K(k) => k,
@@ -246,8 +263,15 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
     };
     let mut results = Vec::new();
     let mut baseline_results = Vec::new();
+    let mut failovers = Vec::new();
     for _ in 0..a.rounds {
         for &mode in &a.modes {
+            if mode == Mode::Failover {
+                let (next, r) = failover::measure(&peer, set, &opts, log, a, &payload)?;
+                log = next;
+                failovers.push(r);
+                continue;
+            }
             let group = if mode == Mode::Qd1 { 1 } else { a.group };
             let mut run = Run { log: &mut log, payload: &payload, group, truncations: 0 };
             run.appends(a.warmup)?;
@@ -291,6 +315,7 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
         results,
         baseline: baseline_results,
         ratios,
+        failovers,
     })
 }
 

@@ -13,13 +13,17 @@
 //!   sleeping on the completion channels). With `--baseline` it
 //!   measures, in the same process and against regions of its own, the same work written by
 //!   hand with the plain rpma API (`log_cmd/baseline.rs`), each mode alternating with the log's for
-//!   `--rounds` rounds, and reports the ratios of the medians.
+//!   `--rounds` rounds, and reports the ratios of the medians. `--mode failover` has new writers
+//!   take the log over from the running one (`--takeovers` times, `--fill` bytes of history) and
+//!   reports each phase of a takeover and the whole in queue-depth-1 syncs of the same run.
 //!
 //! One file a concept: the command line (`options`), the replica (`serve`), the writer's
-//! measurement (`bench`), the hand-written baseline (`baseline`) and the report (`report`).
+//! measurement (`bench`), the takeovers' (`failover`), the hand-written baseline (`baseline`) and
+//! the report (`report`).
 
 mod baseline;
 mod bench;
+mod failover;
 mod options;
 mod report;
 mod serve;

@@ -193,6 +193,10 @@ pub(crate) enum Mode {
     Qd1,
     /// Appends pipelined, one sync per --group appends (group commit): rate.
     GroupCommit,
+    /// A new writer takes the log (--fill bytes of history) over from the running one,
+    /// --takeovers times: each phase of the takeover, and the whole of it in queue-depth-1 syncs
+    /// of the same run.
+    Failover,
 }
 
 impl Mode {
@@ -202,6 +206,7 @@ impl Mode {
         match self {
             Self::Qd1 => "qd1",
             Self::GroupCommit => "group-commit",
+            Self::Failover => "failover",
         }
     }
 }
@@ -232,6 +237,12 @@ pub(crate) struct LogBenchArgs {
     /// group-commit: appends per sync.
     #[arg(long, default_value_t = 128, value_parser = args::usize_arg, allow_negative_numbers = true)]
     pub(crate) group: usize,
+    /// failover: the history a new writer takes over (bytes of records; suffixes K, M, G).
+    #[arg(long, value_name = "BYTES", default_value_t = 512 << 10, value_parser = parse_size, allow_negative_numbers = true)]
+    pub(crate) fill: usize,
+    /// failover: takeovers measured.
+    #[arg(long, default_value_t = 10, value_parser = args::u64_arg, allow_negative_numbers = true)]
+    pub(crate) takeovers: u64,
     /// The quorum of each sync: all, majority or a count.
     #[arg(long, default_value = "majority", value_parser = parse_quorum)]
     pub(crate) quorum: Quorum,

@@ -65,6 +65,34 @@ pub(crate) struct LogBenchReport {
     /// `--baseline`: per mode, the medians of the rounds and their ratios.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) ratios: Vec<Ratio>,
+    /// `--mode failover`: one per round.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) failovers: Vec<FailoverResult>,
+}
+
+/// The takeovers of one round of `--mode failover`: medians of each phase, nanoseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct FailoverResult {
+    /// The history each new writer took over (bytes of records).
+    pub(crate) history_bytes: u64,
+    /// Takeovers measured.
+    pub(crate) takeovers: u64,
+    /// The median queue-depth-1 append + sync of the same run, just before the takeovers.
+    pub(crate) sync_p50_ns: u64,
+    /// Connecting to the replicas (each one fencing the old writer) and the new writer's buffers.
+    pub(crate) connect_ns: u64,
+    /// Reading the replicas' headers.
+    pub(crate) headers_ns: u64,
+    /// Finding and reading the history.
+    pub(crate) history_ns: u64,
+    /// Repairing the replicas and installing the new epoch.
+    pub(crate) repair_ns: u64,
+    /// The new writer's first append + sync.
+    pub(crate) first_sync_ns: u64,
+    /// The median of the whole takeovers (the open and the first sync).
+    pub(crate) takeover_ns: u64,
+    /// `takeover_ns / sync_p50_ns`.
+    pub(crate) takeover_in_syncs: f64,
 }
 
 /// The log against its hand-written baseline, one mode, medians of the rounds.
@@ -150,6 +178,23 @@ impl LogBenchReport {
         }
         if !self.baseline.is_empty() {
             writeln!(out, "(* the hand-written baseline)")?;
+        }
+        for f in &self.failovers {
+            writeln!(
+                out,
+                "failover: {} takeovers of {} bytes of history (medians, ns): connect {} headers {} history {} \
+                 repair {} first sync {}; takeover {} = {:.1} qd1 syncs of {}",
+                f.takeovers,
+                f.history_bytes,
+                f.connect_ns,
+                f.headers_ns,
+                f.history_ns,
+                f.repair_ns,
+                f.first_sync_ns,
+                f.takeover_ns,
+                f.takeover_in_syncs,
+                f.sync_p50_ns
+            )?;
         }
         for q in &self.ratios {
             writeln!(

@@ -23,7 +23,7 @@ mod reconnector;
 mod recovery;
 mod wait;
 
-pub use options::{FlushMode, Health, HealthEvent, LogOptions, Quorum, RecoveryReport, ReplicaAddr, Wait};
+pub use options::{FlushMode, Health, HealthEvent, LogOptions, OpenPhases, Quorum, RecoveryReport, ReplicaAddr, Wait};
 
 /// Each replica connection's send (and completion) queue. A sync takes a handful of slots per
 /// replica (its batch: a write and a flush per piece of its range, the commit word now and

@@ -298,4 +298,32 @@ pub struct RecoveryReport {
     /// The replicas whose committed entries (below their commit word) failed validation
     /// (checksum, position, lsn).
     pub rejected: Vec<(usize, String)>,
+    /// How long each phase of the open took.
+    pub phases: OpenPhases,
+}
+
+/// How long each phase of [`Log::open`](crate::Log::open) took, on the transport's clock
+/// ([`rpma::runtime::Runtime::now`]): a takeover's cost, phase by phase
+/// (`rpma log bench --mode failover`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenPhases {
+    /// Connecting to every replica, each one fencing the previous writer (the replica's part of
+    /// the handshake) and promising the new epoch, and the local buffers' allocation.
+    pub connect: Duration,
+    /// Reading the replicas' headers.
+    pub headers: Duration,
+    /// Finding and reading the history: the tails' scans and the chosen history's read.
+    pub history: Duration,
+    /// Repairing the replicas: each one brought to that history (what differs rewritten; the
+    /// others' histories read to compare) and the new epoch installed.
+    pub repair: Duration,
+}
+
+impl OpenPhases {
+    /// The phases' sum: the open from its first connection request to its return.
+    #[must_use]
+    pub fn total(&self) -> Duration {
+        self.connect + self.headers + self.history + self.repair
+    }
 }

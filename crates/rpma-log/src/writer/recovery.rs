@@ -66,6 +66,12 @@ impl<T: Transport> Log<T> {
         // entry (n - q + 1), and the writer needs q for its own syncs.
         let open_quorum = quorum.max(replicas.len() - quorum + 1);
         let writer_id = opts.writer_id.unwrap_or_else(random_id);
+        let rt = peer.runtime();
+        let mut mark = rt.now();
+        let mut lap = || {
+            let now = rt.now();
+            now.saturating_duration_since(std::mem::replace(&mut mark, now))
+        };
         let mut epoch = 1;
         let mut report = RecoveryReport::default();
         let mut conns: Vec<Option<(Conn<T>, MrRemote, u64)>>;
@@ -183,6 +189,7 @@ impl<T: Transport> Log<T> {
             reconnector: None,
         };
         report.epoch = epoch;
+        report.phases.connect = lap();
         for (i, why) in reasons.iter().enumerate() {
             if let Some(why) = why {
                 log.event(i, Health::Down, Some(why.clone()));
@@ -204,6 +211,7 @@ impl<T: Transport> Log<T> {
                 }
             }
         }
+        report.phases.headers = lap();
         // The read quorum: histories of n - q + 1 replicas, so that they meet every quorum that
         // may have acknowledged an entry. A blank replacement (formatted after its region was
         // lost, not repaired since) does not vote. Nothing is written anywhere before the read
@@ -304,6 +312,7 @@ impl<T: Transport> Log<T> {
             });
         }
         report.source = source;
+        report.phases.history = lap();
         // A replica whose history could not be read or validated is down: if fewer than the open
         // needs are left, the open cannot succeed, and it writes nothing (it would install its
         // epoch on a weaker history while the better one is only out of reach).
@@ -385,6 +394,7 @@ impl<T: Transport> Log<T> {
         }
         log.durable = log.tail;
         log.durable_lsn = log.next_lsn;
+        report.phases.repair = lap();
         if log.opts.reconnect_in_background {
             let r = reconnector::Reconnector::spawn(peer, replicas.to_vec(), log.opts.clone(), epoch, writer_id)
                 .map_err(|e| LogError::Replica(format!("starting the reconnect thread: {e}")))?;
