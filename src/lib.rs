@@ -28,13 +28,14 @@
 //!
 //! ## Depending on it
 //!
-//! From a checkout of rpma-rs, or from its repository (cargo finds the crate in its workspace):
+//! From a checkout of rpma-rs (or a git dependency on a clone: cargo finds the crate in its
+//! workspace):
 //!
 //! ```toml
 //! [dependencies]
 //! rpma = { path = "../rpma-rs" }
 //! # or, with RDMA devices as well as the mock:
-//! rpma = { git = "https://example.invalid/rpma-rs", features = ["verbs"] }
+//! rpma = { path = "../rpma-rs", features = ["verbs"] }
 //! ```
 //!
 //! ## A server and a client: write, flush, send and receive

@@ -54,17 +54,14 @@ fn readme_is_this_test() {
 }
 
 /// Each dependency line of the README and of the crate docs of `rpma` and `rpma-log` names a
-/// crate where it says: a `path` below the checkout (`../rpma-rs`) holds a package of that name,
-/// and a `git` URL is the workspace's `repository`.
+/// crate where it says: a `path` below the checkout (`../rpma-rs`) holds a package of that name.
+/// A `git` line needs the workspace's `repository`, which names none while no public repository
+/// exists (a made-up URL would send users nowhere).
 #[test]
 fn dependency_lines_name_the_crates() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = include_str!("../Cargo.toml");
-    let repository = manifest
-        .lines()
-        .find_map(|l| l.strip_prefix("repository = \""))
-        .and_then(|l| l.strip_suffix('"'))
-        .expect("Cargo.toml's [workspace.package] has a repository");
+    let repository = manifest.lines().find_map(|l| l.strip_prefix("repository = \"")).and_then(|l| l.strip_suffix('"'));
     let mut lines = 0;
     for (file, text) in [
         ("README.md", include_str!("../README.md")),
@@ -91,9 +88,10 @@ fn dependency_lines_name_the_crates() {
                     "{file}: {line}: no package {name} in {dir:?}"
                 );
             } else {
+                let repository = repository.unwrap_or_else(|| panic!("{file}: {line}: Cargo.toml names no repository"));
                 assert_eq!(value("git"), Some(repository), "{file}: {line}");
             }
         }
     }
-    assert!(lines >= 8, "only {lines} dependency lines found");
+    assert!(lines >= 6, "only {lines} dependency lines found");
 }

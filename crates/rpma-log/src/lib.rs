@@ -26,15 +26,12 @@
 //! minority failure costs) are in `docs/log.md`.
 //!
 //! Depend on it beside `rpma` (whose mock this example runs on; `features = ["verbs"]` on
-//! `rpma` for RDMA devices), from a checkout of rpma-rs or from its repository:
+//! `rpma` for RDMA devices), from a checkout of rpma-rs:
 //!
 //! ```toml
 //! [dependencies]
 //! rpma = { path = "../rpma-rs" }
 //! rpma-log = { path = "../rpma-rs/crates/rpma-log" }
-//! # or
-//! rpma = { git = "https://example.invalid/rpma-rs" }
-//! rpma-log = { git = "https://example.invalid/rpma-rs" }
 //! ```
 //!
 //! ```
