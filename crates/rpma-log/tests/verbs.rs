@@ -70,17 +70,6 @@ fn payload(lsn: u64) -> Vec<u8> {
     (0..len).map(|k| (lsn as u8).wrapping_mul(31).wrapping_add(k as u8)).collect()
 }
 
-/// xorshift64*: the random moments, from a seed printed on failure.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// A replica process, killed (SIGKILL) when dropped.
 struct ReplicaProcess(Child);
 
@@ -148,38 +137,49 @@ fn process_kill_of_pmem_replicas_on_rxe_reconnect_and_catch_up_lose_nothing_ackn
     let (mut log, report) = Log::open(&writer, &set, opts.clone()).expect("open");
     assert_eq!(report.next_lsn, 0, "the regions were formatted");
 
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    // The random moments, from a seed printed on failure.
+    let mut rng = fastrand::Rng::with_seed(seed);
     let total = 1200u64;
     let (mut acked, mut kills, mut rejoins, mut since, mut lsn) = (0u64, 0, 0, 0u64, 0u64);
-    let mut next_kill = 100 + rng.below(200);
-    let mut group = 1 + rng.below(32);
+    let mut next_kill = 100 + rng.u64(..200);
+    let mut group = 1 + rng.u64(..32);
     // The replica killed, and the lsn at which its process is started again.
     let mut killed: Option<(usize, u64)> = None;
     let mut restarted: Option<usize> = None;
+    // Whether the writer has seen the killed replica go down: until it has, its health may
+    // still read `Up` (a dead replica is found when its connection ends or a drain fails).
+    let mut noticed = false;
+    // The writer's health events so far, for the messages.
+    let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(600);
     // The appends go on until `total`, until two kills, and until every replica is back up (a
     // killed replica is found by the drain of its full send queue, two operations a sync: how
     // many appends that takes depends on the groups).
     while lsn < total || kills < 2 || killed.is_some() || restarted.is_some() {
-        assert!(Instant::now() < deadline, "seed {seed}: lsn {lsn}; {:?}; {:?}", log.health(), log.health_events());
+        assert!(Instant::now() < deadline, "seed {seed}: lsn {lsn}; {:?}; {seen:?}", log.health());
         assert_eq!(log.append(&payload(lsn)).unwrap_or_else(|e| panic!("append {lsn} (seed {seed}): {e}")), lsn);
         lsn += 1;
         since += 1;
         if since >= group {
             // Every sync returns: a majority is up whatever the killed replica does.
-            acked = log.sync(lsn - 1).unwrap_or_else(|e| {
-                panic!("sync to {lsn} (seed {seed}): {e}; {:?}; {:?}", log.health(), log.health_events())
-            });
+            acked = log
+                .sync(lsn - 1)
+                .unwrap_or_else(|e| panic!("sync to {lsn} (seed {seed}): {e}; {:?}; {seen:?}", log.health()));
             assert_eq!(acked, lsn);
             since = 0;
-            group = 1 + rng.below(32);
+            group = 1 + rng.u64(..32);
         }
         log.maintain();
+        let events = log.health_events();
+        if let Some(i) = killed.map(|(i, _)| i).or(restarted) {
+            noticed |= events.iter().any(|e| e.replica == i && e.health == Health::Down);
+        }
+        seen.extend(events);
         if let Some(i) = restarted {
-            if log.health()[i] == Health::Up {
+            if noticed && log.health()[i] == Health::Up {
                 rejoins += 1;
                 restarted = None;
-                next_kill = lsn + 100 + rng.below(300);
+                next_kill = lsn + 100 + rng.u64(..300);
             }
         }
         if let Some((i, at)) = killed {
@@ -193,10 +193,11 @@ fn process_kill_of_pmem_replicas_on_rxe_reconnect_and_catch_up_lose_nothing_ackn
             // SIGKILL one replica process between two appends (its writes and commits in
             // flight); the writer goes on with the other two, then the process is restarted on
             // its region and the writer's maintain reconnects and catches it up.
-            let i = rng.below(3) as usize;
+            let i = rng.u64(..3) as usize;
             procs[i].take().expect("the replica runs").kill();
+            noticed = false;
             kills += 1;
-            killed = Some((i, lsn + 1 + rng.below(200)));
+            killed = Some((i, lsn + 1 + rng.u64(..200)));
         }
     }
     acked = acked.max(log.sync_all().expect("the last sync"));

@@ -30,7 +30,7 @@ use rpma::verbs::Verbs;
 use rpma::{ContextType, Device, Peer};
 use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum};
 
-use super::{parse, replica_set, Rng, LOG_ID};
+use super::{parse, replica_set, LOG_ID};
 
 /// The payload of entry `lsn` appended by the incarnation tagged `tag`: 16 to 108 bytes, the lsn
 /// and the tag first, then bytes derived from both.
@@ -123,7 +123,7 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
         Err(e) => return fail("open", e),
     };
     say(format_args!("OPEN head {} next {} epoch {}", report.head_lsn, report.next_lsn, report.epoch));
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let mut lsn = report.next_lsn;
     // A writer's first sync comes before the history is checked (the checking reads every
     // entry, one round trip each, and must not count in the failover's time); entries below
@@ -168,8 +168,8 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
 
 /// Appends a group of 1 to 32 entries tagged `tag` from `lsn` on and syncs them: prints the
 /// health changes the sync saw and `ACK n`; the failed operation's name and error otherwise.
-fn group(log: &mut Log<Verbs>, rng: &mut Rng, lsn: &mut u64, tag: u64) -> Result<(), (String, LogError)> {
-    for _ in 0..1 + rng.below(32) {
+fn group(log: &mut Log<Verbs>, rng: &mut fastrand::Rng, lsn: &mut u64, tag: u64) -> Result<(), (String, LogError)> {
+    for _ in 0..rng.u64(1..=32) {
         match log.append(&payload(*lsn, tag)) {
             Ok(l) if l == *lsn => *lsn += 1,
             Ok(l) => return Err((format!("append {lsn}"), LogError::Invalid(format!("lsn {l}, expected {lsn}")))),

@@ -85,20 +85,6 @@ fn replica_set(replicas: &str) -> Result<Vec<rpma_log::ReplicaAddr>, String> {
         .collect()
 }
 
-/// xorshift64*: the group sizes of the writers, from their seed.
-#[cfg(feature = "verbs")]
-struct Rng(u64);
-
-#[cfg(feature = "verbs")]
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// `regions`: the offline check of the 3 regions.
 fn regions(path: &str, size: &str, acked: &str) -> Result<ExitCode, String> {
     let size = rpma_bench::parse_size(size)?;
@@ -154,7 +140,7 @@ mod writer {
     use rpma::{ContextType, Device, Peer};
     use rpma_log::{FlushMode, Log, LogError, LogOptions, Quorum};
 
-    use super::{parse, payload, replica_set, Rng, LOG_ID};
+    use super::{parse, payload, replica_set, LOG_ID};
 
     pub fn run(replicas: &str, acked: &str, seed: &str, check_only: bool) -> Result<ExitCode, String> {
         let acked: u64 = parse("ACKED", acked)?;
@@ -205,10 +191,11 @@ mod writer {
             let _ = o.flush();
         };
         say(format_args!("START {}", report.next_lsn));
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        // The group sizes of the writers, from their seed.
+        let mut rng = fastrand::Rng::with_seed(seed);
         let mut lsn = report.next_lsn;
         loop {
-            let group = 1 + rng.below(32);
+            let group = rng.u64(1..=32);
             for _ in 0..group {
                 match log.append(&payload(lsn)) {
                     Ok(l) if l == lsn => lsn += 1,
