@@ -20,34 +20,34 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         batch__write_atomic_write_flush_in_order,
         batch__reads_complete_in_posting_order,
         batch__sends_and_recv_batch_deliver_every_message,
-        batch__longer_than_free_slots_Inval_nothing_posted,
+        batch__longer_than_free_slots_InvalidInput_nothing_posted,
         batch__full_refuses_push_and_keeps_its_ops,
-        batch__op_of_another_connection_Inval,
+        batch__op_of_another_connection_InvalidInput,
         batch__invalid_op_refused_at_push,
         batch__empty_posts_nothing,
         sg__write_gathers_pieces_of_two_regions,
         sg__read_scatters_into_pieces,
         sg__send_to_scattering_recv,
-        sg__more_pieces_than_max_sge_Inval,
-        sg__empty_or_out_of_bounds_piece_Inval,
-        sg__max_sge_zero_or_above_device_Inval,
+        sg__more_pieces_than_max_sge_InvalidInput,
+        sg__empty_or_out_of_bounds_piece_InvalidInput,
+        sg__max_sge_zero_or_above_device_InvalidInput,
         inline__write_from_plain_memory,
         inline__send_from_plain_memory,
-        inline__above_max_inline_or_empty_Inval,
-        inline__max_inline_above_device_Inval,
+        inline__above_max_inline_or_empty_InvalidInput,
+        inline__max_inline_above_device_InvalidInput,
         batch__refused_post_keeps_ops_and_posts_them_once_slots_free,
-        batch__exactly_the_free_slots_posts_one_more_Inval,
-        batch__single_op_on_a_full_queue_Inval,
+        batch__exactly_the_free_slots_posts_one_more_InvalidInput,
+        batch__single_op_on_a_full_queue_InvalidInput,
         batch__sg_inline_and_plain_ops_in_one_chain,
         batch__bad_sg_inline_atomic_flush_refused_at_push,
         batch__signal_last_failed_op_completes_rest_flushed,
         recv_batch__longer_than_free_entries_refused_whole_then_posts,
-        recv_batch__full_other_queue_or_bad_piece_Inval,
-        sg__bad_pieces_of_every_op_Inval_nothing_posted,
+        recv_batch__full_other_queue_or_bad_piece_InvalidInput,
+        sg__bad_pieces_of_every_op_InvalidInput_nothing_posted,
         sg__as_many_pieces_as_the_device_allows,
         sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays,
-        inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent,
-        sg__piece_of_another_peers_region_Inval,
+        inline__send_empty_above_limit_or_unconfigured_InvalidInput_nothing_sent,
+        sg__piece_of_another_peers_region_InvalidInput,
     ]
 }
 
@@ -182,7 +182,7 @@ fn batch__sends_and_recv_batch_deliver_every_message<B: Backend>(b: &B) {
     assert!(seen.iter().all(|s| *s));
 }
 
-fn batch__longer_than_free_slots_Inval_nothing_posted<B: Backend>(b: &B) {
+fn batch__longer_than_free_slots_InvalidInput_nothing_posted<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 0, 8);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
@@ -233,7 +233,7 @@ fn batch__full_refuses_push_and_keeps_its_ops<B: Backend>(b: &B) {
     assert_eq!(dst.to_vec(16, 8).unwrap(), [0; 8], "the refused operation was not posted");
 }
 
-fn batch__op_of_another_connection_Inval<B: Backend>(b: &B) {
+fn batch__op_of_another_connection_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 0, 8);
     let q = pair_of(b, &t, 1, 0, 8);
@@ -333,7 +333,7 @@ fn sg__send_to_scattering_recv<B: Backend>(b: &B) {
     assert_eq!(inbox.to_vec(0, 25).unwrap(), msg[10..]);
 }
 
-fn sg__more_pieces_than_max_sge_Inval<B: Backend>(b: &B) {
+fn sg__more_pieces_than_max_sge_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 2, 0, 8);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
@@ -359,7 +359,7 @@ fn sg__more_pieces_than_max_sge_Inval<B: Backend>(b: &B) {
     assert_eq!(next_wc(q.client.cq()).status(), WcStatus::Success);
 }
 
-fn sg__empty_or_out_of_bounds_piece_Inval<B: Backend>(b: &B) {
+fn sg__empty_or_out_of_bounds_piece_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 4, 0, 8);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
@@ -376,7 +376,7 @@ fn sg__empty_or_out_of_bounds_piece_Inval<B: Backend>(b: &B) {
     assert_eq!(dst.to_vec(0, 64).unwrap(), vec![0; 64], "nothing was written");
 }
 
-fn sg__max_sge_zero_or_above_device_Inval<B: Backend>(b: &B) {
+fn sg__max_sge_zero_or_above_device_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let caps = b.caps();
     let speer = peer(b, &t);
@@ -425,7 +425,7 @@ fn inline__send_from_plain_memory<B: Backend>(b: &B) {
     assert_eq!(inbox.to_vec(0, 15).unwrap(), b"inline message!");
 }
 
-fn inline__above_max_inline_or_empty_Inval<B: Backend>(b: &B) {
+fn inline__above_max_inline_or_empty_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 16, 8);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
@@ -447,7 +447,7 @@ fn inline__above_max_inline_or_empty_Inval<B: Backend>(b: &B) {
     assert_eq!(dst.to_vec(0, 16).unwrap(), [9; 16]);
 }
 
-fn inline__max_inline_above_device_Inval<B: Backend>(b: &B) {
+fn inline__max_inline_above_device_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let caps = b.caps();
     let cpeer = peer(b, &t);
@@ -528,7 +528,7 @@ fn batch__refused_post_keeps_ops_and_posts_them_once_slots_free<B: Backend>(b: &
 
 /// A chain of exactly the free slots posts; one more is refused (also a chain longer than the
 /// whole queue on an idle connection, the batch's capacity being larger).
-fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
+fn batch__exactly_the_free_slots_posts_one_more_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 0, 8);
     let dst = mr(&p.speer, 128, Usage::WRITE_DST);
@@ -578,7 +578,7 @@ fn batch__exactly_the_free_slots_posts_one_more_Inval<B: Backend>(b: &B) {
 /// KNOWN BUG (rpma-core, op/batch.rs, `Batch::post`): the free-slot check runs only for
 /// `n > 1`; a one-operation batch goes to the backend, which refuses it as `Provider`
 /// (`ENOMEM`). This case documents the documented behaviour and fails until that is fixed.
-fn batch__single_op_on_a_full_queue_Inval<B: Backend>(b: &B) {
+fn batch__single_op_on_a_full_queue_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 0, 4);
     let dst = mr(&p.speer, 64, Usage::WRITE_DST);
@@ -804,7 +804,7 @@ fn recv_batch__longer_than_free_entries_refused_whole_then_posts<B: Backend>(b: 
 
 /// A full receive batch refuses one more receive, a receive of another connection is refused,
 /// a bad scatter-gather receive is refused: each `InvalidInput`, the batch unchanged.
-fn recv_batch__full_other_queue_or_bad_piece_Inval<B: Backend>(b: &B) {
+fn recv_batch__full_other_queue_or_bad_piece_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 2, 0, 8);
     let q = pair_of(b, &t, 2, 0, 8);
@@ -864,7 +864,7 @@ fn bad_pieces<T: Transport>(m: &MrLocal<T>) -> [LocalSlice<'_, T>; 4] {
 /// not write; a read whose pieces add up past the remote range too. Nothing is posted: no slot
 /// taken, no completion, no byte changed on either side, and no receive buffer posted (a message
 /// sent afterwards waits until a good one is).
-fn sg__bad_pieces_of_every_op_Inval_nothing_posted<B: Backend>(b: &B) {
+fn sg__bad_pieces_of_every_op_InvalidInput_nothing_posted<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 4, 0, 8);
     let target = mr(&p.speer, 64, Usage::READ_SRC | Usage::WRITE_DST);
@@ -1022,7 +1022,7 @@ fn sg__max_sge_and_max_inline_checked_at_next_conn_req_request_stays<B: Backend>
 /// `send_inline` of nothing, of more than `max_inline`, or on a connection configured without
 /// inline data is `InvalidInput`, alone or pushed into a batch, and nothing is sent (a receive
 /// posted afterwards stays empty); exactly `max_inline` bytes go.
-fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>(b: &B) {
+fn inline__send_empty_above_limit_or_unconfigured_InvalidInput_nothing_sent<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 1, 16, 8);
     let q = pair(b, &t);
@@ -1071,7 +1071,7 @@ fn inline__send_empty_above_limit_or_unconfigured_Inval_nothing_sent<B: Backend>
 /// error state. The backends disagree and neither refuses the input; this case documents the
 /// behaviour the issue asks for (bad input is `InvalidInput` before anything is posted) and fails
 /// until rpma-core checks the region's peer.
-fn sg__piece_of_another_peers_region_Inval<B: Backend>(b: &B) {
+fn sg__piece_of_another_peers_region_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair_of(b, &t, 2, 0, 8);
     let target = mr(&p.speer, 64, Usage::WRITE_DST | Usage::READ_SRC);

@@ -19,7 +19,7 @@ pub fn cases<B: Backend>() -> Vec<Case<B>> {
         timeout__next_conn_req_expires_then_takes_a_request,
         timeout__cq_wait_expires_then_wakes_on_a_completion,
         timeout__conn_wait_on_a_shared_channel,
-        timeout__zero_is_Inval,
+        timeout__zero_is_InvalidInput,
         timeout__set_nonblocking_and_restored_mode,
         timeout__wait_next_sleeps_until_a_completion_or_expires,
     ]
@@ -126,7 +126,7 @@ fn timeout__conn_wait_on_a_shared_channel<B: Backend>(b: &B) {
     assert!(nonblocking(q.client.compl_fd().expect("fd")), "still non-blocking");
 }
 
-fn timeout__zero_is_Inval<B: Backend>(b: &B) {
+fn timeout__zero_is_InvalidInput<B: Backend>(b: &B) {
     let t = b.transport();
     let p = pair(b, &t);
     assert_kind(p.client.next_event_timeout(Duration::ZERO), ErrorKind::InvalidInput);

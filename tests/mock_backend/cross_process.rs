@@ -377,7 +377,7 @@ fn cross_process__the_rendezvous_directory_is_private_and_stale_sockets_are_hand
 }
 
 #[test]
-fn cross_process__a_bad_rendezvous_configuration_is_Inval() {
+fn cross_process__a_bad_rendezvous_configuration_is_InvalidInput() {
     let e = MockFabric::builder().rendezvous("").try_build().expect_err("an empty path");
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("empty path"), "{e}");

@@ -310,6 +310,7 @@ fn choose() -> Result<AnyTransport, String> {
     // mock, which the blocking waits rely on (crate::wait).
     let opened = backend.open().map_err(|e| match e {
         any::Error::NotCompiledIn { .. } => format!("{}: {e}; or use RPMA_BACKEND=mock", named()),
+        any::Error::Open { ref source, .. } => format!("{}: {e}: {source}", named()),
         e => format!("{}: {e}", named()),
     });
     match opened? {
