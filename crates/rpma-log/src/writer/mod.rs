@@ -61,6 +61,24 @@ struct Slot<T: Transport> {
     backoff: Duration,
 }
 
+/// What [`Log::begin_sync`] did.
+pub(crate) enum Begun {
+    /// Everything up to the lsn asked for was durable already: the durable position.
+    Done(Lsn),
+    /// The batches are posted: [`Log::poll_sync`] until it answers.
+    Pending(PendingSync),
+}
+
+/// A sync posted and not answered yet ([`Log::poll_sync`]).
+pub(crate) struct PendingSync {
+    /// The ring position a quorum must have made durable.
+    target: u64,
+    /// The durable position then.
+    target_lsn: Lsn,
+    /// When the sync fails if no quorum completed it (on the transport's clock).
+    pub(crate) deadline: Instant,
+}
+
 /// A writer of a replicated log.
 pub struct Log<T: Transport> {
     peer: Peer<T>,
@@ -507,11 +525,26 @@ impl<T: Transport> Log<T> {
     /// replicas than the quorum completed the commit (failed, fenced, or timed out): the
     /// entries may or may not survive.
     pub fn sync(&mut self, upto: Lsn) -> Result<Lsn> {
+        let pending = match self.begin_sync(upto)? {
+            Begun::Done(lsn) => return Ok(lsn),
+            Begun::Pending(p) => p,
+        };
+        loop {
+            if let Some(r) = self.poll_sync(&pending) {
+                return r;
+            }
+            self.idle(pending.deadline, None);
+        }
+    }
+
+    /// The first half of [`Log::sync`]: checks `upto`, and posts every replica's batch unless
+    /// everything up to it is durable already.
+    pub(crate) fn begin_sync(&mut self, upto: Lsn) -> Result<Begun> {
         if upto >= self.next_lsn {
             return Err(LogError::NoEntry { lsn: upto, first: self.head_lsn, next: self.next_lsn });
         }
         if upto < self.durable_lsn {
-            return Ok(self.durable_lsn);
+            return Ok(Begun::Done(self.durable_lsn));
         }
         if self.reconnector.is_some() {
             self.take_handovers();
@@ -521,42 +554,47 @@ impl<T: Transport> Log<T> {
             self.post_sync(i);
         }
         let deadline = self.peer.runtime().now() + self.opts.timeout;
-        loop {
+        Ok(Begun::Pending(PendingSync { target, target_lsn, deadline }))
+    }
+
+    /// The second half of [`Log::sync`], one look: polls the replicas with work in flight;
+    /// `Some` once a quorum completed the sync (the durable position) or once it cannot (fewer
+    /// replicas left than the quorum, or the deadline passed), `None` while it may.
+    pub(crate) fn poll_sync(&mut self, p: &PendingSync) -> Option<Result<Lsn>> {
+        let target = p.target;
+        for i in 0..self.slots.len() {
+            if self.slots[i].inflight > 0 {
+                self.poll(i);
+            }
+        }
+        let done = self.slots.iter().filter(|s| s.conn.is_some() && s.durable >= target).count();
+        if done >= self.quorum {
+            self.durable = target;
+            self.durable_lsn = p.target_lsn;
             for i in 0..self.slots.len() {
-                if self.slots[i].inflight > 0 {
-                    self.poll(i);
+                let s = &self.slots[i];
+                if s.conn.is_some() && s.health != Health::CatchingUp {
+                    let h = if s.durable >= target { Health::Up } else { Health::Lagging };
+                    self.set_health(i, h);
                 }
             }
-            let done = self.slots.iter().filter(|s| s.conn.is_some() && s.durable >= target).count();
-            if done >= self.quorum {
-                break;
-            }
-            let possible = self.slots.iter().filter(|s| s.conn.is_some() && s.posted >= target).count();
-            if possible < self.quorum || self.peer.runtime().now() > deadline {
-                let reasons: Vec<Option<String>> = self
-                    .slots
-                    .iter()
-                    .map(|s| match (s.conn.is_some(), s.durable >= target) {
-                        (false, _) => Some("down".to_owned()),
-                        (true, false) => Some("sync not completed".to_owned()),
-                        (true, true) => None,
-                    })
-                    .collect();
-                let addrs: Vec<ReplicaAddr> = self.slots.iter().map(|s| s.addr.clone()).collect();
-                return Err(no_quorum(done, self.quorum, &addrs, &reasons));
-            }
-            self.idle(deadline, None);
+            return Some(Ok(self.durable_lsn));
         }
-        self.durable = target;
-        self.durable_lsn = target_lsn;
-        for i in 0..self.slots.len() {
-            let s = &self.slots[i];
-            if s.conn.is_some() && s.health != Health::CatchingUp {
-                let h = if s.durable >= target { Health::Up } else { Health::Lagging };
-                self.set_health(i, h);
-            }
+        let possible = self.slots.iter().filter(|s| s.conn.is_some() && s.posted >= target).count();
+        if possible < self.quorum || self.peer.runtime().now() > p.deadline {
+            let reasons: Vec<Option<String>> = self
+                .slots
+                .iter()
+                .map(|s| match (s.conn.is_some(), s.durable >= target) {
+                    (false, _) => Some("down".to_owned()),
+                    (true, false) => Some("sync not completed".to_owned()),
+                    (true, true) => None,
+                })
+                .collect();
+            let addrs: Vec<ReplicaAddr> = self.slots.iter().map(|s| s.addr.clone()).collect();
+            return Some(Err(no_quorum(done, self.quorum, &addrs, &reasons)));
         }
-        Ok(self.durable_lsn)
+        None
     }
 
     /// [`Log::sync`] of everything appended; returns the durable position (the next lsn).

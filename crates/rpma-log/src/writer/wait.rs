@@ -51,27 +51,11 @@ impl<T: Transport> Log<T> {
             self.peer.runtime().pause(deadline);
             return;
         }
-        let range = only.map_or(0..self.slots.len(), |i| i..i + 1);
-        let mut took = false;
-        for i in range.clone() {
-            if !std::mem::take(&mut self.slots[i].event) {
-                continue;
-            }
-            let Some(conn) = self.slots[i].conn.as_ref() else { continue };
-            // Acks the event and re-arms the queue (non-blocking fd: an event gone is no wait).
-            match conn.cq().wait() {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::NoCompletion => {}
-                Err(e) => self.mark_down(i, format!("taking a completion event: {e}")),
-            }
-            took = true;
-        }
-        if took && !self.opts.rules_off().sleep_without_repoll {
+        if self.take_events(only) && !self.opts.rules_off().sleep_without_repoll {
             // A completion between the caller's poll and the re-arming raised no event.
             return;
         }
-        let waited: Vec<usize> =
-            range.filter(|&i| self.slots[i].conn.is_some() && (only.is_some() || self.slots[i].inflight > 0)).collect();
+        let waited = self.waited(only);
         let rt = self.peer.runtime();
         let mut fds: Vec<PollFd<'_>> = waited
             .iter()
@@ -110,5 +94,46 @@ impl<T: Transport> Log<T> {
         for (&i, r) in waited.iter().zip(ready) {
             self.slots[i].event |= r;
         }
+    }
+
+    /// Takes the completion events earlier sleeps saw on the channels of replica `only`
+    /// (`Some`) or of every replica, which re-arms their queues; whether it took any (then the
+    /// caller polls the queues before it sleeps: a completion between its last poll and the
+    /// re-arming raised no event). A replica whose channel fails is marked down.
+    pub(crate) fn take_events(&mut self, only: Option<usize>) -> bool {
+        let range = only.map_or(0..self.slots.len(), |i| i..i + 1);
+        let mut took = false;
+        for i in range {
+            if !std::mem::take(&mut self.slots[i].event) {
+                continue;
+            }
+            let Some(conn) = self.slots[i].conn.as_ref() else { continue };
+            // Acks the event and re-arms the queue (non-blocking fd: an event gone is no wait).
+            match conn.cq().wait() {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NoCompletion => {}
+                Err(e) => self.mark_down(i, format!("taking a completion event: {e}")),
+            }
+            took = true;
+        }
+        took
+    }
+
+    /// The replicas a sleep waits on: `only`, or every one connected with work in flight.
+    pub(crate) fn waited(&self, only: Option<usize>) -> Vec<usize> {
+        let range = only.map_or(0..self.slots.len(), |i| i..i + 1);
+        range.filter(|&i| self.slots[i].conn.is_some() && (only.is_some() || self.slots[i].inflight > 0)).collect()
+    }
+
+    /// The fd of replica `i`'s completion channel (readable while an event is pending), if it is
+    /// connected.
+    pub(crate) fn channel_fd(&self, i: usize) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.slots[i].conn.as_ref().map(|c| c.cq().fd())
+    }
+
+    /// A sleep saw replica `i`'s channel readable: its event is taken by the next
+    /// [`Log::take_events`].
+    pub(crate) fn saw_event(&mut self, i: usize) {
+        self.slots[i].event = true;
     }
 }
