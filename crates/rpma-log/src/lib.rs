@@ -18,8 +18,8 @@
 //! [`Log::maintain`] (or, with [`LogOptions::reconnect_in_background`], a thread of the log's
 //! own) connects it again, and the writer catches it up: what it lacks of the history, or a full
 //! copy of the writer's live range if its head is beyond the writer's. On the `tokio` feature,
-//! `rpma_log::tokio::Log` is the async writer (the writer on a thread of its own, awaited
-//! through channels).
+//! `rpma_log::tokio::Log` is the async writer (a sync awaits the replicas' completion channels
+//! on tokio's reactor).
 //!
 //! The API is generic over [`rpma::Transport`]: it runs on the mock and on verbs. The exact
 //! guarantees (what is durable when `sync` returns, what a reader after recovery may see, what a
@@ -192,8 +192,9 @@ pub enum LogError {
         /// The next lsn to append.
         next: Lsn,
     },
-    /// The async writer's thread ended (`rpma_log::tokio::Log`, on the `tokio` feature): it
-    /// panicked, or could not be started.
+    /// The async writer (`rpma_log::tokio::Log`, on the `tokio` feature) cannot go on: a
+    /// blocking call on it panicked or was dropped before it finished (the writer is lost), or
+    /// a sync could not await the completion channels (the runtime has no IO driver).
     #[error("closed: {0}")]
     Closed(String),
     /// The replica's serving thread panicked or failed.

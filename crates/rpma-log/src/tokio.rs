@@ -1,24 +1,27 @@
 //! The log on tokio (feature `tokio`): [`Log`], an async writer.
 //!
-//! The writer ([`crate::Log`]) runs on a thread of its own and the async [`Log`] talks to it
-//! through channels: each call sends the thread a command and awaits its answer on a tokio
-//! `oneshot` channel, so no runtime thread ever blocks or spins, whether the writer waits for a
-//! quorum's completions, reads the replicas at recovery or connects to them. That is a choice:
+//! The async [`Log`] is the writer ([`crate::Log`]) itself, driven from the task that owns it:
 //!
-//! - The writer is one state machine (appends, group commit, recovery, repair, full copy,
-//!   fencing) proven by the crash tests; a second, async copy of it would need the same proof.
-//! - Its waits are many and of several kinds (a sync waits for the fastest `q` of `n`
-//!   replicas' completion queues, recovery for reads of each replica, a repair for its writes,
-//!   a reconnect for the connection handshake); awaiting each one's readiness through
-//!   `rpma::tokio` would be a second implementation of every one of them. On its own thread the
-//!   writer busy-polls them as the sync API does, and the runtime's threads only await answers.
-//! - The writer is not `Sync` and owns its connections; on a thread of its own it needs no lock.
+//! - [`Log::append`] and [`Log::read`] never wait (an append only copies the entry into the
+//!   writer's ring), so they are plain calls.
+//! - [`Log::sync`] posts each replica's batch as the sync API does, then polls the replicas'
+//!   completion queues; while a quorum has not completed, the task awaits the readiness of
+//!   their completion channels' fds through the runtime's reactor (the writer sleeps as with
+//!   [`Wait::Sleep`]: events taken, queues re-armed, polled again before each await), until the
+//!   timeout ([`LogOptions::timeout`]). No runtime thread blocks, and no thread of the log's own
+//!   is involved: a sync costs about what it costs on the sync API.
+//! - The rest, whose waits are of other kinds (the recovery's reads and repairs and the
+//!   connection handshakes of [`Log::open`], a truncation's header writes, `maintain`'s
+//!   reconnects), runs on the runtime's blocking pool ([`Log::blocking`]): the writer moves
+//!   there and back.
 //!
-//! The cost is a channel round trip per call (a command, a wake-up of the writer's thread, an
-//! answer, a wake-up of the task): several microseconds, many times an append on the mock. A
-//! hot path runs a whole group on the writer's thread in one call, [`Log::with`]`(|log| { ...
-//! log.append(..)?; ... log.sync_all() })`, which costs the same as the sync API.
-//! docs/log.md, "The tokio face", has the figures (`examples/tokio_face.rs`).
+//! The writer's state machine (appends, group commit, recovery, repair, fencing) is the sync
+//! one, proven by the crash tests and the simulator; only a sync's waiting differs. Its methods
+//! take `&mut self`: tasks that share a log share it behind a lock (or send their entries to the
+//! task that owns it). docs/log.md, "The tokio face", has the figures
+//! (`examples/tokio_face.rs`).
+//!
+//! The runtime needs its IO driver (`enable_io`, or `enable_all` as `#[tokio::main]` does).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -33,158 +36,258 @@
 //!
 //! let wpeer = Peer::new(&Device::lookup(&fabric, "127.0.0.1", ContextType::Local)?)?;
 //! let opts = LogOptions::new(42).quorum(Quorum::All);
-//! let (log, report) = rpma_log::tokio::Log::open(&wpeer, &[ReplicaAddr::new("127.0.0.1", "7410")], opts).await?;
+//! let (mut log, report) = rpma_log::tokio::Log::open(&wpeer, &[ReplicaAddr::new("127.0.0.1", "7410")], opts).await?;
 //! assert_eq!(report.next_lsn, 0);
-//! // Two appends in flight, one commit for both.
-//! let (a, b) = tokio::join!(log.append(b"first".to_vec()), log.append(b"second".to_vec()));
-//! assert_eq!((a?, b?), (0, 1));
+//! // Two appends, one commit for both.
+//! assert_eq!((log.append(b"first")?, log.append(b"second")?), (0, 1));
 //! assert_eq!(log.sync_all().await?, 2);
-//! assert_eq!(log.read(1).await?, b"second");
-//! // A group on the writer's thread in one call: one channel round trip.
-//! let durable = log.with(|l| { l.append(b"third")?; l.sync_all() }).await??;
-//! assert_eq!(durable, 3);
+//! assert_eq!(log.read(1)?, b"second");
+//! // What waits otherwise runs on the blocking pool.
+//! log.truncate_prefix(1).await?;
+//! let health = log.blocking(|l| { l.maintain(); l.health() }).await?;
+//! assert_eq!(health.len(), 1);
 //! log.close().await?;
 //! replica.stop()?;
 //! # Ok(()) }
 //! ```
 
-use std::sync::mpsc;
+use std::future::poll_fn;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::Poll;
+use std::time::Instant;
 
-use ::tokio::sync::oneshot;
+use ::tokio::io::unix::AsyncFd;
+use ::tokio::io::Interest;
 use rpma::{Peer, Transport};
 
-use crate::{LogError, LogOptions, Lsn, RecoveryReport, ReplicaAddr, Result};
+use crate::writer::Begun;
+use crate::{LogError, LogOptions, Lsn, RecoveryReport, ReplicaAddr, Result, Wait};
 
-type Command<T> = Box<dyn FnOnce(&mut crate::Log<T>) + Send>;
-
-/// An async writer of a replicated log: [`crate::Log`] on a thread of its own (module docs).
-///
-/// Its methods take `&self`: several tasks may use one `Log` (in an `Arc`); the writer takes
-/// their commands one at a time, in the order they were sent. Dropping it ends the writer's
-/// thread once the commands sent before are done ([`Log::close`] waits for that).
+/// An async writer of a replicated log: [`crate::Log`] driven from its task (module docs).
 pub struct Log<T: Transport> {
-    commands: Option<mpsc::Sender<Command<T>>>,
-    done: Option<oneshot::Receiver<()>>,
+    /// The writer; `None` once a blocking call that held it was dropped before it finished.
+    log: Option<crate::Log<T>>,
 }
 
 impl<T: Transport> std::fmt::Debug for Log<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Log").field("open", &self.commands.is_some()).finish_non_exhaustive()
+        f.debug_struct("Log").field("writer", &self.log).finish()
     }
 }
 
 fn gone() -> LogError {
-    LogError::Closed("the writer's thread ended (it panicked, or the log was closed)".into())
+    LogError::Closed("the writer was lost: a blocking call on it was dropped before it finished".into())
 }
 
-impl<T: Transport> Log<T> {
-    /// [`crate::Log::open`] on a new thread, which then serves this `Log`'s commands.
+fn join_error(e: &::tokio::task::JoinError) -> LogError {
+    LogError::Closed(format!("the blocking call on the writer ended without an answer: {e}"))
+}
+
+/// Registers a duplicate of a completion channel's fd with the runtime's reactor, for
+/// readability. The duplicate shares the channel's file description (epoll reports its
+/// readiness) and is owned by the registration, so it stays open while the reactor watches it,
+/// whatever happens to the connection.
+///
+/// # Errors
+/// What failed: the fd could not be duplicated or registered, or the runtime has no IO driver
+/// (where tokio panics: caught).
+fn watch(fd: BorrowedFd<'_>) -> std::result::Result<AsyncFd<OwnedFd>, String> {
+    let owned = fd.try_clone_to_owned().map_err(|e| format!("duplicating a completion channel's fd: {e}"))?;
+    // `AsyncFd::with_interest` is deprecated because a generic inner value may close its fd
+    // while tokio watches it; an `OwnedFd` closes it only when the `AsyncFd` drops it, after
+    // deregistering: the I/O safety the deprecation asks for.
+    #[allow(deprecated)]
+    let registered = catch_unwind(AssertUnwindSafe(|| AsyncFd::with_interest(owned, Interest::READABLE)));
+    match registered {
+        Ok(r) => r.map_err(|e| format!("registering a completion channel with the reactor: {e}")),
+        Err(_) => Err("the tokio runtime has IO disabled (build it with enable_io or enable_all)".into()),
+    }
+}
+
+impl<T: Transport> Log<T>
+where
+    crate::Log<T>: Send + 'static,
+{
+    /// [`crate::Log::open`] on the runtime's blocking pool, the writer waiting as
+    /// [`Wait::Sleep`] (whatever `opts` says: the channels' fds are what a sync awaits).
     ///
     /// # Errors
-    /// As [`crate::Log::open`]; [`LogError::Closed`] if the thread could not be started or
-    /// ended without an answer.
-    pub async fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)> {
-        let (opened_tx, opened) = oneshot::channel();
-        let (commands, rx) = mpsc::channel::<Command<T>>();
-        let (done_tx, done) = oneshot::channel();
-        let peer = peer.clone();
-        let replicas = replicas.to_vec();
-        std::thread::Builder::new()
-            .name("rpma-log-writer".into())
-            .spawn(move || {
-                let mut log = match crate::Log::open(&peer, &replicas, opts) {
-                    Ok((log, report)) => {
-                        if opened_tx.send(Ok(report)).is_err() {
-                            return;
-                        }
-                        log
-                    }
-                    Err(e) => {
-                        let _ = opened_tx.send(Err(e));
-                        return;
-                    }
-                };
-                while let Ok(command) = rx.recv() {
-                    command(&mut log);
-                }
-                drop(log);
-                let _ = done_tx.send(());
-            })
-            .map_err(|e| LogError::Closed(format!("starting the writer's thread: {e}")))?;
-        let report = opened.await.map_err(|_| gone())??;
-        Ok((Self { commands: Some(commands), done: Some(done) }, report))
+    /// As [`crate::Log::open`]; [`LogError::Closed`] if the blocking task ended without an
+    /// answer (it panicked, or the runtime shut down).
+    pub async fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)>
+    where
+        Peer<T>: Send + 'static,
+    {
+        let (peer, replicas, opts) = (peer.clone(), replicas.to_vec(), opts.wait(Wait::Sleep));
+        let (log, report) = ::tokio::task::spawn_blocking(move || crate::Log::open(&peer, &replicas, opts))
+            .await
+            .map_err(|e| join_error(&e))??;
+        Ok((Self { log: Some(log) }, report))
     }
 
-    /// Runs `f` on the writer's thread with the writer, and returns what it returns: for
-    /// everything the async face does not wrap ([`crate::Log::health`],
-    /// [`crate::Log::maintain`], [`crate::Log::durable_on`], ...). `f` runs after the commands
-    /// sent before it, and must not block for long: the other commands wait for it.
+    /// The writer, for what does not wait ([`crate::Log::health`],
+    /// [`crate::Log::durable_lsn`], ...).
     ///
     /// # Errors
-    /// [`LogError::Closed`] if the writer's thread ended (it panicked).
-    pub async fn with<R, F>(&self, f: F) -> Result<R>
+    /// [`LogError::Closed`] if the writer was lost (a [`Log::blocking`] call dropped before it
+    /// finished).
+    pub fn writer(&self) -> Result<&crate::Log<T>> {
+        self.log.as_ref().ok_or_else(gone)
+    }
+
+    fn writer_mut(&mut self) -> Result<&mut crate::Log<T>> {
+        self.log.as_mut().ok_or_else(gone)
+    }
+
+    /// [`crate::Log::append`]: copies the entry into the writer's ring (it never waits).
+    ///
+    /// # Errors
+    /// As [`crate::Log::append`]; [`LogError::Closed`] as [`Log::writer`].
+    pub fn append(&mut self, data: &[u8]) -> Result<Lsn> {
+        self.writer_mut()?.append(data)
+    }
+
+    /// [`crate::Log::read`]: entry `lsn` from the writer's copy (it never waits).
+    ///
+    /// # Errors
+    /// As [`crate::Log::read`]; [`LogError::Closed`] as [`Log::writer`].
+    pub fn read(&self, lsn: Lsn) -> Result<Vec<u8>> {
+        self.writer()?.read(lsn)
+    }
+
+    /// [`crate::Log::sync`]: the durable position once a quorum has everything appended up to
+    /// `upto` (and before this call) persistent. Awaits the replicas' completion channels (module
+    /// docs). Should a replica's send queue be full (it lags about 128 syncs behind), the post
+    /// waits for it in place, as the sync API does, up to the timeout.
+    ///
+    /// # Errors
+    /// As [`crate::Log::sync`]; [`LogError::Closed`] as [`Log::writer`].
+    pub async fn sync(&mut self, upto: Lsn) -> Result<Lsn> {
+        let log = self.writer_mut()?;
+        let pending = match log.begin_sync(upto)? {
+            Begun::Done(lsn) => return Ok(lsn),
+            Begun::Pending(p) => p,
+        };
+        loop {
+            if let Some(r) = log.poll_sync(&pending) {
+                return r;
+            }
+            if !log.take_events(None) {
+                readiness(log, pending.deadline).await.map_err(LogError::Closed)?;
+            }
+        }
+    }
+
+    /// [`crate::Log::sync_all`], as [`Log::sync`].
+    ///
+    /// # Errors
+    /// As [`crate::Log::sync_all`]; [`LogError::Closed`] as [`Log::writer`].
+    pub async fn sync_all(&mut self) -> Result<Lsn> {
+        let log = self.writer()?;
+        if log.next_lsn() == log.durable_lsn() {
+            return Ok(log.durable_lsn());
+        }
+        let upto = log.next_lsn() - 1;
+        self.sync(upto).await
+    }
+
+    /// [`crate::Log::truncate_prefix`], on the blocking pool ([`Log::blocking`]).
+    ///
+    /// # Errors
+    /// As [`crate::Log::truncate_prefix`] and [`Log::blocking`].
+    pub async fn truncate_prefix(&mut self, lsn: Lsn) -> Result<()> {
+        self.blocking(move |log| log.truncate_prefix(lsn)).await?
+    }
+
+    /// Runs `f` with the writer on the runtime's blocking pool and returns what it returns: for
+    /// what waits otherwise ([`crate::Log::maintain`], [`crate::Log::refresh_health`], a whole
+    /// group on the sync API, ...). The writer moves to the blocking thread and back.
+    ///
+    /// # Errors
+    /// [`LogError::Closed`] if the writer was lost before, or is now: `f` panicked, or this
+    /// future was dropped before `f` returned (the writer is dropped on the blocking thread).
+    pub async fn blocking<R, F>(&mut self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut crate::Log<T>) -> R + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let command: Command<T> = Box::new(move |log| {
-            let _ = tx.send(f(log));
-        });
-        self.commands.as_ref().ok_or_else(gone)?.send(command).map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
+        let mut log = self.log.take().ok_or_else(gone)?;
+        let (log, r) = ::tokio::task::spawn_blocking(move || {
+            let r = f(&mut log);
+            (log, r)
+        })
+        .await
+        .map_err(|e| join_error(&e))?;
+        self.log = Some(log);
+        Ok(r)
     }
 
-    /// [`crate::Log::append`]: the entry's lsn once the writer posted it to every replica up.
+    /// The writer, for the sync API.
     ///
     /// # Errors
-    /// As [`crate::Log::append`]; [`LogError::Closed`] as [`Log::with`].
-    pub async fn append(&self, data: impl Into<Vec<u8>>) -> Result<Lsn> {
-        let data = data.into();
-        self.with(move |log| log.append(&data)).await?
+    /// [`LogError::Closed`] as [`Log::writer`].
+    pub fn into_inner(self) -> Result<crate::Log<T>> {
+        self.log.ok_or_else(gone)
     }
 
-    /// [`crate::Log::sync`]: the durable position once a quorum has everything appended up to
-    /// `upto` (and before this call) persistent.
+    /// Drops the writer (its connections closed) on the blocking pool.
     ///
     /// # Errors
-    /// As [`crate::Log::sync`]; [`LogError::Closed`] as [`Log::with`].
-    pub async fn sync(&self, upto: Lsn) -> Result<Lsn> {
-        self.with(move |log| log.sync(upto)).await?
-    }
-
-    /// [`crate::Log::sync_all`].
-    ///
-    /// # Errors
-    /// As [`crate::Log::sync_all`]; [`LogError::Closed`] as [`Log::with`].
-    pub async fn sync_all(&self) -> Result<Lsn> {
-        self.with(crate::Log::sync_all).await?
-    }
-
-    /// [`crate::Log::read`]: entry `lsn` from the writer's copy.
-    ///
-    /// # Errors
-    /// As [`crate::Log::read`]; [`LogError::Closed`] as [`Log::with`].
-    pub async fn read(&self, lsn: Lsn) -> Result<Vec<u8>> {
-        self.with(move |log| log.read(lsn)).await?
-    }
-
-    /// [`crate::Log::truncate_prefix`].
-    ///
-    /// # Errors
-    /// As [`crate::Log::truncate_prefix`]; [`LogError::Closed`] as [`Log::with`].
-    pub async fn truncate_prefix(&self, lsn: Lsn) -> Result<()> {
-        self.with(move |log| log.truncate_prefix(lsn)).await?
-    }
-
-    /// Ends the writer's thread after the commands sent before, and waits until it has dropped
-    /// the writer (its connections closed).
-    ///
-    /// # Errors
-    /// [`LogError::Closed`] if the thread ended otherwise (it panicked).
+    /// As [`Log::blocking`].
     pub async fn close(mut self) -> Result<()> {
-        self.commands = None;
-        let done = self.done.take().ok_or_else(gone)?;
-        done.await.map_err(|_| gone())
+        self.blocking(|_| ()).await?;
+        let log = self.log.take();
+        ::tokio::task::spawn_blocking(move || drop(log)).await.map_err(|e| join_error(&e))
     }
+}
+
+/// Awaits until a channel of a replica the sync waits on is readable (its event noted for the
+/// writer's next [`crate::Log::take_events`]) or `deadline`. Each wait registers the channels
+/// anew, so a replica reconnected meanwhile (another channel) is never missed, and a
+/// registration reports a channel readable already.
+///
+/// # Errors
+/// What [`watch`] says.
+async fn readiness<T: Transport>(log: &mut crate::Log<T>, deadline: Instant) -> std::result::Result<(), String> {
+    let mut fds: Vec<(usize, AsyncFd<OwnedFd>)> = Vec::new();
+    for i in log.waited(None) {
+        if let Some(fd) = log.channel_fd(i) {
+            fds.push((i, watch(fd)?));
+        }
+    }
+    let until = ::tokio::time::Instant::from_std(deadline);
+    if fds.is_empty() {
+        // No replica with work in flight: the next look decides (the sync fails if the
+        // quorum cannot be reached, or at the deadline).
+        ::tokio::time::sleep_until(until).await;
+        return Ok(());
+    }
+    let ready = poll_fn(|cx| {
+        let mut ready = Vec::new();
+        for (i, a) in &fds {
+            match a.poll_read_ready(cx) {
+                Poll::Ready(Ok(mut guard)) => {
+                    // The event is taken (and the queue re-armed and polled) before the next
+                    // await, whose registration is new.
+                    guard.clear_ready();
+                    ready.push(*i);
+                }
+                // The writer's poll of that queue finds the failure.
+                Poll::Ready(Err(_)) => ready.push(*i),
+                Poll::Pending => {}
+            }
+        }
+        if ready.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(ready)
+        }
+    });
+    if let Ok(ready) = ::tokio::time::timeout_at(until, ready).await {
+        for i in ready {
+            log.saw_event(i);
+        }
+    }
+    Ok(())
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
-use rpma::mock::PersistentMemory;
+use rpma::mock::{Mode, PersistentMemory};
 use rpma_log::{check_region, Health, LogError, LogOptions, Quorum, ReplicaAddr};
 
 const LEN: usize = 64 * 1024;
@@ -23,50 +23,69 @@ fn opts() -> LogOptions {
 async fn tokio_log_appends_syncs_reads_truncates_and_a_new_writer_recovers() {
     let fabric = builder(3).persistent_memory(PersistentMemory::All).build();
     let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
-    let (log, report) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
+    let (mut log, report) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
     assert_eq!(report.next_lsn, 0);
-    let log = Arc::new(log);
-    // Tasks append concurrently; each gets its own lsn.
-    let tasks: Vec<_> = (0..4)
-        .map(|t| {
-            let log = Arc::clone(&log);
-            tokio::spawn(async move {
-                let mut lsns = Vec::new();
-                for k in 0..25u64 {
-                    let lsn = log.append(format!("task {t} entry {k}")).await.unwrap();
-                    lsns.push((lsn, format!("task {t} entry {k}")));
-                }
-                lsns
-            })
-        })
-        .collect();
-    let mut written = Vec::new();
-    for t in tasks {
-        written.extend(t.await.unwrap());
+    for lsn in 0..100u64 {
+        assert_eq!(log.append(&payload(lsn)).unwrap(), lsn);
+        if lsn % 10 == 9 {
+            assert_eq!(log.sync(lsn).await.unwrap(), lsn + 1);
+        }
     }
-    written.sort();
-    assert_eq!(written.iter().map(|w| w.0).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
     assert_eq!(log.sync_all().await.unwrap(), 100);
-    for (lsn, data) in &written {
-        assert_eq!(log.read(*lsn).await.unwrap(), data.as_bytes());
+    for lsn in 0..100 {
+        assert_eq!(log.read(lsn).unwrap(), payload(lsn));
     }
     log.truncate_prefix(40).await.unwrap();
-    assert!(matches!(log.read(39).await, Err(LogError::NoEntry { lsn: 39, first: 40, .. })));
+    assert!(matches!(log.read(39), Err(LogError::NoEntry { lsn: 39, first: 40, .. })));
     assert_eq!(log.sync(99).await.unwrap(), 100);
-    // The calls the async face does not wrap.
-    assert_eq!(log.with(|l| l.health()).await.unwrap(), vec![Health::Up; 3]);
-    let log = Arc::try_unwrap(log).unwrap();
+    // What does not wait, on the writer; what does, on the blocking pool.
+    assert_eq!(log.writer().unwrap().health(), vec![Health::Up; 3]);
+    assert_eq!(log.blocking(|l| l.maintain()).await.unwrap(), Vec::<usize>::new());
     log.close().await.unwrap();
 
-    let (log, report) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
+    let (mut log, report) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
     assert_eq!((report.head_lsn, report.next_lsn), (40, 100));
-    assert_eq!(log.read(40).await.unwrap(), written[40].1.as_bytes());
-    let lsn = log.append(payload(100)).await.unwrap();
+    assert_eq!(log.read(40).unwrap(), payload(40));
+    let lsn = log.append(&payload(100)).unwrap();
     assert_eq!(log.sync(lsn).await.unwrap(), 101);
     log.close().await.unwrap();
     for h in handles {
         let c = check_region(&h.stop().unwrap().to_vec()).unwrap();
         assert_eq!((c.head_lsn, c.next_lsn), (40, 101));
+    }
+}
+
+/// A sync whose completions come later (the mock's deferred mode: its progress thread
+/// completes the work about 2 ms after it is posted, and writes land in 8-byte pieces) awaits
+/// the completion channels: the one runtime thread runs another task meanwhile, and every sync
+/// completes with its entries durable.
+#[tokio::test(flavor = "current_thread")]
+async fn tokio_log_sync_awaits_the_completion_channels_without_blocking_the_runtime_thread() {
+    let fabric = builder(3).persistent_memory(PersistentMemory::All).mode(Mode::Deferred).tearing(8).build();
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, _) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
+    let ticks = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&ticks);
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let t0 = Instant::now();
+    for lsn in 0..50u64 {
+        log.append(&payload(lsn)).unwrap();
+        assert_eq!(log.sync(lsn).await.unwrap(), lsn + 1);
+    }
+    let took = t0.elapsed();
+    ticker.abort();
+    // 50 syncs of about 2 ms each: a blocking wait would have left the ticker at 0.
+    let n = ticks.load(Ordering::Relaxed);
+    assert!(n >= 20, "the ticker ran {n} times in {took:?}: the runtime thread was blocked");
+    log.close().await.unwrap();
+    for h in handles {
+        let c = check_region(&h.stop().unwrap().to_vec()).unwrap();
+        assert_eq!(c.next_lsn, 50);
     }
 }
 
