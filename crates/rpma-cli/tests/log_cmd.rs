@@ -123,7 +123,7 @@ fn log_bench_failover_reports_each_phase_of_the_takeovers() {
     // 64 KiB of 104-byte records.
     assert_eq!(f["history_bytes"], (64 * 1024 / 104) * 104, "{f}");
     let ns = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{k} in {f}"));
-    for k in ["sync_p50_ns", "connect_ns", "headers_ns", "history_ns", "repair_ns", "first_sync_ns"] {
+    for k in ["sync_p50_ns", "connect_ns", "buffers_ns", "headers_ns", "history_ns", "repair_ns", "first_sync_ns"] {
         assert!(ns(k) > 0, "{k}: {f}");
     }
     assert!(ns("takeover_ns") >= ns("connect_ns") + ns("first_sync_ns"), "{f}");

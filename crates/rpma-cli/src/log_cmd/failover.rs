@@ -81,6 +81,7 @@ pub(super) fn measure<T: Transport>(
             takeovers: a.takeovers,
             sync_p50_ns,
             connect_ns: of(|p| p.connect),
+            buffers_ns: of(|p| p.buffers),
             headers_ns: of(|p| p.headers),
             history_ns: of(|p| p.history),
             repair_ns: of(|p| p.repair),

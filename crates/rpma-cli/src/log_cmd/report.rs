@@ -79,8 +79,10 @@ pub(crate) struct FailoverResult {
     pub(crate) takeovers: u64,
     /// The median queue-depth-1 append + sync of the same run, just before the takeovers.
     pub(crate) sync_p50_ns: u64,
-    /// Connecting to the replicas (each one fencing the old writer) and the new writer's buffers.
+    /// Connecting to the replicas (each one fencing the old writer).
     pub(crate) connect_ns: u64,
+    /// Allocating and registering the new writer's buffers.
+    pub(crate) buffers_ns: u64,
     /// Reading the replicas' headers.
     pub(crate) headers_ns: u64,
     /// Finding and reading the history.
@@ -182,11 +184,12 @@ impl LogBenchReport {
         for f in &self.failovers {
             writeln!(
                 out,
-                "failover: {} takeovers of {} bytes of history (medians, ns): connect {} headers {} history {} \
-                 repair {} first sync {}; takeover {} = {:.1} qd1 syncs of {}",
+                "failover: {} takeovers of {} bytes of history (medians, ns): connect {} buffers {} headers {} \
+                 history {} repair {} first sync {}; takeover {} = {:.1} qd1 syncs of {}",
                 f.takeovers,
                 f.history_bytes,
                 f.connect_ns,
+                f.buffers_ns,
                 f.headers_ns,
                 f.history_ns,
                 f.repair_ns,

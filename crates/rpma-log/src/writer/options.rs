@@ -309,8 +309,11 @@ pub struct RecoveryReport {
 #[non_exhaustive]
 pub struct OpenPhases {
     /// Connecting to every replica, each one fencing the previous writer (the replica's part of
-    /// the handshake) and promising the new epoch, and the local buffers' allocation.
+    /// the handshake) and promising the new epoch.
     pub connect: Duration,
+    /// Allocating and registering the writer's two buffers of the ring's size (its copy of the
+    /// ring, and the one histories are read into).
+    pub buffers: Duration,
     /// Reading the replicas' headers.
     pub headers: Duration,
     /// Finding and reading the history: the tails' scans and the chosen history's read.
@@ -324,6 +327,6 @@ impl OpenPhases {
     /// The phases' sum: the open from its first connection request to its return.
     #[must_use]
     pub fn total(&self) -> Duration {
-        self.connect + self.headers + self.history + self.repair
+        self.connect + self.buffers + self.headers + self.history + self.repair
     }
 }

@@ -137,6 +137,7 @@ impl<T: Transport> Log<T> {
                 });
             }
         }
+        report.phases.connect = lap();
         let cap = cap.expect("a quorum is at least one replica");
         let cap_usize = usize::try_from(cap).map_err(|_| LogError::Invalid(format!("a ring of {cap} bytes")))?;
         let ring = peer.alloc_mr(cap_usize, Usage::WRITE_SRC | Usage::READ_DST)?;
@@ -189,7 +190,7 @@ impl<T: Transport> Log<T> {
             reconnector: None,
         };
         report.epoch = epoch;
-        report.phases.connect = lap();
+        report.phases.buffers = lap();
         for (i, why) in reasons.iter().enumerate() {
             if let Some(why) = why {
                 log.event(i, Health::Down, Some(why.clone()));
