@@ -307,6 +307,50 @@ fn deferred__work_left_by_a_poll_racing_the_progress_thread_completes() {
     }
 }
 
+/// A silent link (`MockFabric::silence`) keeps its connection: no event, no error, and the work
+/// across it waits unanswered, whoever polls; healed, the work goes on and lands. A silent link
+/// needs the deferred mode and two devices.
+#[test]
+fn deferred__work_across_a_silent_link_waits_until_it_heals() {
+    let f = MockFabric::builder().mode(Mode::Deferred).device("a", &["10.9.0.1"]).device("b", &["10.9.0.2"]).build();
+    let on = |ip: &str| Peer::new(&Device::lookup(&f, ip, ContextType::Local).unwrap()).unwrap();
+    let (cpeer, speer) = (on("10.9.0.1"), on("10.9.0.2"));
+    let ep = Ep::listen(&speer, "10.9.0.2", PORT).unwrap();
+    let client = ConnReq::new(&cpeer, "10.9.0.2", PORT, None).unwrap().connect(None).unwrap();
+    let server = ep.next_conn_req(None).unwrap().connect(None).unwrap();
+    nonblock(client.event_fd());
+    nonblock(server.event_fd());
+    assert_eq!(next_event(&client), ConnEvent::Established);
+    assert_eq!(next_event(&server), ConnEvent::Established);
+    let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
+    let dst = speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
+    src.write(0, b"across").unwrap();
+    let (da, db) = (f.devices()[0].clone(), f.devices()[1].clone());
+    assert_eq!(f.silence(&da, &db).unwrap(), 1);
+    client.write(remote(&dst).at(0), src.slice(0..6)).context(1).post().unwrap();
+    // Polls, progress steps and the progress thread's delay: nothing is answered.
+    for _ in 0..3 {
+        assert!(!f.progress());
+        assert_no_wc(client.cq());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(dst.to_vec(0, 6).unwrap(), [0; 6]);
+    assert_eq!(client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
+    assert_eq!(server.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
+    // A new connection request across it is never delivered.
+    assert_eq!(f.connections(), 1);
+    f.heal(&da, &db);
+    let wc = next_wc(client.cq());
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::Success));
+    assert_eq!(dst.to_vec(0, 6).unwrap(), b"across");
+    // The immediate mode cannot leave work waiting; a link needs two devices.
+    let imm = MockFabric::builder().device("a", &["10.9.0.1"]).device("b", &["10.9.0.2"]).build();
+    let e = imm.silence(&imm.devices()[0], &imm.devices()[1]).unwrap_err();
+    assert!(e.kind() == ErrorKind::InvalidInput && e.to_string().contains("deferred mode"), "{e}");
+    let e = f.silence(&da, &da).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+}
+
 /// A blocking wait runs the deferred work it waits for (no progress thread here).
 #[test]
 fn deferred__blocking_waits_progress_the_work() {

@@ -7,7 +7,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{addrs, builder, payload, replica_ip, writer_peer, LOG_ID, PORT};
 use rpma::mock::sim::Sim;
@@ -108,4 +108,45 @@ fn without_the_poll_after_re_arming_a_sleeping_writer_waits_for_its_deadline() {
         Err(e) => panic!("seed {seed}: {e}"),
     });
     assert!(caught.is_some(), "no seed of 0..{SIM_SEEDS} waited for its deadline");
+}
+
+/// A replica gone silent (the mock's silent link: as rxe sees a node without power, no error
+/// completion and no event, its work unanswered) on the real clock. A sleeping writer with a
+/// majority quorum goes on with the two others without waiting for it; with a quorum of all,
+/// its sync sleeps until the timeout and fails naming that replica. Healed, the replica
+/// completes what waited, and the next sync of all succeeds.
+#[test]
+fn a_sleeping_writer_and_a_silent_replica() {
+    const TIMEOUT: Duration = Duration::from_millis(300);
+    let fabric = builder(3).mode(rpma::mock::Mode::Deferred).build();
+    let _handles: Vec<_> = (0..3).map(|i| common::start(&fabric, i, None, 64 * 1024).unwrap()).collect();
+    let (writer, silent) = (fabric.devices()[0].clone(), fabric.devices()[3].clone());
+    let opts = |q| LogOptions::new(LOG_ID).quorum(q).flush(FlushMode::Visibility).timeout(TIMEOUT).wait(Wait::Sleep);
+
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!(fabric.silence(&writer, &silent).unwrap(), 1);
+    for lsn in 0..20 {
+        log.append(&payload(lsn)).unwrap();
+        let t = Instant::now();
+        assert_eq!(log.sync(lsn).unwrap(), lsn + 1);
+        assert!(t.elapsed() < TIMEOUT / 2, "sync {lsn} waited {:?} for the silent replica", t.elapsed());
+    }
+    assert_eq!(log.durable_on(2), 0, "the silent replica completed something");
+    assert_ne!(log.health()[2], Health::Down, "nothing told the writer the replica went silent");
+    fabric.heal(&writer, &silent);
+    drop(log);
+
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::All)).unwrap();
+    let lsn = log.append(&payload(20)).unwrap();
+    assert_eq!(log.sync(lsn).unwrap(), lsn + 1);
+    fabric.silence(&writer, &silent).unwrap();
+    let lsn = log.append(&payload(21)).unwrap();
+    let t = Instant::now();
+    let e = log.sync(lsn).unwrap_err();
+    let waited = t.elapsed();
+    assert!(e.to_string().contains(&format!("{}:{PORT}: sync not completed", replica_ip(2))), "{e}");
+    assert!(waited >= TIMEOUT && waited < TIMEOUT * 4, "the sync failed after {waited:?}, its timeout is {TIMEOUT:?}");
+    fabric.heal(&writer, &silent);
+    assert_eq!(log.sync(lsn).unwrap(), lsn + 1);
+    assert_eq!(log.durable_on(2), lsn + 1);
 }

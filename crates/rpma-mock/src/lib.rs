@@ -459,8 +459,40 @@ impl MockFabric {
         Ok(lost)
     }
 
+    /// Makes the link between devices `a` and `b` silent, as a peer whose node lost its power
+    /// is to rxe: nothing crosses it either way, and the connections across it are **not**
+    /// lost: no event, no error completion; their work waits unanswered (the deferred mode
+    /// executes none of it) until [`MockFabric::heal`] mends the link, when it goes on. A
+    /// connection request across it is never delivered. Connections to another process (the
+    /// cross-process mode) are not affected. Returns how many connections cross the link.
+    ///
+    /// # Errors
+    /// `InvalidInput` if a device is not the fabric's, both are the same, or the fabric is in
+    /// the immediate mode (which executes work inside `post`: it cannot leave it waiting).
+    pub fn silence(&self, a: &MockDevice, b: &MockDevice) -> Result<usize> {
+        const OP: &str = "MockFabric::silence";
+        self.check_device(OP, a)?;
+        self.check_device(OP, b)?;
+        if a.index == b.index {
+            return Err(Error::invalid_input(
+                OP,
+                &format!("a silent link needs two devices, {} is given twice", a.name),
+            ));
+        }
+        if self.inner.execution.mode != Mode::Deferred {
+            return Err(Error::invalid_input(
+                OP,
+                "a silent link needs the deferred mode (MockFabricBuilder::mode(Mode::Deferred)): the immediate mode \
+                 executes work inside post and cannot leave it waiting",
+            ));
+        }
+        let n = self.inner.net.silence(a.index, b.index);
+        self.touched();
+        Ok(n)
+    }
+
     /// Mends the link between `a` and `b` (both ways): new connections cross it again
-    /// (connections lost stay lost).
+    /// (connections lost stay lost; the work waiting on a silent link goes on).
     pub fn heal(&self, a: &MockDevice, b: &MockDevice) {
         self.inner.net.heal(a.index, b.index);
         self.touched();

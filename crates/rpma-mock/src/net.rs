@@ -5,7 +5,9 @@
 //! Off the data path: the connection manager's calls consult it (a request that cannot reach
 //! the listener is never delivered; an accept whose answer cannot reach the requester leaves
 //! the requester without its ESTABLISHED), and a partition loses the connections between the
-//! two sides at once (RC's retries would end them the same way, after the retry timeout).
+//! two sides at once (RC's retries would end them the same way, after the retry timeout). A
+//! silent link keeps them instead, and the deferred mode leaves their work waiting, unanswered,
+//! as rxe leaves a peer that lost its power: nothing completes until the link heals.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -28,6 +30,11 @@ pub(crate) struct Net {
     any: AtomicBool,
     /// The cut links, `(from, to)` device indices: packets from `from` to `to` are dropped.
     cut: Mutex<Vec<(usize, usize)>>,
+    /// Whether any link is silent (the deferred mode's one load when none is).
+    any_silent: AtomicBool,
+    /// The silent links (both ways, each pair once, lower index first): cut, but the
+    /// connections across them are kept, their work waiting unanswered until the link heals.
+    silent: Mutex<Vec<(usize, usize)>>,
     /// The queue pairs made on the fabric (for partitions and `drop_connection`).
     qps: Mutex<Vec<Weak<QpShared>>>,
 }
@@ -95,17 +102,72 @@ impl Net {
         lost
     }
 
-    /// Mends the link between `a` and `b` (both ways).
+    /// Makes the link between devices `a` and `b` silent (both ways): cut for new connections,
+    /// and the established ones across it kept, their work left waiting (the deferred mode
+    /// executes none of it) until the link heals. Returns how many connections cross it.
+    pub(crate) fn silence(&self, a: usize, b: usize) -> usize {
+        {
+            let mut g = lock(&self.cut);
+            for link in [(a, b), (b, a)] {
+                if !g.contains(&link) {
+                    g.push(link);
+                }
+            }
+            self.any.store(true, Ordering::Release);
+        }
+        {
+            let mut g = lock(&self.silent);
+            let pair = (a.min(b), a.max(b));
+            if !g.contains(&pair) {
+                g.push(pair);
+            }
+            self.any_silent.store(true, Ordering::Release);
+        }
+        self.connections()
+            .iter()
+            .filter(|q| {
+                q.live_peer().is_some_and(|r| (q.node().min(r.node()), q.node().max(r.node())) == (a.min(b), a.max(b)))
+            })
+            .count()
+    }
+
+    /// Whether the link between devices `a` and `b` is silent.
+    pub(crate) fn is_silent(&self, a: usize, b: usize) -> bool {
+        self.any_silent.load(Ordering::Acquire) && lock(&self.silent).contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Mends the link between `a` and `b` (both ways); the work waiting on a silent link goes
+    /// on.
     pub(crate) fn heal(&self, a: usize, b: usize) {
-        let mut g = lock(&self.cut);
-        g.retain(|&l| l != (a, b) && l != (b, a));
-        self.any.store(!g.is_empty(), Ordering::Release);
+        {
+            let mut g = lock(&self.cut);
+            g.retain(|&l| l != (a, b) && l != (b, a));
+            self.any.store(!g.is_empty(), Ordering::Release);
+        }
+        let mut g = lock(&self.silent);
+        g.retain(|&l| l != (a.min(b), a.max(b)));
+        self.any_silent.store(!g.is_empty(), Ordering::Release);
+        drop(g);
+        self.resume_waiting();
     }
 
     /// Mends every link.
     pub(crate) fn heal_all(&self) {
-        let mut g = lock(&self.cut);
-        g.clear();
-        self.any.store(false, Ordering::Release);
+        {
+            let mut g = lock(&self.cut);
+            g.clear();
+            self.any.store(false, Ordering::Release);
+        }
+        lock(&self.silent).clear();
+        self.any_silent.store(false, Ordering::Release);
+        self.resume_waiting();
+    }
+
+    /// Puts every queue pair with work waiting back on its fabric's list (a silent link healed).
+    fn resume_waiting(&self) {
+        let qps: Vec<Arc<QpShared>> = lock(&self.qps).iter().filter_map(Weak::upgrade).collect();
+        for q in qps {
+            crate::qp::resume(&q);
+        }
     }
 }

@@ -314,7 +314,10 @@ impl CmBackend<MockFabric> for MockQp {
                     s.fabric.engine.ensure_thread("rdma_disconnect")?;
                     s.disconnecting.store(true, Ordering::Release);
                     s.to_error();
-                    r.hang_up(CmEvent::Disconnected);
+                    // Across a silent link the DREQ is lost: the peer hears nothing.
+                    if !s.fabric.net.dropped(s.node(), r.node()) {
+                        r.hang_up(CmEvent::Disconnected);
+                    }
                     s.fabric
                         .engine
                         .timer(s.fabric.now() + s.fabric.execution.cm_timeout, Arc::downgrade(s) as Weak<dyn Progress>);

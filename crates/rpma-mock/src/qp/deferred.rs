@@ -257,6 +257,16 @@ fn unscheduled(qp: &QpShared) {
     }
 }
 
+/// Puts `qp` back on its fabric's list if work waits (a silent link it crosses healed).
+pub(super) fn resume(qp: &Arc<QpShared>) {
+    reschedule_if_waiting(qp);
+}
+
+/// Whether `qp`'s connection crosses a silent link: its work waits, unanswered.
+fn silenced(qp: &QpShared) -> bool {
+    qp.remote().is_some_and(|r| qp.fabric.net.is_silent(qp.node(), r.node()))
+}
+
 /// Puts `qp` back on its fabric's list if work still waits (after one step of
 /// `MockFabric::progress`).
 fn reschedule_if_waiting(qp: &Arc<QpShared>) {
@@ -283,6 +293,12 @@ fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
     g.busy = true;
     let mut ran = false;
     while g.stalled.is_none() && !g.closed {
+        if silenced(qp) {
+            // Nothing is answered across a silent link: the work waits until it heals (which
+            // puts the queue pair back on the list).
+            g.busy = false;
+            return ran;
+        }
         let Some(mut p) = g.queue.pop_front() else { break };
         if g.queue.front().is_some_and(|w| passes(&p, w, d.tearing)) {
             let mut w = g.queue.pop_front().expect("a write behind the read");
@@ -321,7 +337,7 @@ fn progress_qp(qp: &Arc<QpShared>, drain: bool) -> bool {
 fn progress_one(qp: &Arc<QpShared>) -> Option<StepDone> {
     let d = qp.deferred.as_ref()?;
     let mut g = d.lock();
-    if g.busy || g.stalled.is_some() || g.closed {
+    if g.busy || g.stalled.is_some() || g.closed || silenced(qp) {
         return None;
     }
     let mut p = g.queue.pop_front()?;

@@ -97,6 +97,12 @@ pub(crate) struct QpShared {
     _live: Live,
 }
 
+/// Puts `qp` back on its fabric's list of queue pairs with deferred work if work waits (a silent
+/// link it crosses healed).
+pub(crate) fn resume(qp: &Arc<QpShared>) {
+    deferred::resume(qp);
+}
+
 impl QpShared {
     /// The link fails: both ends enter the error state (posted work is flushed) and receive
     /// LOST ([`MockQp::cut_link`], a power cut of either node).
