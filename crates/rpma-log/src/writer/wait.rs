@@ -127,12 +127,14 @@ impl<T: Transport> Log<T> {
 
     /// The fd of replica `i`'s completion channel (readable while an event is pending), if it is
     /// connected.
+    #[cfg(feature = "tokio")]
     pub(crate) fn channel_fd(&self, i: usize) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.slots[i].conn.as_ref().map(|c| c.cq().fd())
     }
 
     /// A sleep saw replica `i`'s channel readable: its event is taken by the next
     /// [`Log::take_events`].
+    #[cfg(feature = "tokio")]
     pub(crate) fn saw_event(&mut self, i: usize) {
         self.slots[i].event = true;
     }
