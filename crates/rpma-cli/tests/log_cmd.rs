@@ -129,6 +129,17 @@ fn log_bench_failover_reports_each_phase_of_the_takeovers() {
     assert!(ns("takeover_ns") >= ns("connect_ns") + ns("first_sync_ns"), "{f}");
     let ratio = ns("takeover_ns") as f64 / ns("sync_p50_ns") as f64;
     assert!((f["takeover_in_syncs"].as_f64().unwrap() - ratio).abs() < 1e-6, "{f}");
+    assert_eq!(f["standby"], false, "{f}");
+    // Writers standing by: the same takeovers, reported so.
+    let out = Command::new(RPMA)
+        .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--port", "7560"])
+        .args(["--region", "1M", "--mode", "failover", "--takeovers", "2", "--fill", "16K", "--standby"])
+        .output()
+        .expect("rpma runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let f = &v["failovers"][0];
+    assert_eq!((f["standby"].as_bool(), f["takeovers"].as_u64()), (Some(true), Some(2)), "{f}");
 }
 
 #[test]

@@ -70,7 +70,7 @@ pub use broken::Broken;
 pub use check::{check_region, RegionCheck};
 pub use replica::{Replica, ReplicaHandle, ReplicaOptions, ReplicaState};
 pub use writer::{
-    FlushMode, Health, HealthEvent, Log, LogOptions, OpenPhases, Quorum, RecoveryReport, ReplicaAddr, Wait,
+    FlushMode, Health, HealthEvent, Log, LogOptions, OpenPhases, Quorum, RecoveryReport, ReplicaAddr, Standby, Wait,
 };
 
 /// An entry's log sequence number: 0 for the first entry ever appended, then one more per entry.

@@ -9,7 +9,8 @@ use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
 use rpma::mock::{Device, MockFabric, Mode, PersistentMemory};
 use rpma::{ContextType, Memory};
 use rpma_log::{
-    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, Wait, MIN_CAPACITY,
+    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, Standby, Wait,
+    MIN_CAPACITY,
 };
 
 const LEN: usize = 64 * 1024;
@@ -624,4 +625,52 @@ fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it()
             assert_eq!(log.read(lsn).unwrap(), payload(lsn), "{quorum:?}: entry {lsn}");
         }
     }
+}
+
+/// A writer standing by makes its buffers ahead (`Standby::for_region`): its takeover uses them
+/// and registers two regions fewer than a plain open (the replicas' re-registrations and the
+/// connections' own count the same); a standby of another ring size is not used; a region
+/// without room for a ring is refused.
+#[test]
+fn a_standby_writers_takeover_uses_its_buffers() {
+    let fabric = fabric(3);
+    let _handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for lsn in 0..10 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    assert_eq!(log.sync_all().unwrap(), 10);
+    let regs = |open: &dyn Fn() -> Log<MockFabric>| {
+        fabric.faults().count_calls(Some("ibv_reg_mr"));
+        let log = open();
+        let n = fabric.faults().calls();
+        fabric.faults().disarm();
+        (log, n)
+    };
+    let peer = writer_peer(&fabric);
+    let (plain, plain_regs) = regs(&|| Log::open(&peer, &addrs(3), opts(Quorum::Majority)).unwrap().0);
+    drop(plain);
+    let (mut standby, standby_regs) = regs(&|| {
+        let s = Standby::for_region(&peer, LEN).unwrap();
+        assert_eq!(s.capacity(), (LEN - rpma_log::HEADER_SIZE) as u64);
+        fabric.faults().count_calls(Some("ibv_reg_mr"));
+        Log::open_standby(s, &peer, &addrs(3), opts(Quorum::Majority)).unwrap().0
+    });
+    assert_eq!(plain_regs, standby_regs + 2, "plain open {plain_regs} registrations, standby's {standby_regs}");
+    for lsn in 0..10 {
+        assert_eq!(standby.read(lsn).unwrap(), payload(lsn));
+    }
+    let lsn = standby.append(&payload(10)).unwrap();
+    assert_eq!(standby.sync(lsn).unwrap(), 11);
+    drop(standby);
+    // Buffers of another size are not used: the open allocates its own.
+    let (other, other_regs) = regs(&|| {
+        let s = Standby::for_region(&peer, 2 * LEN).unwrap();
+        fabric.faults().count_calls(Some("ibv_reg_mr"));
+        Log::open_standby(s, &peer, &addrs(3), opts(Quorum::Majority)).unwrap().0
+    });
+    assert_eq!(other_regs, plain_regs);
+    assert_eq!(other.read(10).unwrap(), payload(10));
+    let e = Standby::for_region(&peer, rpma_log::HEADER_SIZE + 8).unwrap_err();
+    assert!(matches!(e, LogError::Capacity { .. }), "{e}");
 }

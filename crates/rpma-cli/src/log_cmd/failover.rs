@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rpma::{Peer, Transport};
-use rpma_log::{Log, LogError, LogOptions, OpenPhases, ReplicaAddr};
+use rpma_log::{Log, LogError, LogOptions, OpenPhases, ReplicaAddr, Standby};
 
 use super::options::LogBenchArgs;
 use super::report::{median, FailoverResult};
@@ -60,7 +60,15 @@ pub(super) fn measure<T: Transport>(
     let mut first_sync: Vec<u64> = Vec::new();
     for _ in 0..a.takeovers {
         // The old writer stays alive through the takeover, as a writer that was cut off would.
-        let (mut next, report) = Log::open(peer, set, opts.clone()).context("a new writer's open")?;
+        let (mut next, report) = if a.standby {
+            // A writer standing by made its buffers before.
+            let region = usize::try_from(log.capacity()).context("the ring's size")? + rpma_log::HEADER_SIZE;
+            let standby = Standby::for_region(peer, region).context("the standby writer's buffers")?;
+            Log::open_standby(standby, peer, set, opts.clone())
+        } else {
+            Log::open(peer, set, opts.clone())
+        }
+        .context("a new writer's open")?;
         let s = Instant::now();
         let lsn = next.append(payload).context("the new writer's first append")?;
         next.sync(lsn).context("the new writer's first sync")?;
@@ -77,6 +85,7 @@ pub(super) fn measure<T: Transport>(
     Ok((
         log,
         FailoverResult {
+            standby: a.standby,
             history_bytes: entries * record,
             takeovers: a.takeovers,
             sync_p50_ns,

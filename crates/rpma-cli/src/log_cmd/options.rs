@@ -243,6 +243,10 @@ pub(crate) struct LogBenchArgs {
     /// failover: takeovers measured.
     #[arg(long, default_value_t = 10, value_parser = args::u64_arg, allow_negative_numbers = true)]
     pub(crate) takeovers: u64,
+    /// failover: each new writer stands by with its buffers made before the takeover
+    /// (`rpma_log::Standby`), as a hot standby would.
+    #[arg(long)]
+    pub(crate) standby: bool,
     /// The quorum of each sync: all, majority or a count.
     #[arg(long, default_value = "majority", value_parser = parse_quorum)]
     pub(crate) quorum: Quorum,

@@ -73,6 +73,8 @@ pub(crate) struct LogBenchReport {
 /// The takeovers of one round of `--mode failover`: medians of each phase, nanoseconds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct FailoverResult {
+    /// Whether each new writer stood by with its buffers made (`--standby`).
+    pub(crate) standby: bool,
     /// The history each new writer took over (bytes of records).
     pub(crate) history_bytes: u64,
     /// Takeovers measured.
@@ -184,9 +186,10 @@ impl LogBenchReport {
         for f in &self.failovers {
             writeln!(
                 out,
-                "failover: {} takeovers of {} bytes of history (medians, ns): connect {} buffers {} headers {} \
+                "failover: {} takeovers{} of {} bytes of history (medians, ns): connect {} buffers {} headers {} \
                  history {} repair {} first sync {}; takeover {} = {:.1} qd1 syncs of {}",
                 f.takeovers,
+                if f.standby { " by writers standing by" } else { "" },
                 f.history_bytes,
                 f.connect_ns,
                 f.buffers_ns,

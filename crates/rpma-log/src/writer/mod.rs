@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rpma::op::Batch;
 use rpma::{
     CompletionFlags, Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, FlushType, MrLocal, MrRemote, Peer, PeerCfg,
-    Transport, Usage,
+    Transport,
 };
 
 use crate::format::{self, Ask, Hello, Record, Status};
@@ -21,9 +21,11 @@ mod lying_replica_tests;
 mod options;
 mod reconnector;
 mod recovery;
+mod standby;
 mod wait;
 
 pub use options::{FlushMode, Health, HealthEvent, LogOptions, OpenPhases, Quorum, RecoveryReport, ReplicaAddr, Wait};
+pub use standby::Standby;
 
 /// Each replica connection's send (and completion) queue. A sync takes a handful of slots per
 /// replica (its batch: a write and a flush per piece of its range, the commit word now and

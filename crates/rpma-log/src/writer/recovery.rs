@@ -15,7 +15,12 @@ struct History {
     index: VecDeque<u64>,
 }
 
-/// How much of a replica's tail a recovery reads at a time.
+/// How much of a replica's tail a recovery reads at first: a tail is most often short (up to
+/// the next commit word, an eighth of the ring, written off the critical path), and reading
+/// past its end costs a transfer of bytes that are thrown away.
+const TAIL_FIRST: u64 = 64 << 10;
+/// How much of a replica's tail a recovery reads at a time at most (each read doubles the one
+/// before, from [`TAIL_FIRST`]).
 const TAIL_CHUNK: u64 = 1 << 20;
 
 /// The most one read of a recovery or a repair carries: each read's completion is awaited
@@ -53,6 +58,31 @@ impl<T: Transport> Log<T> {
     /// 1` of the `n` replicas for recovery, so that it meets every quorum that may have
     /// acknowledged an entry (with [`Quorum::K`]`(1)` of 3, all 3); [`LogError::Rpma`] if local resources fail.
     pub fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)> {
+        Self::open_with(peer, replicas, opts, None)
+    }
+
+    /// [`Log::open`] by a writer standing by: with `standby`'s buffers (made on `peer`) instead
+    /// of its own, if they are the size of the replicas' ring (else it allocates its own, and
+    /// `standby` is dropped). The takeover then neither allocates nor registers the ring twice
+    /// over ([`RecoveryReport::phases`]' `buffers`).
+    ///
+    /// # Errors
+    /// As [`Log::open`].
+    pub fn open_standby(
+        standby: Standby<T>,
+        peer: &Peer<T>,
+        replicas: &[ReplicaAddr],
+        opts: LogOptions,
+    ) -> Result<(Self, RecoveryReport)> {
+        Self::open_with(peer, replicas, opts, Some(standby))
+    }
+
+    fn open_with(
+        peer: &Peer<T>,
+        replicas: &[ReplicaAddr],
+        opts: LogOptions,
+        standby: Option<Standby<T>>,
+    ) -> Result<(Self, RecoveryReport)> {
         if replicas.is_empty() {
             return Err(LogError::Invalid("no replica given".into()));
         }
@@ -139,9 +169,10 @@ impl<T: Transport> Log<T> {
         }
         report.phases.connect = lap();
         let cap = cap.expect("a quorum is at least one replica");
-        let cap_usize = usize::try_from(cap).map_err(|_| LogError::Invalid(format!("a ring of {cap} bytes")))?;
-        let ring = peer.alloc_mr(cap_usize, Usage::WRITE_SRC | Usage::READ_DST)?;
-        let scratch = peer.alloc_mr(cap_usize.max(format::HEADER), Usage::READ_DST)?;
+        let Standby { ring, scratch, .. } = match standby.filter(|s| s.capacity() == cap) {
+            Some(s) => s,
+            None => Standby::new(peer, cap)?,
+        };
         let slots = replicas
             .iter()
             .zip(conns)
@@ -506,8 +537,10 @@ impl<T: Transport> Log<T> {
         let any_epoch = self.opts.rules_off().tail_any_epoch;
         let mut tail = format::Tail::new(h.commit, h.commit_epoch, first, limit, any_epoch);
         let mut have = h.commit;
+        let mut chunk = TAIL_FIRST;
         while let Some(need) = tail.walk(buf, cap, have, &mut found) {
-            let to = need.max(have.saturating_add(TAIL_CHUNK)).min(limit);
+            let to = need.max(have.saturating_add(chunk)).min(limit);
+            chunk = (chunk * 2).min(TAIL_CHUNK);
             self.read_range(i, have, to, into_ring)?;
             self.copy_out(have, to, into_ring, buf)?;
             have = to;

@@ -1,0 +1,66 @@
+//! A standby writer's buffers ([`Standby`]): allocated and registered before a takeover, so
+//! that the takeover does not pay for them.
+
+use rpma::{MrLocal, Peer, Transport, Usage};
+
+use crate::format;
+use crate::{LogError, Result};
+
+/// The two buffers a writer of a log needs, each the size of the ring (its copy of the ring,
+/// the source of every write, and the one histories are read into), made ahead of a takeover
+/// by a writer standing by: [`Log::open_standby`](crate::Log::open_standby) uses them instead
+/// of allocating and registering its own, which on rxe is most of a takeover of a large ring
+/// (docs/log.md, "Takeover: what it costs").
+///
+/// They must be made on the peer the open is given (their registrations belong to its
+/// protection domain: on another peer the open's reads fail, and the replicas are reported
+/// down).
+pub struct Standby<T: Transport> {
+    pub(super) ring: MrLocal<T>,
+    pub(super) scratch: MrLocal<T>,
+    capacity: u64,
+}
+
+impl<T: Transport> std::fmt::Debug for Standby<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standby").field("capacity", &self.capacity).finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Standby<T> {
+    /// The buffers of a writer of a log whose replicas' regions are `region_len` bytes (the
+    /// ring: the region less the header, rounded down to 8 bytes, as [`Replica::format`](
+    /// crate::Replica::format) lays it out), allocated and registered on `peer`.
+    ///
+    /// # Errors
+    /// [`LogError::Capacity`] if such a region holds no ring; [`LogError::Rpma`] if the
+    /// allocation or a registration fails.
+    pub fn for_region(peer: &Peer<T>, region_len: usize) -> Result<Self> {
+        let capacity = (region_len as u64).saturating_sub(format::HEADER as u64) & !7;
+        if capacity < format::MIN_CAPACITY {
+            return Err(LogError::Capacity {
+                replica: "standby".into(),
+                detail: format!(
+                    "a region of {region_len} bytes holds no ring: the header takes {} and the ring at least {}",
+                    format::HEADER,
+                    format::MIN_CAPACITY
+                ),
+            });
+        }
+        Self::new(peer, capacity)
+    }
+
+    /// Buffers for a ring of `capacity` bytes on `peer` (what [`crate::Log::open`] allocates).
+    pub(super) fn new(peer: &Peer<T>, capacity: u64) -> Result<Self> {
+        let len = usize::try_from(capacity).map_err(|_| LogError::Invalid(format!("a ring of {capacity} bytes")))?;
+        let ring = peer.alloc_mr(len, Usage::WRITE_SRC | Usage::READ_DST)?;
+        let scratch = peer.alloc_mr(len.max(format::HEADER), Usage::READ_DST)?;
+        Ok(Self { ring, scratch, capacity })
+    }
+
+    /// The ring's bytes these buffers are for.
+    #[must_use]
+    pub const fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
