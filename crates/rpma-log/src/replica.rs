@@ -141,6 +141,11 @@ impl<T: Transport> std::fmt::Debug for Replica<T> {
 impl<T: Transport> Replica<T> {
     /// Formats `memory` as a replica of a **new**, empty log `log_id` (its whole length after the
     /// header is the ring, rounded down to 8 bytes), persists it, and registers it on `peer`.
+    /// The whole region is zeroed first: records a log it held before left in the ring carry
+    /// the epochs, positions and lsns the new log's first writers give theirs, and a recovery
+    /// would take them beyond a tail as the new log's (the cost grows with the region: a
+    /// write and a persist of all of it, once). A format cut short by a crash leaves a header
+    /// of zeros (no log: format it again) or the new log.
     /// It votes at once, with its empty history: format every replica of a new log so (once),
     /// and a replica that replaces one whose region was lost with
     /// [`Replica::format_replacement`].
@@ -177,8 +182,13 @@ impl<T: Transport> Replica<T> {
             });
         }
         let v = memory.volatile();
+        // The old header goes first (a crash from here on leaves no log), then everything the
+        // ring held: zeroes, durable before the new header says "an empty log".
         // Zeroes: promised 0 (any writer's open is above it), commit epoch 0, an empty history.
         v.write(0, &[0u8; format::HEADER])?;
+        memory.persist(0, format::HEADER)?;
+        v.fill(0);
+        memory.persist(0, memory.len())?;
         v.write(0, &format::static_block(log_id, capacity))?;
         v.write(format::JOINED, &u64::from(joined).to_le_bytes())?;
         let mr = peer.reg_mr(memory, USAGE)?;

@@ -9,8 +9,8 @@ use common::{addrs, builder, payload, start, writer_peer, LOG_ID};
 use rpma::mock::{Device, MockFabric, Mode, PersistentMemory};
 use rpma::{ContextType, Memory};
 use rpma_log::{
-    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, Standby, Wait,
-    MIN_CAPACITY,
+    check_region, FlushMode, Health, Log, LogError, LogOptions, Quorum, Replica, ReplicaAddr, ReplicaHandle, Standby,
+    Wait, MIN_CAPACITY,
 };
 
 const LEN: usize = 64 * 1024;
@@ -673,4 +673,36 @@ fn a_standby_writers_takeover_uses_its_buffers() {
     assert_eq!(other.read(10).unwrap(), payload(10));
     let e = Standby::for_region(&peer, rpma_log::HEADER_SIZE + 8).unwrap_err();
     assert!(matches!(e, LogError::Capacity { .. }), "{e}");
+}
+
+/// A region formatted again (`Replica::format`, a new log of the same id) holds nothing of the
+/// log it held: a recovery must not take the old log's records beyond the new writer's tail as
+/// its own, though they carry the epochs, positions and lsns the new log's first writers give
+/// theirs (identical entries at identical places, as a benchmark run twice writes them).
+#[test]
+fn a_region_formatted_again_gives_back_nothing_of_its_old_log() {
+    let fabric = fabric(3);
+    let mut handles: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
+    let entry = [7u8; 64];
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for _ in 0..200 {
+        log.append(&entry).unwrap();
+    }
+    assert_eq!(log.sync_all().unwrap(), 200);
+    drop(log);
+    let memories = common::stop_replicas(&mut handles, &[0, 1, 2]).unwrap();
+    for (i, m) in memories.into_iter().enumerate() {
+        let p = common::peer(&fabric, &common::replica_ip(i));
+        let r = Replica::format(&p, m, LOG_ID).unwrap().with_options(common::fast());
+        handles[i] = Some(r.listen(&common::replica_ip(i), common::PORT).unwrap().spawn());
+    }
+    let (mut log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!(report.next_lsn, 0);
+    for _ in 0..10 {
+        log.append(&entry).unwrap();
+    }
+    assert_eq!(log.sync_all().unwrap(), 10);
+    drop(log);
+    let (_log, report) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    assert_eq!(report.next_lsn, 10, "the old log's entries came back: {report:?}");
 }
