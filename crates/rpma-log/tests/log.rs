@@ -212,7 +212,9 @@ fn quorum_majority_of_three_goes_on_with_one_replica_dead() {
     drop(log);
     let m = handles[2].take().unwrap().stop().unwrap();
     let c = check_region(&m.to_vec()).unwrap();
-    assert_eq!(c.next_lsn, 31);
+    // Caught up to 30; the last sync's majority may be the two others (in the deferred mode
+    // this replica may not have run it before the writer left).
+    assert!(c.next_lsn == 30 || c.next_lsn == 31, "{}", c.next_lsn);
     for (lsn, p) in c.entries {
         assert_eq!(p, payload(lsn));
     }
@@ -289,14 +291,21 @@ fn fencing_an_old_writer_cannot_change_any_replica_after_a_new_writers_recovery(
     assert_eq!(new.sync_all().unwrap(), 6);
     drop(old);
     drop(new);
+    // Every replica was repaired by the new writer's open (4 entries); a majority has its two
+    // syncs (in the deferred mode the third may not have run them before the writer left).
+    let mut complete = 0;
     for h in handles {
         let m = h.stop().unwrap();
         let bytes = m.to_vec();
         assert!(!bytes.windows(marker.len()).any(|w| w == marker), "the fenced writer's bytes reached a replica");
         let c = check_region(&bytes).unwrap();
-        assert_eq!(c.next_lsn, 6);
-        assert_eq!(c.entries[4].1, b"new writer's entry");
+        assert!(c.next_lsn >= 4, "a replica lost the recovered history: {}", c.next_lsn);
+        if c.next_lsn > 4 {
+            assert_eq!(c.entries[4].1, b"new writer's entry");
+        }
+        complete += usize::from(c.next_lsn == 6);
     }
+    assert!(complete >= 2, "only {complete} replicas hold the new writer's two syncs");
 }
 
 #[test]
