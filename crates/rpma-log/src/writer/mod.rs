@@ -21,6 +21,7 @@ mod lying_replica_tests;
 mod options;
 mod reconnector;
 mod recovery;
+mod repair;
 mod standby;
 mod wait;
 
