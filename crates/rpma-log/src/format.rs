@@ -35,6 +35,17 @@ pub(crate) const MAX_POSITION: u64 = 1 << 62;
 /// The smallest entry area.
 pub(crate) const MIN_CAPACITY: u64 = 256;
 
+/// The ring a region of `len` bytes holds: all of it after the header, rounded down to 8 bytes;
+/// `None` if that is less than [`MIN_CAPACITY`].
+pub(crate) const fn ring_capacity(len: u64) -> Option<u64> {
+    let capacity = len.saturating_sub(HEADER as u64) & !7;
+    if capacity < MIN_CAPACITY {
+        None
+    } else {
+        Some(capacity)
+    }
+}
+
 /// An entry's header: payload length, kind, lsn, epoch, position, checksum.
 pub(crate) const ENTRY_HEADER: usize = 40;
 pub(crate) const KIND_ENTRY: u32 = 1;

@@ -170,8 +170,7 @@ impl<T: Transport> Replica<T> {
 
     fn format_as(peer: &Peer<T>, memory: Memory, log_id: u64, joined: bool) -> Result<Self> {
         let len = memory.len() as u64;
-        let capacity = len.saturating_sub(format::HEADER as u64) & !7;
-        if capacity < format::MIN_CAPACITY {
+        let Some(capacity) = format::ring_capacity(len) else {
             return Err(LogError::Capacity {
                 replica: "local".into(),
                 detail: format!(
@@ -180,7 +179,7 @@ impl<T: Transport> Replica<T> {
                     format::MIN_CAPACITY
                 ),
             });
-        }
+        };
         let v = memory.volatile();
         // The old header goes first (a crash from here on leaves no log), then everything the
         // ring held: zeroes, durable before the new header says "an empty log".

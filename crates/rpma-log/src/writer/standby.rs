@@ -36,8 +36,7 @@ impl<T: Transport> Standby<T> {
     /// [`LogError::Capacity`] if such a region holds no ring; [`LogError::Rpma`] if the
     /// allocation or a registration fails.
     pub fn for_region(peer: &Peer<T>, region_len: usize) -> Result<Self> {
-        let capacity = (region_len as u64).saturating_sub(format::HEADER as u64) & !7;
-        if capacity < format::MIN_CAPACITY {
+        let Some(capacity) = format::ring_capacity(region_len as u64) else {
             return Err(LogError::Capacity {
                 replica: "standby".into(),
                 detail: format!(
@@ -46,7 +45,7 @@ impl<T: Transport> Standby<T> {
                     format::MIN_CAPACITY
                 ),
             });
-        }
+        };
         Self::new(peer, capacity)
     }
 
