@@ -15,6 +15,20 @@ use rpma_log::{check_region, Health, LogError, LogOptions, Quorum, ReplicaAddr};
 
 const LEN: usize = 64 * 1024;
 
+/// A task that counts the milliseconds it sleeps through: it runs only while the runtime's
+/// thread is free.
+fn ticker() -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let ticks = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&ticks);
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    (ticks, ticker)
+}
+
 fn opts() -> LogOptions {
     LogOptions::new(LOG_ID).quorum(Quorum::Majority).timeout(Duration::from_secs(2))
 }
@@ -64,14 +78,7 @@ async fn tokio_log_sync_awaits_the_completion_channels_without_blocking_the_runt
     let fabric = builder(3).persistent_memory(PersistentMemory::All).mode(Mode::Deferred).tearing(8).build();
     let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
     let (mut log, _) = rpma_log::tokio::Log::open(&writer_peer(&fabric), &addrs(3), opts()).await.unwrap();
-    let ticks = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&ticks);
-    let ticker = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    let (ticks, ticker) = ticker();
     let t0 = Instant::now();
     for lsn in 0..50u64 {
         log.append(&payload(lsn)).unwrap();
@@ -98,14 +105,7 @@ async fn tokio_log_waits_without_blocking_the_runtime_thread() {
     let p = common::peer(&fabric, &common::replica_ip(1));
     let _silent = rpma::mock::Ep::listen(&p, &common::replica_ip(1), common::PORT).unwrap();
     let set = [addrs(1)[0].clone(), ReplicaAddr::new(&common::replica_ip(1), common::PORT)];
-    let ticks = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&ticks);
-    let ticker = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    let (ticks, ticker) = ticker();
     let t0 = Instant::now();
     let o = LogOptions::new(LOG_ID).quorum(Quorum::All).timeout(Duration::from_millis(300));
     let r = rpma_log::tokio::Log::open(&writer_peer(&fabric), &set, o).await;
