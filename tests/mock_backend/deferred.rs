@@ -351,6 +351,37 @@ fn deferred__work_across_a_silent_link_waits_until_it_heals() {
     assert!(e.to_string().contains("given twice"), "{e}");
 }
 
+/// A responder that disconnected drops the work that arrives after, as a queue pair in the
+/// error state does, even when its DREQ never reached the requester (lost across a silent link):
+/// the requester's retries run out, and nothing lands. A fence of a writer by its queue pair
+/// (rpma-log's replicas disconnect the writer they fence) rests on it.
+#[test]
+fn deferred__a_responder_that_disconnected_drops_what_arrives_after() {
+    let f = MockFabric::builder().mode(Mode::Deferred).device("a", &["10.9.0.1"]).device("b", &["10.9.0.2"]).build();
+    let on = |ip: &str| Peer::new(&Device::lookup(&f, ip, ContextType::Local).unwrap()).unwrap();
+    let (cpeer, speer) = (on("10.9.0.1"), on("10.9.0.2"));
+    let ep = Ep::listen(&speer, "10.9.0.2", PORT).unwrap();
+    let client = ConnReq::new(&cpeer, "10.9.0.2", PORT, None).unwrap().connect(None).unwrap();
+    let server = ep.next_conn_req(None).unwrap().connect(None).unwrap();
+    nonblock(client.event_fd());
+    nonblock(server.event_fd());
+    assert_eq!(next_event(&client), ConnEvent::Established);
+    assert_eq!(next_event(&server), ConnEvent::Established);
+    let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
+    let dst = speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
+    src.write(0, b"too late").unwrap();
+    let (da, db) = (f.devices()[0].clone(), f.devices()[1].clone());
+    assert_eq!(f.silence(&da, &db).unwrap(), 1);
+    client.write(remote(&dst).at(0), src.slice(0..8)).context(1).post().unwrap();
+    // The server fences the client: its DREQ is lost across the silent link.
+    server.disconnect().unwrap();
+    assert_eq!(client.next_event().unwrap_err().kind(), ErrorKind::NoEvent);
+    f.heal(&da, &db);
+    let wc = next_wc(client.cq());
+    assert_eq!((wc.wr_id(), wc.status()), (1, WcStatus::RetryExcErr));
+    assert_eq!(dst.to_vec(0, 8).unwrap(), [0; 8], "a write reached a responder that had disconnected");
+}
+
 /// A blocking wait runs the deferred work it waits for (no progress thread here).
 #[test]
 fn deferred__blocking_waits_progress_the_work() {

@@ -425,6 +425,11 @@ fn execute_write_passing_read(qp: &Arc<QpShared>, r: &mut Pending, w: &mut Pendi
         finish(qp, w, WcStatus::WrFlushErr, wop);
         return;
     };
+    if !peer_takes_work(qp) {
+        finish(qp, r, WcStatus::RetryExcErr, rop);
+        finish(qp, w, WcStatus::WrFlushErr, wop);
+        return;
+    }
     let lookup = |p: &Pending| {
         p.remote.and_then(|rb| table.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned())
     };
@@ -477,6 +482,9 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Executed {
         let Some(table) = qp.remote_mrs.get() else {
             return finish(qp, p, WcStatus::WrFlushErr, sop);
         };
+        if !peer_takes_work(qp) {
+            return finish(qp, p, WcStatus::RetryExcErr, sop);
+        }
         let target =
             p.remote.and_then(|rb| table.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned());
         if let (SendOp::Write, Some(chunk), Some(rb)) = (p.op, d.tearing, p.remote) {
@@ -536,10 +544,22 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Executed {
     Executed::Whole
 }
 
+/// Whether the peer's queue pair still executes what arrives: it is connected. A peer that moved
+/// its queue pair to the error state (its disconnect, even one whose DREQ this side never heard
+/// across a silent link) drops the requests, as a responder in the error state does: the
+/// requester's retries run out. A fence of a writer by its QP rests on this (rpma-log's
+/// replicas disconnect the writer they fence).
+fn peer_takes_work(qp: &QpShared) -> bool {
+    qp.remote().is_some_and(|r| r.state() == CONNECTED)
+}
+
 /// Lands the next piece of a torn write; completes it after the last.
 fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Executed {
     if qp.state() != CONNECTED {
         return finish(qp, p, WcStatus::WrFlushErr, opcode);
+    }
+    if !peer_takes_work(qp) {
+        return finish(qp, p, WcStatus::RetryExcErr, opcode);
     }
     let Pending { torn: Some(t), local, .. } = p else {
         return finish(qp, p, WcStatus::Success, opcode);

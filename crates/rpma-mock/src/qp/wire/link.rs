@@ -546,6 +546,12 @@ impl Link {
         }
         let len = r.len as usize;
         let one_sided = |r: &Req| {
+            // A queue pair in the error state (this side disconnected) drops what arrives: the
+            // requester's retries run out. A fence by the QP rests on it (deferred.rs,
+            // `peer_takes_work`).
+            if qp.state() != CONNECTED {
+                return (WcStatus::RetryExcErr, Vec::new());
+            }
             let target = r
                 .remote
                 .and_then(|(_, rkey)| qp.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned());
