@@ -98,8 +98,9 @@ pub(crate) struct Durable {
 
 struct DurableState {
     image: Box<[u8]>,
-    /// `(offset, len)` of the remote writes since the last read, adjacent ones merged.
-    noted: Vec<(usize, usize)>,
+    /// `(offset, len, connection)` of the remote writes not yet made durable by a read on their
+    /// connection, adjacent ones of one connection merged.
+    noted: Vec<(usize, usize, u32)>,
 }
 
 impl Durable {
@@ -119,32 +120,42 @@ impl Durable {
         copy_in(&mut self.lock().image, visible, offset, len);
     }
 
-    /// A remote write of `[offset, offset + len)` executed.
-    pub(crate) fn note_write(&self, offset: usize, len: usize) {
+    /// A remote write of `[offset, offset + len)` executed, sent on connection `from` (the queue
+    /// pair number that identifies the connection at this region's fabric).
+    pub(crate) fn note_write(&self, offset: usize, len: usize, from: u32) {
         let noted = &mut self.lock().noted;
-        // Merged with the last range when it touches or overlaps it (a log's appends, a slot
-        // written again).
-        if let Some((o, l)) = noted.last_mut().filter(|(o, l)| offset <= *o + *l && *o <= offset + len) {
+        // Merged with the last range when it is of the same connection and touches or overlaps
+        // it (a log's appends, a slot written again).
+        if let Some((o, l, _)) =
+            noted.last_mut().filter(|(o, l, c)| *c == from && offset <= *o + *l && *o <= offset + len)
+        {
             let end = (*o + *l).max(offset + len);
             *o = (*o).min(offset);
             *l = end - *o;
         } else if noted.len() >= NOTED {
-            let start = noted.iter().map(|r| r.0).min().unwrap_or(offset).min(offset);
-            let end = noted.iter().map(|r| r.0 + r.1).max().unwrap_or(0).max(offset + len);
-            noted.clear();
-            noted.push((start, end - start));
+            // The connection's ranges become their envelope (a superset: more is made durable by
+            // its next read than it wrote).
+            let mine = noted.iter().filter(|r| r.2 == from);
+            let start = mine.clone().map(|r| r.0).min().unwrap_or(offset).min(offset);
+            let end = mine.map(|r| r.0 + r.1).max().unwrap_or(0).max(offset + len);
+            noted.retain(|r| r.2 != from);
+            noted.push((start, end - start, from));
         } else {
-            noted.push((offset, len));
+            noted.push((offset, len, from));
         }
     }
 
-    /// An RDMA Read executed: the writes noted before it are durable (APM).
-    pub(crate) fn read_after_writes(&self, visible: VolatileSlice<'_>) {
+    /// An RDMA Read executed on connection `from`: the writes noted before it on that
+    /// connection are durable (APM; a read orders only its own connection's writes).
+    pub(crate) fn read_after_writes(&self, visible: VolatileSlice<'_>, from: u32) {
         let mut g = self.lock();
-        let noted = std::mem::take(&mut g.noted);
-        for (offset, len) in noted {
-            copy_in(&mut g.image, visible, offset, len);
-        }
+        let DurableState { image, noted } = &mut *g;
+        noted.retain(|&(offset, len, c)| {
+            if c == from {
+                copy_in(image, visible, offset, len);
+            }
+            c != from
+        });
     }
 
     /// What the region holds after a power cut under `unflushed`; `rng` draws the torn words or

@@ -112,22 +112,23 @@ impl MrShared {
         }
     }
 
-    /// A remote write (or atomic write) of `[offset, offset + len)` executed, if the region is
-    /// in the model (a later RDMA Read at it makes it durable, APM).
+    /// A remote write (or atomic write) of `[offset, offset + len)` executed on connection
+    /// `from`, if the region is in the model (a later RDMA Read at it on that connection makes
+    /// it durable, APM).
     #[inline]
-    pub(crate) fn note_write(&self, offset: usize, len: usize) {
+    pub(crate) fn note_write(&self, offset: usize, len: usize, from: u32) {
         if let Some(d) = &self.durable {
-            d.note_write(offset, len);
+            d.note_write(offset, len, from);
         }
     }
 
-    /// An RDMA Read executed at the region, if it is in the model: the remote writes executed
-    /// on it before are durable (librpma's APM: a read after writes, towards a node with direct
-    /// write to pmem).
+    /// An RDMA Read executed at the region on connection `from`, if it is in the model: the
+    /// remote writes that connection executed on it before are durable (librpma's APM: a read
+    /// after writes, towards a node with direct write to pmem).
     #[inline]
-    pub(crate) fn read_after_writes(&self) {
+    pub(crate) fn read_after_writes(&self, from: u32) {
         if let Some(d) = &self.durable {
-            d.read_after_writes(self.bytes(0, self.len));
+            d.read_after_writes(self.bytes(0, self.len), from);
         }
     }
 }

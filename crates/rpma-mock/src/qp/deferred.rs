@@ -434,14 +434,14 @@ fn execute_write_passing_read(qp: &Arc<QpShared>, r: &mut Pending, w: &mut Pendi
         p.remote.and_then(|rb| table.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned())
     };
     let sink = ByteSide::new(&[]);
-    let rstatus = execute_op(r.op, &sink, r.remote, r.len, lookup(r).as_deref(), caps);
+    let rstatus = execute_op(r.op, &sink, r.remote, r.len, lookup(r).as_deref(), caps, qp.qp_num);
     if rstatus != WcStatus::Success {
         // The read fails: the queue pair enters the error state and the write is flushed.
         finish(qp, r, rstatus, rop);
         finish(qp, w, WcStatus::WrFlushErr, wop);
         return;
     }
-    let wstatus = execute_op(w.op, &w.local, w.remote, w.len, lookup(w).as_deref(), caps);
+    let wstatus = execute_op(w.op, &w.local, w.remote, w.len, lookup(w).as_deref(), caps, qp.qp_num);
     let bytes = sink.into_read();
     let mut at = 0;
     for i in 0..r.local.pieces() {
@@ -499,7 +499,7 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Executed {
                 return land(qp, p, sop);
             }
         }
-        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps);
+        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps, qp.qp_num);
         drop(target);
         return finish(qp, p, status, sop);
     }
@@ -510,7 +510,7 @@ fn execute(qp: &Arc<QpShared>, d: &DeferredSq, p: &mut Pending) -> Executed {
     if p.remote.is_some() {
         let target =
             p.remote.and_then(|rb| remote.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rb.rkey).cloned());
-        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps);
+        let status = execute_op(p.op, &p.local, p.remote, p.len, target.as_deref(), caps, qp.qp_num);
         // Held for the copy only: a deregistration waits for it (mem.rs, `quiesce`).
         drop(target);
         if status != WcStatus::Success {
@@ -570,7 +570,7 @@ fn land(qp: &QpShared, p: &mut Pending, opcode: WcOpcode) -> Executed {
     match t.target.upgrade().filter(|m| m.valid.load(Ordering::Acquire)) {
         Some(m) => {
             gather_range(local, from, n, &m, t.off + from);
-            m.note_write(t.off + from, n);
+            m.note_write(t.off + from, n, qp.qp_num);
         }
         None => return finish(qp, p, WcStatus::RemAccessErr, opcode),
     }

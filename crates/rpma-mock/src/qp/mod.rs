@@ -359,7 +359,7 @@ impl MockQp {
             s.complete_own(wr.wr_id, WcStatus::WrFlushErr, sop, wr.signaled, seq);
             return;
         };
-        let status = self.target_cache.execute(&remote.pd.mrs, wr, &s.pd.caps);
+        let status = self.target_cache.execute(&remote.pd.mrs, wr, &s.pd.caps, s.qp_num);
         if status != WcStatus::Success {
             s.complete_own(wr.wr_id, status, sop, wr.signaled, seq);
             return;

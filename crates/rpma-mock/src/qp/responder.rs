@@ -28,7 +28,7 @@ pub(super) fn opcodes(op: SendOp, caps: &Capabilities) -> (WcOpcode, bool) {
 /// [`execute`] of the commonest work request, a write of one registered piece, in a few
 /// instructions; any other work request goes the general way.
 #[inline(always)]
-pub(super) fn execute_fast(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities) -> WcStatus {
+pub(super) fn execute_fast(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities, from: u32) -> WcStatus {
     if let (SendOp::Write, Local::One(b), Some(rb)) = (wr.op, wr.local, wr.remote) {
         if mr.rkey == rb.rkey && mr.access.fast_write && mr.valid.load(Ordering::Acquire) {
             if let Some(off) = mr.offset_of(rb.addr, b.len) {
@@ -37,22 +37,28 @@ pub(super) fn execute_fast(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Ca
             }
         }
     }
-    execute_slow(wr, mr, caps)
+    execute_slow(wr, mr, caps, from)
 }
 
 #[inline(never)]
-fn execute_slow(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities) -> WcStatus {
-    execute(wr, Some(mr), caps)
+fn execute_slow(wr: &SendWr<'_, MockFabric>, mr: &MrShared, caps: &Capabilities, from: u32) -> WcStatus {
+    execute(wr, Some(mr), caps, from)
 }
 
 /// Executes the remote-memory part of a work request at the responder, checking rkey, bounds
 /// and access rights as hardware does. `target` is the region the work request's rkey names in
 /// the responder's table (`None`: no such remotely accessible region); the caller holds it for
 /// the access, so a deregistration meanwhile returns only after it (and the region then
-/// refuses every later access: `valid` is false).
+/// refuses every later access: `valid` is false). `from` names the connection (the persistence
+/// model's APM read makes durable only its own connection's writes).
 #[inline]
-pub(super) fn execute(wr: &SendWr<'_, MockFabric>, target: Option<&MrShared>, caps: &Capabilities) -> WcStatus {
-    execute_op(wr.op, &wr.local, wr.remote, wr.len, target, caps)
+pub(super) fn execute(
+    wr: &SendWr<'_, MockFabric>,
+    target: Option<&MrShared>,
+    caps: &Capabilities,
+    from: u32,
+) -> WcStatus {
+    execute_op(wr.op, &wr.local, wr.remote, wr.len, target, caps, from)
 }
 
 /// Where a write of `len` bytes at `rb` lands in `mr`: its offset, if `mr` is the region the
@@ -73,6 +79,7 @@ pub(super) fn execute_op<L: LocalSide>(
     len: usize,
     target: Option<&MrShared>,
     caps: &Capabilities,
+    from: u32,
 ) -> WcStatus {
     let Some(rb) = remote else {
         return WcStatus::Success;
@@ -87,14 +94,14 @@ pub(super) fn execute_op<L: LocalSide>(
                 return WcStatus::RemAccessErr;
             };
             local.scatter_from(mr, off, len);
-            mr.read_after_writes();
+            mr.read_after_writes(from);
         }
         SendOp::Write | SendOp::WriteImm(_) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, len), a.remote_write) else {
                 return WcStatus::RemAccessErr;
             };
             gather_into(local, mr, off);
-            mr.note_write(off, len);
+            mr.note_write(off, len, from);
         }
         SendOp::AtomicWrite(bytes) => {
             let (Some(off), true) = (mr.offset_of(rb.addr, 8), a.remote_write) else {
@@ -104,7 +111,7 @@ pub(super) fn execute_op<L: LocalSide>(
                 return WcStatus::RemInvReqErr;
             }
             mr.bytes(off, 8).write(0, &bytes).expect("8 bytes inside the region");
-            mr.note_write(off, 8);
+            mr.note_write(off, 8, from);
         }
         SendOp::Flush(t) if caps.native_flush => {
             let allowed = match t {

@@ -68,27 +68,40 @@ impl TargetCache {
     /// Executes the remote part of `wr` (one-sided) at the responder whose registrations are
     /// `table`, reaching the region through the cache.
     #[inline(always)]
-    pub(super) fn execute(&self, table: &MrTable, wr: &SendWr<'_, MockFabric>, caps: &Capabilities) -> WcStatus {
+    pub(super) fn execute(
+        &self,
+        table: &MrTable,
+        wr: &SendWr<'_, MockFabric>,
+        caps: &Capabilities,
+        from: u32,
+    ) -> WcStatus {
         let Some(rb) = wr.remote else {
-            return execute(wr, None, caps);
+            return execute(wr, None, caps, from);
         };
         if let Some((k, w)) = &*self.0.borrow() {
             if *k == rb.rkey {
                 if let Some(m) = w.upgrade() {
-                    return execute_fast(wr, &m, caps);
+                    return execute_fast(wr, &m, caps, from);
                 }
             }
         }
-        self.miss(table, wr, rb.rkey, caps)
+        self.miss(table, wr, rb.rkey, caps, from)
     }
 
     /// Looks `rkey` up in the table (a read lock) and caches what it names.
     #[cold]
     #[inline(never)]
-    fn miss(&self, table: &MrTable, wr: &SendWr<'_, MockFabric>, rkey: u32, caps: &Capabilities) -> WcStatus {
+    fn miss(
+        &self,
+        table: &MrTable,
+        wr: &SendWr<'_, MockFabric>,
+        rkey: u32,
+        caps: &Capabilities,
+        from: u32,
+    ) -> WcStatus {
         let m = table.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned();
         *self.0.borrow_mut() = m.as_ref().map(|m| (rkey, Arc::downgrade(m)));
-        execute(wr, m.as_deref(), caps)
+        execute(wr, m.as_deref(), caps, from)
     }
 }
 
@@ -101,7 +114,7 @@ impl MockQp {
     pub(super) fn post_one_sided(&self, wr: &SendWr<'_, MockFabric>, seq: u64, opcode: WcOpcode) {
         let s = &self.shared;
         let status = match (s.state(), s.remote_mrs.get()) {
-            (CONNECTED, Some(table)) => self.target_cache.execute(table, wr, &s.pd.caps),
+            (CONNECTED, Some(table)) => self.target_cache.execute(table, wr, &s.pd.caps, s.qp_num),
             _ => WcStatus::WrFlushErr,
         };
         s.complete_own(wr.wr_id, status, opcode, wr.signaled, seq);

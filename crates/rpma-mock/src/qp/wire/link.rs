@@ -556,7 +556,7 @@ impl Link {
                 .remote
                 .and_then(|(_, rkey)| qp.pd.mrs.read().unwrap_or_else(PoisonError::into_inner).get(&rkey).cloned());
             let side = ByteSide::new(&r.data);
-            let status = execute_op(r.op, &side, r.remote_buf(), len, target.as_deref(), &caps);
+            let status = execute_op(r.op, &side, r.remote_buf(), len, target.as_deref(), &caps, qp.qp_num);
             (status, side.into_read())
         };
         if !r.consumes_receive() {
