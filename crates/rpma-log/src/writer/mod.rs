@@ -169,12 +169,22 @@ fn chunked(pieces: impl Iterator<Item = (usize, usize)>, max: usize) -> impl Ite
 
 impl<T: Transport> Log<T> {
     /// Connects to replica `r` with a hello asking `ask` in `epoch` as `writer_id`.
-    fn connect(
+    fn connect(peer: &Peer<T>, r: &ReplicaAddr, opts: &LogOptions, hello: (u64, u64, Ask)) -> Result<Connected<T>> {
+        match Self::request(peer, r, opts, hello)? {
+            Ok(conn) => Self::answered(conn, r, opts),
+            Err(why) => Ok(Connected::Down(why)),
+        }
+    }
+
+    /// The first half of [`Log::connect`]: the connection request with the hello is sent (an
+    /// open sends every replica's before it waits for any answer). `Err(why)` inside: the
+    /// replica is down.
+    fn request(
         peer: &Peer<T>,
         r: &ReplicaAddr,
         opts: &LogOptions,
         (epoch, writer_id, ask): (u64, u64, Ask),
-    ) -> Result<Connected<T>> {
+    ) -> Result<std::result::Result<Conn<T>, String>> {
         let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id, ask });
         let mut cfg = ConnCfg::new().with_sq_size(SQ).with_cq_size(SQ).with_timeout(opts.timeout);
         if let Some(n) = opts.ack_timeout {
@@ -187,12 +197,14 @@ impl<T: Transport> Log<T> {
             Ok(req) => req,
             // A setting of the options out of range is the caller's, whichever replica.
             Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e.into()),
-            Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
+            Err(e) => return Ok(Err(format!("connecting: {e}"))),
         };
-        let conn = match req.connect(Some(&hello)) {
-            Ok(c) => c,
-            Err(e) => return Ok(Connected::Down(format!("connecting: {e}"))),
-        };
+        Ok(req.connect(Some(&hello)).map_err(|e| format!("connecting: {e}")))
+    }
+
+    /// The second half of [`Log::connect`]: waits for replica `r`'s answer on `conn` and checks
+    /// it.
+    fn answered(conn: Conn<T>, r: &ReplicaAddr, opts: &LogOptions) -> Result<Connected<T>> {
         match conn.next_event_timeout(opts.timeout) {
             Ok(ConnEvent::Established) => {}
             Ok(ev) => return Ok(Connected::Down(format!("connecting: {}", ev.as_str()))),

@@ -112,8 +112,18 @@ impl<T: Transport> Log<T> {
             conns = Vec::new();
             reasons = Vec::new();
             let mut stale = None;
-            for r in replicas {
-                match Self::connect(peer, r, &opts, (epoch, writer_id, Ask::Open))? {
+            // Every request is sent before any answer is awaited: the replicas fence and answer
+            // at once, the takeover's connect costs one connection's time, not n.
+            let requests = replicas
+                .iter()
+                .map(|r| Self::request(peer, r, &opts, (epoch, writer_id, Ask::Open)))
+                .collect::<Result<Vec<_>>>()?;
+            for (r, req) in replicas.iter().zip(requests) {
+                let answer = match req {
+                    Ok(conn) => Self::answered(conn, r, &opts)?,
+                    Err(why) => Connected::Down(why),
+                };
+                match answer {
                     Connected::Accepted(c, m, cap) => {
                         conns.push(Some((c, m, cap)));
                         reasons.push(None);
