@@ -45,13 +45,16 @@
 //! See `docs/decisions.md` in the repository; each is also noted at the function concerned.
 #![forbid(unsafe_code)]
 
+// First: its macro, `rpma_log!`, is in scope in the modules declared after it.
+#[macro_use]
+pub mod logging;
+
 mod cfg;
 mod conn;
 mod cq_trace;
 pub mod descriptor;
 mod error;
 pub mod librpma;
-pub mod logging;
 mod mr;
 mod offer;
 pub mod op;

@@ -138,10 +138,10 @@ impl<T: Transport> Peer<T> {
         // librpma 1.3's line, word for word and from its function (librpma logs nothing of the
         // flush; ours says it at DEBUG, with the device).
         if !caps.native_atomic_write {
-            crate::rpma_log!(Info in OP, "Native atomic write is not supported - ordinary RDMA write will be used instead.");
+            rpma_log!(Info in OP, "Native atomic write is not supported - ordinary RDMA write will be used instead.");
         }
         if !caps.native_flush {
-            crate::rpma_log!(Debug in OP, "Native flush is not supported on {}: a flush is emulated by an RDMA Read", device.name());
+            rpma_log!(Debug in OP, "Native flush is not supported on {}: a flush is emulated by an RDMA Read", device.name());
         }
         let pd = device.transport.alloc_pd(&device.dev, &caps).map_err(|e| alloc_pd_error(e).in_op(OP))?;
         Ok(Self { inner: Arc::new(PeerInner { pd: Arc::new(pd), caps, device: device.clone() }) })

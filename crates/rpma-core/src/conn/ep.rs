@@ -40,7 +40,7 @@ impl<T: Transport> Ep<T> {
             .transport()
             .listen(&peer.inner.pd, addr, port)
             .map_err(|e| e.in_op("Ep::listen").with_context(&format!("listening on {addr}:{port}")))?;
-        crate::rpma_log!(Notice in "Ep::listen", "Waiting for incoming connection on {addr}:{port}");
+        rpma_log!(Notice in "Ep::listen", "Waiting for incoming connection on {addr}:{port}");
         Ok(Self { listener: Some(l), peer: peer.clone(), trace: EpTrace::new(addr, port) })
     }
 

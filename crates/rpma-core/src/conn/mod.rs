@@ -133,12 +133,12 @@ impl<T: Transport> Conn<T> {
             CmEvent::Unreachable => ConnEvent::Unreachable,
             CmEvent::Other(raw) => {
                 self.trace.unexpected_event(raw);
-                crate::rpma_log!(Warning in OP, "unexpected event received: {raw}");
+                rpma_log!(Warning in OP, "unexpected event received: {raw}");
                 return Err(Error::new(ErrorKind::Other, OP).with_detail("unexpected CM event"));
             }
         };
         self.trace.cm_event(event);
-        crate::rpma_log!(Notice in OP, "{}", event.as_str());
+        rpma_log!(Notice in OP, "{}", event.as_str());
         Ok(event)
     }
 
@@ -216,7 +216,7 @@ impl<T: Transport> Conn<T> {
     pub fn disconnect(&self) -> Result<()> {
         let _span = self.trace.enter();
         self.trace.step(Step::Disconnect);
-        crate::rpma_log!(Notice in "Conn::disconnect", "Requesting for disconnection");
+        rpma_log!(Notice in "Conn::disconnect", "Requesting for disconnection");
         self.qp().disconnect().map_err(|e| e.in_op("Conn::disconnect"))
     }
 
@@ -273,7 +273,7 @@ impl<T: Transport> Conn<T> {
     /// each poll tests its completions for `rpma.failed_completion` events.
     #[cfg(feature = "tracing")]
     #[must_use]
-    pub fn stats(&self) -> crate::ConnStats {
+    pub fn stats(&self) -> crate::trace::ConnStats {
         ConnTrace::stats::<T>(self.qp())
     }
 

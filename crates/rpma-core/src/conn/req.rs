@@ -98,7 +98,7 @@ impl<T: Transport> Drop for ConnReq<T> {
             let _span = self.trace.enter();
             self.trace.step(Step::Reject);
             if let Err(e) = qp.reject() {
-                crate::rpma_log!(Error in "ConnReq::drop", "dropping a connection request failed: {e}");
+                rpma_log!(Error in "ConnReq::drop", "dropping a connection request failed: {e}");
             }
         }
     }
@@ -128,7 +128,7 @@ impl<T: Transport> ConnReq<T> {
             let qp = peer.transport().connect_request(&peer.inner.pd, addr, port, &qc).map_err(|e| e.in_op(OP))?;
             trace.attach::<T>(&qp);
             trace.step(Step::Requested);
-            crate::rpma_log!(Notice in OP, "Requesting a connection to {addr}:{port}");
+            rpma_log!(Notice in OP, "Requesting a connection to {addr}:{port}");
             qp
         };
         Ok(Self {
@@ -194,7 +194,7 @@ impl<T: Transport> ConnReq<T> {
             if let Err(e) = qp.connect(pdata) {
                 trace.step(Step::Reject);
                 if let Err(e2) = qp.reject() {
-                    crate::rpma_log!(Error in OP, "releasing a failed connection request: {e2}");
+                    rpma_log!(Error in OP, "releasing a failed connection request: {e2}");
                 }
                 return Err(e.in_op(OP));
             }
