@@ -49,7 +49,6 @@
 #[macro_use]
 pub mod logging;
 
-mod cfg;
 mod conn;
 mod cq_trace;
 pub mod descriptor;
@@ -69,8 +68,7 @@ mod wc;
 #[doc(hidden)]
 pub mod validate;
 
-pub use cfg::{ConnCfg, SrqCfg};
-pub use conn::{Conn, ConnReq, Cq, Ep, Srq};
+pub use conn::{Conn, ConnCfg, ConnReq, Cq, Ep, Srq, SrqCfg};
 pub use error::{Error, ErrorKind, Result};
 pub use mr::{MrLocal, MrRemote};
 pub use offer::Offer;

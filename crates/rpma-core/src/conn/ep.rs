@@ -3,12 +3,12 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use crate::cfg::ConnCfg;
 use crate::error::Result;
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, EpTrace, Step};
 use crate::transport::{ListenerBackend, QueueConfig, Transport};
 
+use super::cfg::ConnCfg;
 use super::req::queue_config;
 use super::ConnReq;
 use super::OpLimits;

@@ -13,6 +13,7 @@ use crate::peer::{Peer, PeerCfg};
 use crate::trace::{ConnTrace, Step};
 use crate::transport::{Capabilities, CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, Transport};
 use crate::types::ConnEvent;
+mod cfg;
 mod cq;
 mod ep;
 #[cfg(feature = "mio")]
@@ -21,10 +22,11 @@ mod req;
 mod srq;
 mod wait;
 
+pub use cfg::ConnCfg;
 pub use cq::Cq;
 pub use ep::Ep;
 pub use req::ConnReq;
-pub use srq::Srq;
+pub use srq::{Srq, SrqCfg};
 
 /// What a connection's operations may use beyond one registered piece (from its
 /// [`ConnCfg`](crate::ConnCfg), checked against the device).

@@ -6,13 +6,13 @@ use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 
-use crate::cfg::ConnCfg;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::trace::{ConnTrace, Step};
 use crate::transport::{Capabilities, CmBackend, QueueConfig, SrqBackend, Transport};
 use crate::validate;
 
+use super::cfg::ConnCfg;
 use super::{Conn, OpLimits, Srq};
 
 /// The queue configuration of a request of `peer` made per `cfg` (`srq`: its SRQ), validated.

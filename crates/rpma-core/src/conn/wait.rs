@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::cfg::ConnCfg;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{CmBackend, CqBackend, ListenerBackend, Transport};
 use crate::types::ConnEvent;
 use crate::wc::Wc;
 
+use super::cfg::ConnCfg;
 use super::{Conn, ConnReq, Cq, Ep};
 
 /// The status flags of `fd` (`fcntl(F_GETFL)`).

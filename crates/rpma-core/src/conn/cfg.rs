@@ -1,10 +1,11 @@
-//! Connection and shared-RQ configurations, with librpma's defaults (docs/semantics.md#defaults).
+//! The connection configuration, with librpma's defaults (docs/semantics.md#defaults).
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::conn::Srq;
 use crate::transport::Transport;
+
+use super::srq::Srq;
 
 /// A connection configuration (`struct rpma_conn_cfg`): a plain builder.
 ///
@@ -298,62 +299,5 @@ impl<T: Transport> ConnCfg<T> {
     #[must_use]
     pub const fn srq(&self) -> Option<&Srq<T>> {
         self.srq.as_ref()
-    }
-}
-
-/// A shared-RQ configuration (`struct rpma_srq_cfg`): a plain builder. `Send + Sync`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SrqCfg {
-    rq_size: u32,
-    rcq_size: u32,
-}
-
-impl Default for SrqCfg {
-    fn default() -> Self {
-        Self { rq_size: Self::DEFAULT_SIZE, rcq_size: Self::DEFAULT_SIZE }
-    }
-}
-
-impl SrqCfg {
-    /// The default size of a shared receive queue and of its receive CQ, 20. librpma's code
-    /// uses 20, its man page says 100; rpma-rs follows the code (docs/decisions.md #1), which
-    /// is what every librpma program ran with.
-    pub const DEFAULT_SIZE: u32 = 20;
-
-    /// `rpma_srq_cfg_new`: RQ size 20, receive CQ size 20 ([`SrqCfg::DEFAULT_SIZE`]).
-    #[doc(alias = "rpma_srq_cfg_new")]
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `rpma_srq_cfg_set_rq_size`.
-    #[doc(alias = "rpma_srq_cfg_set_rq_size")]
-    #[must_use]
-    pub const fn with_rq_size(mut self, rq_size: u32) -> Self {
-        self.rq_size = rq_size;
-        self
-    }
-
-    /// `rpma_srq_cfg_get_rq_size`.
-    #[doc(alias = "rpma_srq_cfg_get_rq_size")]
-    #[must_use]
-    pub const fn rq_size(&self) -> u32 {
-        self.rq_size
-    }
-
-    /// `rpma_srq_cfg_set_rcq_size`: 0 means the SRQ gets no receive CQ of its own.
-    #[doc(alias = "rpma_srq_cfg_set_rcq_size")]
-    #[must_use]
-    pub const fn with_rcq_size(mut self, rcq_size: u32) -> Self {
-        self.rcq_size = rcq_size;
-        self
-    }
-
-    /// `rpma_srq_cfg_get_rcq_size`.
-    #[doc(alias = "rpma_srq_cfg_get_rcq_size")]
-    #[must_use]
-    pub const fn rcq_size(&self) -> u32 {
-        self.rcq_size
     }
 }
