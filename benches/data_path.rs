@@ -108,7 +108,7 @@ fn ops(c: &mut Criterion) {
             let m = rpma_core::validate::msg_len(op, rpma_core::validate::msg_limit(&caps), black_box(8));
             let r = rpma_core::validate::remote_buf(
                 op,
-                black_box(&p.remote),
+                black_box(p.remote.descriptor()),
                 0,
                 8,
                 rpma_core::validate::RemoteAccess::Write,

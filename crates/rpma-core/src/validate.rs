@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::descriptor::MrDescriptor;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mr::remote::MrRemote;
 use crate::transport::{Capabilities, LocalBuf, RemoteBuf};
 use crate::types::{CompletionFlags, FlushType, Usage};
 
@@ -167,7 +167,8 @@ pub enum RemoteAccess {
 }
 
 /// A remote target: in bounds of the size the descriptor claims and with the access the
-/// descriptor claims to grant.
+/// descriptor claims to grant (`desc`: the remote region's,
+/// [`MrRemote::descriptor`](crate::MrRemote::descriptor)).
 ///
 /// # Errors
 /// `InvalidInput` for a range outside the region or a missing read/write usage; `Unsupported` for a
@@ -175,12 +176,12 @@ pub enum RemoteAccess {
 #[inline(always)]
 pub fn remote_buf(
     op: &'static str,
-    mr: &MrRemote,
+    desc: &MrDescriptor,
     offset: usize,
     len: usize,
     access: RemoteAccess,
 ) -> Result<RemoteBuf> {
-    let usage = mr.usage();
+    let usage = desc.usage();
     match access {
         RemoteAccess::Read if !usage.remote_readable() => {
             return Err(Error::invalid_input(op, "remote region is not registered for remote reads"));
@@ -204,12 +205,12 @@ pub fn remote_buf(
     }
     let end = (offset as u64).checked_add(len as u64);
     match end {
-        Some(end) if end <= mr.len() => {}
-        _ => return Err(remote_range_error(op, offset, len, mr.len())),
+        Some(end) if end <= desc.len => {}
+        _ => return Err(remote_range_error(op, offset, len, desc.len)),
     }
     let addr =
-        mr.addr().checked_add(offset as u64).ok_or_else(|| Error::invalid_input(op, "remote address overflows"))?;
-    Ok(RemoteBuf { addr, rkey: mr.rkey(), described_len: mr.len() - offset as u64 })
+        desc.addr.checked_add(offset as u64).ok_or_else(|| Error::invalid_input(op, "remote address overflows"))?;
+    Ok(RemoteBuf { addr, rkey: desc.rkey, described_len: desc.len - offset as u64 })
 }
 
 /// The error of a range outside a remote region, with its numbers (out of the hot path).
@@ -225,13 +226,17 @@ fn remote_range_error(op: &'static str, offset: usize, len: usize, size: u64) ->
     )
 }
 
+/// `RPMA_ATOMIC_WRITE_ALIGNMENT`: the alignment and size of an atomic write into a remote region,
+/// public as [`MrRemote::ATOMIC_WRITE_ALIGNMENT`](crate::MrRemote::ATOMIC_WRITE_ALIGNMENT).
+pub const ATOMIC_WRITE_ALIGNMENT: usize = 8;
+
 /// The atomic-write offset must be a multiple of 8.
 ///
 /// # Errors
 /// `InvalidInput`.
 #[inline(always)]
 pub fn atomic_offset(op: &'static str, offset: usize) -> Result<()> {
-    if offset % MrRemote::ATOMIC_WRITE_ALIGNMENT != 0 {
+    if offset % ATOMIC_WRITE_ALIGNMENT != 0 {
         return Err(atomic_offset_error(op, offset));
     }
     Ok(())
@@ -246,7 +251,7 @@ fn atomic_offset_error(op: &'static str, offset: usize) -> Error {
         &format!(
             "dst_offset {offset} is not a multiple of RPMA_ATOMIC_WRITE_ALIGNMENT ({}): an atomic \
              write covers one aligned 8-byte word",
-            MrRemote::ATOMIC_WRITE_ALIGNMENT
+            ATOMIC_WRITE_ALIGNMENT
         ),
     )
 }
@@ -284,7 +289,7 @@ pub fn private_data(op: &'static str, pdata: Option<&[u8]>, limit: usize) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::MrDescriptor;
+    use crate::mr::MrRemote;
     use proptest::prelude::*;
 
     fn remote(len: u64, usage: Usage) -> MrRemote {
@@ -302,9 +307,9 @@ mod tests {
     #[test]
     fn flush_usage_is_nosupp() {
         let r = remote(64, Usage::FLUSH_TYPE_VISIBILITY);
-        let e = remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Persistent)).unwrap_err();
+        let e = remote_buf("f", r.descriptor(), 0, 8, RemoteAccess::Flush(FlushType::Persistent)).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
-        assert!(remote_buf("f", &r, 0, 8, RemoteAccess::Flush(FlushType::Visibility)).is_ok());
+        assert!(remote_buf("f", r.descriptor(), 0, 8, RemoteAccess::Flush(FlushType::Visibility)).is_ok());
     }
 
     proptest! {
@@ -317,7 +322,7 @@ mod tests {
         #[test]
         fn remote_range_matches_arithmetic(size in 0u64..1<<40, offset in 0usize..1<<41, len in 0usize..1<<41) {
             let r = remote(size, Usage::all());
-            let res = remote_buf("t", &r, offset, len, RemoteAccess::Write);
+            let res = remote_buf("t", r.descriptor(), offset, len, RemoteAccess::Write);
             prop_assert_eq!(res.is_ok(), offset as u128 + len as u128 <= size as u128);
             if let Ok(b) = res {
                 prop_assert_eq!(b.addr, 0x1000 + offset as u64);

@@ -21,7 +21,7 @@ impl MrRemote {
     pub const DESCRIPTOR_SIZE: usize = crate::descriptor::MR_DESCRIPTOR_SIZE;
     /// `RPMA_ATOMIC_WRITE_ALIGNMENT`: the alignment and size of an atomic write into a remote
     /// region ([`Conn::atomic_write`](crate::Conn::atomic_write)).
-    pub const ATOMIC_WRITE_ALIGNMENT: usize = 8;
+    pub const ATOMIC_WRITE_ALIGNMENT: usize = crate::validate::ATOMIC_WRITE_ALIGNMENT;
 
     /// `rpma_mr_remote_from_descriptor`.
     #[doc(alias = "rpma_mr_remote_from_descriptor")]

@@ -30,7 +30,7 @@ impl<'a> AtomicWrite<'a> {
     #[inline(always)]
     pub(super) fn work_request<T: Transport>(self, _: &Conn<T>, signaled: bool, wr_id: u64) -> Result<SendWr<'a, T>> {
         validate::atomic_offset(NAME, self.dst.offset)?;
-        let remote = validate::remote_buf(NAME, self.dst.mr, self.dst.offset, 8, RemoteAccess::Write)?;
+        let remote = validate::remote_buf(NAME, self.dst.mr.descriptor(), self.dst.offset, 8, RemoteAccess::Write)?;
         Ok(SendWr {
             op: SendOp::AtomicWrite(self.value),
             local: Local::None,

@@ -42,7 +42,8 @@ impl<'a> Flush<'a> {
             ));
         }
         let (offset, len) = checked(NAME, (self.dst.start, self.dst.end))?;
-        let remote = validate::remote_buf(NAME, self.dst.mr, offset, len, RemoteAccess::Flush(self.flush_type))?;
+        let remote =
+            validate::remote_buf(NAME, self.dst.mr.descriptor(), offset, len, RemoteAccess::Flush(self.flush_type))?;
         Ok(SendWr {
             op: SendOp::Flush(self.flush_type),
             local: Local::None,

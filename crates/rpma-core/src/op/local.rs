@@ -154,7 +154,7 @@ pub(super) fn one_sided<'a, T: Transport>(
         Some(at) => {
             validate::msg_len(op, conn.limits().max_msg, len)?;
             let access = if read { RemoteAccess::Read } else { RemoteAccess::Write };
-            Some(validate::remote_buf(op, at.mr, at.offset, len, access)?)
+            Some(validate::remote_buf(op, at.mr.descriptor(), at.offset, len, access)?)
         }
     };
     Ok((local, remote, len))
