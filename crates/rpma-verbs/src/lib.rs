@@ -135,10 +135,6 @@ pub use native::{
 /// atomic write.
 pub(crate) const MAX_INLINE_DATA: u32 = 8;
 
-const IB_UVERBS_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
-const IB_UVERBS_DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
-const IB_UVERBS_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
-
 /// The libibverbs + librdmacm transport. A unit handle: cheap to clone, nothing to set up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verbs;

@@ -62,6 +62,11 @@ pub(crate) const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
 pub(crate) const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
+// The device's bits in `device_cap_flags_ex` (detection, rule 1 above).
+const IB_UVERBS_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+const IB_UVERBS_DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
+const IB_UVERBS_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
 /// `ibv_qp_ex::wr_flush` (rdma-core 45+).
 pub(crate) type WrFlushFn = unsafe extern "C" fn(*mut ffi::ibv_qp_ex, u32, u64, usize, u8, u8);
 
@@ -144,9 +149,8 @@ pub(crate) fn detect(
         return Ok(*v);
     }
     let flags = cap_flags_ex()?;
-    let flush =
-        flags & crate::IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 && flags & crate::IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
-    let aw = flags & crate::IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
+    let flush = flags & IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 && flags & IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0;
+    let aw = flags & IB_UVERBS_DEVICE_ATOMIC_WRITE != 0;
     let v = if flush || aw { provider_support(ctx, name, flush, aw) } else { (false, false) };
     Ok(*cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(name.to_owned()).or_insert(v))
 }
