@@ -98,7 +98,6 @@
 compile_error!("rpma-verbs builds for 64-bit targets only");
 
 mod cm;
-mod cq;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 mod inline;
@@ -122,8 +121,7 @@ use rpma_mem::Memory;
 
 use crate::sys::{call, release, track};
 
-pub use cm::{SharedCqEvents, VerbsListener, VerbsQp, VerbsSrq};
-pub use cq::{CqEvents, VerbsCq};
+pub use cm::{CqEvents, SharedCqEvents, VerbsCq, VerbsListener, VerbsQp, VerbsSrq};
 pub use leak::{leaks, Leaks};
 pub use mr::VerbsMr;
 pub use native::{

@@ -1,7 +1,7 @@
 //! Connection management (librdmacm): addresses, CM ids, event channels and device lookup; the
-//! queue pairs, their send and receive queues, listeners and shared receive queues built on
-//! them have a file each (what the queues share when they post, chains of work requests:
-//! `chain`).
+//! queue pairs, their send and receive queues, the completion queues those complete into,
+//! listeners and shared receive queues built on them have a file each (what the queues share
+//! when they post, chains of work requests: `chain`).
 
 use std::ffi::CString;
 use std::ptr::NonNull;
@@ -16,17 +16,18 @@ use crate::{VerbsDevice, VerbsPd};
 
 mod addr;
 mod chain;
+mod cq;
 mod listener;
 mod qp;
 mod recv_queue;
 mod send_queue;
 mod srq;
 
+pub use cq::{CqEvents, VerbsCq};
 pub(crate) use listener::listen;
 pub use listener::VerbsListener;
 pub(crate) use qp::connect_request;
 pub use qp::{SharedCqEvents, VerbsQp};
-pub(crate) use recv_queue::RecvScratch;
 pub(crate) use srq::create_srq;
 pub use srq::VerbsSrq;
 

@@ -11,7 +11,6 @@ use rdma_sys as ffi;
 use rpma_core::transport::{CmBackend, CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Usage};
 
-use crate::cq::{Channel, RecvLink, VerbsCq};
 use crate::mr::reg_mr;
 use crate::mr::PARKED;
 use crate::provider::PostFns;
@@ -19,6 +18,7 @@ use crate::ring::{FifoRing, RingBox};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{context_name, Verbs, VerbsPd, MAX_INLINE_DATA};
 
+use super::cq::{Channel, RecvLink, VerbsCq};
 use super::recv_queue::RecvQueue;
 use super::send_queue::SendQueue;
 use super::srq::VerbsSrq;

@@ -9,12 +9,12 @@ use rpma_core::transport::{RecvWr, SrqBackend};
 
 use rpma_core::{Error, Result};
 
-use crate::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
 use crate::provider::{self, PostSrqRecv};
 use crate::ring::{FifoRing, Ring, SlotRing};
 use crate::sys::{call, errno, release, ret_errno, track};
 use crate::{Verbs, VerbsPd};
 
+use super::cq::{RecvLink, SrqRing, SrqState, VerbsCq};
 use super::recv_queue::{recv_chain, recvs_posted, RecvScratch};
 
 /// A shared receive queue with its optional receive CQ.

@@ -14,6 +14,8 @@ use crate::provider::{self, PollCq};
 use crate::ring::{FifoRing, SlotRing, FLUSH_READ_BIT, NUMBER_MASK, RECV_BIT};
 use crate::sys::{call, errno, release, ret_errno, track};
 
+use super::recv_queue::RecvScratch;
+
 // The device writes completions straight into the caller's `&mut [Wc]` (rule V7): `Wc` has
 // the layout of `struct ibv_wc`.
 const _: () = {
@@ -135,7 +137,7 @@ pub(crate) type SrqRing = Mutex<SrqState>;
 #[derive(Debug)]
 pub(crate) struct SrqState {
     pub(crate) ring: SlotRing,
-    pub(crate) scratch: crate::cm::RecvScratch,
+    pub(crate) scratch: RecvScratch,
 }
 
 /// A CQ's own completion channel ([`VerbsCq::events`]): waits for the CQ's completion events
