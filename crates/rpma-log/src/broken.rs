@@ -46,6 +46,14 @@ pub struct Broken {
     /// first (a completion that came between their last poll and the re-arming raised no
     /// event: the writer sleeps past it).
     pub sleep_without_repoll: bool,
+    /// Writer: a repair raises a replica's commit word over the history it keeps without
+    /// flushing that history first (what the fenced writer last wrote may be in the replica's
+    /// memory only: the fence persists nothing).
+    pub kept_history_unflushed: bool,
+    /// Replica: a takeover leaves the previous writer's connection up (the fence is that
+    /// connection's queue pair leaving the connected state: the old writer's writes go on
+    /// landing).
+    pub fence_keeps_connection: bool,
 }
 
 impl Broken {
@@ -64,6 +72,8 @@ impl Broken {
             reconnect_beside_the_thread: false,
             compare_pad_filler: false,
             sleep_without_repoll: false,
+            kept_history_unflushed: false,
+            fence_keeps_connection: false,
         }
     }
 }

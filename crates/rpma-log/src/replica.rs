@@ -105,11 +105,12 @@ pub(crate) const USAGE: Usage =
 /// one), then [`Replica::listen`], then [`Replica::serve`] (or [`Replica::spawn`] for a thread).
 /// A writer's connection request carries its log id and epoch; the replica takes a request
 /// with a higher epoch than it promised before (or the same epoch from the same writer), and
-/// then, before accepting it: drops the previous writer's connection, deregisters its region
-/// and registers it again (the old rkey dies with it: the old writer's writes fail), records
-/// and persists the new promised epoch, and persists the whole region (what reached it from
-/// the old writer is durable from then on). Requests with a lower epoch, another log id or a
-/// malformed hello are accepted with a refusal and disconnected.
+/// then, before accepting it: fences the previous writer by taking its connection down (its
+/// queue pair leaves the connected state and is destroyed: what that writer still sends is
+/// dropped), and records and persists the new promised epoch. The region stays registered as it
+/// is, and nothing else is persisted: the new writer makes durable what it keeps of the history
+/// it reads (docs/log.md, "Fencing"). Requests with a lower epoch, another log id or a malformed
+/// hello are accepted with a refusal and disconnected.
 pub struct Replica<T: Transport> {
     peer: Peer<T>,
     mr: Option<MrLocal<T>>,
@@ -251,14 +252,14 @@ impl<T: Transport> Replica<T> {
         self.log_id
     }
 
-    /// How many writers took the log over here (each one re-registered the region).
+    /// How many writers took the log over here (each one fenced the writer before it).
     #[must_use]
     pub const fn takeovers(&self) -> u64 {
         self.takeovers
     }
 
     fn region(&self) -> Result<&MrLocal<T>> {
-        self.mr.as_ref().ok_or_else(|| LogError::Replica("the region was lost in a failed re-registration".into()))
+        self.mr.as_ref().ok_or_else(|| LogError::Replica("the region was given back".into()))
     }
 
     /// What the region holds now, read as a recovery reads it ([`check_region`](crate::check_region)
@@ -441,25 +442,30 @@ impl<T: Transport> Replica<T> {
         }
     }
 
-    /// Fences the previous writer (the region is registered again: its rkey dies) and, if
-    /// `promise` (the promise changes), records and persists the new one, each word on its own.
+    /// Fences the previous writer and, if `promise` (the promise changes), records and persists
+    /// the new one, each word on its own.
+    ///
+    /// The fence is the previous writer's queue pair here: disconnected (it leaves the connected
+    /// state: what arrives after is dropped, the sender's retries run out), then destroyed. Its
+    /// writes that landed before stay in the region, durable or not; the new writer flushes
+    /// what it keeps of them before it relies on them (docs/log.md, "Fencing").
     fn take_over(&mut self, epoch: u64, writer: u64, promise: bool) -> Result<&MrLocal<T>> {
         if let Some(old) = self.writer.take() {
-            let _ = old.disconnect();
-            drop(old);
+            if self.opts.rules_off().fence_keeps_connection {
+                self.refused.push(old);
+            } else {
+                // A failed disconnect (the connection was lost already) leaves the queue pair in
+                // the error state all the same; dropping it destroys it.
+                let _ = old.disconnect();
+                drop(old);
+            }
         }
-        let mr = self.mr.take().ok_or_else(|| LogError::Replica("the region was lost".into()))?;
-        let memory = mr
-            .dereg()?
-            .ok_or_else(|| LogError::Replica("the region is still in use: it cannot be registered again".into()))?;
-        let mr = self.peer.reg_mr(memory, USAGE)?;
-        // Everything that reached the region is durable from the epoch change on.
-        mr.persist(0, mr.len())?;
+        let mr = self.region()?;
         if promise {
-            self.promise(&mr, epoch, writer)?;
+            self.promise(mr, epoch, writer)?;
         }
         self.takeovers += 1;
-        Ok(self.mr.insert(mr))
+        self.region()
     }
 
     /// Records the promise of `epoch` to `writer` durably before the writer is told: the writer

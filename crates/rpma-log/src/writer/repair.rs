@@ -43,6 +43,9 @@ impl<T: Transport> Log<T> {
             let p = self.first_difference(self.head, cmp_end)?;
             pb = self.bound_at_or_below(p);
         }
+        if !reset && pb > self.head && !self.opts.rules_off().kept_history_unflushed {
+            self.flush_kept(i, pb)?;
+        }
         let set_commit = if full_copy {
             // Below its head: an empty log there (whatever its commit was).
             Some(self.head)
@@ -50,8 +53,8 @@ impl<T: Transport> Log<T> {
             (x.commit > x.head).then_some(x.head)
         } else {
             // Lowered to the first difference, or raised to it over its own tail (records
-            // validated now and durable since the takeover persisted its region): the commit word
-            // must not stay below the head it gets.
+            // validated now, and durable: `flush_kept`): the commit word must not stay below the
+            // head it gets.
             (x.commit != pb).then_some(pb)
         };
         let ft = self.flush_type();
@@ -121,5 +124,26 @@ impl<T: Transport> Log<T> {
         s.inflight = 0;
         self.set_health(i, Health::Up);
         Ok(())
+    }
+
+    /// Makes durable on replica `i` what it keeps of the history, `[head, pb)`, and its header,
+    /// before any header word claims them: they were read from its memory, where the last
+    /// writes of the writer it fenced may not be durable yet (a replica's fence takes that
+    /// writer's connection down and persists nothing; docs/log.md, "Fencing"). One signaled
+    /// flush waited for; the ring's range in pieces.
+    fn flush_kept(&mut self, i: usize, pb: u64) -> std::result::Result<(), String> {
+        let ft = self.flush_type();
+        let slot = &self.slots[i];
+        let (Some(conn), Some(remote)) = (slot.conn.as_ref(), slot.remote) else {
+            return Err("not connected".into());
+        };
+        let post = |r: rpma::Result<()>| r.map_err(|e| format!("flushing the history it keeps: {e}"));
+        let quiet = CompletionFlags::ON_ERROR;
+        for (off, len) in chunks(self.cap, self.head, pb) {
+            let at = region_off(self.cap, 0) + off;
+            post(conn.flush(remote.slice(at..at + len), ft).flags(quiet).post())?;
+        }
+        post(conn.flush(remote.slice(0..format::HEADER), ft).context(6).post())?;
+        self.wait_one(i, 6)
     }
 }

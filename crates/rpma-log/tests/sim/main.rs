@@ -197,6 +197,8 @@ fn mutants() -> Vec<(&'static str, Broken)> {
         ("tail_any_epoch", mutant(|b| b.tail_any_epoch = true)),
         ("commit_word_ahead", mutant(|b| b.commit_word_ahead = true)),
         ("sleep_without_repoll", mutant(|b| b.sleep_without_repoll = true)),
+        ("kept_history_unflushed", mutant(|b| b.kept_history_unflushed = true)),
+        ("fence_keeps_connection", mutant(|b| b.fence_keeps_connection = true)),
     ]
 }
 

@@ -106,6 +106,7 @@ pub fn draw(seed: u64, broken: Broken) -> (Config, Vec<Planned>) {
         || broken.ack_before_flush
         || broken.commit_word_ahead
         || broken.compare_pad_filler
+        || broken.kept_history_unflushed
     {
         flush = FlushMode::Persistent;
     }
