@@ -1,7 +1,7 @@
 //! An offline check of a replica region's bytes: what a recovery would find there.
 
+use crate::error::{LogError, Lsn, Result};
 use crate::format::{self, Record, Tail};
-use crate::{LogError, Lsn, Result};
 
 /// What a replica region holds, checked ([`check_region`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use rpma::{Conn, ConnReq, Ep, ErrorKind, Memory, MrLocal, Peer, PeerCfg, Transport, Usage};
 
+use crate::error::{LogError, Result};
 use crate::format::{self, Ask, Hello, Status};
-use crate::{LogError, Result};
 
 /// How a replica serves.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +25,7 @@ pub struct ReplicaOptions {
     pub poll_interval: Duration,
     /// Tests only (feature `testing`): rules of the protocol switched off.
     #[cfg(feature = "testing")]
-    pub broken: crate::Broken,
+    pub broken: crate::broken::Broken,
 }
 
 impl ReplicaOptions {
@@ -39,7 +39,7 @@ impl ReplicaOptions {
     /// Tests only (feature `testing`): switches rules of the protocol off.
     #[cfg(feature = "testing")]
     #[must_use]
-    pub const fn with_broken(mut self, broken: crate::Broken) -> Self {
+    pub const fn with_broken(mut self, broken: crate::broken::Broken) -> Self {
         self.broken = broken;
         self
     }
@@ -69,7 +69,7 @@ impl Default for ReplicaOptions {
             direct_write_to_pmem: true,
             poll_interval: Duration::from_millis(20),
             #[cfg(feature = "testing")]
-            broken: crate::Broken::none(),
+            broken: crate::broken::Broken::none(),
         }
     }
 }
@@ -267,9 +267,9 @@ impl<T: Transport> Replica<T> {
     ///
     /// # Errors
     /// As [`check_region`](crate::check_region); [`LogError::Replica`] if the region was lost.
-    pub fn check(&self) -> Result<crate::RegionCheck> {
+    pub fn check(&self) -> Result<crate::check::RegionCheck> {
         let mr = self.region()?;
-        crate::check_region(&mr.to_vec(0, mr.len())?)
+        crate::check::check_region(&mr.to_vec(0, mr.len())?)
     }
 
     /// What the header says now.

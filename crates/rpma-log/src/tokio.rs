@@ -61,13 +61,14 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use rpma::{Peer, Transport};
 
+use crate::error::{LogError, Lsn, Result};
 use crate::writer::Begun;
-use crate::{LogError, LogOptions, Lsn, RecoveryReport, ReplicaAddr, Result, Wait};
+use crate::writer::{LogOptions, RecoveryReport, ReplicaAddr, Wait};
 
 /// An async writer of a replicated log: [`crate::Log`] driven from its task (module docs).
 pub struct Log<T: Transport> {
     /// The writer; `None` once a blocking call that held it was dropped before it finished.
-    log: Option<crate::Log<T>>,
+    log: Option<crate::writer::Log<T>>,
 }
 
 impl<T: Transport> std::fmt::Debug for Log<T> {
@@ -107,20 +108,20 @@ fn watch(fd: BorrowedFd<'_>) -> std::result::Result<AsyncFd<OwnedFd>, String> {
 
 impl<T: Transport> Log<T>
 where
-    crate::Log<T>: Send + 'static,
+    crate::writer::Log<T>: Send + 'static,
 {
-    /// [`crate::Log::open`] on the runtime's blocking pool, the writer waiting as
+    /// [`crate::writer::Log::open`] on the runtime's blocking pool, the writer waiting as
     /// [`Wait::Sleep`] (whatever `opts` says: the channels' fds are what a sync awaits).
     ///
     /// # Errors
-    /// As [`crate::Log::open`]; [`LogError::Closed`] if the blocking task ended without an
+    /// As [`crate::writer::Log::open`]; [`LogError::Closed`] if the blocking task ended without an
     /// answer (it panicked, or the runtime shut down).
     pub async fn open(peer: &Peer<T>, replicas: &[ReplicaAddr], opts: LogOptions) -> Result<(Self, RecoveryReport)>
     where
         Peer<T>: Send + 'static,
     {
         let (peer, replicas, opts) = (peer.clone(), replicas.to_vec(), opts.wait(Wait::Sleep));
-        let (log, report) = ::tokio::task::spawn_blocking(move || crate::Log::open(&peer, &replicas, opts))
+        let (log, report) = ::tokio::task::spawn_blocking(move || crate::writer::Log::open(&peer, &replicas, opts))
             .await
             .map_err(|e| join_error(&e))??;
         Ok((Self { log: Some(log) }, report))
@@ -132,11 +133,11 @@ where
     /// # Errors
     /// [`LogError::Closed`] if the writer was lost (a [`Log::blocking`] call dropped before it
     /// finished).
-    pub fn writer(&self) -> Result<&crate::Log<T>> {
+    pub fn writer(&self) -> Result<&crate::writer::Log<T>> {
         self.log.as_ref().ok_or_else(gone)
     }
 
-    fn writer_mut(&mut self) -> Result<&mut crate::Log<T>> {
+    fn writer_mut(&mut self) -> Result<&mut crate::writer::Log<T>> {
         self.log.as_mut().ok_or_else(gone)
     }
 
@@ -210,7 +211,7 @@ where
     pub async fn blocking<R, F>(&mut self, f: F) -> Result<R>
     where
         R: Send + 'static,
-        F: FnOnce(&mut crate::Log<T>) -> R + Send + 'static,
+        F: FnOnce(&mut crate::writer::Log<T>) -> R + Send + 'static,
     {
         let mut log = self.log.take().ok_or_else(gone)?;
         let (log, r) = ::tokio::task::spawn_blocking(move || {
@@ -227,7 +228,7 @@ where
     ///
     /// # Errors
     /// [`LogError::Closed`] as [`Log::writer`].
-    pub fn into_inner(self) -> Result<crate::Log<T>> {
+    pub fn into_inner(self) -> Result<crate::writer::Log<T>> {
         self.log.ok_or_else(gone)
     }
 
@@ -249,7 +250,10 @@ where
 ///
 /// # Errors
 /// What [`watch`] says.
-async fn readiness<T: Transport>(log: &mut crate::Log<T>, deadline: Instant) -> std::result::Result<(), String> {
+async fn readiness<T: Transport>(
+    log: &mut crate::writer::Log<T>,
+    deadline: Instant,
+) -> std::result::Result<(), String> {
     let mut fds: Vec<(usize, AsyncFd<OwnedFd>)> = Vec::new();
     for i in log.waited(None) {
         if let Some(fd) = log.channel_fd(i) {

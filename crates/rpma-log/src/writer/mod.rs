@@ -10,8 +10,8 @@ use rpma::{
     Transport,
 };
 
+use crate::error::{LogError, Lsn, Result};
 use crate::format::{self, Ask, Hello, Record, Status};
-use crate::{LogError, Lsn, Result};
 
 #[cfg(test)]
 mod compare_tests;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{LogError, Lsn, Result};
+use crate::error::{LogError, Lsn, Result};
 
 /// Where a replica listens.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -124,7 +124,7 @@ pub struct LogOptions {
     pub wait: Wait,
     /// Tests only (feature `testing`): rules of the protocol switched off.
     #[cfg(feature = "testing")]
-    pub broken: crate::Broken,
+    pub broken: crate::broken::Broken,
 }
 
 impl LogOptions {
@@ -143,7 +143,7 @@ impl LogOptions {
             retry_count: None,
             wait: Wait::Spin,
             #[cfg(feature = "testing")]
-            broken: crate::Broken::none(),
+            broken: crate::broken::Broken::none(),
         }
     }
 
@@ -195,7 +195,7 @@ impl LogOptions {
     /// Tests only (feature `testing`): switches rules of the protocol off.
     #[cfg(feature = "testing")]
     #[must_use]
-    pub const fn broken(mut self, broken: crate::Broken) -> Self {
+    pub const fn broken(mut self, broken: crate::broken::Broken) -> Self {
         self.broken = broken;
         self
     }

@@ -3,8 +3,8 @@
 
 use rpma::{MrLocal, Peer, Transport, Usage};
 
+use crate::error::{LogError, Result};
 use crate::format;
-use crate::{LogError, Result};
 
 /// The two buffers a writer of a log needs, each the size of the ring (its copy of the ring,
 /// the source of every write, and the one histories are read into), made ahead of a takeover
