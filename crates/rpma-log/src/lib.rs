@@ -9,8 +9,8 @@
 //! then, off the critical path.
 //!
 //! Replicas stay out of the data path: they take part in connection setup, where a new writer
-//! takes the log over with a higher epoch and each replica re-registers its region (the old
-//! writer's rkey dies: fencing), and nowhere else. A new writer recovers the log from a quorum's
+//! takes the log over with a higher epoch and each replica takes the old writer's connection
+//! down (its queue pair: fencing), and nowhere else. A new writer recovers the log from a quorum's
 //! headers and tails (RDMA Reads), keeps the longest history of the highest commit epoch,
 //! validates every entry by checksum, and repairs the other replicas to the same history.
 //!

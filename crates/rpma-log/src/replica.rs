@@ -301,8 +301,8 @@ impl<T: Transport> Replica<T> {
     /// # Errors
     /// [`LogError::Invalid`] if the replica is not listening; [`LogError::Rpma`] if the
     /// endpoint fails (e.g. the node lost power), or after 64 incoming requests failed in a row
-    /// with nothing served between them; [`LogError::Replica`] if re-registering the
-    /// region failed (the replica cannot serve any more).
+    /// with nothing served between them; [`LogError::Replica`] if the region was given back,
+    /// or recording a writer's promise failed (the replica cannot serve any more).
     pub fn serve_once(&mut self, timeout: Duration) -> Result<bool> {
         let ep = self.ep.as_ref().ok_or_else(|| LogError::Invalid("the replica is not listening".into()))?;
         let req = match ep.next_conn_req_timeout(None, timeout) {

@@ -637,8 +637,7 @@ fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it()
 }
 
 /// A writer standing by makes its buffers ahead (`Standby::for_region`): its takeover uses them
-/// and registers two regions fewer than a plain open (the replicas' re-registrations and the
-/// connections' own count the same); a standby of another ring size is not used; a region
+/// and registers two regions fewer than a plain open (the connections' own count the same); a standby of another ring size is not used; a region
 /// without room for a ring is refused.
 #[test]
 fn a_standby_writers_takeover_uses_its_buffers() {

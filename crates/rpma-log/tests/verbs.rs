@@ -264,8 +264,9 @@ fn fencing_on_rxe_an_old_writer_cannot_change_any_replica_after_a_new_writers_re
     let recovered = report.next_lsn;
     let before: Vec<Vec<u8>> = views.iter().map(Memory::to_vec).collect();
 
-    // The old writer goes on: its writes, commits and reads reach no region (the rkeys it holds
-    // died with the re-registration), so its sync fails; its reconnects (old epoch) are refused.
+    // The old writer goes on: its writes, commits and reads reach no region (each replica
+    // disconnected and destroyed its queue pair), so its sync fails; its reconnects (old epoch)
+    // are refused.
     for l in 45..80 {
         match old.append(&payload(l)) {
             Ok(_) | Err(LogError::NoQuorum { .. }) => {}

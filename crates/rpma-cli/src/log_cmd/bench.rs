@@ -148,8 +148,12 @@ impl WithTransport for Bench<'_> {
 }
 
 /// Self-hosted region `i` (the replicas' `0..n`, the baseline's `n..2n`): DRAM, or `--pmem` at
-/// `i * --region` with the file holding the lock on that range (to be kept while the memory is
-/// used).
+/// `i` times `--region` rounded up to 2 MiB (a devdax device maps at multiples of its alignment,
+/// 2 MiB by default), with the file holding the lock on that range (to be kept while the memory
+/// is used).
+/// What self-hosted regions on `--pmem` are aligned to.
+const PMEM_STRIDE: usize = 2 << 20;
+
 fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) -> Result<(Memory, Option<MemFile>)> {
     let Some(path) = &a.pmem else {
         let m =
@@ -160,7 +164,7 @@ fn self_hosted_memory<T: Transport>(peer: &Peer<T>, a: &LogBenchArgs, i: usize) 
         path,
         create: false,
         map: Some(crate::file_map::map_file),
-        offset: (i * a.region) as u64,
+        offset: (i * a.region.next_multiple_of(PMEM_STRIDE)) as u64,
         pmem: true,
     };
     Mem::file(peer, src, a.region, Usage::READ_SRC | Usage::WRITE_DST, 0)?.into_memory()
