@@ -637,8 +637,8 @@ fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it()
 }
 
 /// A writer standing by makes its buffers ahead (`Standby::for_region`): its takeover uses them
-/// and registers two regions fewer than a plain open (the connections' own count the same); a standby of another ring size is not used; a region
-/// without room for a ring is refused.
+/// and registers two regions fewer than a plain open (the connections' own count the same); a
+/// standby of another ring size is not used; a region without room for a ring is refused.
 #[test]
 fn a_standby_writers_takeover_uses_its_buffers() {
     let fabric = fabric(3);
@@ -681,6 +681,54 @@ fn a_standby_writers_takeover_uses_its_buffers() {
     assert_eq!(other.read(10).unwrap(), payload(10));
     let e = Standby::for_region(&peer, rpma_log::HEADER_SIZE + 8).unwrap_err();
     assert!(matches!(e, LogError::Capacity { .. }), "{e}");
+}
+
+/// A writer standing by makes its connection requests ahead too (`Standby::with_requests`) and
+/// knows the epoch it takes over from (`LogOptions::after_epoch`): its takeover resolves no
+/// address (every request was made before) and needs one round (no replica refuses it), takes
+/// the log over, and goes on; a replica not among the standby's gets its request at the
+/// takeover. Without the epoch, the first round asks for epoch 1 and is refused.
+#[test]
+fn a_standby_writers_takeover_sends_the_requests_it_made_ahead() {
+    let fabric = fabric(3);
+    let _handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
+    for lsn in 0..10 {
+        log.append(&payload(lsn)).unwrap();
+    }
+    assert_eq!(log.sync_all().unwrap(), 10);
+    let peer = writer_peer(&fabric);
+    let resolved = |standby: Standby<MockFabric>, after: u64| {
+        fabric.faults().count_calls(Some("rdma_resolve_addr"));
+        let o = opts(Quorum::Majority).after_epoch(after);
+        let (log, report) = Log::open_standby(standby, &peer, &addrs(3), o).unwrap();
+        let n = fabric.faults().calls();
+        fabric.faults().disarm();
+        (log, report, n)
+    };
+    let s = Standby::for_region(&peer, LEN).unwrap().with_requests(&peer, &addrs(3), &opts(Quorum::Majority)).unwrap();
+    assert_eq!(s.requests(), 3);
+    let (mut next, report, n) = resolved(s, log.epoch());
+    assert_eq!(n, 0, "the takeover resolved {n} addresses: {report:?}");
+    assert_eq!(report.epoch, log.epoch() + 1);
+    assert_eq!(report.repaired.len(), 3, "{report:?}");
+    // The old writer is fenced.
+    log.append(b"after the takeover").unwrap();
+    assert!(log.sync_all().is_err());
+    let lsn = next.append(&payload(10)).unwrap();
+    assert_eq!(next.sync(lsn).unwrap(), 11);
+    drop(next);
+    // Requests made ahead for two replicas of three: the third's is made at the takeover.
+    let s =
+        Standby::for_region(&peer, LEN).unwrap().with_requests(&peer, &addrs(3)[..2], &opts(Quorum::Majority)).unwrap();
+    let (next, report, n) = resolved(s, 2);
+    assert_eq!((n, report.epoch), (1, 3));
+    assert_eq!(next.read(10).unwrap(), payload(10));
+    drop(next);
+    // Without the epoch: a first round refused (epoch 1), a second one made anew.
+    let s = Standby::for_region(&peer, LEN).unwrap().with_requests(&peer, &addrs(3), &opts(Quorum::Majority)).unwrap();
+    let (_, report, n) = resolved(s, 0);
+    assert_eq!((n, report.epoch), (3, 4));
 }
 
 /// A region formatted again (`Replica::format`, a new log of the same id) holds nothing of the

@@ -61,10 +61,13 @@ pub(super) fn measure<T: Transport>(
     for _ in 0..a.takeovers {
         // The old writer stays alive through the takeover, as a writer that was cut off would.
         let (mut next, report) = if a.standby {
-            // A writer standing by made its buffers before.
+            // A writer standing by made its buffers and its connection requests before.
             let region = usize::try_from(log.capacity()).context("the ring's size")? + rpma_log::HEADER_SIZE;
-            let standby = Standby::for_region(peer, region).context("the standby writer's buffers")?;
-            Log::open_standby(standby, peer, set, opts.clone())
+            let standby = Standby::for_region(peer, region)
+                .and_then(|s| s.with_requests(peer, set, &opts))
+                .context("the standby writer's buffers and connection requests")?;
+            // It follows the writer: it knows the epoch it takes over from.
+            Log::open_standby(standby, peer, set, opts.clone().after_epoch(log.epoch()))
         } else {
             Log::open(peer, set, opts.clone())
         }

@@ -177,15 +177,23 @@ impl<T: Transport> Log<T> {
     }
 
     /// The first half of [`Log::connect`]: the connection request with the hello is sent (an
-    /// open sends every replica's before it waits for any answer). `Err(why)` inside: the
-    /// replica is down.
+    /// open sends every replica's before it waits for any answer), on `made` if a standby made
+    /// it ahead. `Err(why)` inside: the replica is down.
     fn request(
         peer: &Peer<T>,
         r: &ReplicaAddr,
         opts: &LogOptions,
         (epoch, writer_id, ask): (u64, u64, Ask),
     ) -> Result<std::result::Result<Conn<T>, String>> {
-        let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id, ask });
+        Ok(match Self::conn_req(peer, r, opts)? {
+            Ok(req) => Self::send(req, opts, (epoch, writer_id, ask)),
+            Err(why) => Err(why),
+        })
+    }
+
+    /// A connection request to replica `r` as `opts` configures it (its CM id, address and route
+    /// resolved, its queue pair made), not sent yet. `Err(why)` inside: the replica is down.
+    fn conn_req(peer: &Peer<T>, r: &ReplicaAddr, opts: &LogOptions) -> Result<std::result::Result<ConnReq<T>, String>> {
         let mut cfg = ConnCfg::new().with_sq_size(SQ).with_cq_size(SQ).with_timeout(opts.timeout);
         if let Some(n) = opts.ack_timeout {
             cfg = cfg.with_ack_timeout(n);
@@ -193,13 +201,22 @@ impl<T: Transport> Log<T> {
         if let Some(n) = opts.retry_count {
             cfg = cfg.with_retry_count(n);
         }
-        let req = match ConnReq::new(peer, &r.addr, &r.port, Some(&cfg)) {
-            Ok(req) => req,
+        match ConnReq::new(peer, &r.addr, &r.port, Some(&cfg)) {
+            Ok(req) => Ok(Ok(req)),
             // A setting of the options out of range is the caller's, whichever replica.
-            Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e.into()),
-            Err(e) => return Ok(Err(format!("connecting: {e}"))),
-        };
-        Ok(req.connect(Some(&hello)).map_err(|e| format!("connecting: {e}")))
+            Err(e) if e.kind() == ErrorKind::InvalidInput => Err(e.into()),
+            Err(e) => Ok(Err(format!("connecting: {e}"))),
+        }
+    }
+
+    /// Sends `req` with the hello asking `ask` in `epoch` as `writer_id`.
+    fn send(
+        req: ConnReq<T>,
+        opts: &LogOptions,
+        (epoch, writer_id, ask): (u64, u64, Ask),
+    ) -> std::result::Result<Conn<T>, String> {
+        let hello = format::encode_hello(Hello { log_id: opts.log_id, epoch, writer: writer_id, ask });
+        req.connect(Some(&hello)).map_err(|e| format!("connecting: {e}"))
     }
 
     /// The second half of [`Log::connect`]: waits for replica `r`'s answer on `conn` and checks

@@ -106,6 +106,9 @@ pub struct LogOptions {
     /// `None`). Ids need not be unique: each `open` takes an epoch above every one its replicas
     /// promised, whatever its id.
     pub writer_id: Option<u64>,
+    /// An epoch the open's first round asks to go above ([`LogOptions::after_epoch`]; 0: none,
+    /// the first round asks for epoch 1).
+    pub after_epoch: u64,
     /// The longest wait for a replica: connection, a read at recovery, a sync's completions.
     pub timeout: Duration,
     /// Whether a thread of the log's own reconnects the replicas that are down
@@ -136,6 +139,7 @@ impl LogOptions {
             quorum: Quorum::Majority,
             flush: FlushMode::Persistent,
             writer_id: None,
+            after_epoch: 0,
             timeout: Duration::from_secs(5),
             reconnect_in_background: false,
             backoff: (Duration::from_millis(10), Duration::from_secs(2)),
@@ -175,6 +179,18 @@ impl LogOptions {
     #[must_use]
     pub const fn writer_id(mut self, id: u64) -> Self {
         self.writer_id = Some(id);
+        self
+    }
+
+    /// Sets the epoch the open's first round goes above: a writer that knows the epoch of the
+    /// writer it takes over from (a standby following it, [`Log::epoch`](crate::Log::epoch))
+    /// asks for the next one at once. Without it the first round asks for epoch 1, every
+    /// replica of a log already written refuses it naming its promise, and a second round of
+    /// connections asks above that. Safe whatever the value: a replica takes an open only above
+    /// its own promise, and a refused round is answered with it.
+    #[must_use]
+    pub const fn after_epoch(mut self, epoch: u64) -> Self {
+        self.after_epoch = epoch;
         self
     }
 

@@ -18,7 +18,7 @@ pub(super) struct History {
 /// How much of a replica's tail a recovery reads at first: a tail is most often short (up to
 /// the next commit word, an eighth of the ring, written off the critical path), and reading
 /// past its end costs a transfer of bytes that are thrown away.
-const TAIL_FIRST: u64 = 64 << 10;
+const TAIL_FIRST: u64 = 8 << 10;
 /// How much of a replica's tail a recovery reads at a time at most (each read doubles the one
 /// before, from [`TAIL_FIRST`]).
 const TAIL_CHUNK: u64 = 1 << 20;
@@ -102,8 +102,14 @@ impl<T: Transport> Log<T> {
             let now = rt.now();
             now.saturating_duration_since(std::mem::replace(&mut mark, now))
         };
-        let mut epoch = 1;
+        let mut epoch = opts
+            .after_epoch
+            .checked_add(1)
+            .ok_or_else(|| LogError::Invalid(format!("no epoch above {}", opts.after_epoch)))?;
         let mut report = RecoveryReport::default();
+        // Requests a standby made ahead serve the first round.
+        let mut standby = standby;
+        let mut ahead = standby.as_mut().map(|s| std::mem::take(&mut s.requests)).unwrap_or_default();
         let mut conns: Vec<Option<(Conn<T>, MrRemote, u64)>>;
         let mut reasons: Vec<Option<String>>;
         let mut round = 0;
@@ -114,10 +120,15 @@ impl<T: Transport> Log<T> {
             let mut stale = None;
             // Every request is sent before any answer is awaited: the replicas fence and answer
             // at once, the takeover's connect costs one connection's time, not n.
+            let hello = (epoch, writer_id, Ask::Open);
             let requests = replicas
                 .iter()
-                .map(|r| Self::request(peer, r, &opts, (epoch, writer_id, Ask::Open)))
+                .map(|r| match ahead.iter().position(|(a, _)| a == r) {
+                    Some(k) => Ok(Self::send(ahead.swap_remove(k).1, &opts, hello)),
+                    None => Self::request(peer, r, &opts, hello),
+                })
                 .collect::<Result<Vec<_>>>()?;
+            ahead.clear();
             for (r, req) in replicas.iter().zip(requests) {
                 let answer = match req {
                     Ok(conn) => Self::answered(conn, r, &opts)?,

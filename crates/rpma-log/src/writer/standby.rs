@@ -1,14 +1,16 @@
-//! A standby writer's buffers ([`Standby`]): allocated and registered before a takeover, so
-//! that the takeover does not pay for them.
+//! A standby writer's buffers and connection requests ([`Standby`]): made before a takeover,
+//! so that the takeover does not pay for them.
 
-use rpma::{MrLocal, Peer, Transport, Usage};
+use rpma::{ConnReq, MrLocal, Peer, Transport, Usage};
 
+use super::{Log, LogOptions, ReplicaAddr};
 use crate::error::{LogError, Result};
 use crate::format;
 
 /// The two buffers a writer of a log needs, each the size of the ring (its copy of the ring,
-/// the source of every write, and the one histories are read into), made ahead of a takeover
-/// by a writer standing by: [`Log::open_standby`](crate::Log::open_standby) uses them instead
+/// the source of every write, and the one histories are read into), and if asked its
+/// connection requests ([`Standby::with_requests`]), made ahead of a takeover by a writer
+/// standing by: [`Log::open_standby`](crate::Log::open_standby) uses them instead
 /// of allocating and registering its own, which on rxe is most of a takeover of a large ring
 /// (docs/log.md, "Takeover: what it costs").
 ///
@@ -19,11 +21,16 @@ pub struct Standby<T: Transport> {
     pub(super) ring: MrLocal<T>,
     pub(super) scratch: MrLocal<T>,
     capacity: u64,
+    /// Connection requests made ahead ([`Standby::with_requests`]), by replica.
+    pub(super) requests: Vec<(ReplicaAddr, ConnReq<T>)>,
 }
 
 impl<T: Transport> std::fmt::Debug for Standby<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Standby").field("capacity", &self.capacity).finish_non_exhaustive()
+        f.debug_struct("Standby")
+            .field("capacity", &self.capacity)
+            .field("requests", &self.requests.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,7 +61,32 @@ impl<T: Transport> Standby<T> {
         let len = usize::try_from(capacity).map_err(|_| LogError::Invalid(format!("a ring of {capacity} bytes")))?;
         let ring = peer.alloc_mr(len, Usage::WRITE_SRC | Usage::READ_DST)?;
         let scratch = peer.alloc_mr(len.max(format::HEADER), Usage::READ_DST)?;
-        Ok(Self { ring, scratch, capacity })
+        Ok(Self { ring, scratch, capacity, requests: Vec::new() })
+    }
+
+    /// Makes the connection requests to `replicas` ahead too, as `opts` configures them (for
+    /// each a CM id with its address and route resolved, its queue pair and completion queue
+    /// made): the takeover then only sends them, with its hello, and awaits the answers. Give
+    /// the open the same replicas and options. A replica whose request cannot be made now gets
+    /// one at the takeover; the requests serve the open's first round (a round that comes back
+    /// above another writer's epoch makes new ones).
+    ///
+    /// # Errors
+    /// [`LogError::Rpma`] if `opts` sets the connection out of range (the open would fail the
+    /// same way).
+    pub fn with_requests(mut self, peer: &Peer<T>, replicas: &[ReplicaAddr], opts: &LogOptions) -> Result<Self> {
+        for r in replicas {
+            if let Ok(req) = Log::conn_req(peer, r, opts)? {
+                self.requests.push((r.clone(), req));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The replicas whose connection requests were made ahead ([`Standby::with_requests`]).
+    #[must_use]
+    pub fn requests(&self) -> usize {
+        self.requests.len()
     }
 
     /// The ring's bytes these buffers are for.
