@@ -294,7 +294,7 @@ impl MockFabricBuilder {
             }),
         };
         if let Some(s) = &self.sim {
-            s.attach(&fabric.inner);
+            s.attach(&fabric.inner.engine);
         }
         fabric
     }

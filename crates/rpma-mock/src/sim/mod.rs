@@ -52,7 +52,7 @@ pub use sched::ActorId;
 pub(crate) use sched::Sched;
 use sched::Status;
 
-use crate::FabricInner;
+use crate::engine::Engine;
 
 /// The steps [`Sim::trace`] keeps.
 const TRACE: usize = 4096;
@@ -106,7 +106,8 @@ pub struct Sim {
 pub(crate) struct SimInner {
     pub(crate) sched: Arc<Sched>,
     rng: Mutex<fastrand::Rng>,
-    fabrics: Mutex<Vec<Weak<FabricInner>>>,
+    /// The engines of the fabrics in the simulation (each runs its fabric's work and timers).
+    engines: Mutex<Vec<Weak<Engine>>>,
     trace: Mutex<VecDeque<Entry>>,
     quantum: Duration,
     steps: std::sync::atomic::AtomicU64,
@@ -136,7 +137,7 @@ impl Sim {
             inner: Arc::new(SimInner {
                 sched: Sched::new(),
                 rng: Mutex::new(fastrand::Rng::with_seed(seed)),
-                fabrics: Mutex::new(Vec::new()),
+                engines: Mutex::new(Vec::new()),
                 trace: Mutex::new(VecDeque::with_capacity(TRACE)),
                 quantum,
                 steps: std::sync::atomic::AtomicU64::new(0),
@@ -157,9 +158,9 @@ impl Sim {
     }
 
     /// A fabric built with [`MockFabricBuilder::simulation`](crate::MockFabricBuilder::simulation)
-    /// joins the simulation: its work requests and timers become steps.
-    pub(crate) fn attach(&self, fabric: &Arc<FabricInner>) {
-        lock(&self.inner.fabrics).push(Arc::downgrade(fabric));
+    /// joins the simulation through its engine: its work requests and timers become steps.
+    pub(crate) fn attach(&self, engine: &Arc<Engine>) {
+        lock(&self.inner.engines).push(Arc::downgrade(engine));
     }
 
     /// Starts actor `name` running `f`; it runs when a step first chooses it.
@@ -277,8 +278,8 @@ impl Sim {
         }
     }
 
-    fn fabrics(&self) -> Vec<Arc<FabricInner>> {
-        let mut g = lock(&self.inner.fabrics);
+    fn engines(&self) -> Vec<Arc<Engine>> {
+        let mut g = lock(&self.inner.engines);
         g.retain(|w| w.strong_count() > 0);
         g.iter().filter_map(Weak::upgrade).collect()
     }
@@ -287,7 +288,7 @@ impl Sim {
     /// due timer, chosen from the seed; or, if none can, moves the clock to the next deadline.
     pub fn step(&self) -> Step {
         self.inner.steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let fabrics = self.fabrics();
+        let engines = self.engines();
         let now = self.now();
         // The candidates, in a deterministic order: actors by id, then each fabric's queues
         // with work, then its due timers.
@@ -296,14 +297,14 @@ impl Sim {
             (0..g.actors.len()).filter(|&a| Sched::runnable(&g, a)).collect()
         };
         let work: Vec<(usize, usize)> =
-            fabrics.iter().enumerate().flat_map(|(f, fab)| (0..fab.engine.sim_ready()).map(move |q| (f, q))).collect();
-        let timers: Vec<usize> = (0..fabrics.len()).filter(|&f| fabrics[f].engine.sim_timer_due(now)).collect();
+            engines.iter().enumerate().flat_map(|(f, e)| (0..e.sim_ready()).map(move |q| (f, q))).collect();
+        let timers: Vec<usize> = (0..engines.len()).filter(|&f| engines[f].sim_timer_due(now)).collect();
         let total = actors.len() + work.len() + timers.len();
         if total == 0 {
             let g = self.inner.sched.lock();
             let next = Sched::next_wake(&g);
             drop(g);
-            let timer = fabrics.iter().filter_map(|f| f.engine.sim_next_timer()).min();
+            let timer = engines.iter().filter_map(|e| e.sim_next_timer()).min();
             let next = match (next, timer.map(|t| t.saturating_duration_since(self.inner.sched.base))) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -328,14 +329,14 @@ impl Sim {
             Step::Actor { id: a, at }
         } else if pick < actors.len() + work.len() {
             let (f, q) = work[pick - actors.len()];
-            if let Some(what) = fabrics[f].engine.sim_progress(q) {
+            if let Some(what) = engines[f].sim_progress(q) {
                 self.record(What::Executed(what));
             }
             self.touch();
             Step::Executed
         } else {
             let f = timers[pick - actors.len() - work.len()];
-            fabrics[f].engine.sim_fire_timer(now);
+            engines[f].sim_fire_timer(now);
             self.note("timer");
             self.touch();
             Step::Timer
