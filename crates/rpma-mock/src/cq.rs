@@ -29,7 +29,7 @@ use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
 use crate::counters::{Kind, Live};
 use crate::engine::Progress;
-use crate::notify::{new_notifier, Notifier};
+use crate::notify::Notifier;
 use crate::sim::Sched;
 use crate::{FabricInner, Mode};
 
@@ -302,7 +302,7 @@ impl std::fmt::Debug for MockCq {
 
 pub(crate) fn new_channel(fabric: &Arc<FabricInner>) -> Result<Arc<Channel>> {
     fabric.faults.check("ibv_create_comp_channel")?;
-    Ok(Arc::new(new_notifier(fabric, fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
+    Ok(Arc::new(fabric.notifier(fabric.live(Kind::Channel), "ibv_create_comp_channel")?))
 }
 
 /// Creates a CQ of `size` entries on `channel` (a new private one if `None`), armed. `own`

@@ -209,6 +209,18 @@ impl FabricInner {
         Live::new(&self.counters, kind)
     }
 
+    /// A queue of the fabric (one of its channels, counted by `live`).
+    ///
+    /// # Errors
+    /// `Provider` naming `op` if the fabric has no broken-channel fd (then it reports its
+    /// configuration error at its first device lookup, and nothing reaches this).
+    pub(crate) fn notifier<E>(&self, live: Live, op: &'static str) -> Result<notify::Notifier<E>> {
+        match &self.broken_fd {
+            Some(fd) => Ok(notify::Notifier::new(live, Arc::clone(fd), self.sim.clone())),
+            None => Err(Error::provider(op, nix::errno::Errno::EMFILE as i32).with_detail("the fabric has no fd")),
+        }
+    }
+
     /// A fresh QP number, key or similar 24/32-bit identifier.
     pub(crate) fn next_num(&self) -> u32 {
         self.next_num.fetch_add(1, Ordering::Relaxed)

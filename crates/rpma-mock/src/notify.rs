@@ -17,12 +17,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::counters::Live;
-use crate::FabricInner;
 
 /// How often a blocking wait that must also run deferred work wakes to run it.
 const PROGRESS_TICK: Duration = Duration::from_millis(1);
@@ -228,16 +226,4 @@ impl<E> std::fmt::Debug for Notifier<E> {
 /// The errno of `eventfd`.
 pub(crate) fn broken_channel_fd() -> nix::Result<Arc<EventFd>> {
     EventFd::from_value_and_flags(1, EfdFlags::EFD_CLOEXEC).map(Arc::new)
-}
-
-/// A queue of `fabric` (one of its channels, counted by `live`).
-///
-/// # Errors
-/// `Provider` naming `op` if the fabric has no broken-channel fd (then it reports its
-/// configuration error at its first device lookup, and nothing reaches this).
-pub(crate) fn new_notifier<E>(fabric: &FabricInner, live: Live, op: &'static str) -> rpma_core::Result<Notifier<E>> {
-    match &fabric.broken_fd {
-        Some(fd) => Ok(Notifier::new(live, Arc::clone(fd), fabric.sim.clone())),
-        None => Err(rpma_core::Error::provider(op, Errno::EMFILE as i32).with_detail("the fabric has no fd")),
-    }
 }

@@ -9,7 +9,7 @@ use rpma_core::transport::{CmEvent, ListenerBackend, QueueConfig};
 use rpma_core::{Error, ErrorKind, Result};
 
 use crate::counters::{Kind, Live};
-use crate::notify::{new_notifier, Notifier};
+use crate::notify::Notifier;
 use crate::power::PowerLoss;
 use crate::{MockFabric, MockPd};
 
@@ -107,7 +107,7 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
     f.faults.check("rdma_bind_addr")?;
     f.faults.check("rdma_listen")?;
     let shared = Arc::new(ListenerShared {
-        requests: new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")?,
+        requests: f.notifier(f.live(Kind::Channel), "rdma_create_event_channel")?,
         dead: AtomicBool::new(false),
     });
     f.add_listener(addr, port, &shared)?;

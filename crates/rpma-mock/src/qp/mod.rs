@@ -14,7 +14,7 @@ use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
 use crate::engine::Progress;
 use crate::event::Event;
-use crate::notify::{new_notifier, Notifier};
+use crate::notify::Notifier;
 use crate::power::PowerLoss;
 use crate::sim::Sched;
 use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
@@ -261,7 +261,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
         srq_rcq.or_else(|| rcq.as_ref().map(|c| Arc::clone(&c.shared))).unwrap_or_else(|| Arc::clone(&cq.shared));
     let qp_num = f.next_num() & 0x00FF_FFFF;
     let rq = srq.is_none().then(|| Mutex::new(RecvSide::new(cfg.rq_size, f.seed ^ u64::from(qp_num), f.ordered)));
-    let events = new_notifier(f, f.live(Kind::Channel), "rdma_create_event_channel")?;
+    let events = f.notifier(f.live(Kind::Channel), "rdma_create_event_channel")?;
     let shared = Arc::new(QpShared {
         fabric: Arc::clone(f),
         pd: Arc::clone(pd),
