@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use rpma_core::{Error, Result};
 use rpma_mem::Memory;
 
+use crate::device::MockDevice;
 use crate::durable::{PersistentMemory, Unflushed};
 use crate::event::Event;
 use crate::mem::MrShared;
@@ -290,7 +291,7 @@ impl PowerModel {
 
     /// An event happened (deferred mode; called with no lock of the mock held): counted while
     /// armed, and the armed cut made right after its event.
-    pub(crate) fn event(&self, kind: Event, devices: &[crate::MockDevice]) {
+    pub(crate) fn event(&self, kind: Event, devices: &[MockDevice]) {
         if !self.armed.load(Ordering::Acquire) {
             return;
         }
