@@ -12,7 +12,23 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use crate::qp::QpShared;
+/// A queue pair as the network sees it (implemented by the queue pairs, `qp/mod.rs`). The
+/// network reaches the connections it carries through this trait only, so it sits below them.
+pub(crate) trait Connection: Send + Sync {
+    /// The index of its device.
+    fn node(&self) -> usize;
+    /// The other end of its established connection, if neither side closed it yet.
+    fn live_peer(&self) -> Option<Arc<dyn Connection>>;
+    /// Loses the connection: both ends see LOST, their waiting work is flushed.
+    fn lose(&self);
+    /// Puts it back on its fabric's list if work waits (a silent link healed).
+    fn resume(self: Arc<Self>);
+}
+
+/// The identity of a connection (its address, compared only).
+fn id(c: &Arc<dyn Connection>) -> *const () {
+    Arc::as_ptr(c).cast::<()>()
+}
 
 /// Which way a partition drops packets ([`MockFabric::partition`](crate::MockFabric::partition)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +52,7 @@ pub(crate) struct Net {
     /// connections across them are kept, their work waiting unanswered until the link heals.
     silent: Mutex<Vec<(usize, usize)>>,
     /// The queue pairs made on the fabric (for partitions and `drop_connection`).
-    qps: Mutex<Vec<Weak<QpShared>>>,
+    qps: Mutex<Vec<Weak<dyn Connection>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -50,29 +66,29 @@ impl Net {
     }
 
     /// A queue pair was made.
-    pub(crate) fn add_qp(&self, qp: &Arc<QpShared>) {
+    pub(crate) fn add_qp(&self, qp: Weak<dyn Connection>) {
         let mut g = lock(&self.qps);
         // Dead entries go when the list doubles: amortized constant per queue pair.
         if g.len() >= 64 && g.len().is_power_of_two() {
             g.retain(|w| w.strong_count() > 0);
         }
-        g.push(Arc::downgrade(qp));
+        g.push(qp);
     }
 
     /// The live, established connections, each once (by its side made first), in the order
     /// they were made.
-    pub(crate) fn connections(&self) -> Vec<Arc<QpShared>> {
+    pub(crate) fn connections(&self) -> Vec<Arc<dyn Connection>> {
         let g = lock(&self.qps);
-        let live: Vec<Arc<QpShared>> = g.iter().filter_map(Weak::upgrade).collect();
+        let live: Vec<Arc<dyn Connection>> = g.iter().filter_map(Weak::upgrade).collect();
         drop(g);
-        let mut seen: Vec<*const QpShared> = Vec::new();
+        let mut seen: Vec<*const ()> = Vec::new();
         let mut out = Vec::new();
         for q in live {
             let Some(r) = q.live_peer() else { continue };
-            if seen.contains(&Arc::as_ptr(&r)) {
+            if seen.contains(&id(&r)) {
                 continue;
             }
-            seen.push(Arc::as_ptr(&q));
+            seen.push(id(&q));
             out.push(q);
         }
         out
@@ -165,9 +181,9 @@ impl Net {
 
     /// Puts every queue pair with work waiting back on its fabric's list (a silent link healed).
     fn resume_waiting(&self) {
-        let qps: Vec<Arc<QpShared>> = lock(&self.qps).iter().filter_map(Weak::upgrade).collect();
+        let qps: Vec<Arc<dyn Connection>> = lock(&self.qps).iter().filter_map(Weak::upgrade).collect();
         for q in qps {
-            crate::qp::resume(&q);
+            q.resume();
         }
     }
 }

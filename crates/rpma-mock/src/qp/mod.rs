@@ -14,6 +14,7 @@ use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
 use crate::engine::Progress;
 use crate::event::Event;
+use crate::net::Connection;
 use crate::notify::Notifier;
 use crate::power::PowerLoss;
 use crate::sim::Sched;
@@ -95,12 +96,6 @@ pub(crate) struct QpShared {
     link: OnceLock<Arc<Link>>,
     events: Notifier<CmItem>,
     _live: Live,
-}
-
-/// Puts `qp` back on its fabric's list of queue pairs with deferred work if work waits (a silent
-/// link it crosses healed).
-pub(crate) fn resume(qp: &Arc<QpShared>) {
-    deferred::resume(qp);
 }
 
 impl QpShared {
@@ -217,6 +212,26 @@ impl PowerLoss for QpShared {
     }
 }
 
+impl Connection for QpShared {
+    fn node(&self) -> usize {
+        Self::node(self)
+    }
+
+    fn live_peer(&self) -> Option<Arc<dyn Connection>> {
+        Self::live_peer(self).map(|r| r as Arc<dyn Connection>)
+    }
+
+    fn lose(&self) {
+        Self::lose(self);
+    }
+
+    /// Puts it back on its fabric's list of queue pairs with deferred work if work waits (a
+    /// silent link it crosses healed).
+    fn resume(self: Arc<Self>) {
+        deferred::resume(&self);
+    }
+}
+
 /// A queue pair of the mock, with its CM identifier and event channel.
 pub struct MockQp {
     shared: Arc<QpShared>,
@@ -288,7 +303,7 @@ fn create_qp(pd: &Arc<MockPd>, cfg: &QueueConfig<'_, MockFabric>) -> Result<Mock
     if let Some(p) = &f.power {
         p.add_qp(pd.dev.index, Arc::downgrade(&shared) as Weak<dyn PowerLoss>);
     }
-    f.net.add_qp(&shared);
+    f.net.add_qp(Arc::downgrade(&shared) as Weak<dyn Connection>);
     // A poll or a wait on one of its CQs progresses the connection's deferred work.
     shared.send_cq.watch(Arc::downgrade(&shared) as Weak<dyn Progress>);
     if !Arc::ptr_eq(&shared.send_cq, &shared.recv_cq) {
