@@ -113,6 +113,7 @@ mod faults;
 mod mem;
 mod net;
 mod notify;
+mod pd;
 mod power;
 mod qp;
 pub mod sim;
@@ -123,7 +124,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use rpma_core::{Capabilities, Error, Result};
+use rpma_core::{Error, Result};
 
 pub use builder::MockFabricBuilder;
 pub use config::{default_rendezvous_dir, Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY, MODE_ENV, RENDEZVOUS_ENV};
@@ -134,8 +135,8 @@ pub use device::MockDevice;
 pub use durable::{PersistentMemory, Unflushed};
 pub use event::Event;
 pub use faults::Faults;
-pub use mem::MockMr;
 pub use net::Direction;
+pub use pd::{MockMr, MockPd};
 pub use power::{PowerCut, Recovered};
 pub use qp::{MockListener, MockQp, MockSrq};
 
@@ -539,37 +540,5 @@ impl MockFabric {
     #[must_use]
     pub fn live(&self) -> LiveCounts {
         self.inner.counters.snapshot()
-    }
-}
-
-/// The registrations of a protection domain by rkey; a connected QP holds its peer's table.
-pub(crate) type MrTable = std::sync::RwLock<std::collections::BTreeMap<u32, Arc<mem::MrShared>>>;
-
-/// The mock's protection domain.
-pub struct MockPd {
-    pub(crate) fabric: Arc<FabricInner>,
-    pub(crate) dev: MockDevice,
-    pub(crate) caps: Capabilities,
-    /// The registrations by rkey (an entry is removed when its region is deregistered).
-    pub(crate) mrs: Arc<MrTable>,
-    /// The boot of its node it was made in (the persistence model; 0 without it).
-    boot: u64,
-    _live: Live,
-}
-
-impl MockPd {
-    /// `Err` if the node's power was cut since the PD was made (the persistence model): `op`
-    /// then refuses, as on a dead node.
-    pub(crate) fn alive(&self, op: &'static str) -> Result<()> {
-        match &self.fabric.power {
-            Some(p) if p.dead(self.dev.index, self.boot) => Err(power::PowerModel::dead_error(op, &self.dev.name)),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl std::fmt::Debug for MockPd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockPd").field("dev", &self.dev.name).finish_non_exhaustive()
     }
 }

@@ -1,5 +1,5 @@
-//! The mock's [`Transport`] implementation: device lookup, protection domains, and the calls
-//! that make regions, shared receive queues, listeners and connection requests (each made by
+//! The mock's [`Transport`] implementation: device lookup, and the calls that make protection
+//! domains, regions, shared receive queues, listeners and connection requests (each made by
 //! the module of what it makes). The fabric itself is the crate root's.
 
 use std::sync::Arc;
@@ -8,11 +8,10 @@ use rpma_core::transport::{QueueConfig, Transport};
 use rpma_core::{Capabilities, ContextType, Result, Usage};
 use rpma_mem::Memory;
 
-use crate::counters::Kind;
 use crate::cq::MockCq;
-use crate::mem::{self, MockMr};
+use crate::pd::{self, MockMr, MockPd};
 use crate::qp::{self, MockListener, MockQp, MockSrq};
-use crate::{MockDevice, MockFabric, MockPd};
+use crate::{MockDevice, MockFabric};
 
 impl Transport for MockFabric {
     type Device = MockDevice;
@@ -62,18 +61,7 @@ impl Transport for MockFabric {
     }
 
     fn alloc_pd(&self, dev: &MockDevice, caps: &Capabilities) -> Result<MockPd> {
-        // rpma-core maps the errno (ENOMEM → OutOfMemory, 0 → Other).
-        self.inner.faults.check("ibv_alloc_pd")?;
-        // A new protection domain on a node whose power was cut boots it again.
-        let boot = self.inner.power.as_ref().map_or(0, |p| p.boot(dev.index));
-        Ok(MockPd {
-            fabric: Arc::clone(&self.inner),
-            dev: dev.clone(),
-            caps: caps.clone(),
-            mrs: Arc::new(std::sync::RwLock::new(std::collections::BTreeMap::new())),
-            boot,
-            _live: self.inner.live(Kind::Pd),
-        })
+        pd::alloc_pd(&self.inner, dev, caps)
     }
 
     fn reg_mr(&self, pd: &Arc<MockPd>, memory: Memory, usage: Usage) -> Result<MockMr> {
@@ -81,7 +69,7 @@ impl Transport for MockFabric {
             crate::sim::Sched::point("reg_mr");
         }
         pd.alive("ibv_reg_mr")?;
-        mem::reg_mr(pd, memory, usage)
+        pd::reg_mr(pd, memory, usage)
     }
 
     fn create_srq(&self, pd: &Arc<MockPd>, rq_size: u32, rcq_size: u32) -> Result<MockSrq> {

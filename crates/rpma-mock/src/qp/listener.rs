@@ -10,8 +10,9 @@ use rpma_core::{Error, ErrorKind, Result};
 
 use crate::counters::{Kind, Live};
 use crate::notify::Notifier;
+use crate::pd::MockPd;
 use crate::power::PowerLoss;
-use crate::{MockFabric, MockPd};
+use crate::MockFabric;
 
 use super::wire::frame::Frame;
 use super::wire::rendezvous::{publish, ConnectRequests, Published};

@@ -16,9 +16,10 @@ use crate::engine::Progress;
 use crate::event::Event;
 use crate::net::Connection;
 use crate::notify::Notifier;
+use crate::pd::{MockPd, MrTable};
 use crate::power::PowerLoss;
 use crate::sim::Sched;
-use crate::{FabricInner, MockFabric, MockPd, Mode, MrTable};
+use crate::{FabricInner, MockFabric, Mode};
 
 mod cm;
 mod deferred;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use rpma_core::transport::{Local, LocalBuf};
 
-use crate::mem::{copy, MockMr, MrShared};
+use crate::mem::{copy, MrShared};
+use crate::pd::MockMr;
 use crate::MockFabric;
 
 /// One registered piece, kept alive while the work request is posted.

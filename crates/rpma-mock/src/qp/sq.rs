@@ -15,7 +15,8 @@ use rpma_core::{Capabilities, WcOpcode, WcStatus};
 use super::responder::{execute, execute_fast};
 use super::{MockQp, QpShared, CONNECTED};
 use crate::mem::MrShared;
-use crate::{MockFabric, MrTable};
+use crate::pd::MrTable;
+use crate::MockFabric;
 
 impl QpShared {
     /// Takes `n` send-queue slots for the immediate path, all or none; the sequence number
