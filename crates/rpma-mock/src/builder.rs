@@ -11,12 +11,14 @@ use std::time::Duration;
 use rpma_core::{Capabilities, Error, Result};
 
 use crate::config::ExecutionSettings;
+use crate::config::{Mode, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY};
 use crate::counters::Counters;
+use crate::device::MockDevice;
+use crate::durable::{PersistentMemory, Unflushed};
 use crate::engine::Engine;
-use crate::{config, net, notify, power, sim, FabricInner};
-use crate::{
-    Faults, MockDevice, MockFabric, Mode, PersistentMemory, Unflushed, DEFAULT_CM_TIMEOUT, DEFAULT_PROGRESS_DELAY,
-};
+use crate::fabric::{FabricInner, MockFabric};
+use crate::faults::Faults;
+use crate::{config, net, notify, power, sim};
 
 /// Builds a [`MockFabric`].
 #[derive(Debug, Clone)]
@@ -297,5 +299,40 @@ impl MockFabricBuilder {
             s.attach(&fabric.inner.engine);
         }
         fabric
+    }
+}
+
+impl Default for MockFabric {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MockFabric {
+    /// A fabric with the default device `mock0` (addresses `127.0.0.1`, `::1`, `localhost`,
+    /// `10.77.0.1`) and default capabilities.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// [`MockFabric::new`], reporting a bad configuration (`RPMA_MOCK_MODE`) at once.
+    ///
+    /// # Errors
+    /// As [`MockFabricBuilder::try_build`].
+    pub fn try_new() -> Result<Self> {
+        Self::builder().try_build()
+    }
+
+    /// A default fabric in `mode` (whatever the environment says).
+    #[must_use]
+    pub fn with_mode(mode: Mode) -> Self {
+        Self::builder().mode(mode).build()
+    }
+
+    /// A builder for a configured fabric.
+    #[must_use]
+    pub fn builder() -> MockFabricBuilder {
+        MockFabricBuilder::default()
     }
 }

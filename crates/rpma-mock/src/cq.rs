@@ -27,11 +27,12 @@ use std::time::{Duration, Instant};
 use rpma_core::transport::{CqBackend, CqSlot, CqTrace};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
+use crate::config::Mode;
 use crate::counters::{Kind, Live};
 use crate::engine::Progress;
+use crate::fabric::FabricInner;
 use crate::notify::Notifier;
 use crate::sim::Sched;
-use crate::{FabricInner, Mode};
 
 const EIO: i32 = 5;
 

@@ -3,10 +3,13 @@
 
 use std::fmt;
 
+use crate::builder::MockFabricBuilder;
+use crate::config::Mode;
+use crate::device::MockDevice;
 use crate::durable::{PersistentMemory, Unflushed};
 use crate::event::Event;
+use crate::fabric::MockFabric;
 use crate::power::PowerCut;
-use crate::{MockFabric, MockFabricBuilder, Mode};
 
 /// One crash point: a power cut right after event number `index` of `of`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,7 +189,7 @@ impl CrashPoints {
             message: format!(
                 "the fabric has no device named {:?} (its devices: {:?})",
                 self.device,
-                fabric.devices().iter().map(crate::MockDevice::name).collect::<Vec<_>>()
+                fabric.devices().iter().map(MockDevice::name).collect::<Vec<_>>()
             ),
         })
     }

@@ -18,9 +18,9 @@ use rpma_mem::{Memory, MemoryKind, VolatileSlice};
 use crate::counters::{Kind, Live};
 use crate::device::MockDevice;
 use crate::durable::{is_persistent, Durable};
+use crate::fabric::FabricInner;
 use crate::mem::{Access, MrShared};
 use crate::power::PowerModel;
-use crate::FabricInner;
 
 /// The registrations of a protection domain by rkey; a connected QP holds its peer's table.
 pub(crate) type MrTable = std::sync::RwLock<std::collections::BTreeMap<u32, Arc<MrShared>>>;

@@ -9,9 +9,10 @@ use rpma_core::{Capabilities, ContextType, Result, Usage};
 use rpma_mem::Memory;
 
 use crate::cq::MockCq;
+use crate::device::MockDevice;
+use crate::fabric::MockFabric;
 use crate::pd::{self, MockMr, MockPd};
 use crate::qp::{self, MockListener, MockQp, MockSrq};
-use crate::{MockDevice, MockFabric};
 
 impl Transport for MockFabric {
     type Device = MockDevice;

@@ -16,9 +16,9 @@ use super::wire::link::{native_of, padded, start_error};
 use super::wire::{rendezvous, Link};
 use super::{create_qp, pad, MockQp, QpShared, CONNECTED, CONNECTING, ECONNREFUSED, EINVAL, ERROR, INIT};
 use crate::engine::Progress;
+use crate::fabric::{FabricInner, MockFabric};
 use crate::pd::MockPd;
 use crate::sim::Sched;
-use crate::{FabricInner, MockFabric};
 
 /// The CM timer of `qp` fired: a disconnect it started was not answered within the CM timeout,
 /// so it closes (RDMA CM reports DISCONNECTED when the DREQ times out).

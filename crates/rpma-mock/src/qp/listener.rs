@@ -9,10 +9,10 @@ use rpma_core::transport::{CmEvent, ListenerBackend, QueueConfig};
 use rpma_core::{Error, ErrorKind, Result};
 
 use crate::counters::{Kind, Live};
+use crate::fabric::MockFabric;
 use crate::notify::Notifier;
 use crate::pd::MockPd;
 use crate::power::PowerLoss;
-use crate::MockFabric;
 
 use super::wire::frame::Frame;
 use super::wire::rendezvous::{publish, ConnectRequests, Published};

@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use rpma_core::transport::{CmEvent, CqSlot, QpBackend, QueueConfig, RecvWr, SendOp, SendWr};
 use rpma_core::{Error, ErrorKind, Result, Wc, WcOpcode, WcStatus};
 
+use crate::config::Mode;
 use crate::counters::{Kind, Live};
 use crate::cq::{new_channel, new_cq, Channel, CqShared, Entry, MockCq};
 use crate::engine::Progress;
 use crate::event::Event;
+use crate::fabric::{FabricInner, MockFabric};
 use crate::net::Connection;
 use crate::notify::Notifier;
 use crate::pd::{MockPd, MrTable};
 use crate::power::PowerLoss;
 use crate::sim::Sched;
-use crate::{FabricInner, MockFabric, Mode};
 
 mod cm;
 mod deferred;

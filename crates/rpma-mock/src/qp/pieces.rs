@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use rpma_core::transport::{Local, LocalBuf};
 
+use crate::fabric::MockFabric;
 use crate::mem::{copy, MrShared};
 use crate::pd::MockMr;
-use crate::MockFabric;
 
 /// One registered piece, kept alive while the work request is posted.
 pub(super) type Piece = (Arc<MockMr>, usize, usize);

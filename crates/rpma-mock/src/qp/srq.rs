@@ -7,8 +7,8 @@ use rpma_core::{Error, Result};
 
 use crate::counters::{Kind, Live};
 use crate::cq::{new_cq, CqShared, MockCq};
+use crate::fabric::{FabricInner, MockFabric};
 use crate::pd::MockPd;
-use crate::{FabricInner, MockFabric};
 
 use super::{post_recvs, RecvSide, EINVAL};
 
