@@ -2,10 +2,9 @@
 //! progress, CM timeout, rendezvous directory, persistence model and simulation, checked when the
 //! fabric is built.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rpma_core::{Capabilities, Error, Result};
@@ -18,7 +17,7 @@ use crate::durable::{PersistentMemory, Unflushed};
 use crate::engine::Engine;
 use crate::fabric::{FabricInner, MockFabric};
 use crate::faults::Faults;
-use crate::{config, net, notify, power, sim};
+use crate::{config, net, notify, power, sim, Listeners};
 
 /// Builds a [`MockFabric`].
 #[derive(Debug, Clone)]
@@ -276,7 +275,7 @@ impl MockFabricBuilder {
         let fabric = MockFabric {
             inner: Arc::new(FabricInner {
                 devices,
-                listeners: Mutex::new(HashMap::new()),
+                listeners: Listeners::default(),
                 next_num: AtomicU32::new(0x11),
                 next_addr: AtomicU64::new(0x7f3a_0000_0000),
                 next_id: AtomicU64::new(1),

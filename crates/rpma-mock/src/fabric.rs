@@ -3,10 +3,9 @@
 //! [`MockFabric`], with what a test does to a fabric: inject faults, cut a node's power, cut or
 //! silence a link, drop a connection. Making a fabric is `builder.rs`'s.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 
 use rpma_core::{Error, Result};
 
@@ -20,17 +19,17 @@ use crate::faults::Faults;
 use crate::net::{Direction, Net};
 use crate::notify::Notifier;
 use crate::power::{PowerCut, PowerModel};
-use crate::qp;
 use crate::sim::Sim;
+use crate::Listeners;
 
-const EADDRINUSE: i32 = 98;
 const EINVAL: i32 = 22;
 
 /// The state a fabric's parts share: held by its handles ([`MockFabric`]) and by everything made
 /// on it (protection domains, completion queues, queue pairs, listeners).
 pub(crate) struct FabricInner {
     pub(crate) devices: Vec<MockDevice>,
-    pub(crate) listeners: Mutex<HashMap<(String, u16), Weak<qp::ListenerShared>>>,
+    /// The endpoints listening on it, by address.
+    pub(crate) listeners: Listeners,
     pub(crate) next_num: AtomicU32,
     pub(crate) next_addr: AtomicU64,
     pub(crate) next_id: AtomicU64,
@@ -130,31 +129,6 @@ impl FabricInner {
         Error::no_device(call, addr, &owned)
     }
 
-    /// The live listener on `addr:port` (one whose node's power was cut is gone).
-    pub(crate) fn listener(&self, addr: &str, port: u16) -> Option<Arc<qp::ListenerShared>> {
-        let g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
-        g.get(&(addr.to_owned(), port))?.upgrade().filter(|l| !l.dead.load(Ordering::Acquire))
-    }
-
-    pub(crate) fn add_listener(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) -> Result<()> {
-        let mut g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (addr.to_owned(), port);
-        if g.get(&key).and_then(Weak::upgrade).is_some_and(|l| !l.dead.load(Ordering::Acquire)) {
-            return Err(Error::provider("rdma_bind_addr", EADDRINUSE).with_detail("another endpoint listens there"));
-        }
-        g.insert(key, Arc::downgrade(l));
-        Ok(())
-    }
-
-    /// Frees `addr:port` if `l` holds it (a listener of a node cut and rebooted may hold it now).
-    pub(crate) fn remove_listener(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) {
-        let mut g = self.listeners.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (addr.to_owned(), port);
-        if g.get(&key).is_some_and(|w| w.ptr_eq(&Arc::downgrade(l))) {
-            g.remove(&key);
-        }
-    }
-
     /// `rdma_getaddrinfo`-like check of an address and port.
     pub(crate) fn resolve(&self, addr: &str, port: &str) -> Result<(MockDevice, u16)> {
         let port: u16 = port.parse().map_err(|_| {
@@ -218,7 +192,7 @@ impl MockFabric {
     /// `addr:port` (to test [`Ep::next_conn_req`](rpma_core::Ep::next_conn_req) on such an
     /// event). Returns `false` if nothing listens there.
     pub fn inject_listener_event(&self, addr: &str, port: u16, ev: rpma_core::transport::CmEvent) -> bool {
-        self.inner.listener(addr, port).map(|l| l.requests.push(qp::ListenEvent::Other(ev))).is_some()
+        self.inner.listeners.get(addr, port).map(|l| l.inject(ev)).is_some()
     }
 
     /// Cuts the power of the node `device` (docs/persistence.md): its connections are lost for

@@ -134,3 +134,48 @@ pub use net::Direction;
 pub use pd::{MockMr, MockPd};
 pub use power::{PowerCut, Recovered};
 pub use qp::{MockListener, MockQp, MockSrq};
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use rpma_core::{Error, Result};
+
+const EADDRINUSE: i32 = 98;
+
+/// The endpoints listening on a fabric, by `addr:port`: where a connection request made in this
+/// process finds its listener. A part of the fabric's state (`fabric.rs`) that names the
+/// listeners of `qp`, whose queue pairs hold the fabric: it stands here, at the root above every
+/// module, so that the fabric itself stays below the queue pairs.
+#[derive(Default)]
+pub(crate) struct Listeners {
+    by_addr: Mutex<HashMap<(String, u16), Weak<qp::ListenerShared>>>,
+}
+
+impl Listeners {
+    /// The live listener on `addr:port` (one whose node's power was cut is gone).
+    pub(crate) fn get(&self, addr: &str, port: u16) -> Option<Arc<qp::ListenerShared>> {
+        let g = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
+        g.get(&(addr.to_owned(), port))?.upgrade().filter(|l| !l.dead.load(Ordering::Acquire))
+    }
+
+    /// Takes `addr:port` for `l`; `EADDRINUSE` if a live listener holds it.
+    pub(crate) fn add(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) -> Result<()> {
+        let mut g = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (addr.to_owned(), port);
+        if g.get(&key).and_then(Weak::upgrade).is_some_and(|l| !l.dead.load(Ordering::Acquire)) {
+            return Err(Error::provider("rdma_bind_addr", EADDRINUSE).with_detail("another endpoint listens there"));
+        }
+        g.insert(key, Arc::downgrade(l));
+        Ok(())
+    }
+
+    /// Frees `addr:port` if `l` holds it (a listener of a node cut and rebooted may hold it now).
+    pub(crate) fn remove(&self, addr: &str, port: u16, l: &Arc<qp::ListenerShared>) {
+        let mut g = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (addr.to_owned(), port);
+        if g.get(&key).is_some_and(|w| w.ptr_eq(&Arc::downgrade(l))) {
+            g.remove(&key);
+        }
+    }
+}

@@ -228,7 +228,7 @@ impl CmBackend<MockFabric> for MockQp {
         }
         s.state.store(CONNECTING, Ordering::Release);
         let (addr, port) = self.target.as_ref().expect("an outgoing request has a target");
-        if let Some(l) = s.fabric.listener(addr, *port).filter(|_| !s.fabric.always_wire) {
+        if let Some(l) = s.fabric.listeners.get(addr, *port).filter(|_| !s.fabric.always_wire) {
             // A partition that drops the requester's packets to the listener's node: the
             // request never arrives (the requester gives up after its timeout).
             if s.fabric.owner(addr).is_some_and(|dev| s.fabric.net.dropped(s.node(), dev.index)) {

@@ -64,6 +64,14 @@ pub(crate) struct ListenerShared {
     pub(crate) dead: AtomicBool,
 }
 
+impl ListenerShared {
+    /// Delivers `ev`, a CM event other than a connection request
+    /// ([`MockFabric::inject_listener_event`](crate::MockFabric::inject_listener_event)).
+    pub(crate) fn inject(&self, ev: CmEvent) {
+        self.requests.push(ListenEvent::Other(ev));
+    }
+}
+
 impl PowerLoss for ListenerShared {
     /// Its node's power was cut: it takes no request any more and its address is free.
     fn power_lost(&self) {
@@ -111,7 +119,7 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
         requests: f.notifier(f.live(Kind::Channel), "rdma_create_event_channel")?,
         dead: AtomicBool::new(false),
     });
-    f.add_listener(addr, port, &shared)?;
+    f.listeners.add(addr, port, &shared)?;
     if let Some(p) = &f.power {
         p.add_listener(pd.dev.index, Arc::downgrade(&shared) as Weak<dyn PowerLoss>);
     }
@@ -125,7 +133,7 @@ pub(crate) fn listen(pd: &Arc<MockPd>, addr: &str, port: &str) -> Result<MockLis
         ) {
             Ok(p) => Some(p),
             Err(e) => {
-                f.remove_listener(addr, port, &shared);
+                f.listeners.remove(addr, port, &shared);
                 return Err(e);
             }
         },
@@ -147,7 +155,7 @@ impl MockListener {
         if self.torn.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.pd.fabric.remove_listener(&self.addr, self.port, &self.shared);
+        self.pd.fabric.listeners.remove(&self.addr, self.port, &self.shared);
         // No request comes from other processes any more (the socket is removed).
         drop(self.published.take());
         for ev in self.shared.requests.drain() {

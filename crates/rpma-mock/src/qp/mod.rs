@@ -34,7 +34,7 @@ mod wire;
 
 pub(crate) use cm::connect_request;
 pub use listener::MockListener;
-pub(crate) use listener::{listen, ListenEvent, ListenerShared};
+pub(crate) use listener::{listen, ListenerShared};
 pub(crate) use srq::create_srq;
 pub use srq::MockSrq;
 
