@@ -17,7 +17,7 @@ use crate::durable::{PersistentMemory, Unflushed};
 use crate::engine::Engine;
 use crate::fabric::{FabricInner, MockFabric};
 use crate::faults::Faults;
-use crate::{config, net, notify, power, sim, Listeners};
+use crate::{config, net, notify, power, sim};
 
 /// Builds a [`MockFabric`].
 #[derive(Debug, Clone)]
@@ -275,7 +275,7 @@ impl MockFabricBuilder {
         let fabric = MockFabric {
             inner: Arc::new(FabricInner {
                 devices,
-                listeners: Listeners::default(),
+                listeners: Default::default(),
                 next_num: AtomicU32::new(0x11),
                 next_addr: AtomicU64::new(0x7f3a_0000_0000),
                 next_id: AtomicU64::new(1),
