@@ -28,8 +28,8 @@ use super::responder::{execute_op, opcodes, write_offset};
 use super::{QpShared, CONNECTED};
 use crate::engine::{Progress, StepDone};
 use crate::event::Event;
+use crate::fabric::MockFabric;
 use crate::mem::MrShared;
-use crate::MockFabric;
 
 /// The owned local side of a waiting work request.
 enum Owned {

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use rpma_core::transport::{Local, RemoteBuf, SendOp, SendWr};
 use rpma_core::{Capabilities, FlushType, WcOpcode, WcStatus};
 
+use crate::fabric::MockFabric;
 use crate::mem::{copy, MrShared};
-use crate::MockFabric;
 
 use super::pieces::{gather_into, LocalSide};
 

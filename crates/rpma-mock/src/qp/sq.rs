@@ -14,9 +14,9 @@ use rpma_core::{Capabilities, WcOpcode, WcStatus};
 
 use super::responder::{execute, execute_fast};
 use super::{MockQp, QpShared, CONNECTED};
+use crate::fabric::MockFabric;
 use crate::mem::MrShared;
 use crate::pd::MrTable;
-use crate::MockFabric;
 
 impl QpShared {
     /// Takes `n` send-queue slots for the immediate path, all or none; the sequence number

@@ -23,11 +23,11 @@ use rpma_core::transport::{CmEvent, SendOp, SendWr};
 use rpma_core::{rpma_log, Capabilities, Error, WcOpcode, WcStatus};
 
 use super::frame::{encode_req, read_frame, Frame, Native, Req, NATIVE_ATOMIC_WRITE, NATIVE_FLUSH};
+use crate::fabric::MockFabric;
 use crate::qp::pieces::{gather_append, ByteSide, Dst, Source};
 use crate::qp::recv::{arrive, Msg, Sender};
 use crate::qp::responder::{execute_op, opcodes};
 use crate::qp::{pad, QpShared, CONNECTED, CONNECTING, ERROR};
-use crate::MockFabric;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
