@@ -10,6 +10,8 @@
 //! that range to the file at once (at the responder, before the flush completes).
 
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rpma_core::Usage;
 use rpma_mem::{Memory, MemoryKind, VolatileSlice};
@@ -136,4 +138,40 @@ pub(crate) fn copy(src: &MrShared, src_off: usize, dst: &MrShared, dst_off: usiz
         return;
     }
     src.bytes(src_off, len).copy_to(&dst.bytes(dst_off, len)).expect("equal lengths");
+}
+
+/// How long a deregistration (`MockMr`'s `dereg`, `pd.rs`) waits for the peer-side accesses
+/// that began before the region was unpublished. Each is one copy in memory (the immediate path's,
+/// the deferred engine's, a peer process's request at this process's responder), none blocks
+/// while it holds the region, so the wait is as long as the copy in progress; the limit only
+/// bounds a bug.
+pub(crate) const QUIESCE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The region, once `shared` is its only holder: every peer-side access (which holds an `Arc`
+/// of the region while it copies: a lookup in the rkey table, or an upgrade of a cached `Weak`)
+/// has let go, and none can start (the caller took the region out of the table first, and an
+/// upgrade after the successful `try_unwrap` fails). `try_unwrap` is a compare-and-swap of the
+/// strong count from 1 to 0, ordered after each holder's release: the accesses happen before
+/// this returns. Spins a little, then sleeps with backoff, never holding a lock. `Err` (the
+/// region still held) after [`QUIESCE_LIMIT`].
+pub(crate) fn quiesce(mut shared: Arc<MrShared>) -> Result<MrShared, Arc<MrShared>> {
+    let mut start = None;
+    let mut nap = Duration::from_micros(20);
+    for round in 0u32.. {
+        match Arc::try_unwrap(shared) {
+            Ok(s) => return Ok(s),
+            Err(s) => shared = s,
+        }
+        if round < 64 {
+            std::hint::spin_loop();
+        } else if round < 128 {
+            std::thread::yield_now();
+        } else if start.get_or_insert_with(Instant::now).elapsed() < QUIESCE_LIMIT {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        } else {
+            break;
+        }
+    }
+    Err(shared)
 }

@@ -9,7 +9,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
 
 use rpma_core::transport::MrBackend;
 use rpma_core::{Advice, Capabilities, Error, ErrorKind, Result, Usage};
@@ -19,7 +18,7 @@ use crate::counters::{Kind, Live};
 use crate::device::MockDevice;
 use crate::durable::{is_persistent, Durable};
 use crate::fabric::FabricInner;
-use crate::mem::{Access, MrShared};
+use crate::mem::{quiesce, Access, MrShared, QUIESCE_LIMIT};
 use crate::power::PowerModel;
 
 /// The registrations of a protection domain by rkey; a connected QP holds its peer's table.
@@ -156,41 +155,6 @@ fn persist_all(mr: &MrShared) -> Result<()> {
         Error::provider("ibv_dereg_mr", e.errno().unwrap_or(5))
             .with_detail(&format!("syncing the region to its file: {e}"))
     })
-}
-
-/// How long [`MockMr::dereg`] waits for the peer-side accesses that began before the region
-/// was unpublished. Each is one copy in memory (the immediate path's, the deferred engine's,
-/// a peer process's request at this process's responder), none blocks while it holds the
-/// region, so the wait is as long as the copy in progress; the limit only bounds a bug.
-const QUIESCE_LIMIT: Duration = Duration::from_secs(30);
-
-/// The region, once `shared` is its only holder: every peer-side access (which holds an `Arc`
-/// of the region while it copies: a lookup in the rkey table, or an upgrade of a cached `Weak`)
-/// has let go, and none can start (the caller took the region out of the table first, and an
-/// upgrade after the successful `try_unwrap` fails). `try_unwrap` is a compare-and-swap of the
-/// strong count from 1 to 0, ordered after each holder's release: the accesses happen before
-/// this returns. Spins a little, then sleeps with backoff, never holding a lock. `Err` (the
-/// region still held) after [`QUIESCE_LIMIT`].
-fn quiesce(mut shared: Arc<MrShared>) -> std::result::Result<MrShared, Arc<MrShared>> {
-    let mut start = None;
-    let mut nap = Duration::from_micros(20);
-    for round in 0u32.. {
-        match Arc::try_unwrap(shared) {
-            Ok(s) => return Ok(s),
-            Err(s) => shared = s,
-        }
-        if round < 64 {
-            std::hint::spin_loop();
-        } else if round < 128 {
-            std::thread::yield_now();
-        } else if start.get_or_insert_with(Instant::now).elapsed() < QUIESCE_LIMIT {
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
-        } else {
-            break;
-        }
-    }
-    Err(shared)
 }
 
 impl Drop for MockMr {

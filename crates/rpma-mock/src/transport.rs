@@ -1,6 +1,6 @@
 //! The mock's [`Transport`] implementation: device lookup, and the calls that make protection
 //! domains, regions, shared receive queues, listeners and connection requests (each made by
-//! the module of what it makes). The fabric itself is the crate root's.
+//! the module of what it makes). The fabric itself is `fabric.rs`'s.
 
 use std::sync::Arc;
 
