@@ -40,7 +40,7 @@ impl<T: Transport> Log<T> {
         if self.reconnector.is_some() && !self.opts.rules_off().reconnect_beside_the_thread {
             return self.reconnect_through_the_thread(replica, &addr);
         }
-        match Self::connect(&self.peer, &addr, &self.opts, (self.epoch, self.writer_id, Ask::Reconnect))? {
+        match connect::connect(&self.peer, &addr, &self.opts, (self.epoch, self.writer_id, Ask::Reconnect))? {
             Connected::Accepted(conn, remote, cap) => self.rejoin(replica, conn, remote, cap),
             Connected::Stale(p) => Err(fenced(&addr, p)),
             Connected::Down(why) => Err(LogError::NoQuorum { up: 0, needed: 1, detail: format!("{addr}: {why}") }),

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Ask, Connected, Log, LogOptions, ReplicaAddr};
+use super::connect::{self, Connected};
+use super::options::{LogOptions, ReplicaAddr};
+use crate::format::Ask;
 use rpma::runtime::JoinHandle;
 use rpma::{Conn, MrRemote, Peer, Transport};
 
@@ -193,7 +195,7 @@ fn run<T: Transport>(w: &Writer<T>, mailbox: &Mailbox, handovers: &Sender<Handov
                 Want::At(t) if t <= rt.now() => {}
                 _ => continue,
             }
-            let why = match Log::<T>::connect(&w.peer, &w.addrs[i], &w.opts, (w.epoch, w.writer_id, Ask::Reconnect)) {
+            let why = match connect::connect(&w.peer, &w.addrs[i], &w.opts, (w.epoch, w.writer_id, Ask::Reconnect)) {
                 Ok(Connected::Accepted(conn, remote, cap)) => {
                     state[i] = Want::HandedOver;
                     // Counted as a failure until the writer says the replica rejoined: a catch-up

@@ -124,14 +124,14 @@ impl<T: Transport> Log<T> {
             let requests = replicas
                 .iter()
                 .map(|r| match ahead.iter().position(|(a, _)| a == r) {
-                    Some(k) => Ok(Self::send(ahead.swap_remove(k).1, &opts, hello)),
-                    None => Self::request(peer, r, &opts, hello),
+                    Some(k) => Ok(connect::send(ahead.swap_remove(k).1, &opts, hello)),
+                    None => connect::request(peer, r, &opts, hello),
                 })
                 .collect::<Result<Vec<_>>>()?;
             ahead.clear();
             for (r, req) in replicas.iter().zip(requests) {
                 let answer = match req {
-                    Ok(conn) => Self::answered(conn, r, &opts)?,
+                    Ok(conn) => connect::answered(conn, r, &opts)?,
                     Err(why) => Connected::Down(why),
                 };
                 match answer {

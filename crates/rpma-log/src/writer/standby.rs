@@ -3,7 +3,8 @@
 
 use rpma::{ConnReq, MrLocal, Peer, Transport, Usage};
 
-use super::{Log, LogOptions, ReplicaAddr};
+use super::connect;
+use super::options::{LogOptions, ReplicaAddr};
 use crate::error::{LogError, Result};
 use crate::format;
 
@@ -76,7 +77,7 @@ impl<T: Transport> Standby<T> {
     /// same way).
     pub fn with_requests(mut self, peer: &Peer<T>, replicas: &[ReplicaAddr], opts: &LogOptions) -> Result<Self> {
         for r in replicas {
-            if let Ok(req) = Log::conn_req(peer, r, opts)? {
+            if let Ok(req) = connect::conn_req(peer, r, opts)? {
                 self.requests.push((r.clone(), req));
             }
         }
