@@ -107,6 +107,11 @@ pub struct Log<T: Transport> {
     /// The record [`Log::append`] builds before copying it into the ring (kept: no allocation
     /// per append).
     rec: Vec<u8>,
+    /// The ring's bytes as a recovery or a repair read them from a replica, to parse (one
+    /// buffer for every scan of an open: a ring-sized allocation per scan was, on rxe in the
+    /// guest, most of the history's phase at 64 MiB, its pages zeroed as each scan touched
+    /// them). Released once the open returns; a standby makes it ahead.
+    view: Vec<u8>,
     /// The thread of [`LogOptions::reconnect_in_background`], if asked for.
     reconnector: Option<reconnector::Reconnector<T>>,
 }

@@ -190,7 +190,7 @@ impl<T: Transport> Log<T> {
         }
         report.phases.connect = lap();
         let cap = cap.expect("a quorum is at least one replica");
-        let Standby { ring, scratch, .. } = match standby.filter(|s| s.capacity() == cap) {
+        let Standby { ring, scratch, view, .. } = match standby.filter(|s| s.capacity() == cap) {
             Some(s) => s,
             None => Standby::new(peer, cap)?,
         };
@@ -239,6 +239,7 @@ impl<T: Transport> Log<T> {
             commit_every: (cap / 8).max(8),
             events: VecDeque::new(),
             rec: Vec::new(),
+            view,
             reconnector: None,
         };
         report.epoch = epoch;
@@ -458,6 +459,7 @@ impl<T: Transport> Log<T> {
             }
             log.reconnector = Some(r);
         }
+        log.view = Vec::new();
         report.head_lsn = log.head_lsn;
         report.next_lsn = log.next_lsn;
         report.committed = log.tail;
@@ -574,8 +576,18 @@ impl<T: Transport> Log<T> {
     /// is checked when the history is read whole, [`Log::load_history`], which may end it there).
     pub(super) fn tail_end(&mut self, i: usize, h: &format::Header) -> std::result::Result<u64, String> {
         let first = (h.commit == h.head && h.head_lsn != 0).then_some(h.head_lsn);
-        let mut buf = vec![0u8; self.cap as usize];
-        self.scan_tail(i, h, (first, false), &mut buf, |_, _| {})
+        let mut buf = self.take_view();
+        let end = self.scan_tail(i, h, (first, false), &mut buf, |_, _| {});
+        self.view = buf;
+        end
+    }
+
+    /// The ring-sized buffer scans parse in (the `view` field), made if it is not there.
+    /// Its bytes are stale: a scan reads only what it copied in.
+    fn take_view(&mut self) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.view);
+        buf.resize(self.cap as usize, 0);
+        buf
     }
 
     /// Reads replica `i`'s history (header `h`) into the ring (`into_ring`) or the scratch
@@ -587,8 +599,22 @@ impl<T: Transport> Log<T> {
         into_ring: bool,
     ) -> std::result::Result<History, String> {
         self.read_range(i, h.head, h.commit, into_ring)?;
-        let mut ring = vec![0u8; self.cap as usize];
-        self.copy_out(h.head, h.commit, into_ring, &mut ring)?;
+        let mut ring = self.take_view();
+        let y = self.parse_history(i, h, into_ring, &mut ring);
+        self.view = ring;
+        y
+    }
+
+    /// [`Log::read_history`] once its committed range is read: parsed in `ring`, then its tail
+    /// read and parsed.
+    fn parse_history(
+        &mut self,
+        i: usize,
+        h: &format::Header,
+        into_ring: bool,
+        ring: &mut [u8],
+    ) -> std::result::Result<History, String> {
+        self.copy_out(h.head, h.commit, into_ring, ring)?;
         let mut y = History {
             head: h.head,
             head_lsn: h.head_lsn,
@@ -599,7 +625,7 @@ impl<T: Transport> Log<T> {
         };
         let mut pos = h.head;
         while pos < h.commit {
-            let rec = format::parse_record(&ring, self.cap, pos, h.commit)?;
+            let rec = format::parse_record(ring, self.cap, pos, h.commit)?;
             if let Record::Entry { lsn, .. } = rec {
                 match y.next {
                     None if lsn < h.head_lsn => {
@@ -624,7 +650,7 @@ impl<T: Transport> Log<T> {
             pos += rec.size();
         }
         let first = y.next.or((h.head_lsn != 0).then_some(h.head_lsn));
-        y.end = self.scan_tail(i, h, (first, into_ring), &mut ring, |p, rec| {
+        y.end = self.scan_tail(i, h, (first, into_ring), ring, |p, rec| {
             if let Record::Entry { lsn, .. } = rec {
                 if y.next.is_none() {
                     y.head_lsn = lsn;

@@ -4,7 +4,8 @@
 use super::*;
 
 impl<T: Transport> Log<T> {
-    /// Brings replica `i` (header `x`; the end of its history `end`, if known) to the writer's
+    /// Brings replica `i` (header `x`; `end`: the end of its history, given for the source
+    /// whose history the writer's ring holds as read, which is then not read again) to the writer's
     /// history `[head, tail)` and epoch: the part of its history equal to the writer's is kept
     /// (its commit word set at its end: raised over its own tail, or lowered to the first
     /// difference), then the rest rewritten, then committed, then the epoch is installed
@@ -17,6 +18,8 @@ impl<T: Transport> Log<T> {
     pub(super) fn repair(&mut self, i: usize, x: &format::Header, end: Option<u64>) -> std::result::Result<(), String> {
         self.set_health(i, Health::CatchingUp);
         let full_copy = x.head > self.head;
+        // The source: the writer's ring holds what was just read from it.
+        let source = end.is_some();
         // Its history goes on beyond its commit word: its end (`end` if known: the source's), as
         // far as its records are valid, and whether a record of it starts at the writer's head.
         // Also the lsn of its first entry, if it has one.
@@ -39,8 +42,12 @@ impl<T: Transport> Log<T> {
         let mut pb = self.head;
         if !reset {
             let cmp_end = end.min(self.tail);
-            self.read_range(i, self.head, cmp_end, false)?;
-            let p = self.first_difference(self.head, cmp_end)?;
+            let p = if source {
+                cmp_end
+            } else {
+                self.read_range(i, self.head, cmp_end, false)?;
+                self.first_difference(self.head, cmp_end)?
+            };
             pb = self.bound_at_or_below(p);
         }
         if !reset && pb > self.head && !self.opts.rules_off().kept_history_unflushed {
@@ -129,9 +136,10 @@ impl<T: Transport> Log<T> {
     /// Makes durable on replica `i` what it keeps of the history, `[head, pb)`, and its header,
     /// before any header word claims them: they were read from its memory, where the last
     /// writes of the writer it fenced may not be durable yet (a replica's fence takes that
-    /// writer's connection down and persists nothing; docs/log.md, "Fencing"). One signaled
-    /// flush waited for; the ring's range in pieces.
-    fn flush_kept(&mut self, i: usize, pb: u64) -> std::result::Result<(), String> {
+    /// writer's connection down and persists nothing; docs/log.md, "Fencing"). Not waited for:
+    /// every header word that follows is an atomic write, which executes after the flushes
+    /// posted before it (the argument's step 1); the records written after it lie beyond `pb`.
+    fn flush_kept(&self, i: usize, pb: u64) -> std::result::Result<(), String> {
         let ft = self.flush_type();
         let slot = &self.slots[i];
         let (Some(conn), Some(remote)) = (slot.conn.as_ref(), slot.remote) else {
@@ -143,7 +151,6 @@ impl<T: Transport> Log<T> {
             let at = region_off(self.cap, 0) + off;
             post(conn.flush(remote.slice(at..at + len), ft).flags(quiet).post())?;
         }
-        post(conn.flush(remote.slice(0..format::HEADER), ft).context(6).post())?;
-        self.wait_one(i, 6)
+        post(conn.flush(remote.slice(0..format::HEADER), ft).flags(quiet).post())
     }
 }

@@ -9,7 +9,8 @@ use crate::error::{LogError, Result};
 use crate::format;
 
 /// The two buffers a writer of a log needs, each the size of the ring (its copy of the ring,
-/// the source of every write, and the one histories are read into), and if asked its
+/// the source of every write, and the one histories are read into), a third one of that size
+/// that the recovery parses histories in (plain memory, every page touched), and if asked its
 /// connection requests ([`Standby::with_requests`]), made ahead of a takeover by a writer
 /// standing by: [`Log::open_standby`](crate::Log::open_standby) uses them instead
 /// of allocating and registering its own, which on rxe is most of a takeover of a large ring
@@ -22,6 +23,9 @@ pub struct Standby<T: Transport> {
     pub(super) ring: MrLocal<T>,
     pub(super) scratch: MrLocal<T>,
     capacity: u64,
+    /// The buffer recovery parses the replicas' histories in, its pages touched ahead (empty
+    /// for an open's own buffers: it makes it as it goes).
+    pub(super) view: Vec<u8>,
     /// Connection requests made ahead ([`Standby::with_requests`]), by replica.
     pub(super) requests: Vec<(ReplicaAddr, ConnReq<T>)>,
 }
@@ -54,7 +58,10 @@ impl<T: Transport> Standby<T> {
                 ),
             });
         };
-        Self::new(peer, capacity)
+        let mut s = Self::new(peer, capacity)?;
+        // Every page written now (not zeroed as a scan touches it, in the takeover).
+        s.view = vec![0xff; s.ring.len()];
+        Ok(s)
     }
 
     /// Buffers for a ring of `capacity` bytes on `peer` (what [`crate::Log::open`] allocates).
@@ -62,7 +69,7 @@ impl<T: Transport> Standby<T> {
         let len = usize::try_from(capacity).map_err(|_| LogError::Invalid(format!("a ring of {capacity} bytes")))?;
         let ring = peer.alloc_mr(len, Usage::WRITE_SRC | Usage::READ_DST)?;
         let scratch = peer.alloc_mr(len.max(format::HEADER), Usage::READ_DST)?;
-        Ok(Self { ring, scratch, capacity, requests: Vec::new() })
+        Ok(Self { ring, scratch, capacity, view: Vec::new(), requests: Vec::new() })
     }
 
     /// Makes the connection requests to `replicas` ahead too, as `opts` configures them (for
