@@ -397,6 +397,12 @@ impl<T: Transport> Log<T> {
             }
             log.head = p;
         }
+        // The voters of the chosen history's commit epoch hold, by the argument's step 1, that
+        // epoch's records as far as their scans went, the bytes the writer's ring holds there:
+        // a repair keeps them without reading them again (docs/log.md, "Repair").
+        let chosen = headers.iter().find(|(i, _)| Some(*i) == source).map(|(_, h)| h.commit_epoch);
+        let known: Vec<(usize, u64)> =
+            ranked.iter().filter(|r| r.scanned && Some(r.h.commit_epoch) == chosen).map(|r| (r.i, r.end)).collect();
         // Every replica taken over, the source first, to that history.
         let order: Vec<(usize, format::Header)> = headers
             .iter()
@@ -425,7 +431,7 @@ impl<T: Transport> Log<T> {
                 report.down.push((i, why));
                 continue;
             }
-            let end = (Some(i) == source).then_some(log.tail);
+            let end = if Some(i) == source { Some(log.tail) } else { known.iter().find(|k| k.0 == i).map(|k| k.1) };
             match log.repair(i, &h, end) {
                 Ok(()) => {
                     report.repaired.push(i);

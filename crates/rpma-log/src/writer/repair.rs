@@ -4,8 +4,9 @@
 use super::*;
 
 impl<T: Transport> Log<T> {
-    /// Brings replica `i` (header `x`; `end`: the end of its history, given for the source
-    /// whose history the writer's ring holds as read, which is then not read again) to the writer's
+    /// Brings replica `i` (header `x`; `end`: how far its bytes are known to be the writer's
+    /// history, given for the source, whose history the ring holds as read, and the replicas of
+    /// its commit epoch whose tails were scanned: they are then not read again) to the writer's
     /// history `[head, tail)` and epoch: the part of its history equal to the writer's is kept
     /// (its commit word set at its end: raised over its own tail, or lowered to the first
     /// difference), then the rest rewritten, then committed, then the epoch is installed
@@ -18,9 +19,9 @@ impl<T: Transport> Log<T> {
     pub(super) fn repair(&mut self, i: usize, x: &format::Header, end: Option<u64>) -> std::result::Result<(), String> {
         self.set_health(i, Health::CatchingUp);
         let full_copy = x.head > self.head;
-        // The source: the writer's ring holds what was just read from it.
-        let source = end.is_some();
-        // Its history goes on beyond its commit word: its end (`end` if known: the source's), as
+        // Its bytes are the writer's history up to `end`: nothing to compare.
+        let known = end.is_some();
+        // Its history goes on beyond its commit word: its end (`end` if known), as
         // far as its records are valid, and whether a record of it starts at the writer's head.
         // Also the lsn of its first entry, if it has one.
         let (end, aligned, first) = match end {
@@ -42,7 +43,7 @@ impl<T: Transport> Log<T> {
         let mut pb = self.head;
         if !reset {
             let cmp_end = end.min(self.tail);
-            let p = if source {
+            let p = if known {
                 cmp_end
             } else {
                 self.read_range(i, self.head, cmp_end, false)?;
