@@ -64,7 +64,7 @@ pub(super) fn measure<T: Transport>(
             // A writer standing by made its buffers and its connection requests before.
             let region = usize::try_from(log.capacity()).context("the ring's size")? + rpma_log::HEADER_SIZE;
             let standby = Standby::for_region(peer, region)
-                .and_then(|s| s.with_requests(peer, set, &opts))
+                .and_then(|s| s.with_requests(peer, set, opts))
                 .context("the standby writer's buffers and connection requests")?;
             // It follows the writer: it knows the epoch it takes over from.
             Log::open_standby(standby, peer, set, opts.clone().after_epoch(log.epoch()))
