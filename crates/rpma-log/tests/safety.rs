@@ -103,12 +103,21 @@ fn two_writers_with_one_writer_id_never_share_an_epoch() {
 
 /// Visibility, n = 3, majority: acknowledged on r0 and r1 (r2 down); r1 restarts without its
 /// memory; r0 is unreachable; a new writer on r1 and r2 must not recover (r1 does not vote),
-/// and once r0 is back every acknowledged entry is there.
+/// and once r0 is back every acknowledged entry is there. With the rule off
+/// (`blank_replicas_vote`) the new writer recovers an empty history from r1 and r2.
 #[test]
 fn a_replica_that_lost_its_memory_does_not_vote() {
+    blank_vote(rpma_log::Broken::none());
+    let mut broken = rpma_log::Broken::none();
+    broken.blank_replicas_vote = true;
+    let lost = std::panic::catch_unwind(|| blank_vote(broken));
+    assert!(lost.is_err(), "with blank_replicas_vote the history is recovered all the same");
+}
+
+fn blank_vote(broken: rpma_log::Broken) {
     let fabric = fabric(3);
     let mut h: Vec<Option<ReplicaHandle>> = (0..3).map(|i| Some(start(&fabric, i, None, LEN).unwrap())).collect();
-    let vis = opts().flush(FlushMode::Visibility);
+    let vis = opts().flush(FlushMode::Visibility).broken(broken);
     let (mut w1, _) = Log::open(&writer_peer(&fabric), &addrs(3), vis.clone()).unwrap();
     let m2 = away(h[2].take().unwrap());
     for lsn in 0..5 {

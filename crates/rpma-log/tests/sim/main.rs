@@ -211,8 +211,12 @@ fn mutants() -> Vec<(&'static str, Broken)> {
 /// one of the last `q` holding them (`writer/compare_tests.rs` catches the comparison itself);
 /// a sleeping writer that sleeps again without polling after re-arming (6705 seeds) loses no
 /// entry and no replica: the completion it slept past holds its sync until the timeout, and the
-/// poll after it finds the completion (tests/wait.rs catches the sync that lasted its timeout).
-const NOT_REACHED: [&str; 3] = ["tail_any_epoch", "compare_pad_filler", "sleep_without_repoll"];
+/// poll after it finds the completion (tests/wait.rs catches the sync that lasted its timeout);
+/// a blank replica's vote loses an entry only after about seven faults in a row (two replicas
+/// restarting blank around partitions and a writer's kill): the plans reach it, at seed 6410
+/// after 288 s, too late for the budget (`safety.rs`, `a_replica_that_lost_its_memory_does_not_
+/// vote`, builds the history and catches it; `SIM_MUTANT_SECS=900 scripts/sim.sh` hunts it).
+const NOT_REACHED: [&str; 4] = ["tail_any_epoch", "compare_pad_filler", "sleep_without_repoll", "blank_replicas_vote"];
 
 fn main() {
     let args = Arguments::from_args();
