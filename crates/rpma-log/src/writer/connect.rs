@@ -1,7 +1,12 @@
 //! The connection handshake of a writer with a replica: the request with the hello (the log
 //! id, the epoch asked for, the writer id, open or reconnect), the replica's answer checked.
 
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags};
+use rpma::runtime::Runtime;
 use rpma::{Conn, ConnCfg, ConnEvent, ConnReq, ErrorKind, MrRemote, Peer, PeerCfg, Transport};
+
+use super::clock;
 
 use super::options::{FlushMode, LogOptions, ReplicaAddr, Wait};
 use crate::error::{LogError, Result};
@@ -86,6 +91,50 @@ pub(super) fn send<T: Transport>(
 
 /// The second half of [`connect`]: waits for replica `r`'s answer on `conn` and checks
 /// it.
+/// The answers to the requests sent to several replicas at once (`pending`: each replica's
+/// index in `replicas` and its connection), each taken as soon as it arrives, whichever comes
+/// first, until `opts.timeout` after the call (a replica that has not answered by then is down).
+/// Taking an answer late is not only slower: on rxe the requester's connection manager sends
+/// the last message of the handshake (RTU) when the event is taken, and a replica left waiting
+/// for it while the writer awaits another one gives the connection up.
+///
+/// # Errors
+/// As [`answered`] (a replica holding another log).
+pub(super) fn answers<T: Transport>(
+    rt: &dyn Runtime,
+    mut pending: Vec<(usize, Conn<T>)>,
+    replicas: &[ReplicaAddr],
+    opts: &LogOptions,
+) -> Result<Vec<(usize, Connected<T>)>> {
+    let deadline = rt.now() + opts.timeout;
+    let mut out = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let mut fds: Vec<PollFd<'_>> =
+            pending.iter().map(|(_, c)| PollFd::new(c.event_fd(), PollFlags::POLLIN)).collect();
+        let woke = clock::readable(rt, &mut fds, deadline);
+        let ready: Vec<bool> = fds.iter().map(|f| f.any().unwrap_or(false)).collect();
+        drop(fds);
+        match woke {
+            Ok(0) if rt.now() >= deadline => {
+                let why = format!("connecting: no answer within {:?}", opts.timeout);
+                out.extend(pending.drain(..).map(|(i, _)| (i, Connected::Down(why.clone()))));
+            }
+            Ok(_) | Err(Errno::EINTR) => {
+                for k in (0..pending.len()).rev().filter(|&k| ready[k]) {
+                    let (i, conn) = pending.swap_remove(k);
+                    out.push((i, answered(conn, &replicas[i], opts)?));
+                }
+            }
+            Err(e) => {
+                let why = format!("connecting: waiting for the answers: {e}");
+                out.extend(pending.drain(..).map(|(i, _)| (i, Connected::Down(why.clone()))));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Takes replica `r`'s answer on `conn` (waiting up to `opts.timeout`) and checks it.
 pub(super) fn answered<T: Transport>(conn: Conn<T>, r: &ReplicaAddr, opts: &LogOptions) -> Result<Connected<T>> {
     match conn.next_event_timeout(opts.timeout) {
         Ok(ConnEvent::Established) => {}

@@ -10,6 +10,7 @@ use rpma::{CompletionFlags, Conn, ConnEvent, ErrorKind, FlushType, MrLocal, MrRe
 use crate::error::{LogError, Lsn, Result};
 use crate::format::{self, Ask, Record};
 
+mod clock;
 #[cfg(test)]
 mod compare_tests;
 mod connect;

@@ -121,19 +121,24 @@ impl<T: Transport> Log<T> {
             // Every request is sent before any answer is awaited: the replicas fence and answer
             // at once, the takeover's connect costs one connection's time, not n.
             let hello = (epoch, writer_id, Ask::Open);
-            let requests = replicas
-                .iter()
-                .map(|r| match ahead.iter().position(|(a, _)| a == r) {
-                    Some(k) => Ok(connect::send(ahead.swap_remove(k).1, &opts, hello)),
-                    None => connect::request(peer, r, &opts, hello),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            ahead.clear();
-            for (r, req) in replicas.iter().zip(requests) {
-                let answer = match req {
-                    Ok(conn) => connect::answered(conn, r, &opts)?,
-                    Err(why) => Connected::Down(why),
+            let mut answers: Vec<Option<Connected<T>>> = replicas.iter().map(|_| None).collect();
+            let mut pending = Vec::new();
+            for (i, r) in replicas.iter().enumerate() {
+                let sent = match ahead.iter().position(|(a, _)| a == r) {
+                    Some(k) => connect::send(ahead.swap_remove(k).1, &opts, hello),
+                    None => connect::request(peer, r, &opts, hello)?,
                 };
+                match sent {
+                    Ok(conn) => pending.push((i, conn)),
+                    Err(why) => answers[i] = Some(Connected::Down(why)),
+                }
+            }
+            ahead.clear();
+            for (i, answer) in connect::answers(rt, pending, replicas, &opts)? {
+                answers[i] = Some(answer);
+            }
+            for answer in answers {
+                let answer = answer.expect("every replica answered or is down");
                 match answer {
                     Connected::Accepted(c, m, cap) => {
                         conns.push(Some((c, m, cap)));

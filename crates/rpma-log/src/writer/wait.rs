@@ -21,23 +21,11 @@
 use std::time::Instant;
 
 use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use rpma::runtime::Runtime;
+use nix::poll::{PollFd, PollFlags};
 use rpma::{ErrorKind, Transport};
 
+use super::clock;
 use super::{Log, Wait};
-
-/// Whether `rt`'s clock is the real one ([`Instant::now`]): then the writer may block in
-/// poll(2) with a timeout measured on it. A simulated runtime's clock stands still between its
-/// scheduling points (and is ahead of or behind the real one), so a reading of it falls
-/// between two readings of the real clock only by chance, and never twice in a row.
-fn real_clock(rt: &dyn Runtime) -> bool {
-    (0..2).all(|_| {
-        let before = Instant::now();
-        let t = rt.now();
-        before <= t && t <= Instant::now()
-    })
-}
 
 impl<T: Transport> Log<T> {
     /// One step of a wait until `deadline` for the completions of replica `only` (`Some`) or of
@@ -66,21 +54,7 @@ impl<T: Transport> Log<T> {
             rt.pause(deadline);
             return;
         }
-        let slept = if real_clock(rt) {
-            // Rounded up to whole milliseconds: poll(2) does not return before the deadline
-            // unless a channel is readable.
-            let left = deadline.saturating_duration_since(rt.now()).as_nanos().div_ceil(1_000_000);
-            poll(&mut fds, PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX))
-        } else {
-            // A simulated runtime: no blocking system call; the runtime's pause lasts until the
-            // fabric changes or the deadline, and the fds are looked at again after it.
-            loop {
-                match poll(&mut fds, PollTimeout::ZERO) {
-                    Ok(0) if rt.now() < deadline => rt.pause(deadline),
-                    r => break r,
-                }
-            }
-        };
+        let slept = clock::readable(rt, &mut fds, deadline);
         match slept {
             Ok(_) | Err(Errno::EINTR) => {}
             // No sleep this time (the caller polls again and comes back).
