@@ -307,11 +307,17 @@ fn deferred__work_left_by_a_poll_racing_the_progress_thread_completes() {
     }
 }
 
-/// A silent link (`MockFabric::silence`) keeps its connection: no event, no error, and the work
-/// across it waits unanswered, whoever polls; healed, the work goes on and lands. A silent link
-/// needs the deferred mode and two devices.
-#[test]
-fn deferred__work_across_a_silent_link_waits_until_it_heals() {
+/// Two nodes of a deferred fabric (10.9.0.1, 10.9.0.2) connected, the client's source and the
+/// server's destination of 64 bytes each.
+struct TwoNodes {
+    f: MockFabric,
+    client: Conn,
+    server: Conn,
+    src: MrLocal,
+    dst: MrLocal,
+}
+
+fn two_nodes() -> TwoNodes {
     let f = MockFabric::builder().mode(Mode::Deferred).device("a", &["10.9.0.1"]).device("b", &["10.9.0.2"]).build();
     let on = |ip: &str| Peer::new(&Device::lookup(&f, ip, ContextType::Local).unwrap()).unwrap();
     let (cpeer, speer) = (on("10.9.0.1"), on("10.9.0.2"));
@@ -324,6 +330,15 @@ fn deferred__work_across_a_silent_link_waits_until_it_heals() {
     assert_eq!(next_event(&server), ConnEvent::Established);
     let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
     let dst = speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
+    TwoNodes { f, client, server, src, dst }
+}
+
+/// A silent link (`MockFabric::silence`) keeps its connection: no event, no error, and the work
+/// across it waits unanswered, whoever polls; healed, the work goes on and lands. A silent link
+/// needs the deferred mode and two devices.
+#[test]
+fn deferred__work_across_a_silent_link_waits_until_it_heals() {
+    let TwoNodes { f, client, server, src, dst } = two_nodes();
     src.write(0, b"across").unwrap();
     let (da, db) = (f.devices()[0].clone(), f.devices()[1].clone());
     assert_eq!(f.silence(&da, &db).unwrap(), 1);
@@ -357,18 +372,7 @@ fn deferred__work_across_a_silent_link_waits_until_it_heals() {
 /// (rpma-log's replicas disconnect the writer they fence) rests on it.
 #[test]
 fn deferred__a_responder_that_disconnected_drops_what_arrives_after() {
-    let f = MockFabric::builder().mode(Mode::Deferred).device("a", &["10.9.0.1"]).device("b", &["10.9.0.2"]).build();
-    let on = |ip: &str| Peer::new(&Device::lookup(&f, ip, ContextType::Local).unwrap()).unwrap();
-    let (cpeer, speer) = (on("10.9.0.1"), on("10.9.0.2"));
-    let ep = Ep::listen(&speer, "10.9.0.2", PORT).unwrap();
-    let client = ConnReq::new(&cpeer, "10.9.0.2", PORT, None).unwrap().connect(None).unwrap();
-    let server = ep.next_conn_req(None).unwrap().connect(None).unwrap();
-    nonblock(client.event_fd());
-    nonblock(server.event_fd());
-    assert_eq!(next_event(&client), ConnEvent::Established);
-    assert_eq!(next_event(&server), ConnEvent::Established);
-    let src = cpeer.alloc_mr(64, Usage::WRITE_SRC).unwrap();
-    let dst = speer.alloc_mr(64, Usage::WRITE_DST).unwrap();
+    let TwoNodes { f, client, server, src, dst } = two_nodes();
     src.write(0, b"too late").unwrap();
     let (da, db) = (f.devices()[0].clone(), f.devices()[1].clone());
     assert_eq!(f.silence(&da, &db).unwrap(), 1);

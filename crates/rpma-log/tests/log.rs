@@ -636,18 +636,25 @@ fn a_sync_that_fails_on_one_replica_goes_on_with_its_quorum_or_fails_naming_it()
     }
 }
 
-/// A writer standing by makes its buffers ahead (`Standby::for_region`): its takeover uses them
-/// and registers two regions fewer than a plain open (the connections' own count the same); a
-/// standby of another ring size is not used; a region without room for a ring is refused.
-#[test]
-fn a_standby_writers_takeover_uses_its_buffers() {
+/// Three replicas serving, and a writer that synced entries 0..10 on them (the one a standby
+/// takes over from).
+fn a_running_writer() -> (MockFabric, Vec<ReplicaHandle>, Log<MockFabric>) {
     let fabric = fabric(3);
-    let _handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
+    let handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
     let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
     for lsn in 0..10 {
         log.append(&payload(lsn)).unwrap();
     }
     assert_eq!(log.sync_all().unwrap(), 10);
+    (fabric, handles, log)
+}
+
+/// A writer standing by makes its buffers ahead (`Standby::for_region`): its takeover uses them
+/// and registers two regions fewer than a plain open (the connections' own count the same); a
+/// standby of another ring size is not used; a region without room for a ring is refused.
+#[test]
+fn a_standby_writers_takeover_uses_its_buffers() {
+    let (fabric, _handles, _log) = a_running_writer();
     let regs = |open: &dyn Fn() -> Log<MockFabric>| {
         fabric.faults().count_calls(Some("ibv_reg_mr"));
         let log = open();
@@ -690,13 +697,7 @@ fn a_standby_writers_takeover_uses_its_buffers() {
 /// takeover. Without the epoch, the first round asks for epoch 1 and is refused.
 #[test]
 fn a_standby_writers_takeover_sends_the_requests_it_made_ahead() {
-    let fabric = fabric(3);
-    let _handles: Vec<_> = (0..3).map(|i| start(&fabric, i, None, LEN).unwrap()).collect();
-    let (mut log, _) = Log::open(&writer_peer(&fabric), &addrs(3), opts(Quorum::Majority)).unwrap();
-    for lsn in 0..10 {
-        log.append(&payload(lsn)).unwrap();
-    }
-    assert_eq!(log.sync_all().unwrap(), 10);
+    let (fabric, _handles, mut log) = a_running_writer();
     let peer = writer_peer(&fabric);
     let resolved = |standby: Standby<MockFabric>, after: u64| {
         fabric.faults().count_calls(Some("rdma_resolve_addr"));
