@@ -63,7 +63,7 @@ fn log_bench_with_a_sleeping_writer_reports_its_wait_and_cpu_time() {
     check_results(&v, 3);
     for r in v["results"].as_array().unwrap() {
         assert_eq!(r["wait"], "sleep", "{r}");
-        // 20000 appends take the writer's thread some CPU time (getrusage counts in us ticks).
+        // 20000 appends take the writer's thread some CPU time (counted in nanoseconds).
         assert!(r["cpu_ns_per_append"].as_f64().is_some_and(|x| x > 0.0), "{r}");
     }
 }

@@ -38,9 +38,9 @@ pub(crate) struct LogResult {
     /// How the writer waited for completions: `"spin"` or `"sleep"` (`--wait`; the baseline
     /// spins).
     pub(crate) wait: &'static str,
-    /// The CPU time (user + system) of the writer's thread during the measurement, per synced
-    /// append, nanoseconds (getrusage(2)'s `RUSAGE_THREAD`, to its resolution; replicas served
-    /// by this process run on threads of their own and are not counted).
+    /// The CPU time of the writer's thread during the measurement, per synced append,
+    /// nanoseconds (clock_gettime(2)'s `CLOCK_THREAD_CPUTIME_ID`; replicas served by this
+    /// process run on threads of their own and are not counted).
     pub(crate) cpu_ns_per_append: f64,
 }
 
