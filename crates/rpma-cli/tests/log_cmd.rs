@@ -108,7 +108,8 @@ fn log_bench_with_the_baseline_reports_both_in_paired_rounds_and_their_ratios() 
     assert!(v.get("baseline").is_none() && v.get("ratios").is_none(), "{v}");
 }
 
-/// `--mode failover`: each takeover's phases, and the whole in the run's qd-1 syncs.
+/// `--mode failover`: each takeover's phases, and the whole in the run's qd-1 syncs and in bare
+/// handshakes.
 #[test]
 fn log_bench_failover_reports_each_phase_of_the_takeovers() {
     let out = Command::new(RPMA)
@@ -130,6 +131,11 @@ fn log_bench_failover_reports_each_phase_of_the_takeovers() {
     let ratio = ns("takeover_ns") as f64 / ns("sync_p50_ns") as f64;
     assert!((f["takeover_in_syncs"].as_f64().unwrap() - ratio).abs() < 1e-6, "{f}");
     assert_eq!(f["standby"], false, "{f}");
+    // The floor of `connect`, timed in the same run with servers of the process.
+    assert_eq!(f["replicas"], 3, "{f}");
+    assert!(ns("handshake_ns") > 0, "{f}");
+    let ratio = ns("takeover_ns") as f64 / ns("handshake_ns") as f64;
+    assert!((f["takeover_in_handshakes"].as_f64().unwrap() - ratio).abs() < 1e-6, "{f}");
     // Writers standing by: the same takeovers, reported so.
     let out = Command::new(RPMA)
         .args(["log", "bench", "--backend", "mock", "--replicas", "3", "--json", "--port", "7560"])

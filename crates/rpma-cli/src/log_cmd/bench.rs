@@ -18,7 +18,7 @@ use rpma_scenarios::common::{client_peer, server_peer, FileSource, Mem, MemFile}
 
 use super::options::*;
 use super::report::*;
-use super::{baseline, failover};
+use super::{baseline, failover, handshake};
 
 fn check_bench(a: &LogBenchArgs) -> Result<()> {
     if a.modes.is_empty() {
@@ -270,8 +270,21 @@ fn measure<T: Transport>(t: &T, a: &LogBenchArgs, set: &[ReplicaAddr]) -> Result
     for _ in 0..a.rounds {
         for &mode in &a.modes {
             if mode == Mode::Failover {
-                let (next, r) = failover::measure(&peer, set, &opts, log, a, &payload)?;
+                // Replicas of this process: bare handshakes with servers of this process too,
+                // on the ports after the baseline's.
+                let mut floor = match a.replicas {
+                    Replicas::SelfHosted(n) => {
+                        let port = a.port.checked_add(2 * n as u16).context("--port: no room after the replicas' and the baseline's ports for the bare handshakes' servers")?;
+                        let timeout = Duration::from_secs_f64(a.timeout);
+                        Some(handshake::Floor::start(t, &peer, (&a.addr, port), n, timeout)?)
+                    }
+                    Replicas::Remote(_) => None,
+                };
+                let (next, mut r) = failover::measure(&peer, set, &opts, log, a, &payload, floor.as_mut())?;
                 log = next;
+                if let Some(f) = floor {
+                    r.with_handshake(f.finish()?);
+                }
                 failovers.push(r);
                 continue;
             }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use rpma::{Peer, Transport};
 use rpma_log::{Log, LogError, LogOptions, OpenPhases, ReplicaAddr, Standby};
 
+use super::handshake::Floor;
 use super::options::LogBenchArgs;
 use super::report::{median, FailoverResult};
 
@@ -27,8 +28,8 @@ fn entries(fill: u64, record: u64) -> u64 {
 }
 
 /// Takes the log over `a.takeovers` times from `log`, each new writer from the previous one,
-/// with `a.fill` bytes of history (the log is truncated, then filled, first); returns the last
-/// writer and the result.
+/// with `a.fill` bytes of history (the log is truncated, then filled, first), each after a round
+/// of bare handshakes of `floor` if given; returns the last writer and the result.
 ///
 /// # Errors
 /// A log operation that fails.
@@ -39,6 +40,7 @@ pub(super) fn measure<T: Transport>(
     mut log: Log<T>,
     a: &LogBenchArgs,
     payload: &[u8],
+    mut floor: Option<&mut Floor<T>>,
 ) -> Result<(Log<T>, FailoverResult)> {
     log.sync_all().context("a sync before truncating")?;
     log.truncate_prefix(log.next_lsn()).context("emptying the log before filling it")?;
@@ -59,17 +61,24 @@ pub(super) fn measure<T: Transport>(
     let mut phases: Vec<OpenPhases> = Vec::new();
     let mut first_sync: Vec<u64> = Vec::new();
     for _ in 0..a.takeovers {
-        // The old writer stays alive through the takeover, as a writer that was cut off would.
-        let (mut next, report) = if a.standby {
-            // A writer standing by made its buffers and its connection requests before.
+        // A writer standing by made its buffers and its connection requests before.
+        let standby = if a.standby {
             let region = usize::try_from(log.capacity()).context("the ring's size")? + rpma_log::HEADER_SIZE;
-            let standby = Standby::for_region(peer, region)
+            let s = Standby::for_region(peer, region)
                 .and_then(|s| s.with_requests(peer, set, opts))
                 .context("the standby writer's buffers and connection requests")?;
-            // It follows the writer: it knows the epoch it takes over from.
-            Log::open_standby(standby, peer, set, opts.clone().after_epoch(log.epoch()))
+            Some(s)
         } else {
-            Log::open(peer, set, opts.clone())
+            None
+        };
+        if let Some(f) = floor.as_deref_mut() {
+            f.round().context("a bare handshake")?;
+        }
+        // The old writer stays alive through the takeover, as a writer that was cut off would.
+        let (mut next, report) = match standby {
+            // It follows the writer: it knows the epoch it takes over from.
+            Some(s) => Log::open_standby(s, peer, set, opts.clone().after_epoch(log.epoch())),
+            None => Log::open(peer, set, opts.clone()),
         }
         .context("a new writer's open")?;
         let s = Instant::now();
@@ -89,6 +98,7 @@ pub(super) fn measure<T: Transport>(
         log,
         FailoverResult {
             standby: a.standby,
+            replicas: set.len(),
             history_bytes: entries * record,
             takeovers: a.takeovers,
             sync_p50_ns,
@@ -100,6 +110,9 @@ pub(super) fn measure<T: Transport>(
             first_sync_ns: median(first_sync).unwrap_or(0),
             takeover_ns,
             takeover_in_syncs: takeover_ns as f64 / sync_p50_ns.max(1) as f64,
+            handshake_ns: None,
+            handshake_in_syncs: None,
+            takeover_in_handshakes: None,
         },
     ))
 }

@@ -24,6 +24,7 @@
 mod baseline;
 mod bench;
 mod failover;
+mod handshake;
 mod options;
 mod report;
 mod serve;

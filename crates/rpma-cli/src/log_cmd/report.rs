@@ -75,6 +75,8 @@ pub(crate) struct LogBenchReport {
 pub(crate) struct FailoverResult {
     /// Whether each new writer stood by with its buffers made (`--standby`).
     pub(crate) standby: bool,
+    /// The log's replicas.
+    pub(crate) replicas: usize,
     /// The history each new writer took over (bytes of records).
     pub(crate) history_bytes: u64,
     /// Takeovers measured.
@@ -97,6 +99,25 @@ pub(crate) struct FailoverResult {
     pub(crate) takeover_ns: u64,
     /// `takeover_ns / sync_p50_ns`.
     pub(crate) takeover_in_syncs: f64,
+    /// Replicas of this process: the median of as many rounds of bare handshakes with as many
+    /// servers of this process, the floor of `connect` (log_cmd/handshake.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) handshake_ns: Option<u64>,
+    /// `handshake_ns / sync_p50_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) handshake_in_syncs: Option<f64>,
+    /// `takeover_ns / handshake_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) takeover_in_handshakes: Option<f64>,
+}
+
+impl FailoverResult {
+    /// Adds the bare handshake's median, `ns`.
+    pub(crate) fn with_handshake(&mut self, ns: u64) {
+        self.handshake_ns = Some(ns);
+        self.handshake_in_syncs = Some(ns as f64 / self.sync_p50_ns.max(1) as f64);
+        self.takeover_in_handshakes = Some(self.takeover_ns as f64 / ns.max(1) as f64);
+    }
 }
 
 /// The log against its hand-written baseline, one mode, medians of the rounds.
@@ -201,6 +222,15 @@ impl LogBenchReport {
                 f.takeover_in_syncs,
                 f.sync_p50_ns
             )?;
+            if let (Some(h), Some(hs), Some(th)) = (f.handshake_ns, f.handshake_in_syncs, f.takeover_in_handshakes) {
+                writeln!(
+                    out,
+                    "failover: a bare handshake with {} servers of this process (median): {h} ns = {hs:.1} qd1 syncs; \
+                     connect = {:.2} of it, takeover = {th:.2}",
+                    f.replicas,
+                    f.connect_ns as f64 / h.max(1) as f64,
+                )?;
+            }
         }
         for q in &self.ratios {
             writeln!(
