@@ -40,7 +40,7 @@ declare -A NEM_OUT=()        # incarnation tag -> its stdout (on the host)
 declare -A NEM_NODE=()       # incarnation tag -> its node
 NEM_TAGS=0 NEM_W=0 NEM_WNODE=4 NEM_NOTE=
 NEM_P=0 NEM_CUTS=0 NEM_F=0 NEM_AMNESIA=0
-NEM_DETECT=() NEM_FAILOVER=() NEM_LIVE=()
+NEM_DETECT=() NEM_FAILOVER=() NEM_LIVE=() NEM_OPEN=() NEM_OPEN_CONNECT=()
 
 nem_now() { echo "$EPOCHREALTIME"; }
 nem_since() { awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $1 }"; }
@@ -174,7 +174,16 @@ ep_failover() {
         ! nem_ended "$NEM_W" || nem_writer "$to"
         sleep 0.1
     done
-    [ "$(nem_acks "$NEM_W")" = 0 ] || NEM_FAILOVER+=("$(nem_since "$t0")")
+    if [ "$(nem_acks "$NEM_W")" != 0 ]; then
+        NEM_FAILOVER+=("$(nem_since "$t0")")
+        # the new writer's open on its own clock (a new process's: no standby, the epoch unknown)
+        local took
+        took=$(sed -n 's/^OPEN .* took_us \([0-9]*\) (connect \([0-9]*\) .*/\1 \2/p' "${NEM_OUT[$NEM_W]}" | head -1)
+        if [ -n "$took" ]; then
+            NEM_OPEN+=("$(awk -v u="${took% *}" 'BEGIN { printf "%.1f", u / 1000 }')")
+            NEM_OPEN_CONNECT+=("$(awk -v u="${took#* }" 'BEGIN { printf "%.1f", u / 1000 }')")
+        fi
+    fi
     sleep 1
     "$C" heal
     # the old writer tries to go on: it must be refused (it ends) or, if it still acknowledges,
@@ -338,10 +347,12 @@ nemesis_run() {
     done
     nem_check
     local med
-    med() { printf '%s\n' "$@" | sort -n | awk 'NF { v[++n] = $1 } END { if (n) printf "min %s, median %s, max %s s (%d)", v[1], v[int((n + 1) / 2)], v[n], n; else printf "none" }'; }
-    say "$PROFILE: a replica's node powered off -> the writer reports it down: $(med "${NEM_DETECT[@]}")"
-    say "$PROFILE: writer partitioned -> the new writer's first acknowledged sync: $(med "${NEM_FAILOVER[@]}")"
-    say "$PROFILE: a round healed -> a writer acknowledges again: $(med "${NEM_LIVE[@]}")"
+    # med UNIT VALUE...
+    med() { local u=$1; shift; printf '%s\n' "$@" | sort -n | awk -v u="$u" 'NF { v[++n] = $1 } END { if (n) printf "min %s, median %s, max %s %s (%d)", v[1], v[int((n + 1) / 2)], v[n], u, n; else printf "none" }'; }
+    say "$PROFILE: a replica's node powered off -> the writer reports it down: $(med s "${NEM_DETECT[@]}")"
+    say "$PROFILE: writer partitioned -> the new writer's first acknowledged sync: $(med s "${NEM_FAILOVER[@]}")"
+    say "$PROFILE: the new writer's open (a new process: no standby, the epoch unknown): $(med ms "${NEM_OPEN[@]}"), of which connect $(med ms "${NEM_OPEN_CONNECT[@]}")"
+    say "$PROFILE: a round healed -> a writer acknowledges again: $(med s "${NEM_LIVE[@]}")"
     say "$PROFILE: writers $NEM_TAGS, conflicts $NEM_CONFLICTS, bad entries $NEM_BAD, amnesia refused $(grep -c '^AMNESIA .* refused' "$NEM_DIR/history") of $NEM_AMNESIA"
     echo "cluster: nodes 4, partitions $NEM_P, power cuts $NEM_CUTS, failovers $NEM_F, acknowledged $NEM_ACKED, lost $NEM_LOST"
     # a checker that saw no acknowledgement proved nothing

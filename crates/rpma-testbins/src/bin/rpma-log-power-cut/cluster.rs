@@ -4,7 +4,8 @@
 //!
 //! It opens the log (majority quorum, persistent flushes, writer id TAG, the reconnect thread on,
 //! every wait bounded by TIMEOUT_MS, `--ack-timeout`: its connections' ACK timeout exponent) and prints what the recovery holds, entry by entry, as runs
-//! of one writer: `OPEN head H next N epoch E`, then `RUN A B T` for the entries `A..B` the
+//! of one writer: `OPEN head H next N epoch E took_us U (connect C buffers B headers D history Y
+//! repair R)` (the open's phases, microseconds), then `RUN A B T` for the entries `A..B` the
 //! incarnation tagged T appended (each entry is checked whole: its lsn, its tag and every byte
 //! derived from both), `BAD lsn` for an entry that is not one a writer appended there, and
 //! `OPENED`. The host's checker compares the runs with the acknowledgements it saw. Without
@@ -122,7 +123,19 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
         Ok(x) => x,
         Err(e) => return fail("open", e),
     };
-    say(format_args!("OPEN head {} next {} epoch {}", report.head_lsn, report.next_lsn, report.epoch));
+    let (p, us) = (&report.phases, |d: Duration| d.as_micros());
+    say(format_args!(
+        "OPEN head {} next {} epoch {} took_us {} (connect {} buffers {} headers {} history {} repair {})",
+        report.head_lsn,
+        report.next_lsn,
+        report.epoch,
+        us(p.total()),
+        us(p.connect),
+        us(p.buffers),
+        us(p.headers),
+        us(p.history),
+        us(p.repair)
+    ));
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut lsn = report.next_lsn;
     // A writer's first sync comes before the history is checked (the checking reads every
