@@ -160,7 +160,7 @@ ep_one_way() {
     NEM_NOTE="one-way $NEM_WNODE -> $r"
 }
 ep_failover() {
-    local old=$NEM_W from=$NEM_WNODE to t0 j n
+    local old=$NEM_W from=$NEM_WNODE to t0 j n open=
     to=$([ "$from" = 4 ] && echo 1 || echo 4)
     for j in 2 3; do nem_partition "$from" "$j"; done
     # the clock starts once the old writer is cut off (each filter is a command in a guest)
@@ -182,6 +182,7 @@ ep_failover() {
         if [ -n "$took" ]; then
             NEM_OPEN+=("$(awk -v u="${took% *}" 'BEGIN { printf "%.1f", u / 1000 }')")
             NEM_OPEN_CONNECT+=("$(awk -v u="${took#* }" 'BEGIN { printf "%.1f", u / 1000 }')")
+            open=$(sed -n 's/^OPEN head \([0-9]*\) next \([0-9]*\) .* took_us \([0-9]*\) (\([^)]*\)).*/; its open of entries \1..\2: \3 us (\4)/p' "${NEM_OUT[$NEM_W]}" | head -1)
         fi
     fi
     sleep 1
@@ -192,7 +193,7 @@ ep_failover() {
     until nem_ended "$old" || [ $((SECONDS - n)) -gt 30 ]; do sleep 0.1; done
     nem_ended "$old" || nem_stop "$old"
     NEM_F=$((NEM_F + 1))
-    NEM_NOTE="failover node $from (writer $old) -> node $to (writer $NEM_W)"
+    NEM_NOTE="failover node $from (writer $old) -> node $to (writer $NEM_W$open)"
 }
 ep_cut1() {
     local r t0 line; nem_pick; r=$NEM_R

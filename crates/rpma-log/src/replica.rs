@@ -121,6 +121,8 @@ pub struct Replica<T: Transport> {
     writer: Option<Conn<T>>,
     refused: Vec<Conn<T>>,
     takeovers: u64,
+    /// How long the last request served took to answer, from its arrival on.
+    answered_in: Option<Duration>,
     /// Incoming requests that failed in a row (see [`Replica::serve_once`]).
     failed_requests: u32,
 }
@@ -226,6 +228,7 @@ impl<T: Transport> Replica<T> {
             writer: None,
             refused: Vec::new(),
             takeovers: 0,
+            answered_in: None,
             failed_requests: 0,
         }
     }
@@ -256,6 +259,15 @@ impl<T: Transport> Replica<T> {
     #[must_use]
     pub const fn takeovers(&self) -> u64 {
         self.takeovers
+    }
+
+    /// How long the last request [`Replica::serve_once`] served took to answer, on the
+    /// transport's clock: from the moment it was taken off the endpoint to the answer sent (a
+    /// takeover's fence and promise included, the wait for the request not). `None` before the
+    /// first.
+    #[must_use]
+    pub const fn answered_in(&self) -> Option<Duration> {
+        self.answered_in
     }
 
     fn region(&self) -> Result<&MrLocal<T>> {
@@ -321,7 +333,10 @@ impl<T: Transport> Replica<T> {
             Err(e) => return Err(e.into()),
         };
         self.failed_requests = 0;
-        self.answer(req)?;
+        let t0 = self.peer.runtime().now();
+        let answered = self.answer(req);
+        self.answered_in = Some(self.peer.runtime().now().saturating_duration_since(t0));
+        answered?;
         Ok(true)
     }
 

@@ -64,10 +64,10 @@ impl WithTransport for Serve<'_> {
                 flag.store(true, Ordering::Release);
             });
         }
-        // Each writer taking the log over is reported with how long its request took here
-        // (fencing the previous writer, the promise, the answer).
+        // Each writer taking the log over is reported with how long its request took here, from
+        // its arrival (fencing the previous writer, the promise, the answer).
         while !stop.load(Ordering::Acquire) {
-            let (t0, before) = (std::time::Instant::now(), replica.takeovers());
+            let before = replica.takeovers();
             if replica.serve_once(opts.poll_interval)? && replica.takeovers() > before {
                 let st = replica.state()?;
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -77,7 +77,7 @@ impl WithTransport for Serve<'_> {
                     "rpma log serve: takeover {} (epoch {}) answered in {:.1} ms, at {:.3} s since the epoch",
                     replica.takeovers(),
                     st.promised,
-                    t0.elapsed().as_secs_f64() * 1e3,
+                    replica.answered_in().unwrap_or_default().as_secs_f64() * 1e3,
                     now.as_secs_f64()
                 );
                 let _ = crate::out::flush();
