@@ -20,7 +20,7 @@ fn a_replica_reports_how_long_it_took_to_answer_a_writer_not_how_long_it_waited_
         .and_then(|r| r.listen(&replica_ip(0), PORT))
         .expect("a replica");
     assert_eq!((replica.takeovers(), replica.answered_in()), (0, None));
-    let f = fabric.clone();
+    let f = fabric;
     let writer = std::thread::spawn(move || {
         std::thread::sleep(LATE);
         let opts = LogOptions::new(LOG_ID).quorum(Quorum::All).timeout(Duration::from_secs(10));
