@@ -176,13 +176,14 @@ ep_failover() {
     done
     if [ "$(nem_acks "$NEM_W")" != 0 ]; then
         NEM_FAILOVER+=("$(nem_since "$t0")")
-        # the new writer's open on its own clock (a new process's: no standby, the epoch unknown)
-        local took
-        took=$(sed -n 's/^OPEN .* took_us \([0-9]*\) (connect \([0-9]*\) .*/\1 \2/p' "${NEM_OUT[$NEM_W]}" | head -1)
-        if [ -n "$took" ]; then
-            NEM_OPEN+=("$(awk -v u="${took% *}" 'BEGIN { printf "%.1f", u / 1000 }')")
-            NEM_OPEN_CONNECT+=("$(awk -v u="${took#* }" 'BEGIN { printf "%.1f", u / 1000 }')")
-            open=$(sed -n 's/^OPEN head \([0-9]*\) next \([0-9]*\) .* took_us \([0-9]*\) (\([^)]*\)).*/; its open of entries \1..\2: \3 us (\4)/p' "${NEM_OUT[$NEM_W]}" | head -1)
+        # the new writer's open on its own clock (a new process's: no standby, the epoch
+        # unknown), from its line `OPEN head H next N epoch E took_us U (connect C ...)`
+        local line re='^OPEN head ([0-9]+) next ([0-9]+) .* took_us ([0-9]+) \((connect ([0-9]+)[^)]*)\)'
+        line=$(grep -m1 '^OPEN ' "${NEM_OUT[$NEM_W]}" || true)
+        if [[ $line =~ $re ]]; then
+            NEM_OPEN+=("$(awk -v u="${BASH_REMATCH[3]}" 'BEGIN { printf "%.1f", u / 1000 }')")
+            NEM_OPEN_CONNECT+=("$(awk -v u="${BASH_REMATCH[5]}" 'BEGIN { printf "%.1f", u / 1000 }')")
+            open="; its open of entries ${BASH_REMATCH[1]}..${BASH_REMATCH[2]}: ${BASH_REMATCH[3]} us (${BASH_REMATCH[4]})"
         fi
     fi
     sleep 1

@@ -89,8 +89,6 @@ pub(super) fn send<T: Transport>(
     req.connect(Some(&hello)).map_err(|e| format!("connecting: {e}"))
 }
 
-/// The second half of [`connect`]: waits for replica `r`'s answer on `conn` and checks
-/// it.
 /// The answers to the requests sent to several replicas at once (`pending`: each replica's
 /// index in `replicas` and its connection), each taken as soon as it arrives, whichever comes
 /// first, until `opts.timeout` after the call (a replica that has not answered by then is down).
@@ -134,7 +132,8 @@ pub(super) fn answers<T: Transport>(
     Ok(out)
 }
 
-/// Takes replica `r`'s answer on `conn` (waiting up to `opts.timeout`) and checks it.
+/// The second half of [`connect`]: takes replica `r`'s answer on `conn` (waiting up to
+/// `opts.timeout`) and checks it.
 pub(super) fn answered<T: Transport>(conn: Conn<T>, r: &ReplicaAddr, opts: &LogOptions) -> Result<Connected<T>> {
     match conn.next_event_timeout(opts.timeout) {
         Ok(ConnEvent::Established) => {}
